@@ -1,0 +1,75 @@
+//! Aggregation stage: identical samples are counted first, then each distinct sample is walked
+//! once (weighted by its count) into range and branch counters, per calling context when the
+//! samples carry call stacks.
+//!
+//! In: samples whose addresses are already binary [`Vaddr`]s (or [`Vaddr::EXTERNAL`]). Out:
+//! [`ContextCounters`], which the profile builders and the unsymbolized writer consume.
+
+use crate::addr::Vaddr;
+use hashbrown::HashMap;
+
+/// Fall-through range counts (inclusive [start, end]) and taken-branch counts (source → target).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub ranges: HashMap<(Vaddr, Vaddr), u64>,
+    pub branches: HashMap<(Vaddr, Vaddr), u64>,
+}
+
+impl Counters {
+    pub fn add_range(&mut self, start: Vaddr, end: Vaddr, n: u64) {
+        let c = self.ranges.entry((start, end)).or_default();
+        *c = c.saturating_add(n);
+    }
+    pub fn add_branch(&mut self, src: Vaddr, dst: Vaddr, n: u64) {
+        let c = self.branches.entry((src, dst)).or_default();
+        *c = c.saturating_add(n);
+    }
+    pub fn merge(&mut self, other: &Counters) {
+        for (&(s, e), &n) in &other.ranges {
+            self.add_range(s, e, n);
+        }
+        for (&(s, d), &n) in &other.branches {
+            self.add_branch(s, d, n);
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty() && self.branches.is_empty()
+    }
+}
+
+/// A calling context as the unwinder produces it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ContextKey {
+    /// No context: LBR-only samples.
+    None,
+    /// Probe binaries: call-site addresses, root first (the leaf function is not part of the key).
+    Addrs(Vec<Vaddr>),
+    /// Line-based binaries: symbolized frames `func:line[.discr]`, root first, leaf function last
+    /// without a location, as llvm-profgen prints them (`main:1 @ foo:3.1 @ bar`).
+    Frames(Vec<crate::profile::ContextFrame>),
+}
+
+/// Counters per context.
+#[derive(Clone, Debug, Default)]
+pub struct ContextCounters {
+    pub by_context: HashMap<ContextKey, Counters>,
+    /// True when samples had call stacks (CS mode), even if no context survived.
+    pub context_sensitive: bool,
+}
+
+impl ContextCounters {
+    pub fn counters_mut(&mut self, key: ContextKey) -> &mut Counters {
+        self.by_context.entry(key).or_default()
+    }
+    pub fn merge(&mut self, other: ContextCounters) {
+        self.context_sensitive |= other.context_sensitive;
+        for (k, c) in other.by_context {
+            match self.by_context.get_mut(&k) {
+                Some(mine) => mine.merge(&c),
+                None => {
+                    self.by_context.insert(k, c);
+                }
+            }
+        }
+    }
+}

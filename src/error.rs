@@ -1,0 +1,27 @@
+//! Errors. Exit code 1 for bad input ([`Error`]), 2 for bad usage (clap and [`Error::Usage`]).
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    /// A malformed input file; `offset` is the byte offset where decoding failed.
+    #[error("{path}: at byte offset {offset}: {what}")]
+    Malformed { path: PathBuf, offset: u64, what: String },
+    #[error("{path}: {what}")]
+    BadFile { path: PathBuf, what: String },
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl Error {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Usage(_) => 2,
+            _ => 1,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

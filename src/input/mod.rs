@@ -1,0 +1,82 @@
+//! Input stage: every supported input format is turned into one stream of [`PerfEvent`]s.
+//!
+//! - [`perf_data`]: binary `perf.data` (file and pipe mode, zstd-compressed records).
+//! - [`perf_script`]: `perf script -F ip,brstack --show-mmap-events` text, as llvm-profgen reads it.
+//! - [`unsymbolized`]: llvm-profgen's unsymbolized profile (`--skip-symbolization` output), which
+//!   skips the stream entirely and yields aggregated counters.
+//!
+//! Events borrow from the reader's buffers; consumers copy what they keep.
+
+pub mod perf_data;
+pub mod perf_script;
+pub mod unsymbolized;
+
+use crate::addr::{FileOffset, RuntimeAddr};
+
+/// One taken branch of a last-branch-record stack.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct BranchEntry {
+    pub from: RuntimeAddr,
+    pub to: RuntimeAddr,
+}
+
+/// A mapping of a file (or anonymous memory) into a process.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct MmapEvent {
+    /// `None` when the input carries no process ids that apply to samples (perf script text).
+    pub pid: Option<i32>,
+    pub tid: Option<i32>,
+    pub start: RuntimeAddr,
+    pub len: u64,
+    pub pgoff: FileOffset,
+    /// Executable mapping (PROT_EXEC); perf script marks it with an `x` in the permissions.
+    pub executable: bool,
+    pub path: String,
+    /// Build id carried by MMAP2 records written with `PERF_RECORD_MISC_MMAP_BUILD_ID`.
+    pub build_id: Option<Vec<u8>>,
+}
+
+/// A sample, with the parts profgen uses decoded. Slices borrow from the reader.
+#[derive(Clone, Debug)]
+pub struct Sample<'a> {
+    pub pid: Option<i32>,
+    pub tid: Option<i32>,
+    pub time: Option<u64>,
+    /// Index of the event (perf_event_attr) that produced the sample.
+    pub attr_index: usize,
+    /// Sample IP (leading IP).
+    pub ip: RuntimeAddr,
+    pub period: u64,
+    /// How many identical samples this stands for (perf script's aggregated-count lines); 1 for
+    /// perf.data.
+    pub repeat: u64,
+    /// User-space call chain, leaf first; `callchain[0]` is the sampled IP when present.
+    /// Context markers (PERF_CONTEXT_*) and kernel frames are removed.
+    pub callchain: &'a [RuntimeAddr],
+    /// Last branch records, most recent first (perf order).
+    pub branches: &'a [BranchEntry],
+    /// Whether the input recorded call chains at all (distinguishes LBR-only from LBR + stack).
+    pub has_callchain: bool,
+}
+
+/// Everything the later stages need from an input stream.
+#[derive(Clone, Debug)]
+pub enum PerfEvent<'a> {
+    Mmap(MmapEvent),
+    /// A thread got a (new) command name; `exec` is set when this was an exec, which replaces the
+    /// process's mappings.
+    Comm { pid: i32, tid: i32, exec: bool, name: &'a str },
+    Fork { pid: i32, ppid: i32, tid: i32, ptid: i32 },
+    Exit { pid: i32, tid: i32 },
+    Sample(Sample<'a>),
+}
+
+/// Facts about an input file gathered while reading it (from the perf.data header).
+#[derive(Clone, Debug, Default)]
+pub struct InputInfo {
+    /// (path, build id) pairs from the build-id feature section.
+    pub build_ids: Vec<(String, Vec<u8>)>,
+    pub cmdline: Vec<String>,
+    /// Names of the events (attrs), by attr index.
+    pub event_names: Vec<String>,
+}

@@ -1,0 +1,10 @@
+//! Profile stage: the LLVM sample profile data model and the builders that fill it from the
+//! aggregated counters and the binary model.
+//!
+//! In: [`crate::aggregate`] counters + [`crate::binary::Binary`]. Out: a [`Profile`], which the
+//! post-passes reshape and the writers encode.
+
+pub mod model;
+pub mod summary;
+
+pub use model::*;
