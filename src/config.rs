@@ -1,1 +1,75 @@
-//! TODO
+//! The plain run configuration the core sees. `cli` turns command-line arguments into it;
+//! nothing below the driver knows about clap.
+
+use std::path::PathBuf;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum OutputFormat {
+    Text,
+    Binary,
+    #[default]
+    ExtBinary,
+}
+
+/// Where samples come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// One or more perf.data files (`-` = stdin, pipe mode).
+    PerfData(Vec<PathBuf>),
+    PerfScript(PathBuf),
+    Unsymbolized(PathBuf),
+}
+
+/// A boolean option whose default depends on other options unless the user gave it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tristate {
+    Default,
+    Explicit(bool),
+}
+
+impl Tristate {
+    pub fn or(self, default: bool) -> bool {
+        match self {
+            Tristate::Default => default,
+            Tristate::Explicit(b) => b,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub binary: PathBuf,
+    pub debug_binary: Option<PathBuf>,
+    /// `None` only with `--show-disassembly-only` / `--show-pseudo-probe` style runs.
+    pub input: Option<Input>,
+    pub output: PathBuf,
+    pub format: OutputFormat,
+    pub pid: Option<i32>,
+    pub threads: Option<usize>,
+
+    // Sample interpretation.
+    pub ignore_stack_samples: bool,
+    pub leading_ip_only: bool,
+    pub perf_events: Vec<String>,
+    pub sample_period: Option<u64>,
+    pub skip_symbolization: bool,
+    pub use_offset: bool,
+    pub use_first_loadable_segment_as_base: bool,
+    pub use_dwarf_correlation: bool,
+    pub show_mmap_events: bool,
+    pub show_detailed_warning: bool,
+
+    // Profile contents.
+    pub use_md5: bool,
+    pub populate_profile_symbol_list: bool,
+    pub fill_zero_for_all_funcs: bool,
+    pub update_total_samples: bool,
+
+    // Debug output.
+    pub show_disassembly_only: bool,
+    pub disassemble_functions: Vec<String>,
+    pub show_source_locations: bool,
+    pub show_pseudo_probe: bool,
+
+    pub progress: bool,
+}

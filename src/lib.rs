@@ -16,6 +16,7 @@
 pub mod addr;
 pub mod aggregate;
 pub mod binary;
+pub mod cli;
 pub mod config;
 pub mod driver;
 pub mod error;

@@ -1,1 +1,249 @@
-//! TODO
+//! Address mapping: which runtime addresses belong to the profiled binary, and where they are in
+//! its own layout.
+//!
+//! In: mmap / fork / exec / exit events of the input, and the binary's identity (build id, file
+//! name) and program headers. Out: `RuntimeAddr → Vaddr` translation per process.
+//!
+//! Unlike llvm-profgen-19 (one global load base, matched by file name only), every process keeps
+//! its own mappings, a mapping is recognised by build id first (from MMAP2 build-id records or the
+//! perf.data build-id table) and by file name only when no build id is known, and the file offset
+//! is turned into a vaddr through the program headers rather than by page arithmetic.
+
+use crate::addr::{FileOffset, RuntimeAddr, Vaddr};
+use crate::binary::Segment;
+use crate::input::MmapEvent;
+use hashbrown::HashMap;
+use std::path::Path;
+
+/// How an mmap event was recognised as the profiled binary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum MatchedBy {
+    BuildId,
+    FileName,
+}
+
+/// One executable mapping of the binary into a process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Mapping {
+    start: RuntimeAddr,
+    /// Exclusive.
+    end: RuntimeAddr,
+    pgoff: FileOffset,
+}
+
+/// What the binary must look like to be matched.
+#[derive(Clone, Debug)]
+pub struct BinaryIdentity {
+    pub build_id: Option<Vec<u8>>,
+    /// File name (basename) of `--binary`.
+    pub file_name: String,
+    pub segments: Vec<Segment>,
+}
+
+/// Counts for the end-of-run summary and for diagnosing a wrong binary.
+#[derive(Clone, Debug, Default)]
+pub struct MappingStats {
+    pub matched_by_build_id: u64,
+    pub matched_by_name: u64,
+    /// Mappings whose file name matched but whose build id differed.
+    pub name_match_wrong_build_id: u64,
+    /// Executable file mappings seen that were not the binary, by path (for error messages).
+    pub other_executables: HashMap<String, u64>,
+}
+
+/// Tracks the binary's mappings per process.
+pub struct AddressMapper {
+    identity: BinaryIdentity,
+    /// Build ids perf recorded for paths (perf.data build-id table).
+    path_build_ids: HashMap<String, Vec<u8>>,
+    pid_filter: Option<i32>,
+    /// Mappings by pid; inputs without pids (perf script) use the `None` key.
+    by_pid: HashMap<Option<i32>, Vec<Mapping>>,
+    pub stats: MappingStats,
+}
+
+fn base_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+impl AddressMapper {
+    pub fn new(identity: BinaryIdentity, pid_filter: Option<i32>) -> Self {
+        AddressMapper {
+            identity,
+            path_build_ids: HashMap::new(),
+            pid_filter,
+            by_pid: HashMap::new(),
+            stats: MappingStats::default(),
+        }
+    }
+
+    /// Registers the perf.data build-id table (`path → build id`).
+    pub fn add_build_ids<'a>(&mut self, ids: impl IntoIterator<Item = &'a (String, Vec<u8>)>) {
+        for (path, id) in ids {
+            self.path_build_ids.insert(path.clone(), id.clone());
+        }
+    }
+
+    pub fn binary_file_name(&self) -> &str {
+        &self.identity.file_name
+    }
+
+    /// Whether `ev` maps the profiled binary, and how that was decided.
+    pub fn matches(&self, ev: &MmapEvent) -> Option<MatchedBy> {
+        let known_id = ev.build_id.as_deref().or_else(|| self.path_build_ids.get(&ev.path).map(|v| &v[..]));
+        match (known_id, self.identity.build_id.as_deref()) {
+            (Some(seen), Some(ours)) => build_ids_equal(seen, ours).then_some(MatchedBy::BuildId),
+            _ => (base_name(&ev.path) == self.identity.file_name).then_some(MatchedBy::FileName),
+        }
+    }
+
+    /// Applies an mmap event. Returns how it matched when it maps the binary.
+    pub fn on_mmap(&mut self, ev: &MmapEvent) -> Option<MatchedBy> {
+        if !ev.executable || self.pid_filter.is_some_and(|p| ev.pid != Some(p)) {
+            return None;
+        }
+        let matched = self.matches(ev);
+        match matched {
+            Some(MatchedBy::BuildId) => self.stats.matched_by_build_id += 1,
+            Some(MatchedBy::FileName) => self.stats.matched_by_name += 1,
+            None => {
+                if base_name(&ev.path) == self.identity.file_name {
+                    self.stats.name_match_wrong_build_id += 1;
+                }
+                if !ev.path.starts_with('[') && !ev.path.starts_with("//anon") {
+                    *self.stats.other_executables.entry(ev.path.clone()).or_default() += 1;
+                }
+            }
+        }
+        let start = ev.start;
+        let end = RuntimeAddr(ev.start.0.saturating_add(ev.len));
+        let maps = self.by_pid.entry(ev.pid).or_default();
+        // A new mapping replaces whatever it overlaps (munmap + mmap, or exec reusing addresses).
+        maps.retain(|m| m.end <= start || m.start >= end);
+        if matched.is_some() {
+            maps.push(Mapping { start, end, pgoff: ev.pgoff });
+        }
+        matched
+    }
+
+    /// A forked child starts with its parent's mappings.
+    pub fn on_fork(&mut self, pid: i32, ppid: i32) {
+        if pid == ppid {
+            return; // a new thread shares the process's mappings
+        }
+        let inherited = self.by_pid.get(&Some(ppid)).cloned().unwrap_or_default();
+        self.by_pid.insert(Some(pid), inherited);
+    }
+
+    /// exec replaces the process image: its old mappings are gone.
+    pub fn on_exec(&mut self, pid: i32) {
+        self.by_pid.remove(&Some(pid));
+    }
+
+    /// Whether any mapping of the binary has been seen.
+    pub fn any_mapping(&self) -> bool {
+        self.by_pid.values().any(|m| !m.is_empty())
+    }
+
+    /// The binary vaddr of `addr` in process `pid`, or `None` if it is not in the binary.
+    /// Inputs without pids (perf script) use the pid-less mappings for every sample.
+    #[inline]
+    pub fn to_vaddr(&self, pid: Option<i32>, addr: RuntimeAddr) -> Option<Vaddr> {
+        let maps = self.by_pid.get(&pid).or_else(|| self.by_pid.get(&None))?;
+        let m = maps.iter().find(|m| m.start <= addr && addr < m.end)?;
+        let off = FileOffset(m.pgoff.0 + (addr.0 - m.start.0));
+        self.identity
+            .segments
+            .iter()
+            .find(|s| s.executable && s.offset <= off && off.0 < s.offset.0 + s.filesz)
+            .map(|s| Vaddr(s.vaddr.0 + (off.0 - s.offset.0)))
+    }
+}
+
+/// perf pads build ids to 20 bytes with zeros; compare the meaningful prefix.
+fn build_ids_equal(a: &[u8], b: &[u8]) -> bool {
+    fn trim(x: &[u8]) -> &[u8] {
+        let n = x.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
+        &x[..n]
+    }
+    let (a, b) = (trim(a), trim(b));
+    !a.is_empty() && (a == b)
+}
+
+/// The `file_name` for [`BinaryIdentity`] from a path.
+pub fn file_name_of(path: &Path) -> String {
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn identity() -> BinaryIdentity {
+        BinaryIdentity {
+            build_id: Some(vec![0xab, 0xcd]),
+            file_name: "app".into(),
+            segments: vec![
+                Segment { vaddr: Vaddr(0), memsz: 0x800, offset: FileOffset(0), filesz: 0x800, executable: false },
+                Segment { vaddr: Vaddr(0x1800), memsz: 0x1000, offset: FileOffset(0x800), filesz: 0x1000, executable: true },
+            ],
+        }
+    }
+
+    fn mmap(pid: i32, start: u64, pgoff: u64, path: &str, build_id: Option<Vec<u8>>) -> MmapEvent {
+        MmapEvent {
+            pid: Some(pid),
+            tid: Some(pid),
+            start: RuntimeAddr(start),
+            len: 0x1000,
+            pgoff: FileOffset(pgoff),
+            executable: true,
+            path: path.into(),
+            build_id,
+        }
+    }
+
+    #[test]
+    fn file_offset_goes_through_program_headers_not_page_arithmetic() {
+        let mut m = AddressMapper::new(identity(), None);
+        // The exec segment's file offset 0x800 differs from its vaddr 0x1800.
+        assert_eq!(m.on_mmap(&mmap(7, 0x5555_0000_0000, 0x800, "/x/app", None)), Some(MatchedBy::FileName));
+        assert_eq!(m.to_vaddr(Some(7), RuntimeAddr(0x5555_0000_0010)), Some(Vaddr(0x1810)));
+        assert_eq!(m.to_vaddr(Some(7), RuntimeAddr(0x5555_0000_1000)), None);
+    }
+
+    #[test]
+    fn processes_keep_their_own_load_bases() {
+        let mut m = AddressMapper::new(identity(), None);
+        m.on_mmap(&mmap(1, 0x1000_0000, 0x800, "/x/app", None));
+        m.on_mmap(&mmap(2, 0x2000_0000, 0x800, "/x/app", None));
+        assert_eq!(m.to_vaddr(Some(1), RuntimeAddr(0x1000_0004)), Some(Vaddr(0x1804)));
+        assert_eq!(m.to_vaddr(Some(2), RuntimeAddr(0x2000_0004)), Some(Vaddr(0x1804)));
+        assert_eq!(m.to_vaddr(Some(1), RuntimeAddr(0x2000_0004)), None);
+    }
+
+    #[test]
+    fn build_id_beats_file_name() {
+        let mut m = AddressMapper::new(identity(), None);
+        assert_eq!(m.on_mmap(&mmap(1, 0x1000, 0x800, "/x/renamed.gen", Some(vec![0xab, 0xcd, 0, 0]))), Some(MatchedBy::BuildId));
+        assert_eq!(m.on_mmap(&mmap(1, 0x9000, 0x800, "/x/app", Some(vec![0x11]))), None);
+        assert_eq!(m.stats.name_match_wrong_build_id, 1);
+    }
+
+    #[test]
+    fn fork_inherits_and_exec_clears() {
+        let mut m = AddressMapper::new(identity(), None);
+        m.on_mmap(&mmap(1, 0x1000_0000, 0x800, "/x/app", None));
+        m.on_fork(5, 1);
+        assert_eq!(m.to_vaddr(Some(5), RuntimeAddr(0x1000_0000)), Some(Vaddr(0x1800)));
+        m.on_exec(5);
+        assert_eq!(m.to_vaddr(Some(5), RuntimeAddr(0x1000_0000)), None);
+    }
+
+    #[test]
+    fn pid_filter_ignores_other_processes() {
+        let mut m = AddressMapper::new(identity(), Some(2));
+        assert_eq!(m.on_mmap(&mmap(1, 0x1000_0000, 0x800, "/x/app", None)), None);
+        assert!(!m.any_mapping());
+    }
+}

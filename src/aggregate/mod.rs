@@ -5,6 +5,9 @@
 //! In: samples whose addresses are already binary [`Vaddr`]s (or [`Vaddr::EXTERNAL`]). Out:
 //! [`ContextCounters`], which the profile builders and the unsymbolized writer consume.
 
+pub mod lbr;
+pub mod samples;
+
 use crate::addr::Vaddr;
 use hashbrown::HashMap;
 

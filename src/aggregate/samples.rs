@@ -1,0 +1,202 @@
+//! Sample de-duplication: every sample is reduced to the binary addresses that matter (LBR
+//! entries, call stack) and counted; identical samples are walked once, weighted by count.
+//!
+//! In: [`Sample`]s and an [`AddressMapper`]. Out: [`AggregatedSamples`], a map from an encoded
+//! sample to its count. Memory grows with the number of distinct samples, not with the input.
+
+use crate::addr::{RuntimeAddr, Vaddr};
+use crate::binary::Binary;
+use crate::input::Sample;
+use crate::mapping::AddressMapper;
+use hashbrown::HashMap;
+
+/// How samples are to be read.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SampleMode {
+    /// Use only the sample IP (`--leading-ip-only`).
+    pub leading_ip_only: bool,
+    /// Drop call stacks (`--ignore-stack-samples`).
+    pub ignore_stack: bool,
+    /// `--sample-period`.
+    pub sample_period: Option<u64>,
+}
+
+/// Why samples were not used; reported in the summary line.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SampleStats {
+    pub read: u64,
+    pub used: u64,
+    /// No LBR entry (or, with `--leading-ip-only`, no IP) in the binary.
+    pub outside_binary: u64,
+    /// No branch stack in a sample where one is needed.
+    pub no_branch_stack: u64,
+    /// Filtered by `--perf-event`.
+    pub other_event: u64,
+    /// Filtered by `--pid`.
+    pub other_process: u64,
+    /// Samples with a call stack.
+    pub with_call_stack: u64,
+}
+
+impl SampleStats {
+    pub fn merge(&mut self, o: &SampleStats) {
+        self.read += o.read;
+        self.used += o.used;
+        self.outside_binary += o.outside_binary;
+        self.no_branch_stack += o.no_branch_stack;
+        self.other_event += o.other_event;
+        self.other_process += o.other_process;
+        self.with_call_stack += o.with_call_stack;
+    }
+}
+
+/// A distinct sample as a flat key: `[stack_len, stack..., (from, to)...]`, addresses are binary
+/// vaddrs or [`Vaddr::EXTERNAL`]. The stack is leaf first, exactly as mapped (normalisation of
+/// return addresses happens when the sample is unwound).
+#[derive(Clone, Copy, Debug)]
+pub struct SampleView<'a> {
+    pub stack: &'a [u64],
+    pub lbr: &'a [u64],
+}
+
+impl<'a> SampleView<'a> {
+    fn decode(key: &'a [u64]) -> Self {
+        let n = key[0] as usize;
+        SampleView { stack: &key[1..1 + n], lbr: &key[1 + n..] }
+    }
+    /// LBR entries (source, target), most recent first.
+    pub fn branches(&self) -> impl ExactSizeIterator<Item = (Vaddr, Vaddr)> + 'a {
+        self.lbr.chunks_exact(2).map(|p| (Vaddr(p[0]), Vaddr(p[1])))
+    }
+    pub fn call_stack(&self) -> impl ExactSizeIterator<Item = Vaddr> + 'a {
+        self.stack.iter().map(|&a| Vaddr(a))
+    }
+}
+
+/// Distinct samples and their counts.
+#[derive(Default)]
+pub struct AggregatedSamples {
+    map: HashMap<Box<[u64]>, u64>,
+    /// Whether samples carried call stacks (CS input).
+    pub has_call_stacks: bool,
+}
+
+impl AggregatedSamples {
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (SampleView<'_>, u64)> + '_ {
+        self.map.iter().map(|(k, &c)| (SampleView::decode(k), c))
+    }
+    /// Distinct samples in a deterministic order (for stable output whatever the hash order).
+    pub fn sorted(&self) -> Vec<(SampleView<'_>, u64)> {
+        let mut v: Vec<_> = self.map.iter().collect();
+        v.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        v.into_iter().map(|(k, &c)| (SampleView::decode(k), c)).collect()
+    }
+    fn add(&mut self, key: &[u64], count: u64) {
+        if let Some(c) = self.map.get_mut(key) {
+            *c = c.saturating_add(count);
+        } else {
+            self.map.insert(key.into(), count);
+        }
+    }
+    pub fn merge(&mut self, other: AggregatedSamples) {
+        self.has_call_stacks |= other.has_call_stacks;
+        for (k, c) in other.map {
+            match self.map.get_mut(&k) {
+                Some(mine) => *mine = mine.saturating_add(c),
+                None => {
+                    self.map.insert(k, c);
+                }
+            }
+        }
+    }
+}
+
+/// Reduces samples to binary addresses and counts them.
+pub struct Aggregator<'b> {
+    binary: &'b Binary,
+    mode: SampleMode,
+    key: Vec<u64>,
+    pub samples: AggregatedSamples,
+    pub stats: SampleStats,
+}
+
+impl<'b> Aggregator<'b> {
+    pub fn new(binary: &'b Binary, mode: SampleMode) -> Self {
+        Aggregator { binary, mode, key: Vec::new(), samples: AggregatedSamples::default(), stats: SampleStats::default() }
+    }
+
+    /// The binary vaddr of `a` if it starts an instruction of the binary, else the external
+    /// sentinel (llvm-profgen's `addressIsCode` test).
+    #[inline]
+    fn internal(&self, mapper: &AddressMapper, pid: Option<i32>, a: RuntimeAddr) -> u64 {
+        match mapper.to_vaddr(pid, a) {
+            Some(v) if self.binary.is_code(v) => v.0,
+            _ => Vaddr::EXTERNAL.0,
+        }
+    }
+
+    pub fn add(&mut self, mapper: &AddressMapper, s: &Sample<'_>) {
+        self.stats.read += 1;
+        let ext = Vaddr::EXTERNAL.0;
+        let mut key = std::mem::take(&mut self.key);
+        key.clear();
+        key.push(0);
+        let mut count = s.repeat;
+        if self.mode.leading_ip_only {
+            let ip = self.internal(mapper, s.pid, s.ip);
+            if ip == ext {
+                self.stats.outside_binary += 1;
+                self.key = key;
+                return;
+            }
+            key.extend([ip, ip]);
+            if let Some(p) = self.mode.sample_period {
+                count = count.saturating_mul(p);
+            }
+        } else {
+            if s.branches.is_empty() {
+                self.stats.no_branch_stack += 1;
+                self.key = key;
+                return;
+            }
+            let with_stack = s.has_callchain && !self.mode.ignore_stack && !s.callchain.is_empty();
+            if with_stack {
+                self.samples.has_call_stacks = true;
+                self.stats.with_call_stack += 1;
+                for &f in s.callchain {
+                    key.push(self.internal(mapper, s.pid, f));
+                }
+                key[0] = s.callchain.len() as u64;
+            }
+            let stack_end = key.len();
+            for b in s.branches {
+                let (from, to) = (self.internal(mapper, s.pid, b.from), self.internal(mapper, s.pid, b.to));
+                // External-to-external entries carry nothing (llvm-profgen drops them too).
+                if from != ext || to != ext {
+                    key.extend([from, to]);
+                }
+            }
+            let n_entries = (key.len() - stack_end) / 2;
+            if n_entries == 0 {
+                self.stats.outside_binary += 1;
+                self.key = key;
+                return;
+            }
+            if let Some(p) = self.mode.sample_period {
+                count = count.saturating_mul(p);
+                if !with_stack && n_entries > 1 {
+                    count /= n_entries as u64 - 1;
+                }
+            }
+        }
+        self.stats.used += 1;
+        self.samples.add(&key, count);
+        self.key = key;
+    }
+}
