@@ -1,1 +1,27 @@
-fn main() {}
+//! `profgen`: thin command-line front end over the library (see `profgen::driver`).
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cfg = match profgen::cli::parse(std::env::args_os()) {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            let _ = e.print();
+            // clap uses 0 for --help/--version and 2 for usage errors.
+            return ExitCode::from(e.exit_code() as u8);
+        }
+    };
+    match profgen::driver::run(&cfg) {
+        Ok(report) => {
+            for w in &report.warnings {
+                eprintln!("warning: {w}");
+            }
+            eprintln!("{}", report.summary_line());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("profgen: error: {e}");
+            ExitCode::from(e.exit_code() as u8)
+        }
+    }
+}

@@ -59,6 +59,9 @@ pub struct AddressMapper {
     pid_filter: Option<i32>,
     /// Mappings by pid; inputs without pids (perf script) use the `None` key.
     by_pid: HashMap<Option<i32>, Vec<Mapping>>,
+    /// Pid-less inputs with no mmap event of the binary: treat addresses as vaddrs, as
+    /// llvm-profgen does with its preferred base.
+    assume_preferred_base: bool,
     pub stats: MappingStats,
 }
 
@@ -73,6 +76,7 @@ impl AddressMapper {
             path_build_ids: HashMap::new(),
             pid_filter,
             by_pid: HashMap::new(),
+            assume_preferred_base: false,
             stats: MappingStats::default(),
         }
     }
@@ -145,12 +149,22 @@ impl AddressMapper {
         self.by_pid.values().any(|m| !m.is_empty())
     }
 
+    /// For pid-less inputs without any mmap event of the binary: from now on, addresses outside
+    /// every mapping are taken to be binary vaddrs already (right for non-PIE binaries).
+    pub fn assume_preferred_base(&mut self) {
+        self.assume_preferred_base = true;
+    }
+
     /// The binary vaddr of `addr` in process `pid`, or `None` if it is not in the binary.
     /// Inputs without pids (perf script) use the pid-less mappings for every sample.
     #[inline]
     pub fn to_vaddr(&self, pid: Option<i32>, addr: RuntimeAddr) -> Option<Vaddr> {
-        let maps = self.by_pid.get(&pid).or_else(|| self.by_pid.get(&None))?;
-        let m = maps.iter().find(|m| m.start <= addr && addr < m.end)?;
+        let mapped = self.by_pid.get(&pid).or_else(|| self.by_pid.get(&None));
+        let Some(m) = mapped.and_then(|maps| maps.iter().find(|m| m.start <= addr && addr < m.end)) else {
+            return (self.assume_preferred_base && pid.is_none())
+                .then_some(Vaddr(addr.0))
+                .filter(|v| self.identity.segments.iter().any(|s| s.executable && s.vaddr <= *v && v.0 < s.vaddr.0 + s.memsz));
+        };
         let off = FileOffset(m.pgoff.0 + (addr.0 - m.start.0));
         self.identity
             .segments
