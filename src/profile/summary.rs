@@ -71,10 +71,20 @@ impl ProfileSummary {
         if profile.kind.context_sensitive {
             let mut merged: BTreeMap<&str, FunctionSamples> = BTreeMap::new();
             for (ctx, fs) in &profile.functions {
-                merged
+                let base = merged
                     .entry(ctx.leaf_name())
-                    .or_insert_with(|| FunctionSamples::new(ctx.leaf_name()))
-                    .merge(fs);
+                    .or_insert_with(|| FunctionSamples::new(ctx.leaf_name()));
+                // `FunctionSamples::merge` refuses (hash_mismatch) a profile whose checksum
+                // differs from the non-zero one already merged. LLVM's winner depends on its
+                // hash-map order; ours is the first context in context order.
+                let base_sum = base.checksum.unwrap_or(0);
+                if base_sum != 0 && base_sum != fs.checksum.unwrap_or(0) {
+                    continue;
+                }
+                base.merge(fs);
+                if base_sum == 0 {
+                    base.checksum = fs.checksum;
+                }
             }
             Self::from_top_level(merged.values(), &DEFAULT_CUTOFFS)
         } else {

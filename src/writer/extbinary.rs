@@ -7,8 +7,9 @@
 //! payloads, in write order: summary, names, CS names, profiles, symbol list, offsets, metadata
 //! ```
 //!
-//! FuncMetadata records are written in the same order as the profiles (LLVM iterates its hash
-//! map there; readers look every record up by name, so the order carries no meaning).
+//! FuncMetadata records are written in context (name) order: LLVM iterates its hash map there,
+//! an order that depends on the insertion history; readers look every record up by its name or
+//! context index, so the order carries no meaning. All other bytes match llvm-profgen's.
 
 use std::collections::BTreeMap;
 
@@ -164,7 +165,7 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
                     flags |= flag::METADATA_HAS_ATTRIBUTE;
                 }
                 if flags != 0 {
-                    for &(ctx, fs) in &sorted {
+                    for (ctx, fs) in &profile.functions {
                         write_metadata(&mut out, own_idx(ctx), fs, profile, &name_idx);
                     }
                 }
