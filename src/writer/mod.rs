@@ -43,14 +43,20 @@ pub struct WriteOptions {
 pub const UNSUPPORTED_FORMAT: &str = "Profile encoding format unsupported for writing operations";
 
 /// Encodes `profile` in `format`.
-pub fn encode_profile(profile: &Profile, format: OutputFormat, opts: &WriteOptions) -> Result<Vec<u8>> {
+pub fn encode_profile(
+    profile: &Profile,
+    format: OutputFormat,
+    opts: &WriteOptions,
+) -> Result<Vec<u8>> {
     match format {
         OutputFormat::Text => Ok(text::encode(profile)),
         OutputFormat::ExtBinary => Ok(extbinary::encode(profile, opts.use_md5)),
         OutputFormat::Binary if !profile.kind.context_sensitive && !profile.kind.probe_based => {
             Ok(binary::encode(profile))
         }
-        OutputFormat::Binary | OutputFormat::Gcc => Err(Error::Unsupported(UNSUPPORTED_FORMAT.into())),
+        OutputFormat::Binary | OutputFormat::Gcc => {
+            Err(Error::Unsupported(UNSUPPORTED_FORMAT.into()))
+        }
     }
 }
 
@@ -65,7 +71,10 @@ pub fn write_profile(
     let bytes = encode_profile(profile, format, opts).map_err(|e| with_path(e, out_name))?;
     out.write_all(&bytes)
         .and_then(|()| out.flush())
-        .map_err(|source| Error::Io { path: out_name.to_path_buf(), source })
+        .map_err(|source| Error::Io {
+            path: out_name.to_path_buf(),
+            source,
+        })
 }
 
 /// Writes the profile to `path` atomically: a temporary file in the same directory, renamed over
@@ -84,7 +93,10 @@ pub fn write_profile_file(
     };
     if path.as_os_str() == "-" {
         let mut out = std::io::stdout().lock();
-        return out.write_all(&bytes).and_then(|()| out.flush()).map_err(io_err(path));
+        return out
+            .write_all(&bytes)
+            .and_then(|()| out.flush())
+            .map_err(io_err(path));
     }
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
         return std::fs::write(path, &bytes).map_err(io_err(path));
@@ -98,13 +110,19 @@ pub fn write_profile_file(
 }
 
 fn temp_path_for(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
 }
 
 fn with_path(e: Error, path: &Path) -> Error {
     match e {
-        Error::Unsupported(what) => Error::BadFile { path: path.to_path_buf(), what },
+        Error::Unsupported(what) => Error::BadFile {
+            path: path.to_path_buf(),
+            what,
+        },
         e => e,
     }
 }
@@ -182,7 +200,10 @@ mod tests {
         assert_eq!(enc(127), [0x7f]);
         assert_eq!(enc(128), [0x80, 0x01]);
         assert_eq!(enc(103), [0x67]);
-        assert_eq!(enc(0x5350524F46343204), [0x84, 0xe4, 0xd0, 0xb1, 0xf4, 0xc9, 0x94, 0xa8, 0x53]);
+        assert_eq!(
+            enc(0x5350524F46343204),
+            [0x84, 0xe4, 0xd0, 0xb1, 0xf4, 0xc9, 0x94, 0xa8, 0x53]
+        );
         assert_eq!(enc(u64::MAX).len(), 10);
     }
 

@@ -117,9 +117,18 @@ mod tests {
     #[test]
     fn cs_probe_profile_with_attributes() {
         let ctx = Context(vec![
-            ContextFrame { func: "main".into(), loc: LineLocation::new(2, 0) },
-            ContextFrame { func: "foo".into(), loc: LineLocation::new(5, 3) },
-            ContextFrame { func: "bar".into(), loc: LineLocation::default() },
+            ContextFrame {
+                func: "main".into(),
+                loc: LineLocation::new(2, 0),
+            },
+            ContextFrame {
+                func: "foo".into(),
+                loc: LineLocation::new(5, 3),
+            },
+            ContextFrame {
+                func: "bar".into(),
+                loc: LineLocation::default(),
+            },
         ]);
         let mut bar = FunctionSamples::new("bar");
         bar.total_samples = 30;
@@ -127,7 +136,14 @@ mod tests {
         bar.add_body(LineLocation::new(1, 0), 15);
         bar.checksum = Some(72617220756);
         bar.attributes = attr::WAS_INLINED;
-        let mut p = Profile { kind: ProfileKind { context_sensitive: true, probe_based: true, ..Default::default() }, ..Default::default() };
+        let mut p = Profile {
+            kind: ProfileKind {
+                context_sensitive: true,
+                probe_based: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
         p.functions.insert(ctx, bar);
         let text = String::from_utf8(encode(&p)).unwrap();
         assert_eq!(
