@@ -16,6 +16,7 @@ use std::sync::OnceLock;
 use profgen::profile::model::{
     Context, ContextFrame, FunctionSamples, LineLocation, Profile, ProfileKind, attr,
 };
+use profgen::writer::density::{DensityOptions, density_report};
 use profgen::writer::{OutputFormat, UNSUPPORTED_FORMAT, WriteOptions, encode_profile};
 
 // ---------------------------------------------------------------------------------------------
@@ -897,6 +898,7 @@ fn llvm_profgen_writes_the_same_bytes() {
         return;
     };
     let dir = scratch_dir("profgen");
+    let mut density_warnings = 0;
     for case in cases() {
         let Some(profgen_args) = case.profgen_args else {
             continue;
@@ -938,6 +940,21 @@ fn llvm_profgen_writes_the_same_bytes() {
                 "{}: llvm-profgen-19 --format={fmt}: {stderr}",
                 case.name
             );
+            // The density report llvm-profgen printed for this profile equals ours.
+            let density_lines: String = stderr
+                .lines()
+                .filter(|l| {
+                    l.contains("Sample PGO is estimated") || l.contains("output profile is empty")
+                })
+                .map(|l| format!("{l}\n"))
+                .collect();
+            let ours_density = density_report(&case.profile, &DensityOptions::default());
+            assert_eq!(
+                density_lines, ours_density.warnings,
+                "{}: density",
+                case.name
+            );
+            density_warnings += usize::from(!density_lines.is_empty());
             let theirs = std::fs::read(&out).unwrap();
             if format == OutputFormat::ExtBinary {
                 assert_eq!(
@@ -956,6 +973,11 @@ fn llvm_profgen_writes_the_same_bytes() {
             }
         }
     }
+    // Each text/extbinary/binary run prints the report; most of our small profiles are sparse.
+    assert!(
+        density_warnings > 10,
+        "only {density_warnings} density warnings seen"
+    );
 }
 
 #[test]
@@ -967,23 +989,45 @@ fn profile_files_are_replaced_atomically() {
     let opts = WriteOptions::default();
     let p = line_nested();
     write_profile_file(&p, OutputFormat::ExtBinary, &opts, &path).unwrap();
-    assert_eq!(std::fs::read(&path).unwrap(), encode_profile(&p, OutputFormat::ExtBinary, &opts).unwrap());
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        encode_profile(&p, OutputFormat::ExtBinary, &opts).unwrap()
+    );
 
     // An unwritable format fails before touching the destination and names it.
     let err = write_profile_file(&cs_probe_flat(), OutputFormat::Binary, &opts, &path).unwrap_err();
-    assert_eq!(err.to_string(), format!("{}: {UNSUPPORTED_FORMAT}", path.display()));
-    assert_eq!(std::fs::read(&path).unwrap(), encode_profile(&p, OutputFormat::ExtBinary, &opts).unwrap());
+    assert_eq!(
+        err.to_string(),
+        format!("{}: {UNSUPPORTED_FORMAT}", path.display())
+    );
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        encode_profile(&p, OutputFormat::ExtBinary, &opts).unwrap()
+    );
 
     // A destination directory that does not exist: an I/O error naming the path, no leftovers.
     let missing = dir.join("no-such-dir").join("out.prof");
     let err = write_profile_file(&p, OutputFormat::Text, &opts, &missing).unwrap_err();
-    assert!(err.to_string().starts_with(&format!("{}: ", missing.display())), "{err}");
-    let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(
+        err.to_string()
+            .starts_with(&format!("{}: ", missing.display())),
+        "{err}"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(leftovers, [std::ffi::OsString::from("out.prof")]);
 
     // A destination that is a directory cannot be replaced: error, and the temp file is removed.
     let err = write_profile_file(&p, OutputFormat::Text, &opts, &dir).unwrap_err();
-    assert!(err.to_string().starts_with(&format!("{}: ", dir.display())), "{err}");
-    let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(
+        err.to_string().starts_with(&format!("{}: ", dir.display())),
+        "{err}"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(leftovers, [std::ffi::OsString::from("out.prof")]);
 }
