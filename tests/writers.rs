@@ -22,13 +22,11 @@ use profgen::writer::{OutputFormat, UNSUPPORTED_FORMAT, WriteOptions, encode_pro
 // ---------------------------------------------------------------------------------------------
 // Profile construction helpers.
 
+/// Body entries `(line, discr, count, [(target, count)])`.
+type Body<'a> = &'a [(u32, u32, u64, &'a [(&'a str, u64)])];
+
 /// A profile with `body` entries `(line, discr, count, [(target, count)])`.
-fn func(
-    name: &str,
-    total: u64,
-    head: u64,
-    body: &[(u32, u32, u64, &[(&str, u64)])],
-) -> FunctionSamples {
+fn func(name: &str, total: u64, head: u64, body: Body) -> FunctionSamples {
     let mut fs = FunctionSamples::new(name);
     fs.total_samples = total;
     fs.head_samples = head;
@@ -105,7 +103,7 @@ fn line_nested() -> Profile {
         7,
         &[(1, 0, 15, &[]), (2, 0, 15, &[("foo", 15)])],
     );
-    let mut foo = func(
+    let mut foo_profile = func(
         "foo",
         200,
         0,
@@ -114,10 +112,20 @@ fn line_nested() -> Profile {
             (3, 1, 30, &[("bar", 10), ("baz", 10), ("abc", 20)]),
         ],
     );
-    inline(&mut foo, 3, 1, func("bar", 60, 0, &[(1, 0, 60, &[])]));
-    inline(&mut foo, 3, 1, func("baz", 6, 0, &[(0, 0, 6, &[])]));
-    inline(&mut foo, 65516, 0, func("qux", 1, 0, &[(2, 3, 1, &[])]));
-    inline(&mut main, 2, 0, foo);
+    inline(
+        &mut foo_profile,
+        3,
+        1,
+        func("bar", 60, 0, &[(1, 0, 60, &[])]),
+    );
+    inline(&mut foo_profile, 3, 1, func("baz", 6, 0, &[(0, 0, 6, &[])]));
+    inline(
+        &mut foo_profile,
+        65516,
+        0,
+        func("qux", 1, 0, &[(2, 3, 1, &[])]),
+    );
+    inline(&mut main, 2, 0, foo_profile);
     profile(
         ProfileKind::default(),
         vec![

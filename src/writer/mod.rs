@@ -131,7 +131,7 @@ fn with_path(e: Error, path: &Path) -> Error {
 /// context (the map's order, which matches `SampleContext::operator<`).
 pub(crate) fn sorted_profiles(profile: &Profile) -> Vec<(&Context, &FunctionSamples)> {
     let mut v: Vec<_> = profile.functions.iter().collect();
-    v.sort_by(|a, b| b.1.total_samples.cmp(&a.1.total_samples));
+    v.sort_by_key(|(_, fs)| std::cmp::Reverse(fs.total_samples));
     v
 }
 

@@ -13,7 +13,7 @@
 use std::fmt::Write as _;
 
 use super::sorted_profiles;
-use crate::profile::model::{Context, FunctionSamples, LineLocation, Profile};
+use crate::profile::model::{Context, FunctionSamples, LineLocation, Profile, ProfileKind};
 
 pub fn encode(profile: &Profile) -> Vec<u8> {
     let mut out = String::new();
@@ -26,7 +26,7 @@ pub fn encode(profile: &Profile) -> Vec<u8> {
             out.push_str(ctx.leaf_name());
         }
         let _ = writeln!(out, ":{}:{}", fs.total_samples, fs.head_samples);
-        write_contents(&mut out, fs, 0, profile.kind.probe_based);
+        write_contents(&mut out, fs, 0, profile.kind);
     }
     out.into_bytes()
 }
@@ -51,7 +51,7 @@ fn push_loc(out: &mut String, loc: LineLocation) {
 }
 
 /// Body lines, inlinees and metadata of one profile whose header sits at `indent`.
-fn write_contents(out: &mut String, fs: &FunctionSamples, indent: usize, probe_based: bool) {
+fn write_contents(out: &mut String, fs: &FunctionSamples, indent: usize, kind: ProfileKind) {
     let pad = |out: &mut String, n: usize| out.extend(std::iter::repeat_n(' ', n));
     for (loc, sample) in &fs.body {
         pad(out, indent + 1);
@@ -69,11 +69,16 @@ fn write_contents(out: &mut String, fs: &FunctionSamples, indent: usize, probe_b
         for (name, callee) in callees {
             pad(out, indent + 1);
             push_loc(out, *loc);
-            let _ = writeln!(out, ": {name}:{}", callee.total_samples);
-            write_contents(out, callee, indent + 1, probe_based);
+            // LLVM brackets every header of a CS profile, inlinees (context-less) included.
+            if kind.context_sensitive {
+                let _ = writeln!(out, ": [{name}]:{}", callee.total_samples);
+            } else {
+                let _ = writeln!(out, ": {name}:{}", callee.total_samples);
+            }
+            write_contents(out, callee, indent + 1, kind);
         }
     }
-    if probe_based {
+    if kind.probe_based {
         pad(out, indent + 1);
         let _ = writeln!(out, "!CFGChecksum: {}", fs.checksum.unwrap_or(0));
     }
@@ -86,7 +91,7 @@ fn write_contents(out: &mut String, fs: &FunctionSamples, indent: usize, probe_b
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::model::{ContextFrame, ProfileKind, attr};
+    use crate::profile::model::{ContextFrame, attr};
 
     #[test]
     fn nested_line_profile() {
@@ -150,5 +155,18 @@ mod tests {
             text,
             "[main:2 @ foo:5.3 @ bar]:30:15\n 1: 15\n !CFGChecksum: 72617220756\n !Attributes: 1\n"
         );
+    }
+
+    #[test]
+    fn cs_inlinee_headers_are_bracketed_like_llvm() {
+        let mut foo = FunctionSamples::new("foo");
+        foo.total_samples = 5;
+        foo.callsite_mut(LineLocation::new(1, 0), "bar").total_samples = 5;
+        let mut p = Profile {
+            kind: ProfileKind { context_sensitive: true, ..Default::default() },
+            ..Default::default()
+        };
+        p.functions.insert(Context::base("foo"), foo);
+        assert_eq!(String::from_utf8(encode(&p)).unwrap(), "[foo]:5:0\n 1: [bar]:5\n");
     }
 }
