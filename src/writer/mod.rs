@@ -19,13 +19,14 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::profile::model::{Context, FunctionSamples, Profile};
 
-/// `--format`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+/// `--format` (`text`, `binary`, `extbinary`, `gcc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum OutputFormat {
     Text,
     /// Raw binary (`SPF_Binary`): only for non-CS, non-probe profiles.
     Binary,
     #[default]
+    #[value(name = "extbinary")]
     ExtBinary,
     /// Accepted by the option parser, never writable.
     Gcc,
@@ -38,6 +39,10 @@ pub struct WriteOptions {
     /// prints llvm-profgen's warning).
     pub use_md5: bool,
 }
+
+/// llvm-profgen's warning (printed as `warning: ...`) for `--use-md5` with a format other than
+/// extbinary.
+pub const USE_MD5_IGNORED: &str = "-use-md5 is ignored. Specify --format=extbinary to enable it";
 
 /// The message llvm-profgen prints for `--format=gcc` and for CS/probe profiles in raw binary.
 pub const UNSUPPORTED_FORMAT: &str = "Profile encoding format unsupported for writing operations";
@@ -205,6 +210,16 @@ mod tests {
             [0x84, 0xe4, 0xd0, 0xb1, 0xf4, 0xc9, 0x94, 0xa8, 0x53]
         );
         assert_eq!(enc(u64::MAX).len(), 10);
+    }
+
+    #[test]
+    fn format_names_match_llvm_profgen() {
+        use clap::ValueEnum;
+        let names: Vec<_> = OutputFormat::value_variants()
+            .iter()
+            .map(|f| f.to_possible_value().unwrap().get_name().to_string())
+            .collect();
+        assert_eq!(names, ["text", "binary", "extbinary", "gcc"]);
     }
 
     #[test]
