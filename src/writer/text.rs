@@ -161,12 +161,19 @@ mod tests {
     fn cs_inlinee_headers_are_bracketed_like_llvm() {
         let mut foo = FunctionSamples::new("foo");
         foo.total_samples = 5;
-        foo.callsite_mut(LineLocation::new(1, 0), "bar").total_samples = 5;
+        foo.callsite_mut(LineLocation::new(1, 0), "bar")
+            .total_samples = 5;
         let mut p = Profile {
-            kind: ProfileKind { context_sensitive: true, ..Default::default() },
+            kind: ProfileKind {
+                context_sensitive: true,
+                ..Default::default()
+            },
             ..Default::default()
         };
         p.functions.insert(Context::base("foo"), foo);
-        assert_eq!(String::from_utf8(encode(&p)).unwrap(), "[foo]:5:0\n 1: [bar]:5\n");
+        assert_eq!(
+            String::from_utf8(encode(&p)).unwrap(),
+            "[foo]:5:0\n 1: [bar]:5\n"
+        );
     }
 }
