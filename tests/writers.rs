@@ -893,6 +893,7 @@ fn profdata_reads_what_we_write() {
             assert!(list.contains("bar\nfoo\nmain\n"), "{}: {list}", case.name);
         }
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -986,6 +987,7 @@ fn llvm_profgen_writes_the_same_bytes() {
         density_warnings > 10,
         "only {density_warnings} density warnings seen"
     );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -1038,4 +1040,5 @@ fn profile_files_are_replaced_atomically() {
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(leftovers, [std::ffi::OsString::from("out.prof")]);
+    let _ = std::fs::remove_dir_all(&dir);
 }
