@@ -213,6 +213,34 @@ mod tests {
     }
 
     #[test]
+    fn write_profile_streams_the_encoding_and_names_the_destination() {
+        let mut p = Profile::default();
+        p.functions
+            .insert(Context::base("f"), FunctionSamples::new("f"));
+        let mut out = Vec::new();
+        let name = Path::new("out.prof");
+        write_profile(
+            &p,
+            OutputFormat::Text,
+            &WriteOptions::default(),
+            &mut out,
+            name,
+        )
+        .unwrap();
+        assert_eq!(out, b"f:0:0\n");
+        p.kind.probe_based = true;
+        let err = write_profile(
+            &p,
+            OutputFormat::Binary,
+            &WriteOptions::default(),
+            &mut out,
+            name,
+        )
+        .unwrap_err();
+        assert_eq!(err.to_string(), format!("out.prof: {UNSUPPORTED_FORMAT}"));
+    }
+
+    #[test]
     fn format_names_match_llvm_profgen() {
         use clap::ValueEnum;
         let names: Vec<_> = OutputFormat::value_variants()
