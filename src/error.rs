@@ -13,6 +13,9 @@ pub enum Error {
     BadFile { path: PathBuf, what: String },
     #[error("{0}")]
     Usage(String),
+    /// An operation the requested output cannot express (e.g. a CS profile in raw binary).
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl Error {

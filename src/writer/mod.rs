@@ -1,1 +1,258 @@
-//! TODO
+//! Writers: encode a finished [`Profile`] as an LLVM sample profile.
+//!
+//! In: the post-processed [`Profile`] and the output options. Out: bytes identical to what
+//! `llvm-profgen` (LLVM 19's `SampleProfWriter`) writes for the same profile, in one of three
+//! encodings: [`text`], [`extbinary`] (the default) and raw [`binary`]. Every encoder builds the
+//! whole output in memory (extbinary needs back-patched offsets anyway); [`write_profile_file`]
+//! then writes it to a temporary file next to the target and renames it, so a failed run never
+//! leaves a partial profile. [`density`] holds the profile density report printed after writing.
+
+pub mod binary;
+pub mod density;
+pub mod extbinary;
+pub mod text;
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::profile::model::{Context, FunctionSamples, Profile};
+
+/// `--format` (`text`, `binary`, `extbinary`, `gcc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    /// Raw binary (`SPF_Binary`): only for non-CS, non-probe profiles.
+    Binary,
+    #[default]
+    #[value(name = "extbinary")]
+    ExtBinary,
+    /// Accepted by the option parser, never writable.
+    Gcc,
+}
+
+/// Writer options besides the format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// `--use-md5`: extbinary name table holds MD5 hashes (ignored by other formats; the driver
+    /// prints llvm-profgen's warning).
+    pub use_md5: bool,
+}
+
+/// llvm-profgen's warning (printed as `warning: ...`) for `--use-md5` with a format other than
+/// extbinary.
+pub const USE_MD5_IGNORED: &str = "-use-md5 is ignored. Specify --format=extbinary to enable it";
+
+/// The message llvm-profgen prints for `--format=gcc` and for CS/probe profiles in raw binary.
+pub const UNSUPPORTED_FORMAT: &str = "Profile encoding format unsupported for writing operations";
+
+/// Encodes `profile` in `format`.
+pub fn encode_profile(
+    profile: &Profile,
+    format: OutputFormat,
+    opts: &WriteOptions,
+) -> Result<Vec<u8>> {
+    match format {
+        OutputFormat::Text => Ok(text::encode(profile)),
+        OutputFormat::ExtBinary => Ok(extbinary::encode(profile, opts.use_md5)),
+        OutputFormat::Binary if !profile.kind.context_sensitive && !profile.kind.probe_based => {
+            Ok(binary::encode(profile))
+        }
+        OutputFormat::Binary | OutputFormat::Gcc => {
+            Err(Error::Unsupported(UNSUPPORTED_FORMAT.into()))
+        }
+    }
+}
+
+/// Encodes `profile` and writes it to `out`; `out_name` names the destination in errors.
+pub fn write_profile(
+    profile: &Profile,
+    format: OutputFormat,
+    opts: &WriteOptions,
+    out: &mut dyn Write,
+    out_name: &Path,
+) -> Result<()> {
+    let bytes = encode_profile(profile, format, opts).map_err(|e| with_path(e, out_name))?;
+    out.write_all(&bytes)
+        .and_then(|()| out.flush())
+        .map_err(|source| Error::Io {
+            path: out_name.to_path_buf(),
+            source,
+        })
+}
+
+/// Writes the profile to `path` atomically: a temporary file in the same directory, renamed over
+/// `path` once complete. `-` writes to stdout; an existing non-regular destination (e.g.
+/// `/dev/stdout`, a FIFO) is written directly since it cannot be replaced by a rename.
+pub fn write_profile_file(
+    profile: &Profile,
+    format: OutputFormat,
+    opts: &WriteOptions,
+    path: &Path,
+) -> Result<()> {
+    let bytes = encode_profile(profile, format, opts).map_err(|e| with_path(e, path))?;
+    let io_err = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| Error::Io { path: p, source }
+    };
+    if path.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        return out
+            .write_all(&bytes)
+            .and_then(|()| out.flush())
+            .map_err(io_err(path));
+    }
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return std::fs::write(path, &bytes).map_err(io_err(path));
+    }
+    let tmp = temp_path_for(path);
+    let result = std::fs::write(&tmp, &bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(io_err(path))
+}
+
+fn temp_path_for(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+}
+
+fn with_path(e: Error, path: &Path) -> Error {
+    match e {
+        Error::Unsupported(what) => Error::BadFile {
+            path: path.to_path_buf(),
+            what,
+        },
+        e => e,
+    }
+}
+
+/// Top-level profiles in LLVM's `sortFuncProfiles` order: total samples descending, ties by
+/// context (the map's order, which matches `SampleContext::operator<`).
+pub(crate) fn sorted_profiles(profile: &Profile) -> Vec<(&Context, &FunctionSamples)> {
+    let mut v: Vec<_> = profile.functions.iter().collect();
+    v.sort_by_key(|(_, fs)| std::cmp::Reverse(fs.total_samples));
+    v
+}
+
+/// `FunctionSamples::UniqSuffix`.
+pub(crate) const UNIQ_SUFFIX: &str = ".__uniq.";
+
+/// Every name the binary encodings index: context frames (or function names), call targets and
+/// inlinee names, recursively (`addContext` + `addNames`). Sorted byte-wise like `std::set<FunctionId>`.
+pub(crate) fn collect_names(profile: &Profile) -> BTreeSet<&str> {
+    fn add_names<'a>(fs: &'a FunctionSamples, names: &mut BTreeSet<&'a str>) {
+        for b in fs.body.values() {
+            names.extend(b.call_targets.keys().map(String::as_str));
+        }
+        for callees in fs.callsites.values() {
+            for (name, callee) in callees {
+                names.insert(name);
+                add_names(callee, names);
+            }
+        }
+    }
+    let mut names = BTreeSet::new();
+    for (ctx, fs) in &profile.functions {
+        if profile.kind.context_sensitive {
+            names.extend(ctx.0.iter().map(|f| f.func.as_str()));
+        } else {
+            names.insert(ctx.leaf_name());
+        }
+        add_names(fs, &mut names);
+    }
+    names
+}
+
+pub(crate) fn uleb(out: &mut Vec<u8>, mut v: u64) {
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// `MD5Hash`: the first 8 bytes of MD5(name) as a little-endian u64.
+pub fn md5_hash(name: &str) -> u64 {
+    use md5::Digest;
+    let digest = md5::Md5::digest(name.as_bytes());
+    let mut low = [0u8; 8];
+    low.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(low)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uleb_encoding() {
+        let enc = |v| {
+            let mut out = Vec::new();
+            uleb(&mut out, v);
+            out
+        };
+        assert_eq!(enc(0), [0]);
+        assert_eq!(enc(127), [0x7f]);
+        assert_eq!(enc(128), [0x80, 0x01]);
+        assert_eq!(enc(103), [0x67]);
+        assert_eq!(
+            enc(0x5350524F46343204),
+            [0x84, 0xe4, 0xd0, 0xb1, 0xf4, 0xc9, 0x94, 0xa8, 0x53]
+        );
+        assert_eq!(enc(u64::MAX).len(), 10);
+    }
+
+    #[test]
+    fn write_profile_streams_the_encoding_and_names_the_destination() {
+        let mut p = Profile::default();
+        p.functions
+            .insert(Context::base("f"), FunctionSamples::new("f"));
+        let mut out = Vec::new();
+        let name = Path::new("out.prof");
+        write_profile(
+            &p,
+            OutputFormat::Text,
+            &WriteOptions::default(),
+            &mut out,
+            name,
+        )
+        .unwrap();
+        assert_eq!(out, b"f:0:0\n");
+        p.kind.probe_based = true;
+        let err = write_profile(
+            &p,
+            OutputFormat::Binary,
+            &WriteOptions::default(),
+            &mut out,
+            name,
+        )
+        .unwrap_err();
+        assert_eq!(err.to_string(), format!("out.prof: {UNSUPPORTED_FORMAT}"));
+    }
+
+    #[test]
+    fn format_names_match_llvm_profgen() {
+        use clap::ValueEnum;
+        let names: Vec<_> = OutputFormat::value_variants()
+            .iter()
+            .map(|f| f.to_possible_value().unwrap().get_name().to_string())
+            .collect();
+        assert_eq!(names, ["text", "binary", "extbinary", "gcc"]);
+    }
+
+    #[test]
+    fn md5_hash_is_low_half_little_endian() {
+        // MD5("main") = fad58de7366495db4650cfefac2fcd61.
+        assert_eq!(md5_hash("main"), 0xdb956436e78dd5fa);
+    }
+}

@@ -1,0 +1,226 @@
+//! Extensible binary encoding (`SampleProfileWriterExtBinary`, default section layout), as
+//! llvm-profgen writes it: never compressed, never partial.
+//!
+//! ```text
+//! ULEB magic(0x04)  ULEB version(103)  u64 #sections (7)
+//! 7 × {u64 type, u64 flags, u64 offset, u64 size}      in layout order (below)
+//! payloads, in write order: summary, names, CS names, profiles, symbol list, offsets, metadata
+//! ```
+//!
+//! FuncMetadata records are written in context (name) order: LLVM iterates its hash map there,
+//! an order that depends on the insertion history; readers look every record up by its name or
+//! context index, so the order carries no meaning. All other bytes match llvm-profgen's.
+
+use std::collections::BTreeMap;
+
+use super::binary::{NameIndex, VERSION, magic, write_body, write_loc, write_summary};
+use super::{UNIQ_SUFFIX, collect_names, md5_hash, sorted_profiles, uleb};
+use crate::profile::model::{Context, FunctionSamples, Profile};
+use crate::profile::summary::ProfileSummary;
+
+/// `SecType` values.
+mod sec {
+    pub const PROF_SUMMARY: u64 = 1;
+    pub const NAME_TABLE: u64 = 2;
+    pub const PROFILE_SYMBOL_LIST: u64 = 3;
+    pub const FUNC_OFFSET_TABLE: u64 = 4;
+    pub const FUNC_METADATA: u64 = 5;
+    pub const CS_NAME_TABLE: u64 = 6;
+    pub const LBR_PROFILE: u64 = 0x20;
+}
+
+/// Section-specific flags (stored shifted left by 32 in the header).
+pub mod flag {
+    pub const NAME_MD5: u64 = 1;
+    pub const NAME_FIXED_LENGTH_MD5: u64 = 2;
+    pub const NAME_UNIQ_SUFFIX: u64 = 4;
+    pub const SUMMARY_PARTIAL: u64 = 1;
+    pub const SUMMARY_FULL_CONTEXT: u64 = 2;
+    pub const SUMMARY_FS_DISCRIMINATOR: u64 = 4;
+    pub const SUMMARY_IS_PRE_INLINED: u64 = 16;
+    pub const METADATA_IS_PROBE_BASED: u64 = 1;
+    pub const METADATA_HAS_ATTRIBUTE: u64 = 2;
+    pub const FUNC_OFFSET_ORDERED: u64 = 1;
+}
+
+/// `SectionHdrLayout` of `DefaultLayout`.
+const LAYOUT: [u64; 7] = [
+    sec::PROF_SUMMARY,
+    sec::NAME_TABLE,
+    sec::CS_NAME_TABLE,
+    sec::FUNC_OFFSET_TABLE,
+    sec::LBR_PROFILE,
+    sec::PROFILE_SYMBOL_LIST,
+    sec::FUNC_METADATA,
+];
+
+/// `writeDefaultLayout`: payloads are written in this order of layout indices (the offset
+/// table can only be written once the profiles' offsets are known).
+const WRITE_ORDER: [usize; 7] = [0, 1, 2, 4, 5, 3, 6];
+
+#[derive(Clone, Copy, Default)]
+struct SecHdr {
+    flags: u64,
+    offset: u64,
+    size: u64,
+}
+
+pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
+    let kind = profile.kind;
+    let cs = kind.context_sensitive;
+    let names = collect_names(profile);
+    let name_idx: NameIndex = names.iter().copied().zip(0..).collect();
+    // CS profiles are referenced through the context table, sorted by context.
+    let ctx_idx: BTreeMap<&Context, u64> = if cs {
+        profile.functions.keys().zip(0..).collect()
+    } else {
+        BTreeMap::new()
+    };
+    let own_idx = |ctx: &Context| {
+        if cs {
+            ctx_idx[ctx]
+        } else {
+            name_idx[ctx.leaf_name()]
+        }
+    };
+    let sorted = sorted_profiles(profile);
+
+    let mut out = Vec::new();
+    uleb(&mut out, magic(0x04));
+    uleb(&mut out, VERSION);
+    out.extend_from_slice(&(LAYOUT.len() as u64).to_le_bytes());
+    let hdr_table = out.len();
+    out.resize(hdr_table + LAYOUT.len() * 32, 0xff);
+
+    let mut hdrs = [SecHdr::default(); 7];
+    let mut offsets: Vec<(&Context, u64)> = Vec::with_capacity(sorted.len());
+    for layout_idx in WRITE_ORDER {
+        let start = out.len();
+        let mut flags = 0;
+        match LAYOUT[layout_idx] {
+            sec::PROF_SUMMARY => {
+                if cs {
+                    flags |= flag::SUMMARY_FULL_CONTEXT;
+                }
+                if kind.preinlined {
+                    flags |= flag::SUMMARY_IS_PRE_INLINED;
+                }
+                if kind.fs_discriminator {
+                    flags |= flag::SUMMARY_FS_DISCRIMINATOR;
+                }
+                write_summary(&mut out, &ProfileSummary::compute(profile));
+            }
+            sec::NAME_TABLE => {
+                uleb(&mut out, names.len() as u64);
+                if use_md5 {
+                    flags |= flag::NAME_MD5 | flag::NAME_FIXED_LENGTH_MD5;
+                    for name in &names {
+                        out.extend_from_slice(&md5_hash(name).to_le_bytes());
+                    }
+                } else {
+                    if names.iter().any(|n| n.contains(UNIQ_SUFFIX)) {
+                        flags |= flag::NAME_UNIQ_SUFFIX;
+                    }
+                    for name in &names {
+                        out.extend_from_slice(name.as_bytes());
+                        out.push(0);
+                    }
+                }
+            }
+            sec::CS_NAME_TABLE => {
+                uleb(&mut out, ctx_idx.len() as u64);
+                for ctx in ctx_idx.keys() {
+                    uleb(&mut out, ctx.0.len() as u64);
+                    for frame in &ctx.0 {
+                        uleb(&mut out, name_idx[frame.func.as_str()]);
+                        write_loc(&mut out, frame.loc);
+                    }
+                }
+            }
+            sec::LBR_PROFILE => {
+                let lbr_start = out.len();
+                for &(ctx, fs) in &sorted {
+                    offsets.push((ctx, (out.len() - lbr_start) as u64));
+                    uleb(&mut out, fs.head_samples);
+                    write_body(&mut out, own_idx(ctx), fs, &name_idx);
+                }
+            }
+            sec::PROFILE_SYMBOL_LIST => {
+                if let Some(list) = &profile.symbol_list {
+                    let sorted: std::collections::BTreeSet<&str> =
+                        list.iter().map(String::as_str).collect();
+                    for name in sorted {
+                        out.extend_from_slice(name.as_bytes());
+                        out.push(0);
+                    }
+                }
+            }
+            sec::FUNC_OFFSET_TABLE => {
+                uleb(&mut out, offsets.len() as u64);
+                if cs {
+                    flags |= flag::FUNC_OFFSET_ORDERED;
+                    offsets.sort_by(|a, b| a.0.cmp(b.0));
+                }
+                for &(ctx, offset) in &offsets {
+                    uleb(&mut out, own_idx(ctx));
+                    uleb(&mut out, offset);
+                }
+            }
+            sec::FUNC_METADATA => {
+                if kind.probe_based {
+                    flags |= flag::METADATA_IS_PROBE_BASED;
+                }
+                if cs || kind.preinlined {
+                    flags |= flag::METADATA_HAS_ATTRIBUTE;
+                }
+                if flags != 0 {
+                    for (ctx, fs) in &profile.functions {
+                        write_metadata(&mut out, own_idx(ctx), fs, profile, &name_idx);
+                    }
+                }
+            }
+            _ => unreachable!("LAYOUT lists only known sections"),
+        }
+        hdrs[layout_idx] = SecHdr {
+            flags: flags << 32,
+            offset: start as u64,
+            size: (out.len() - start) as u64,
+        };
+    }
+
+    for (i, (ty, h)) in LAYOUT.iter().zip(&hdrs).enumerate() {
+        let at = hdr_table + i * 32;
+        for (j, v) in [*ty, h.flags, h.offset, h.size].into_iter().enumerate() {
+            out[at + j * 8..at + j * 8 + 8].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// `writeFuncMetadata`: checksum (probe-based), attributes (CS or pre-inlined) and, for nested
+/// profiles, the same for every inlinee keyed by call site.
+fn write_metadata(
+    out: &mut Vec<u8>,
+    idx: u64,
+    fs: &FunctionSamples,
+    profile: &Profile,
+    names: &NameIndex,
+) {
+    let kind = profile.kind;
+    uleb(out, idx);
+    if kind.probe_based {
+        uleb(out, fs.checksum.unwrap_or(0));
+    }
+    if kind.context_sensitive || kind.preinlined {
+        uleb(out, fs.attributes as u64);
+    }
+    if !kind.context_sensitive {
+        uleb(out, fs.callsites.values().map(|c| c.len() as u64).sum());
+        for (loc, callees) in &fs.callsites {
+            for (name, callee) in callees {
+                write_loc(out, *loc);
+                write_metadata(out, names[name.as_str()], callee, profile, names);
+            }
+        }
+    }
+}
