@@ -6,16 +6,9 @@
 //! clap's so scripts written for llvm-profgen keep working.
 
 use crate::config::{Config, Input, OutputFormat};
-use clap::{ArgAction, Parser, ValueEnum};
+use clap::{ArgAction, Parser};
 use std::ffi::OsString;
 use std::path::PathBuf;
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum FormatArg {
-    Text,
-    Binary,
-    Extbinary,
-}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -45,7 +38,7 @@ struct Args {
     output: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "extbinary")]
-    format: FormatArg,
+    format: OutputFormat,
     /// Only use mmap events (and samples) of this process.
     #[arg(long)]
     pid: Option<i32>,
@@ -197,11 +190,7 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
         debug_binary: a.debug_binary,
         input,
         output,
-        format: match a.format {
-            FormatArg::Text => OutputFormat::Text,
-            FormatArg::Binary => OutputFormat::Binary,
-            FormatArg::Extbinary => OutputFormat::ExtBinary,
-        },
+        format: a.format,
         pid: a.pid,
         threads: a.threads,
         ignore_stack_samples: a.ignore_stack_samples,

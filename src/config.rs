@@ -1,15 +1,8 @@
 //! The plain run configuration the core sees. `cli` turns command-line arguments into it;
 //! nothing below the driver knows about clap.
 
+pub use crate::writer::OutputFormat;
 use std::path::PathBuf;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum OutputFormat {
-    Text,
-    Binary,
-    #[default]
-    ExtBinary,
-}
 
 /// Where samples come from.
 #[derive(Clone, Debug, PartialEq, Eq)]

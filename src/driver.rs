@@ -214,7 +214,7 @@ pub fn run(cfg: &Config) -> Result<RunReport, Error> {
             cfg.binary.display()
         ));
     }
-    write_profile(cfg, &profile)?;
+    write_profile(cfg, &profile, &mut report)?;
     Ok(report)
 }
 
@@ -276,8 +276,12 @@ fn read_unsymbolized(_cfg: &Config, _binary: &Binary, _path: &Path) -> Result<Co
 fn write_unsymbolized(_cfg: &Config, _binary: &Binary, _c: &ContextCounters) -> Result<(), Error> {
     todo!("script branch")
 }
-fn write_profile(_cfg: &Config, _p: &Profile) -> Result<(), Error> {
-    todo!("writers branch")
+fn write_profile(cfg: &Config, profile: &Profile, report: &mut RunReport) -> Result<(), Error> {
+    use crate::writer::{OutputFormat, USE_MD5_IGNORED, WriteOptions, write_profile_file};
+    if cfg.use_md5 && cfg.format != OutputFormat::ExtBinary {
+        report.warnings.push(USE_MD5_IGNORED.to_string());
+    }
+    write_profile_file(profile, cfg.format, &WriteOptions { use_md5: cfg.use_md5 }, &cfg.output)
 }
 fn read_perf_data_file(_cfg: &Config, _binary: &Binary, _path: &Path) -> Result<InputResult, Error> {
     todo!("perfdata branch")
