@@ -4,8 +4,10 @@
 //! In: [`crate::aggregate`] counters + [`crate::binary::Binary`]. Out: a [`Profile`], which the
 //! post-passes reshape and the writers encode.
 
+pub mod builder;
 pub mod line;
 pub mod model;
+pub mod probe;
 pub mod ranges;
 pub mod summary;
 
