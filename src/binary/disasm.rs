@@ -235,3 +235,159 @@ impl Code {
         self.prolog_epilog = set;
     }
 }
+
+/// What `--show-disassembly-only` prints besides the instructions.
+#[derive(Clone, Debug, Default)]
+pub struct DumpOptions {
+    /// `--disassemble-functions`: only these symbols (empty: all).
+    pub functions: Vec<String>,
+    /// `--show-source-locations`: the inline stack of each instruction.
+    pub source_locations: bool,
+    /// `--show-pseudo-probe`: probes before the instructions they are at, and probe ids as
+    /// line offsets in source locations.
+    pub pseudo_probes: bool,
+    /// `--show-canonical-fname`.
+    pub canonical_names: bool,
+}
+
+impl super::Binary {
+    /// llvm-profgen's `--show-disassembly-only` listing. Instruction text is capstone's AT&T
+    /// syntax with immediates and displacements in decimal, like LLVM's printer; operand
+    /// spelling can still differ in corner cases.
+    pub fn dump_disassembly(&self, w: &mut impl std::io::Write, opts: &DumpOptions) -> Result<(), crate::error::Error> {
+        let path = self.path();
+        let data = super::map_file(path)?;
+        let bad = |what: String| crate::error::Error::BadFile { path: path.to_path_buf(), what };
+        let io = |source| crate::error::Error::Io { path: path.to_path_buf(), source };
+        let obj = elf::parse(&data).map_err(bad)?;
+        let symbols = elf::symbols(&obj);
+        let sections = text_sections(&obj, &symbols).map_err(bad)?;
+        let cs = capstone(true).map_err(bad)?;
+        write!(w, "\nDisassembly of {}:\n", path.display()).map_err(io)?;
+        for sec in &sections {
+            let size = obj.section_by_name(sec.name).map_or(sec.bytes.len() as u64, |s| s.size());
+            write!(w, "\nDisassembly of section {} [{:#x}, {:#x}]:\n\n", sec.name, sec.addr, sec.addr + size)
+                .map_err(io)?;
+            if sec.skipped {
+                continue;
+            }
+            for (i, sym) in sec.symbols.iter().enumerate() {
+                let name = if opts.canonical_names { super::dwarf::canonical_fn_name(sym.name) } else { sym.name };
+                if !opts.functions.is_empty() && !opts.functions.iter().any(|f| f == name) {
+                    continue;
+                }
+                let mut out = format!("<{name}>:\n");
+                walk_symbol(&cs, sec, i, |d| self.dump_line(&mut out, &d, opts));
+                out.push('\n');
+                w.write_all(out.as_bytes()).map_err(io)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn dump_line(&self, out: &mut String, d: &Decoded<'_>, opts: &DumpOptions) {
+        use std::fmt::Write as _;
+        let addr = crate::addr::Vaddr(d.addr);
+        if opts.pseudo_probes
+            && let Some(probes) = self.probes()
+        {
+            for p in probes.probes_at(addr) {
+                let _ = writeln!(out, " [Probe]:\t{}", probes.format_probe(p));
+            }
+        }
+        let _ = write!(out, "{:8x}:", d.addr);
+        let start = out.len();
+        match d.insn {
+            Some(insn) => {
+                out.push('\t');
+                out.push_str(insn.mnemonic().unwrap_or(""));
+                let ops = insn.op_str().unwrap_or("");
+                if !ops.is_empty() {
+                    out.push('\t');
+                    out.push_str(&llvm_operands(ops, insn.id().0, insn.mnemonic().unwrap_or(""), insn.bytes()));
+                }
+            }
+            None => out.push_str("\t<unknown>"),
+        }
+        if opts.source_locations {
+            let width = out[start..].chars().count();
+            out.extend(std::iter::repeat_n(' ', 40usize.saturating_sub(width)));
+            let frames = self.inline_stack(addr);
+            let mut first = true;
+            for f in frames.iter().rev() {
+                if !first {
+                    out.push_str(" @ ");
+                }
+                first = false;
+                let name = if opts.canonical_names { super::dwarf::canonical_fn_name(&f.func_name) } else { &f.func_name };
+                let (line, disc) =
+                    if opts.pseudo_probes { ((f.discriminator >> 3) & 0xffff, 0) } else { (f.line_offset, f.discriminator) };
+                let _ = write!(out, "{name}:{line}");
+                if disc != 0 {
+                    let _ = write!(out, ".{disc}");
+                }
+            }
+        }
+        out.push('\n');
+    }
+}
+
+/// Rewrites capstone's hexadecimal immediates (`$0x10`) and displacements (`0x10(%rip)`) in
+/// decimal as LLVM prints them; branch targets stay hexadecimal.
+fn llvm_operands(ops: &str, id: u32, mnemonic: &str, bytes: &[u8]) -> String {
+    // LLVM prints the shift-by-one forms (D0/D1) without the implicit `$1`.
+    let opcode = bytes.iter().find(|&&b| !matches!(b, 0x66 | 0x67 | 0xf2 | 0xf3 | 0x2e | 0x3e | 0x26 | 0x64 | 0x65 | 0x36 | 0xf0 | 0x40..=0x4f));
+    let ops = match opcode {
+        Some(0xd0 | 0xd1) => ops.strip_prefix("$1, ").unwrap_or(ops),
+        _ => ops,
+    };
+    let width = match mnemonic.as_bytes().last() {
+        Some(b'b') => 8,
+        Some(b'w') => 16,
+        Some(b'l') => 32,
+        _ => 64,
+    };
+    let is_branch_target = !ops.starts_with('$') && !ops.contains('(') && !ops.contains('%');
+    let relative = [X86Insn::X86_INS_CALL, X86Insn::X86_INS_JMP].iter().any(|&x| id == x as u32)
+        || classify(id, &[], 0).0 == InstKind::ConditionalJump;
+    if relative && is_branch_target {
+        return ops.to_string();
+    }
+    let mut out = String::with_capacity(ops.len());
+    let bytes = ops.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let neg = bytes[i] == b'-' && ops[i + 1..].starts_with("0x");
+        let hex_at = if neg { i + 1 } else { i };
+        let boundary = i == 0 || matches!(bytes[i - 1], b'$' | b' ' | b',' | b':' | b'*');
+        if boundary && ops[hex_at..].starts_with("0x") {
+            let digits_end = ops[hex_at + 2..]
+                .find(|c: char| !c.is_ascii_hexdigit())
+                .map_or(ops.len(), |e| hex_at + 2 + e);
+            if let Ok(v) = u64::from_str_radix(&ops[hex_at + 2..digits_end], 16) {
+                // LLVM prints immediates signed at the operand width; capstone prints the bits.
+                let imm = i > 0 && bytes[i - 1] == b'$';
+                if neg {
+                    out.push('-');
+                    out.push_str(&v.to_string());
+                } else if imm && width < 64 && v < 1 << width && v >= 1 << (width - 1) {
+                    out.push_str(&(v as i64 - (1i64 << width)).to_string());
+                } else if imm && v > i64::MAX as u64 {
+                    out.push_str(&(v as i64).to_string());
+                } else {
+                    out.push_str(&v.to_string());
+                }
+                i = digits_end;
+                continue;
+            }
+        }
+        // LLVM writes memory operands without spaces: `(%rax,%rcx,4)`.
+        if bytes[i] == b' ' && i > 0 && bytes[i - 1] == b',' && ops[..i].rfind('(') > ops[..i].rfind(')') {
+            i += 1;
+            continue;
+        }
+        out.push(bytes[i] as char);
+        i += 1;
+    }
+    out
+}

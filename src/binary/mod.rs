@@ -12,6 +12,8 @@ pub mod dwarf;
 pub mod elf;
 pub mod probes;
 
+pub use disasm::DumpOptions;
+
 use crate::addr::{FileOffset, Vaddr};
 use crate::error::Error;
 use hashbrown::HashMap;
@@ -125,7 +127,7 @@ pub struct LoadOptions {
     pub use_dwarf_correlation: bool,
 }
 
-fn map_file(path: &Path) -> Result<memmap2::Mmap, Error> {
+pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap, Error> {
     let io = |source| Error::Io { path: path.to_path_buf(), source };
     let file = std::fs::File::open(path).map_err(io)?;
     // SAFETY: the file is only read; a concurrent truncation by another process is outside what
@@ -164,7 +166,7 @@ impl Binary {
         let probes = if opts.use_dwarf_correlation {
             None
         } else {
-            probes::ProbeInfo::load(&obj, &symbols).map_err(bad)?
+            probes::ProbeInfo::load(&obj).map_err(bad)?
         };
         let fs_discriminators = symbols.iter().any(|s| {
             s.name == "__llvm_fs_discriminator__"
