@@ -384,3 +384,16 @@ impl ProbeInfo {
         s
     }
 }
+
+impl super::Binary {
+    /// The `Pseudo Probe Desc:` listing `--show-pseudo-probe` prints (nothing without probes).
+    pub fn dump_pseudo_probes(&self, w: &mut impl std::io::Write) -> std::io::Result<()> {
+        let Some(info) = self.probes() else { return Ok(()) };
+        writeln!(w, "Pseudo Probe Desc:")?;
+        for d in info.descs() {
+            writeln!(w, "GUID: {} Name: {}", d.guid, d.name)?;
+            writeln!(w, "Hash: {}", d.hash)?;
+        }
+        Ok(())
+    }
+}
