@@ -1,1 +1,393 @@
-//! TODO
+//! x86-64 disassembly the way llvm-profgen does it (reference §3.2): every symbol of an
+//! executable section is decoded from its address to the next symbol's (or the section end);
+//! `.plt*` sections and bytes before a section's first symbol are not decoded; an undecodable
+//! byte is skipped and counted as invalid.
+//!
+//! In: ELF sections and symbols. Out: [`Code`], sorted per-instruction arrays (address, size,
+//! kind) plus the derived sets the profile builders query by binary search.
+
+use super::InstKind;
+use super::elf::{self, Elf, Symbol};
+use capstone::arch::x86::{ArchMode, ArchSyntax, X86Insn};
+use capstone::prelude::*;
+use object::{Object, ObjectSection, SectionIndex};
+
+/// Decoded instructions of the whole binary, sorted by address.
+#[derive(Debug, Default)]
+pub struct Code {
+    pub addrs: Vec<u64>,
+    pub sizes: Vec<u8>,
+    pub kinds: Vec<InstKind>,
+    /// Addresses of calls, returns and direct unconditional jumps (llvm-profgen's `UncondSet`).
+    pub uncond: Vec<u64>,
+    /// `(address, target)` of every direct call and direct jump, sorted by address.
+    pub branch_targets: Vec<(u64, u64)>,
+    /// Sorted, deduplicated prolog/epilog addresses (filled by [`Code::compute_prolog_epilog`]).
+    pub prolog_epilog: Vec<u64>,
+    /// Bytes that did not decode (each skipped as a 1-byte "instruction").
+    pub invalid_bytes: u64,
+}
+
+/// An executable section to decode, with its symbols sorted by (address, name).
+pub struct TextSection<'data> {
+    pub name: &'data str,
+    pub addr: u64,
+    pub bytes: &'data [u8],
+    /// `.plt*`: listed, never decoded.
+    pub skipped: bool,
+    pub symbols: Vec<Symbol<'data>>,
+}
+
+/// The executable sections of `elf` with size > 0, in section-header order, each with its
+/// symbols stable-sorted by (address, name) as llvm-profgen sorts `SymbolInfoTy`.
+pub fn text_sections<'data>(
+    obj: &Elf<'data>,
+    symbols: &[Symbol<'data>],
+) -> Result<Vec<TextSection<'data>>, String> {
+    let mut by_section: Vec<(SectionIndex, Symbol<'data>)> =
+        symbols.iter().map(|s| (s.section, s.clone())).collect();
+    by_section.sort_by(|a, b| (a.0.0, a.1.addr, a.1.name).cmp(&(b.0.0, b.1.addr, b.1.name)));
+    let mut out = Vec::new();
+    for section in obj.sections() {
+        if !elf::is_exec_section(&section) || section.size() == 0 {
+            continue;
+        }
+        let name = section.name().unwrap_or("");
+        let skipped = name.starts_with(".plt");
+        let bytes = if skipped {
+            &[][..]
+        } else {
+            section.data().map_err(|e| format!("section {name}: {e}"))?
+        };
+        let idx = section.index();
+        let first = by_section.partition_point(|(s, _)| s.0 < idx.0);
+        let syms = by_section[first..].iter().take_while(|(s, _)| *s == idx).map(|(_, sym)| sym.clone()).collect();
+        out.push(TextSection { name, addr: section.address(), bytes, skipped, symbols: syms });
+    }
+    Ok(out)
+}
+
+pub fn capstone(att_syntax: bool) -> Result<Capstone, String> {
+    let mut builder = Capstone::new().x86().mode(ArchMode::Mode64);
+    if att_syntax {
+        builder = builder.syntax(ArchSyntax::Att);
+    }
+    builder.build().map_err(|e| format!("cannot initialise the disassembler: {e}"))
+}
+
+/// One decoded (or undecodable) instruction as the walk reports it.
+pub struct Decoded<'a> {
+    pub addr: u64,
+    /// 1 for an undecodable byte.
+    pub size: u64,
+    /// `None` for an undecodable byte.
+    pub insn: Option<&'a capstone::Insn<'a>>,
+}
+
+/// Walks the instructions of symbol `i` of `sec` exactly like llvm-profgen's
+/// `dissassembleSymbol`: bytes up to the section end are offered to the decoder, so an
+/// instruction may run past the next symbol's start.
+pub fn walk_symbol(cs: &Capstone, sec: &TextSection<'_>, i: usize, mut f: impl FnMut(Decoded<'_>)) {
+    let sec_end = sec.addr + sec.bytes.len() as u64;
+    let start = sec.symbols[i].addr;
+    let next = sec.symbols.get(i + 1).map_or(sec_end, |s| s.addr).min(sec_end);
+    if start < sec.addr {
+        return;
+    }
+    let Ok(mut iter) = cs.disasm_iter(&[], 0) else { return };
+    let mut addr = start;
+    let mut restart = true;
+    while addr < next {
+        if restart {
+            iter.reset(&sec.bytes[(addr - sec.addr) as usize..], addr);
+            restart = false;
+        }
+        match iter.next() {
+            Some(insn) => {
+                let size = insn.len() as u64;
+                f(Decoded { addr, size, insn: Some(&insn) });
+                addr += size.max(1);
+            }
+            None => {
+                f(Decoded { addr, size: 1, insn: None });
+                addr += 1;
+                restart = true;
+            }
+        }
+    }
+}
+
+/// Decodes every text section.
+pub fn decode(sections: &[TextSection<'_>]) -> Result<Code, String> {
+    let cs = capstone(false)?;
+    let mut insts: Vec<(u64, u8, InstKind)> = Vec::new();
+    let mut code = Code::default();
+    for sec in sections.iter().filter(|s| !s.skipped) {
+        for i in 0..sec.symbols.len() {
+            walk_symbol(&cs, sec, i, |d| match d.insn {
+                Some(insn) => {
+                    let (kind, target) = classify(insn.id().0, insn.bytes(), d.addr);
+                    insts.push((d.addr, d.size.min(u64::from(u8::MAX)) as u8, kind));
+                    if let Some(t) = target {
+                        code.branch_targets.push((d.addr, t));
+                    }
+                }
+                None => code.invalid_bytes += 1,
+            });
+        }
+    }
+    // Overlapping symbols can decode an address twice; like llvm-profgen's size map, the last
+    // decode wins.
+    insts.reverse();
+    insts.sort_by_key(|i| i.0);
+    insts.dedup_by_key(|i| i.0);
+    code.branch_targets.reverse();
+    code.branch_targets.sort_by_key(|b| b.0);
+    code.branch_targets.dedup_by_key(|b| b.0);
+    code.addrs = insts.iter().map(|i| i.0).collect();
+    code.sizes = insts.iter().map(|i| i.1).collect();
+    code.kinds = insts.iter().map(|i| i.2).collect();
+    code.uncond = insts.iter().filter(|i| i.2.is_unconditional()).map(|i| i.0).collect();
+    Ok(code)
+}
+
+/// Instruction kind from the capstone id, and the target of a direct call or jump.
+fn classify(id: u32, bytes: &[u8], addr: u64) -> (InstKind, Option<u64>) {
+    use X86Insn::*;
+    let is = |x: X86Insn| id == x as u32;
+    if is(X86_INS_CALL) || is(X86_INS_LCALL) {
+        let target = if is(X86_INS_CALL) { direct_target(bytes, addr, 0xe8) } else { None };
+        (InstKind::Call, target)
+    } else if [X86_INS_RET, X86_INS_RETF, X86_INS_RETFQ, X86_INS_IRET, X86_INS_IRETD, X86_INS_IRETQ]
+        .iter()
+        .any(|&x| is(x))
+    {
+        (InstKind::Return, None)
+    } else if is(X86_INS_JMP) {
+        match direct_target(bytes, addr, 0xe9).or_else(|| direct_target(bytes, addr, 0xeb)) {
+            Some(t) => (InstKind::DirectJump, Some(t)),
+            None => (InstKind::IndirectJump, None),
+        }
+    } else if is(X86_INS_LJMP) {
+        (InstKind::IndirectJump, None)
+    } else if (X86_INS_JAE as u32..=X86_INS_JS as u32).contains(&id)
+        || [X86_INS_LOOP, X86_INS_LOOPE, X86_INS_LOOPNE, X86_INS_XBEGIN].iter().any(|&x| is(x))
+    {
+        (InstKind::ConditionalJump, None)
+    } else {
+        (InstKind::Other, None)
+    }
+}
+
+/// Target of a relative branch whose opcode byte (after legacy and REX prefixes) is `opcode`;
+/// the displacement is the rest of the instruction.
+fn direct_target(bytes: &[u8], addr: u64, opcode: u8) -> Option<u64> {
+    let pos = bytes.iter().position(|&b| {
+        !matches!(b, 0x66 | 0x67 | 0xf2 | 0xf3 | 0x2e | 0x3e | 0x26 | 0x64 | 0x65 | 0x36 | 0xf0 | 0x40..=0x4f)
+    })?;
+    if bytes[pos] != opcode {
+        return None;
+    }
+    let disp = &bytes[pos + 1..];
+    let rel: i64 = match *disp {
+        [a] => i64::from(a as i8),
+        [a, b] => i64::from(i16::from_le_bytes([a, b])),
+        [a, b, c, d] => i64::from(i32::from_le_bytes([a, b, c, d])),
+        _ => return None,
+    };
+    Some(addr.wrapping_add(bytes.len() as u64).wrapping_add(rel as u64))
+}
+
+impl Code {
+    pub fn index_of(&self, a: u64) -> Option<usize> {
+        self.addrs.binary_search(&a).ok()
+    }
+
+    /// llvm-profgen's `getIndexForAddr`: first instruction at or after `a`.
+    pub fn lower_bound(&self, a: u64) -> usize {
+        self.addrs.partition_point(|&x| x < a)
+    }
+
+    pub fn branch_target(&self, a: u64) -> Option<u64> {
+        self.branch_targets.binary_search_by_key(&a, |b| b.0).ok().map(|i| self.branch_targets[i].1)
+    }
+
+    /// Reference §3.4: the first two instructions of every function range, and every return
+    /// with the instruction before it.
+    pub fn compute_prolog_epilog(&mut self, range_starts: impl Iterator<Item = u64>) {
+        let mut set = Vec::new();
+        for start in range_starts {
+            set.push(start);
+            if let Some(&next) = self.addrs.get(self.lower_bound(start) + 1) {
+                set.push(next);
+            }
+        }
+        for (i, kind) in self.kinds.iter().enumerate() {
+            if *kind == InstKind::Return {
+                set.push(self.addrs[i]);
+                if i > 0 {
+                    set.push(self.addrs[i - 1]);
+                }
+            }
+        }
+        set.sort_unstable();
+        set.dedup();
+        self.prolog_epilog = set;
+    }
+}
+
+/// What `--show-disassembly-only` prints besides the instructions.
+#[derive(Clone, Debug, Default)]
+pub struct DumpOptions {
+    /// `--disassemble-functions`: only these symbols (empty: all).
+    pub functions: Vec<String>,
+    /// `--show-source-locations`: the inline stack of each instruction.
+    pub source_locations: bool,
+    /// `--show-pseudo-probe`: probes before the instructions they are at, and probe ids as
+    /// line offsets in source locations.
+    pub pseudo_probes: bool,
+    /// `--show-canonical-fname`.
+    pub canonical_names: bool,
+}
+
+impl super::Binary {
+    /// llvm-profgen's `--show-disassembly-only` listing. Instruction text is capstone's AT&T
+    /// syntax with immediates and displacements in decimal, like LLVM's printer; operand
+    /// spelling can still differ in corner cases.
+    pub fn dump_disassembly(&self, w: &mut impl std::io::Write, opts: &DumpOptions) -> Result<(), crate::error::Error> {
+        let path = self.path();
+        let data = super::map_file(path)?;
+        let bad = |what: String| crate::error::Error::BadFile { path: path.to_path_buf(), what };
+        let io = |source| crate::error::Error::Io { path: path.to_path_buf(), source };
+        let obj = elf::parse(&data).map_err(bad)?;
+        let symbols = elf::symbols(&obj);
+        let sections = text_sections(&obj, &symbols).map_err(bad)?;
+        let cs = capstone(true).map_err(bad)?;
+        write!(w, "\nDisassembly of {}:\n", path.display()).map_err(io)?;
+        for sec in &sections {
+            let size = obj.section_by_name(sec.name).map_or(sec.bytes.len() as u64, |s| s.size());
+            write!(w, "\nDisassembly of section {} [{:#x}, {:#x}]:\n\n", sec.name, sec.addr, sec.addr + size)
+                .map_err(io)?;
+            if sec.skipped {
+                continue;
+            }
+            for (i, sym) in sec.symbols.iter().enumerate() {
+                let name = if opts.canonical_names { super::dwarf::canonical_fn_name(sym.name) } else { sym.name };
+                if !opts.functions.is_empty() && !opts.functions.iter().any(|f| f == name) {
+                    continue;
+                }
+                let mut out = format!("<{name}>:\n");
+                walk_symbol(&cs, sec, i, |d| self.dump_line(&mut out, &d, opts));
+                out.push('\n');
+                w.write_all(out.as_bytes()).map_err(io)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn dump_line(&self, out: &mut String, d: &Decoded<'_>, opts: &DumpOptions) {
+        use std::fmt::Write as _;
+        let addr = crate::addr::Vaddr(d.addr);
+        if opts.pseudo_probes
+            && let Some(probes) = self.probes()
+        {
+            for p in probes.probes_at(addr) {
+                let _ = writeln!(out, " [Probe]:\t{}", probes.format_probe(p));
+            }
+        }
+        let _ = write!(out, "{:8x}:", d.addr);
+        let start = out.len();
+        match d.insn {
+            Some(insn) => {
+                out.push('\t');
+                out.push_str(insn.mnemonic().unwrap_or(""));
+                let ops = insn.op_str().unwrap_or("");
+                if !ops.is_empty() {
+                    out.push('\t');
+                    out.push_str(&llvm_operands(ops, insn.id().0, insn.mnemonic().unwrap_or(""), insn.bytes()));
+                }
+            }
+            None => out.push_str("\t<unknown>"),
+        }
+        if opts.source_locations {
+            let width = out[start..].chars().count();
+            out.extend(std::iter::repeat_n(' ', 40usize.saturating_sub(width)));
+            let frames = self.inline_stack(addr);
+            let mut first = true;
+            for f in frames.iter().rev() {
+                if !first {
+                    out.push_str(" @ ");
+                }
+                first = false;
+                let name = if opts.canonical_names { super::dwarf::canonical_fn_name(&f.func_name) } else { &f.func_name };
+                let (line, disc) =
+                    if opts.pseudo_probes { ((f.discriminator >> 3) & 0xffff, 0) } else { (f.line_offset, f.discriminator) };
+                let _ = write!(out, "{name}:{line}");
+                if disc != 0 {
+                    let _ = write!(out, ".{disc}");
+                }
+            }
+        }
+        out.push('\n');
+    }
+}
+
+/// Rewrites capstone's hexadecimal immediates (`$0x10`) and displacements (`0x10(%rip)`) in
+/// decimal as LLVM prints them; branch targets stay hexadecimal.
+fn llvm_operands(ops: &str, id: u32, mnemonic: &str, bytes: &[u8]) -> String {
+    // LLVM prints the shift-by-one forms (D0/D1) without the implicit `$1`.
+    let opcode = bytes.iter().find(|&&b| !matches!(b, 0x66 | 0x67 | 0xf2 | 0xf3 | 0x2e | 0x3e | 0x26 | 0x64 | 0x65 | 0x36 | 0xf0 | 0x40..=0x4f));
+    let ops = match opcode {
+        Some(0xd0 | 0xd1) => ops.strip_prefix("$1, ").unwrap_or(ops),
+        _ => ops,
+    };
+    let width = match mnemonic.as_bytes().last() {
+        Some(b'b') => 8,
+        Some(b'w') => 16,
+        Some(b'l') => 32,
+        _ => 64,
+    };
+    let is_branch_target = !ops.starts_with('$') && !ops.contains('(') && !ops.contains('%');
+    let relative = [X86Insn::X86_INS_CALL, X86Insn::X86_INS_JMP].iter().any(|&x| id == x as u32)
+        || classify(id, &[], 0).0 == InstKind::ConditionalJump;
+    if relative && is_branch_target {
+        return ops.to_string();
+    }
+    let mut out = String::with_capacity(ops.len());
+    let bytes = ops.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let neg = bytes[i] == b'-' && ops[i + 1..].starts_with("0x");
+        let hex_at = if neg { i + 1 } else { i };
+        let boundary = i == 0 || matches!(bytes[i - 1], b'$' | b' ' | b',' | b':' | b'*');
+        if boundary && ops[hex_at..].starts_with("0x") {
+            let digits_end = ops[hex_at + 2..]
+                .find(|c: char| !c.is_ascii_hexdigit())
+                .map_or(ops.len(), |e| hex_at + 2 + e);
+            if let Ok(v) = u64::from_str_radix(&ops[hex_at + 2..digits_end], 16) {
+                // LLVM prints immediates signed at the operand width; capstone prints the bits.
+                let imm = i > 0 && bytes[i - 1] == b'$';
+                if neg {
+                    out.push('-');
+                    out.push_str(&v.to_string());
+                } else if imm && width < 64 && v < 1 << width && v >= 1 << (width - 1) {
+                    out.push_str(&(v as i64 - (1i64 << width)).to_string());
+                } else if imm && v > i64::MAX as u64 {
+                    out.push_str(&(v as i64).to_string());
+                } else {
+                    out.push_str(&v.to_string());
+                }
+                i = digits_end;
+                continue;
+            }
+        }
+        // LLVM writes memory operands without spaces: `(%rax,%rcx,4)`.
+        if bytes[i] == b' ' && i > 0 && bytes[i - 1] == b',' && ops[..i].rfind('(') > ops[..i].rfind(')') {
+            i += 1;
+            continue;
+        }
+        out.push(bytes[i] as char);
+        i += 1;
+    }
+    out
+}

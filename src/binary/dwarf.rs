@@ -1,4 +1,460 @@
-//! TODO (binary branch)
-pub fn base_discriminator(_d: u32) -> u32 { todo!() }
-pub fn duplication_factor(_d: u32) -> u32 { todo!() }
-pub fn canonical_fn_name(_n: &str) -> &str { todo!() }
+//! DWARF: subprograms (the functions llvm-profgen knows) and inline stacks exactly as
+//! `LLVMSymbolizer::symbolizeInlinedCode` + llvm-profgen's `symbolize` produce them
+//! (reference §3.5).
+//!
+//! In: the DWARF sections of the binary (or of `--debug-binary`). Out: [`DebugInfo`], which
+//! keeps a compact copy of every subroutine DIE (name, decl line, call line, call
+//! discriminator, parent) and an address map built like LLVM's `DWARFUnit::AddrDieMap`. Line
+//! tables are parsed lazily per unit on first use, so symbolizing a few hot functions of a huge
+//! binary stays cheap. LLVM does not read `DW_AT_decl_line`/discriminators through addr2line's
+//! API, so this uses gimli directly.
+
+use super::elf::Elf;
+use super::SourceFrame;
+use gimli::{AttributeValue, DwAt, EndianSlice, RunTimeEndian, UnitOffset};
+use hashbrown::HashMap;
+use object::{Object, ObjectSection};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+use std::sync::{Arc, OnceLock};
+
+type Reader<'a> = EndianSlice<'a, RunTimeEndian>;
+type Unit<'a> = gimli::Unit<Reader<'a>>;
+
+const NO_PARENT: u32 = u32::MAX;
+
+/// A `DW_TAG_subprogram` or `DW_TAG_inlined_subroutine` DIE.
+#[derive(Clone, Debug)]
+struct Node {
+    /// Linkage name, else name, following abstract_origin/specification.
+    name: Option<Arc<str>>,
+    decl_line: u64,
+    /// `DW_AT_call_line` / `DW_AT_GNU_discriminator` of an inlined subroutine (0 otherwise).
+    call_line: u64,
+    call_discriminator: u64,
+    /// Enclosing subroutine node of an inlined subroutine; none for a subprogram, where LLVM's
+    /// inline chain ends.
+    parent: u32,
+    unit: u32,
+}
+
+/// A subprogram DIE with ranges: a function as llvm-profgen-19 loads it (ranges unfiltered).
+#[derive(Clone, Debug)]
+pub struct Subprogram {
+    pub name: Arc<str>,
+    pub ranges: Vec<(u64, u64)>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Row {
+    addr: u64,
+    line: u64,
+    discriminator: u64,
+}
+
+/// One unit's line table: sequences sorted by end address (LLVM's lookup order).
+#[derive(Debug, Default)]
+struct LineTable {
+    /// `(low, high, first row, row end)`.
+    sequences: Vec<(u64, u64, usize, usize)>,
+    rows: Vec<Row>,
+}
+
+impl LineTable {
+    /// LLVM's `lookupAddress`: first sequence ending after `a` that contains it, then the last
+    /// row at or before `a`.
+    fn lookup(&self, a: u64) -> Option<Row> {
+        let s = self.sequences.partition_point(|seq| seq.1 <= a);
+        let &(low, _, first, end) = self.sequences.get(s)?;
+        if a < low {
+            return None;
+        }
+        let rows = &self.rows[first..end];
+        let i = rows.partition_point(|r| r.addr <= a);
+        rows.get(i.checked_sub(1)?).copied()
+    }
+}
+
+struct UnitLines {
+    offset: Option<gimli::DebugLineOffset<usize>>,
+    address_size: u8,
+    table: OnceLock<LineTable>,
+}
+
+/// What profgen keeps of the DWARF.
+pub struct DebugInfo {
+    nodes: Vec<Node>,
+    /// `(start, end, node)`, sorted, disjoint: the innermost subroutine DIE per address.
+    addr_map: Vec<(u64, u64, u32)>,
+    units: Vec<UnitLines>,
+    debug_line: Vec<u8>,
+    endian: RunTimeEndian,
+    pub subprograms: Vec<Subprogram>,
+    /// Problems that made part of the DWARF unusable.
+    pub warnings: Vec<String>,
+}
+
+/// Names, decl line found on a DIE or through its abstract_origin/specification chain.
+#[derive(Clone)]
+struct Resolved<S = Arc<str>> {
+    linkage: Option<S>,
+    name: Option<S>,
+    decl_line: Option<u64>,
+}
+
+impl<S> Default for Resolved<S> {
+    fn default() -> Self {
+        Resolved { linkage: None, name: None, decl_line: None }
+    }
+}
+
+struct Loader<'a> {
+    dwarf: gimli::Dwarf<Reader<'a>>,
+    headers: Vec<gimli::UnitHeader<Reader<'a>>>,
+    parsed_units: HashMap<usize, Rc<Unit<'a>>>,
+    memo: HashMap<usize, Resolved>,
+    names: HashMap<String, Arc<str>>,
+}
+
+impl DebugInfo {
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// Reads all DIEs of `obj`. Address ranges below `preferred_base` (code discarded by the
+    /// linker) are left out of the address map.
+    pub fn load(obj: &Elf<'_>, preferred_base: u64) -> DebugInfo {
+        let endian = if obj.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
+        let mut warnings = Vec::new();
+        let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, std::convert::Infallible> {
+            Ok(match obj.section_by_name(id.name()) {
+                Some(s) => s.uncompressed_data().unwrap_or(Cow::Borrowed(&[])),
+                None => Cow::Borrowed(&[]),
+            })
+        };
+        let Ok(sections) = gimli::DwarfSections::load(load);
+        let dwarf = sections.borrow(|s| EndianSlice::new(s, endian));
+        let mut headers = Vec::new();
+        let mut iter = dwarf.units();
+        loop {
+            match iter.next() {
+                Ok(Some(h)) => headers.push(h),
+                Ok(None) => break,
+                Err(e) => {
+                    warnings.push(format!("malformed .debug_info unit header: {e}"));
+                    break;
+                }
+            }
+        }
+        let debug_line = obj
+            .section_by_name(".debug_line")
+            .and_then(|s| s.uncompressed_data().ok())
+            .map(Cow::into_owned)
+            .unwrap_or_default();
+        let mut loader =
+            Loader { dwarf, headers, parsed_units: HashMap::new(), memo: HashMap::new(), names: HashMap::new() };
+        let mut info = DebugInfo {
+            nodes: Vec::new(),
+            addr_map: Vec::new(),
+            units: Vec::new(),
+            debug_line,
+            endian,
+            subprograms: Vec::new(),
+            warnings,
+        };
+        let mut map = BTreeMap::new();
+        for i in 0..loader.headers.len() {
+            if let Err(e) = loader.load_unit(i, &mut info, &mut map, preferred_base) {
+                let off = loader.headers[i].offset().0;
+                info.warnings.push(format!("malformed DWARF unit at .debug_info offset {off:#x}: {e}"));
+            }
+        }
+        info.addr_map = map.into_iter().map(|(start, (end, node))| (start, end, node)).collect();
+        info
+    }
+
+    fn node_at(&self, a: u64) -> Option<u32> {
+        let i = self.addr_map.partition_point(|e| e.0 <= a).checked_sub(1)?;
+        let (_, end, node) = self.addr_map[i];
+        (a < end).then_some(node)
+    }
+
+    /// Whether some subroutine DIE covers `a`.
+    pub fn covers(&self, a: u64) -> bool {
+        self.node_at(a).is_some()
+    }
+
+    fn lines(&self, unit: u32) -> Option<&LineTable> {
+        let u = self.units.get(unit as usize)?;
+        let offset = u.offset?;
+        Some(u.table.get_or_init(|| {
+            parse_line_table(&self.debug_line, self.endian, offset, u.address_size).unwrap_or_default()
+        }))
+    }
+
+    /// Inline frames at `a`, outermost first; empty without a subroutine DIE.
+    pub fn inline_stack(&self, a: u64) -> Vec<SourceFrame> {
+        let Some(leaf) = self.node_at(a) else { return Vec::new() };
+        // Innermost first, as LLVM's inlined chain.
+        let mut chain = vec![leaf];
+        let mut n = leaf;
+        while self.nodes[n as usize].parent != NO_PARENT && chain.len() <= self.nodes.len() {
+            n = self.nodes[n as usize].parent;
+            chain.push(n);
+        }
+        let leaf_row = self.lines(self.nodes[leaf as usize].unit).and_then(|t| t.lookup(a));
+        let mut frames = Vec::with_capacity(chain.len());
+        for i in (0..chain.len()).rev() {
+            let node = &self.nodes[chain[i] as usize];
+            let Some(name) = node.name.as_ref().filter(|n| !n.is_empty()) else { break };
+            let (line, discriminator) = if i == 0 {
+                leaf_row.map_or((0, 0), |r| (r.line, r.discriminator))
+            } else {
+                let callee = &self.nodes[chain[i - 1] as usize];
+                (callee.call_line, callee.call_discriminator)
+            };
+            frames.push(SourceFrame {
+                func_name: name.clone(),
+                line_offset: (line.wrapping_sub(node.decl_line) & 0xffff) as u32,
+                discriminator: discriminator as u32,
+            });
+        }
+        frames
+    }
+}
+
+impl<'a> Loader<'a> {
+    fn intern(&mut self, s: Reader<'a>) -> Arc<str> {
+        let s = String::from_utf8_lossy(s.slice());
+        if let Some(a) = self.names.get(s.as_ref()) {
+            return a.clone();
+        }
+        let a: Arc<str> = Arc::from(s.as_ref());
+        self.names.insert(s.into_owned(), a.clone());
+        a
+    }
+
+    fn unit(&mut self, i: usize) -> gimli::Result<Rc<Unit<'a>>> {
+        if let Some(u) = self.parsed_units.get(&i) {
+            return Ok(u.clone());
+        }
+        let unit = Rc::new(self.dwarf.unit(self.headers[i])?);
+        self.parsed_units.insert(i, unit.clone());
+        Ok(unit)
+    }
+
+    fn unit_containing(&self, off: usize) -> Option<usize> {
+        let i = self
+            .headers
+            .partition_point(|h| h.offset().0 <= off)
+            .checked_sub(1)?;
+        Some(i)
+    }
+
+    fn load_unit(
+        &mut self,
+        ui: usize,
+        info: &mut DebugInfo,
+        map: &mut BTreeMap<u64, (u64, u32)>,
+        preferred_base: u64,
+    ) -> gimli::Result<()> {
+        let unit = self.unit(ui)?;
+        info.units.push(UnitLines {
+            offset: unit.line_program.as_ref().map(|p| p.header().offset()),
+            address_size: unit.header.address_size(),
+            table: OnceLock::new(),
+        });
+        let unit_index = (info.units.len() - 1) as u32;
+        let mut cursor = unit.entries();
+        // (depth, node) of the enclosing subroutine DIEs.
+        let mut stack: Vec<(isize, u32)> = Vec::new();
+        while let Some(entry) = cursor.next_dfs()? {
+            let depth = entry.depth();
+            while stack.last().is_some_and(|&(d, _)| d >= depth) {
+                stack.pop();
+            }
+            let tag = entry.tag();
+            let inlined = tag == gimli::DW_TAG_inlined_subroutine;
+            if tag != gimli::DW_TAG_subprogram && !inlined {
+                continue;
+            }
+            let mut ranges = Vec::new();
+            let mut iter = self.dwarf.die_ranges(&unit, entry)?;
+            while let Some(r) = iter.next()? {
+                ranges.push((r.begin, r.end));
+            }
+            let udata = |at: DwAt| entry.attr_value(at).and_then(|v| v.udata_value()).unwrap_or(0);
+            let (call_line, call_discriminator) =
+                if inlined { (udata(gimli::DW_AT_call_line), udata(gimli::DW_AT_GNU_discriminator)) } else { (0, 0) };
+            let resolved = self.resolve(ui, entry.offset(), 0);
+            let name = resolved.linkage.or(resolved.name);
+            let parent = if inlined { stack.last().map_or(NO_PARENT, |s| s.1) } else { NO_PARENT };
+            let node = info.nodes.len() as u32;
+            info.nodes.push(Node {
+                name: name.clone(),
+                decl_line: resolved.decl_line.unwrap_or(0),
+                call_line,
+                call_discriminator,
+                parent,
+                unit: unit_index,
+            });
+            stack.push((depth, node));
+            for &(lo, hi) in &ranges {
+                if hi > lo && lo >= preferred_base {
+                    insert_range(map, lo, hi, node);
+                }
+            }
+            if !inlined && let Some(name) = name && !ranges.is_empty() {
+                info.subprograms.push(Subprogram { name, ranges });
+            }
+        }
+        Ok(())
+    }
+
+    /// LLVM's `findRecursively` for the linkage name, name and decl line: the DIE's own
+    /// attribute, else its specification's, else its abstract origin's.
+    fn resolve(&mut self, ui: usize, off: UnitOffset<usize>, depth: u32) -> Resolved {
+        let Ok(unit) = self.unit(ui) else { return Resolved::default() };
+        let Some(global) = off.to_debug_info_offset(&unit.header) else { return Resolved::default() };
+        if let Some(r) = self.memo.get(&global.0) {
+            return r.clone();
+        }
+        // Placeholder against reference cycles.
+        self.memo.insert(global.0, Resolved::default());
+        let Ok(entry) = unit.entry(off) else { return Resolved::default() };
+        let mut r: Resolved<Reader<'a>> = Resolved::default();
+        let mut refs = Vec::new();
+        for attr in entry.attrs() {
+            match attr.name() {
+                gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name if r.linkage.is_none() => {
+                    if let Ok(s) = self.dwarf.attr_string(&unit, attr.value()) {
+                        r.linkage = Some(s);
+                    }
+                }
+                gimli::DW_AT_name if r.name.is_none() => {
+                    if let Ok(s) = self.dwarf.attr_string(&unit, attr.value()) {
+                        r.name = Some(s);
+                    }
+                }
+                gimli::DW_AT_decl_line => r.decl_line = attr.udata_value(),
+                gimli::DW_AT_specification | gimli::DW_AT_abstract_origin => refs.push((attr.name(), attr.value())),
+                _ => {}
+            }
+        }
+        let mut out = Resolved {
+            linkage: r.linkage.map(|s| self.intern(s)),
+            name: r.name.map(|s| self.intern(s)),
+            decl_line: r.decl_line,
+        };
+        // Specification first, as LLVM's worklist pops it before the abstract origin.
+        refs.sort_by_key(|(name, _)| *name != gimli::DW_AT_specification);
+        for (_, value) in refs {
+            if out.linkage.is_some() && out.name.is_some() && out.decl_line.is_some() || depth > 64 {
+                break;
+            }
+            let target = match value {
+                AttributeValue::UnitRef(o) => Some((ui, o)),
+                AttributeValue::DebugInfoRef(o) => self.unit_containing(o.0).and_then(|tu| {
+                    let header = self.headers[tu];
+                    o.to_unit_offset(&header).map(|uo| (tu, uo))
+                }),
+                _ => None,
+            };
+            let Some((tu, to)) = target else { continue };
+            let t = self.resolve(tu, to, depth + 1);
+            out.linkage = out.linkage.or(t.linkage);
+            out.name = out.name.or(t.name);
+            out.decl_line = out.decl_line.or(t.decl_line);
+        }
+        self.memo.insert(global.0, out.clone());
+        out
+    }
+}
+
+/// LLVM's `DWARFUnit::updateAddressDieMap` insertion: parents are inserted before children, and
+/// a child's range splits the enclosing entry.
+fn insert_range(map: &mut BTreeMap<u64, (u64, u32)>, lo: u64, hi: u64, node: u32) {
+    if let Some((&b_start, &(b_end, b_node))) = map.range(..=lo).next_back()
+        && lo < b_end
+    {
+        if hi < b_end {
+            map.insert(hi, (b_end, b_node));
+        }
+        if lo > b_start {
+            map.insert(b_start, (lo, b_node));
+        }
+    }
+    map.insert(lo, (hi, node));
+}
+
+fn parse_line_table(
+    debug_line: &[u8],
+    endian: RunTimeEndian,
+    offset: gimli::DebugLineOffset<usize>,
+    address_size: u8,
+) -> gimli::Result<LineTable> {
+    let section = gimli::DebugLine::new(debug_line, endian);
+    let program = section.program(offset, address_size, None, None)?;
+    let mut rows = program.rows();
+    let mut table = LineTable::default();
+    let mut seq_start = 0;
+    while let Some((_, row)) = rows.next_row()? {
+        if row.end_sequence() {
+            let first = table.rows.get(seq_start).map(|r| r.addr);
+            match first {
+                Some(low) if low < row.address() => {
+                    table.sequences.push((low, row.address(), seq_start, table.rows.len()));
+                    seq_start = table.rows.len();
+                }
+                _ => table.rows.truncate(seq_start),
+            }
+        } else {
+            table.rows.push(Row {
+                addr: row.address(),
+                line: row.line().map_or(0, |l| l.get()),
+                discriminator: row.discriminator(),
+            });
+        }
+    }
+    table.rows.truncate(seq_start);
+    table.sequences.sort_by_key(|s| s.1);
+    Ok(table)
+}
+
+/// Base discriminator of a raw DWARF discriminator (`DILocation::getBaseDiscriminatorFromDiscriminator`
+/// without FS discriminators).
+pub fn base_discriminator(raw: u32) -> u32 {
+    prefix_decode(raw)
+}
+
+/// Duplication factor of a raw DWARF discriminator (`getDuplicationFactorFromDiscriminator`).
+pub fn duplication_factor(raw: u32) -> u32 {
+    let rest = if raw & 1 != 0 { raw >> 1 } else { raw >> if raw & 0x40 != 0 { 14 } else { 7 } };
+    let factor = prefix_decode(rest);
+    if factor == 0 { 1 } else { factor }
+}
+
+/// `getUnsignedFromPrefixEncoding`: bit 0 set means "no value"; bit 6 (after the shift,
+/// bit 5) says a second 7-bit group follows.
+fn prefix_decode(u: u32) -> u32 {
+    if u & 1 != 0 {
+        return 0;
+    }
+    let u = u >> 1;
+    if u & 0x20 != 0 { ((u >> 1) & 0xfe0) | (u & 0x1f) } else { u & 0x1f }
+}
+
+/// `FunctionSamples::getCanonicalFnName(name, "selected")` with `.__uniq.` suffixes kept:
+/// strips `.llvm.<x>`, then `.part.<x>`, when that suffix is the last dot component.
+pub fn canonical_fn_name(name: &str) -> &str {
+    let mut cand = name;
+    for suffix in [".llvm.", ".part."] {
+        let Some(it) = cand.rfind(suffix) else { continue };
+        let last_dot = cand.rfind('.');
+        if last_dot == Some(it) || last_dot == Some(it + suffix.len() - 1) {
+            cand = &cand[..it];
+        }
+    }
+    cand
+}

@@ -12,8 +12,13 @@ pub mod dwarf;
 pub mod elf;
 pub mod probes;
 
+pub use disasm::DumpOptions;
+
 use crate::addr::{FileOffset, Vaddr};
-use std::sync::Arc;
+use crate::error::Error;
+use hashbrown::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 /// A PT_LOAD program header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,7 +103,19 @@ pub struct SourceFrame {
 
 /// The profiled binary, loaded once and shared read-only by every worker.
 pub struct Binary {
-    // Filled in by the binary-model work.
+    path: PathBuf,
+    elf: elf::ElfInfo,
+    code: disasm::Code,
+    functions: Vec<Function>,
+    /// Sorted by start, disjoint starts.
+    func_ranges: Vec<FuncRange>,
+    /// Per function range, the inline stacks of its instructions, computed on first use.
+    range_frames: Vec<OnceLock<Box<[Arc<[SourceFrame]>]>>>,
+    debug: Option<dwarf::DebugInfo>,
+    probes: Option<probes::ProbeInfo>,
+    fs_discriminators: bool,
+    warnings: Vec<String>,
+    empty_stack: Arc<[SourceFrame]>,
 }
 
 /// How to load a [`Binary`].
@@ -110,91 +127,307 @@ pub struct LoadOptions {
     pub use_dwarf_correlation: bool,
 }
 
+pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap, Error> {
+    let io = |source| Error::Io { path: path.to_path_buf(), source };
+    let file = std::fs::File::open(path).map_err(io)?;
+    // SAFETY: the file is only read; a concurrent truncation by another process is outside what
+    // profgen can defend against (as for every mmap-based reader).
+    unsafe { memmap2::Mmap::map(&file) }.map_err(io)
+}
+
 impl Binary {
-    /// Loads `path` from its bytes (the caller maps the file). Errors name the file.
-    pub fn load(_path: &std::path::Path, _opts: &LoadOptions) -> Result<Binary, crate::error::Error> {
-        todo!()
+    /// Loads the ELF at `path` (and the DWARF of `opts.debug_binary`). Errors name the file.
+    pub fn load(path: &Path, opts: &LoadOptions) -> Result<Binary, Error> {
+        let data = map_file(path)?;
+        let bad = |what: String| Error::BadFile { path: path.to_path_buf(), what };
+        let obj = elf::parse(&data).map_err(bad)?;
+        let elf_info = elf::info(&obj).map_err(bad)?;
+        let symbols = elf::symbols(&obj);
+        let sections = disasm::text_sections(&obj, &symbols).map_err(bad)?;
+        let mut code = disasm::decode(&sections).map_err(bad)?;
+        let base = elf_info.preferred_base.0;
+
+        let mut warnings = Vec::new();
+        let debug = match &opts.debug_binary {
+            Some(dbg_path) => {
+                let dbg_data = map_file(dbg_path)?;
+                let dbg_obj = elf::parse(&dbg_data)
+                    .map_err(|what| Error::BadFile { path: dbg_path.clone(), what })?;
+                dwarf::DebugInfo::load(&dbg_obj, base)
+            }
+            None => dwarf::DebugInfo::load(&obj, base),
+        };
+        warnings.extend(debug.warnings.iter().map(|w| format!("{}: {w}", path.display())));
+
+        let (functions, mut func_ranges) = build_functions(&debug.subprograms, &symbols, &sections, base);
+        mark_entries(&functions, &mut func_ranges, &sections);
+        code.compute_prolog_epilog(func_ranges.iter().map(|r| r.start.0));
+
+        let probes = if opts.use_dwarf_correlation {
+            None
+        } else {
+            probes::ProbeInfo::load(&obj).map_err(bad)?
+        };
+        let fs_discriminators = symbols.iter().any(|s| {
+            s.name == "__llvm_fs_discriminator__"
+                && !sections.iter().any(|t| t.symbols.first().is_some_and(|f| f.section == s.section))
+        });
+        Ok(Binary {
+            path: path.to_path_buf(),
+            elf: elf_info,
+            code,
+            range_frames: (0..func_ranges.len()).map(|_| OnceLock::new()).collect(),
+            functions,
+            func_ranges,
+            debug: (!debug.is_empty()).then_some(debug),
+            probes,
+            fs_discriminators,
+            warnings,
+            empty_stack: Arc::from(Vec::new()),
+        })
     }
-    pub fn path(&self) -> &std::path::Path {
-        todo!()
+    pub fn path(&self) -> &Path {
+        &self.path
     }
     /// GNU build id (`.note.gnu.build-id`), if present.
     pub fn build_id(&self) -> Option<&[u8]> {
-        todo!()
+        self.elf.build_id.as_deref()
     }
     pub fn segments(&self) -> &[Segment] {
-        todo!()
+        &self.elf.segments
     }
     /// Page-aligned vaddr of the first executable PT_LOAD (llvm-profgen's `PreferredBase`).
     pub fn preferred_base(&self) -> Vaddr {
-        todo!()
+        self.elf.preferred_base
     }
     /// llvm-profgen's `FirstLoadableAddress` (see reference §2.3, including its quirk).
     pub fn first_loadable_address(&self) -> Vaddr {
-        todo!()
+        self.elf.first_loadable_address
     }
-    /// The vaddr that file offset `off` is loaded at, through the PT_LOAD headers.
-    pub fn file_offset_to_vaddr(&self, _off: FileOffset) -> Option<Vaddr> {
-        todo!()
+    /// Page-aligned file offsets of the executable PT_LOADs (llvm-profgen's
+    /// `TextSegmentOffsets`), in program-header order.
+    pub fn text_segment_offsets(&self) -> &[FileOffset] {
+        &self.elf.text_segment_offsets
+    }
+    /// The vaddr that file offset `off` is loaded at, through the PT_LOAD headers (an offset in
+    /// the page before a segment's unaligned `p_offset` counts as that segment's).
+    pub fn file_offset_to_vaddr(&self, off: FileOffset) -> Option<Vaddr> {
+        elf::file_offset_to_vaddr(&self.elf.segments, off)
+    }
+    /// Problems found while loading that left part of the binary unusable (for the driver to
+    /// print as warnings).
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+    /// Number of bytes in code that did not decode.
+    pub fn invalid_inst_bytes(&self) -> u64 {
+        self.code.invalid_bytes
     }
     /// Whether `a` is the first byte of a decoded instruction.
-    pub fn is_code(&self, _a: Vaddr) -> bool {
-        todo!()
+    pub fn is_code(&self, a: Vaddr) -> bool {
+        self.code.index_of(a.0).is_some()
     }
-    pub fn inst_kind(&self, _a: Vaddr) -> Option<InstKind> {
-        todo!()
+    pub fn inst_kind(&self, a: Vaddr) -> Option<InstKind> {
+        self.code.index_of(a.0).map(|i| self.code.kinds[i])
     }
-    pub fn inst_size(&self, _a: Vaddr) -> Option<u64> {
-        todo!()
+    pub fn inst_size(&self, a: Vaddr) -> Option<u64> {
+        self.code.index_of(a.0).map(|i| u64::from(self.code.sizes[i]))
     }
     /// Start addresses of all decoded instructions within [start, end] (inclusive), ascending.
-    pub fn insts_in(&self, _start: Vaddr, _end: Vaddr) -> impl Iterator<Item = Vaddr> + '_ {
-        std::iter::empty()
+    pub fn insts_in(&self, start: Vaddr, end: Vaddr) -> impl Iterator<Item = Vaddr> + '_ {
+        let first = self.code.lower_bound(start.0);
+        self.code.addrs[first..].iter().take_while(move |&&a| a <= end.0).map(|&a| Vaddr(a))
     }
-    pub fn next_inst(&self, _a: Vaddr) -> Option<Vaddr> {
-        todo!()
+    /// The first instruction after `a`.
+    pub fn next_inst(&self, a: Vaddr) -> Option<Vaddr> {
+        let i = self.code.addrs.partition_point(|&x| x <= a.0);
+        self.code.addrs.get(i).map(|&x| Vaddr(x))
     }
-    pub fn prev_inst(&self, _a: Vaddr) -> Option<Vaddr> {
-        todo!()
+    /// The last instruction before `a`.
+    pub fn prev_inst(&self, a: Vaddr) -> Option<Vaddr> {
+        let i = self.code.lower_bound(a.0).checked_sub(1)?;
+        Some(Vaddr(self.code.addrs[i]))
     }
     /// Whether a call, return or direct unconditional jump starts in [start, end).
-    pub fn range_crosses_uncond_branch(&self, _start: Vaddr, _end: Vaddr) -> bool {
-        todo!()
+    pub fn range_crosses_uncond_branch(&self, start: Vaddr, end: Vaddr) -> bool {
+        let i = self.code.uncond.partition_point(|&x| x < start.0);
+        self.code.uncond.get(i).is_some_and(|&x| x < end.0)
     }
-    /// The call instruction before return address `ret`, if the instruction before it is a call.
-    pub fn call_addr_from_return_addr(&self, _ret: Vaddr) -> Option<Vaddr> {
-        todo!()
+    /// The call instruction before return address `ret`, if the instruction before it is a call
+    /// ([`Vaddr::EXTERNAL`] maps to itself, as in llvm-profgen).
+    pub fn call_addr_from_return_addr(&self, ret: Vaddr) -> Option<Vaddr> {
+        if ret.is_external() {
+            return Some(ret);
+        }
+        let prev = self.prev_inst(ret)?;
+        (self.inst_kind(prev) == Some(InstKind::Call)).then_some(prev)
+    }
+    /// Target of the direct call or direct jump at `a` (recorded for tail-call inference).
+    pub fn branch_target(&self, a: Vaddr) -> Option<Vaddr> {
+        self.code.branch_target(a.0).map(Vaddr)
     }
     /// llvm-profgen's prolog/epilog set (reference §3.4).
-    pub fn is_prolog_or_epilog(&self, _a: Vaddr) -> bool {
-        todo!()
+    pub fn is_prolog_or_epilog(&self, a: Vaddr) -> bool {
+        self.code.prolog_epilog.binary_search(&a.0).is_ok()
     }
     pub fn functions(&self) -> &[Function] {
-        todo!()
+        &self.functions
     }
     pub fn function(&self, id: FuncId) -> &Function {
         &self.functions()[id.0 as usize]
     }
+    /// All function ranges, sorted by start.
+    pub fn func_ranges(&self) -> &[FuncRange] {
+        &self.func_ranges
+    }
+    fn func_range_index(&self, a: Vaddr) -> Option<usize> {
+        let i = self.func_ranges.partition_point(|r| r.start <= a).checked_sub(1)?;
+        (a < self.func_ranges[i].end).then_some(i)
+    }
     /// The function range containing `a`.
-    pub fn func_range(&self, _a: Vaddr) -> Option<&FuncRange> {
-        todo!()
+    pub fn func_range(&self, a: Vaddr) -> Option<&FuncRange> {
+        self.func_range_index(a).map(|i| &self.func_ranges[i])
     }
     /// The function range starting exactly at `a`.
-    pub fn func_range_at_start(&self, _a: Vaddr) -> Option<&FuncRange> {
-        todo!()
+    pub fn func_range_at_start(&self, a: Vaddr) -> Option<&FuncRange> {
+        let i = self.func_ranges.binary_search_by_key(&a, |r| r.start).ok()?;
+        Some(&self.func_ranges[i])
     }
     /// Inline frames of the instruction at `a`, outermost first; empty when `a` has no line info
-    /// (for symbol-table-only functions: one frame with line offset 0).
-    pub fn inline_stack(&self, _a: Vaddr) -> Arc<[SourceFrame]> {
-        todo!()
+    /// (for symbol-table-only functions: one frame with line offset 0). Cached per function
+    /// range; cheap to call from many threads.
+    pub fn inline_stack(&self, a: Vaddr) -> Arc<[SourceFrame]> {
+        if let Some(ri) = self.func_range_index(a)
+            && let Some(idx) = self.code.index_of(a.0)
+        {
+            let range = &self.func_ranges[ri];
+            let first = self.code.lower_bound(range.start.0);
+            let stacks = self.range_frames[ri].get_or_init(|| {
+                let end = self.code.lower_bound(range.end.0);
+                let mut out: Vec<Arc<[SourceFrame]>> = Vec::with_capacity(end - first);
+                for &addr in &self.code.addrs[first..end] {
+                    let frames = self.compute_inline_stack(Vaddr(addr));
+                    // Neighbouring instructions mostly share a stack: share the allocation.
+                    match out.last() {
+                        Some(prev) if **prev == *frames => out.push(prev.clone()),
+                        _ => out.push(Arc::from(frames)),
+                    }
+                }
+                out.into_boxed_slice()
+            });
+            return stacks[idx - first].clone();
+        }
+        let frames = self.compute_inline_stack(a);
+        if frames.is_empty() { self.empty_stack.clone() } else { Arc::from(frames) }
+    }
+    fn compute_inline_stack(&self, a: Vaddr) -> Vec<SourceFrame> {
+        if let Some(debug) = &self.debug
+            && debug.covers(a.0)
+        {
+            return debug.inline_stack(a.0);
+        }
+        match self.func_range(a) {
+            Some(r) if self.function(r.func).source == FuncSource::Symbol => vec![SourceFrame {
+                func_name: self.function(r.func).name.clone(),
+                line_offset: 0,
+                discriminator: 0,
+            }],
+            _ => Vec::new(),
+        }
     }
     /// Decoded pseudo probes, when the binary has `.pseudo_probe` and `.pseudo_probe_desc` and
     /// `use_dwarf_correlation` is off.
     pub fn probes(&self) -> Option<&probes::ProbeInfo> {
-        todo!()
+        self.probes.as_ref()
     }
     /// Whether the binary uses flow-sensitive discriminators (`__llvm_fs_discriminator__`).
     pub fn uses_fs_discriminators(&self) -> bool {
-        todo!()
+        self.fs_discriminators
+    }
+}
+
+/// Functions from DWARF subprograms (llvm-profgen-19's rules, reference §3.1) plus symbol-table
+/// functions (`STT_FUNC`, size > 0) for code no DWARF function covers.
+fn build_functions(
+    subprograms: &[dwarf::Subprogram],
+    symbols: &[elf::Symbol<'_>],
+    sections: &[disasm::TextSection<'_>],
+    base: u64,
+) -> (Vec<Function>, Vec<FuncRange>) {
+    let mut b = FunctionsBuilder::default();
+    for sp in subprograms {
+        for &(start, end) in &sp.ranges {
+            if end > start && start >= base {
+                b.add(&sp.name, FuncSource::Dwarf, start, end);
+            }
+        }
+    }
+    let mut dwarf_ranges: Vec<(u64, u64)> = b.ranges.iter().map(|r| (r.start.0, r.end.0)).collect();
+    dwarf_ranges.sort_unstable();
+    let covered = |a: u64| {
+        let i = dwarf_ranges.partition_point(|r| r.0 <= a);
+        i > 0 && a < dwarf_ranges[i - 1].1
+    };
+    let decoded: Vec<_> = sections.iter().filter(|s| !s.skipped).map(|s| s.symbols.first().map(|f| f.section)).collect();
+    let mut func_syms: Vec<&elf::Symbol<'_>> = symbols
+        .iter()
+        .filter(|s| s.is_func && s.size > 0 && s.addr >= base && decoded.contains(&Some(s.section)))
+        .collect();
+    func_syms.sort_by(|a, b| (a.addr, a.name).cmp(&(b.addr, b.name)));
+    let mut last_end = 0;
+    for sym in func_syms {
+        if sym.addr < last_end || covered(sym.addr) {
+            continue;
+        }
+        let next_dwarf = dwarf_ranges.get(dwarf_ranges.partition_point(|r| r.0 <= sym.addr)).map_or(u64::MAX, |r| r.0);
+        let end = sym.addr.saturating_add(sym.size).min(next_dwarf);
+        last_end = end;
+        b.add(&Arc::from(sym.name), FuncSource::Symbol, sym.addr, end);
+    }
+    for f in &mut b.functions {
+        f.ranges.sort();
+    }
+    b.ranges.sort_by_key(|r| r.start);
+    (b.functions, b.ranges)
+}
+
+#[derive(Default)]
+struct FunctionsBuilder {
+    functions: Vec<Function>,
+    /// Same-named functions of one source merge (llvm-profgen's `BinaryFunctions[name]`).
+    by_name: HashMap<(Arc<str>, bool), FuncId>,
+    starts: HashMap<u64, ()>,
+    ranges: Vec<FuncRange>,
+}
+
+impl FunctionsBuilder {
+    fn add(&mut self, name: &Arc<str>, source: FuncSource, start: u64, end: u64) {
+        let functions = &mut self.functions;
+        let id = *self.by_name.entry((name.clone(), source == FuncSource::Symbol)).or_insert_with(|| {
+            functions.push(Function { name: name.clone(), ranges: Vec::new(), source });
+            FuncId((functions.len() - 1) as u32)
+        });
+        functions[id.0 as usize].ranges.push((Vaddr(start), Vaddr(end)));
+        // First DIE wins on a duplicate start.
+        if self.starts.insert(start, ()).is_none() {
+            self.ranges.push(FuncRange { start: Vaddr(start), end: Vaddr(end), func: id, is_entry: false });
+        }
+    }
+}
+
+/// llvm-profgen's `setIsFuncEntry`, run for every symbol of every decoded text section: the
+/// range containing the symbol is an entry if its function has one range, or if the symbol's
+/// canonical name is the function's name.
+fn mark_entries(functions: &[Function], ranges: &mut [FuncRange], sections: &[disasm::TextSection<'_>]) {
+    for sym in sections.iter().filter(|s| !s.skipped).flat_map(|s| &s.symbols) {
+        let i = ranges.partition_point(|r| r.start.0 <= sym.addr);
+        let Some(r) = i.checked_sub(1).map(|i| &mut ranges[i]) else { continue };
+        if sym.addr >= r.end.0 {
+            continue;
+        }
+        let func = &functions[r.func.0 as usize];
+        if func.ranges.len() == 1 || (!r.is_entry && *func.name == *dwarf::canonical_fn_name(sym.name)) {
+            r.is_entry = true;
+        }
     }
 }
