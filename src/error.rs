@@ -11,6 +11,9 @@ pub enum Error {
     Malformed { path: PathBuf, offset: u64, what: String },
     #[error("{path}: {what}")]
     BadFile { path: PathBuf, what: String },
+    /// A malformed line-oriented text input; `line` is 1-based.
+    #[error("{path}:{line}: {what}")]
+    BadLine { path: PathBuf, line: u64, what: String },
     #[error("{0}")]
     Usage(String),
     /// An operation the requested output cannot express (e.g. a CS profile in raw binary).
