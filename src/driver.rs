@@ -121,8 +121,14 @@ fn aggregate_events(
     binary: &Binary,
     read: impl FnOnce(&mut dyn FnMut(PerfEvent<'_>)) -> Result<Vec<String>, Error>,
     event_names: impl Fn(usize) -> Option<String>,
+    pidless: bool,
 ) -> Result<InputResult, Error> {
-    let mut mapper = AddressMapper::new(identity_of(binary), cfg.pid);
+    let filter_events = !pidless;
+    let mut mapper = if pidless {
+        AddressMapper::pidless(identity_of(binary), cfg.pid)
+    } else {
+        AddressMapper::new(identity_of(binary), cfg.pid)
+    };
     let mut agg = Aggregator::new(binary, sample_mode(cfg));
     let mut matched: Option<MatchedBy> = None;
     let mut progress = Progress::new(cfg.progress);
@@ -146,7 +152,7 @@ fn aggregate_events(
                 agg.stats.other_process += 1;
                 return;
             }
-            if !cfg.perf_events.is_empty() {
+            if filter_events && !cfg.perf_events.is_empty() {
                 let name = event_names(s.attr_index);
                 if !name.is_some_and(|n| cfg.perf_events.iter().any(|e| *e == n)) {
                     agg.stats.read += 1;
@@ -257,8 +263,8 @@ fn build_profile(cfg: &Config, binary: &Binary, counters: &ContextCounters, repo
     }
     let empty = Default::default();
     let c = counters.by_context.get(&ContextKey::None).unwrap_or(&empty);
-    if binary.probes().is_some() {
-        todo!("probe builder")
+    if let Some(probes) = binary.probes() {
+        return Ok(crate::profile::probe::build(binary, probes, c, cfg.fill_zero_for_all_funcs));
     }
     Ok(crate::profile::line::build(
         binary,
@@ -270,12 +276,28 @@ fn build_profile(cfg: &Config, binary: &Binary, counters: &ContextCounters, repo
     ))
 }
 
-fn read_unsymbolized(_cfg: &Config, _binary: &Binary, _path: &Path) -> Result<ContextCounters, Error> {
-    todo!("script branch")
+fn unsymbolized_base(cfg: &Config, binary: &Binary) -> u64 {
+    crate::input::unsymbolized::offset_base(
+        cfg.use_offset,
+        cfg.use_first_loadable_segment_as_base,
+        binary.preferred_base(),
+        binary.first_loadable_address(),
+    )
 }
-fn write_unsymbolized(_cfg: &Config, _binary: &Binary, _c: &ContextCounters) -> Result<(), Error> {
-    todo!("script branch")
+
+fn read_unsymbolized(cfg: &Config, binary: &Binary, path: &Path) -> Result<ContextCounters, Error> {
+    let text = read_file(path)?;
+    let base = unsymbolized_base(cfg, binary);
+    crate::input::unsymbolized::read_unsymbolized(&text, path, base, binary.probes().is_some())
 }
+
+fn write_unsymbolized(cfg: &Config, binary: &Binary, counters: &ContextCounters) -> Result<(), Error> {
+    let mut text = Vec::new();
+    crate::input::unsymbolized::write_unsymbolized(counters, unsymbolized_base(cfg, binary), &mut text)
+        .expect("writing to memory cannot fail");
+    crate::writer::write_bytes_atomically(&text, &cfg.output)
+}
+
 fn write_profile(cfg: &Config, profile: &Profile, report: &mut RunReport) -> Result<(), Error> {
     use crate::writer::{OutputFormat, USE_MD5_IGNORED, WriteOptions, write_profile_file};
     if cfg.use_md5 && cfg.format != OutputFormat::ExtBinary {
@@ -283,9 +305,37 @@ fn write_profile(cfg: &Config, profile: &Profile, report: &mut RunReport) -> Res
     }
     write_profile_file(profile, cfg.format, &WriteOptions { use_md5: cfg.use_md5 }, &cfg.output)
 }
+
+/// Reads a whole input file (perf script and unsymbolized inputs are parsed from memory).
+fn read_file(path: &Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+}
+
+fn read_perf_script_file(cfg: &Config, binary: &Binary, path: &Path) -> Result<InputResult, Error> {
+    use crate::input::perf_script::{ScriptOptions, read_perf_script};
+    let text = read_file(path)?;
+    let opts = ScriptOptions { perf_events: cfg.perf_events.clone(), leading_ip_only: cfg.leading_ip_only };
+    // perf script filters events itself; the mapper must not filter them again.
+    let mut names = Vec::new();
+    let result = aggregate_events(
+        cfg,
+        binary,
+        |on_event| {
+            let report = read_perf_script(&text, path, &opts, on_event)?;
+            let mut warnings = report.warnings;
+            if report.warnings_omitted > 0 {
+                warnings.push(format!("{} more perf script warnings omitted", report.warnings_omitted));
+            }
+            names = report.event_names;
+            Ok(warnings)
+        },
+        |_| None,
+        true,
+    );
+    let _ = names;
+    result
+}
+
 fn read_perf_data_file(_cfg: &Config, _binary: &Binary, _path: &Path) -> Result<InputResult, Error> {
     todo!("perfdata branch")
-}
-fn read_perf_script_file(_cfg: &Config, _binary: &Binary, _path: &Path) -> Result<InputResult, Error> {
-    todo!("script branch")
 }

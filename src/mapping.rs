@@ -62,6 +62,9 @@ pub struct AddressMapper {
     /// Pid-less inputs with no mmap event of the binary: treat addresses as vaddrs, as
     /// llvm-profgen does with its preferred base.
     assume_preferred_base: bool,
+    /// Samples carry no pid (perf script text): every mapping applies to every sample, the last
+    /// one mapped winning, as in llvm-profgen.
+    pidless: bool,
     pub stats: MappingStats,
 }
 
@@ -70,6 +73,11 @@ fn base_name(path: &str) -> &str {
 }
 
 impl AddressMapper {
+    /// A mapper for inputs whose samples carry no pid: mappings of all processes apply.
+    pub fn pidless(identity: BinaryIdentity, pid_filter: Option<i32>) -> Self {
+        AddressMapper { pidless: true, ..Self::new(identity, pid_filter) }
+    }
+
     pub fn new(identity: BinaryIdentity, pid_filter: Option<i32>) -> Self {
         AddressMapper {
             identity,
@@ -77,6 +85,7 @@ impl AddressMapper {
             pid_filter,
             by_pid: HashMap::new(),
             assume_preferred_base: false,
+            pidless: false,
             stats: MappingStats::default(),
         }
     }
@@ -121,7 +130,7 @@ impl AddressMapper {
         }
         let start = ev.start;
         let end = RuntimeAddr(ev.start.0.saturating_add(ev.len));
-        let maps = self.by_pid.entry(ev.pid).or_default();
+        let maps = self.by_pid.entry(if self.pidless { None } else { ev.pid }).or_default();
         // A new mapping replaces whatever it overlaps (munmap + mmap, or exec reusing addresses).
         maps.retain(|m| m.end <= start || m.start >= end);
         if matched.is_some() {
@@ -252,6 +261,15 @@ mod tests {
         assert_eq!(m.to_vaddr(Some(5), RuntimeAddr(0x1000_0000)), Some(Vaddr(0x1800)));
         m.on_exec(5);
         assert_eq!(m.to_vaddr(Some(5), RuntimeAddr(0x1000_0000)), None);
+    }
+
+    #[test]
+    fn pidless_input_maps_every_process() {
+        let mut m = AddressMapper::pidless(identity(), None);
+        m.on_mmap(&mmap(1, 0x1000_0000, 0x800, "/x/app", None));
+        assert_eq!(m.to_vaddr(None, RuntimeAddr(0x1000_0004)), Some(Vaddr(0x1804)));
+        m.on_mmap(&mmap(2, 0x2000_0000, 0x800, "/x/app", None));
+        assert_eq!(m.to_vaddr(None, RuntimeAddr(0x2000_0004)), Some(Vaddr(0x1804)));
     }
 
     #[test]

@@ -92,6 +92,12 @@ pub fn write_profile_file(
     path: &Path,
 ) -> Result<()> {
     let bytes = encode_profile(profile, format, opts).map_err(|e| with_path(e, path))?;
+    write_bytes_atomically(&bytes, path)
+}
+
+/// Writes `bytes` to `path` through a temporary file in the same directory renamed at the end;
+/// `-` and non-regular destinations are written directly.
+pub fn write_bytes_atomically(bytes: &[u8], path: &Path) -> Result<()> {
     let io_err = |p: &Path| {
         let p = p.to_path_buf();
         move |source| Error::Io { path: p, source }
@@ -99,15 +105,15 @@ pub fn write_profile_file(
     if path.as_os_str() == "-" {
         let mut out = std::io::stdout().lock();
         return out
-            .write_all(&bytes)
+            .write_all(bytes)
             .and_then(|()| out.flush())
             .map_err(io_err(path));
     }
     if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
-        return std::fs::write(path, &bytes).map_err(io_err(path));
+        return std::fs::write(path, bytes).map_err(io_err(path));
     }
     let tmp = temp_path_for(path);
-    let result = std::fs::write(&tmp, &bytes).and_then(|()| std::fs::rename(&tmp, path));
+    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
