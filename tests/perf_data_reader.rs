@@ -159,6 +159,7 @@ fn check_against_perf(name: &str) -> ReadReport {
     }
     assert!(report.truncated.is_none(), "{name}: {:?}", report.truncated);
     assert_eq!(report.unknown_records, 0);
+    assert_eq!(report.samples_with_unknown_tail, 0);
     report
 }
 

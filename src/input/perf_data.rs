@@ -25,6 +25,8 @@ mod attr;
 mod bytes;
 mod decode;
 mod features;
+#[cfg(test)]
+mod tests;
 
 use std::fmt;
 use std::io::{self, Read};
@@ -57,6 +59,9 @@ pub struct ReadReport {
     pub unknown_records: u64,
     /// Samples whose event id matched no attr (skipped).
     pub samples_without_attr: u64,
+    /// Samples with bytes after every field their `sample_type` names (sample_type bits newer
+    /// than this reader); decoded anyway.
+    pub samples_with_unknown_tail: u64,
     /// Sum of PERF_RECORD_LOST counts: events the kernel dropped while recording.
     pub lost_events: u64,
     /// Set when the input ended early; the events before it were delivered.

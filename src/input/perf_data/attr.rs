@@ -49,7 +49,6 @@ pub(super) const ATTR_SIZE_VER0: usize = 64;
 pub(super) struct Attr {
     pub sample_type: u64,
     pub read_format: u64,
-    pub sample_id_all: bool,
     pub branch_sample_type: u64,
     pub sample_regs_user: u64,
     pub sample_regs_intr: u64,
@@ -65,7 +64,6 @@ impl Attr {
         Some(Attr {
             sample_type: field(24),
             read_format: field(32),
-            sample_id_all: field(40) & (1 << 18) != 0,
             branch_sample_type: field(72),
             sample_regs_user: field(80),
             sample_regs_intr: field(96),
@@ -81,38 +79,16 @@ impl Attr {
     }
 }
 
-/// Where the event id sits, which must agree between all attrs of a file (perf enforces this).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct IdPositions {
-    /// Byte offset of the id in a sample body, if samples carry one.
-    pub in_sample: Option<usize>,
-    /// Byte offset of the id counted back from the end of a non-sample record, if trailers carry one.
-    pub from_end: Option<usize>,
-}
-
-impl IdPositions {
-    pub(super) fn of(attr: &Attr) -> IdPositions {
-        let st = attr.sample_type;
-        let has = |bit| st & bit != 0;
-        let in_sample = if has(SAMPLE_IDENTIFIER) {
-            Some(0)
-        } else if has(SAMPLE_ID) {
-            let before = [SAMPLE_IP, SAMPLE_TID, SAMPLE_TIME, SAMPLE_ADDR];
-            Some(8 * before.iter().filter(|&&b| has(b)).count())
-        } else {
-            None
-        };
-        let from_end = if !attr.sample_id_all {
-            None
-        } else if has(SAMPLE_IDENTIFIER) {
-            Some(8)
-        } else if has(SAMPLE_ID) {
-            // Trailer order: TID, TIME, ID, STREAM_ID, CPU, IDENTIFIER.
-            let after = [SAMPLE_STREAM_ID, SAMPLE_CPU];
-            Some(8 * (1 + after.iter().filter(|&&b| has(b)).count()))
-        } else {
-            None
-        };
-        IdPositions { in_sample, from_end }
+/// Byte offset of the event id in a sample body, if samples carry one. It must agree between all
+/// attrs of a file (perf enforces this), so the first attr decides it.
+pub(super) fn sample_id_offset(attr: &Attr) -> Option<usize> {
+    let has = |bit| attr.sample_type & bit != 0;
+    if has(SAMPLE_IDENTIFIER) {
+        Some(0)
+    } else if has(SAMPLE_ID) {
+        let before = [SAMPLE_IP, SAMPLE_TID, SAMPLE_TIME, SAMPLE_ADDR];
+        Some(8 * before.iter().filter(|&&b| has(b)).count())
+    } else {
+        None
     }
 }

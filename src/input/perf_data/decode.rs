@@ -86,7 +86,8 @@ pub(super) struct Decoder<'p> {
     pub(super) path: &'p Path,
     attrs: Vec<Attr>,
     ids: HashMap<u64, usize>,
-    id_pos: IdPositions,
+    /// Where samples carry their event id (see [`sample_id_offset`]).
+    id_offset: Option<usize>,
     callchain: Vec<RuntimeAddr>,
     branches: Vec<BranchEntry>,
     zstd: Option<zstd::stream::raw::Decoder<'static>>,
@@ -107,7 +108,7 @@ impl<'p> Decoder<'p> {
             path,
             attrs: Vec::new(),
             ids: HashMap::new(),
-            id_pos: IdPositions { in_sample: None, from_end: None },
+            id_offset: None,
             callchain: Vec::new(),
             branches: Vec::new(),
             zstd: None,
@@ -123,7 +124,7 @@ impl<'p> Decoder<'p> {
         let mut d = Decoder::new(self.path);
         d.attrs = self.attrs.clone();
         d.ids = self.ids.clone();
-        d.id_pos = self.id_pos;
+        d.id_offset = self.id_offset;
         d.report = self.report.clone();
         d
     }
@@ -131,7 +132,7 @@ impl<'p> Decoder<'p> {
     pub(super) fn add_attr(&mut self, attr: Attr, ids: impl IntoIterator<Item = u64>) {
         let index = self.attrs.len();
         if index == 0 {
-            self.id_pos = IdPositions::of(&attr);
+            self.id_offset = sample_id_offset(&attr);
         }
         self.attrs.push(attr);
         for id in ids {
@@ -270,7 +271,7 @@ impl<'p> Decoder<'p> {
         if self.attrs.len() == 1 {
             return Some(0);
         }
-        let id = u64_at(body, self.id_pos.in_sample?)?;
+        let id = u64_at(body, self.id_offset?)?;
         self.ids.get(&id).copied()
     }
 
@@ -380,6 +381,10 @@ impl<'p> Decoder<'p> {
 
         let r = &mut self.report;
         r.samples = r.samples.saturating_add(1);
+        if c.pos() != body.len() {
+            // Fields of a newer kernel, or a layout we got wrong: the decoded fields still stand.
+            r.samples_with_unknown_tail = r.samples_with_unknown_tail.saturating_add(1);
+        }
         sink(PerfEvent::Sample(Sample {
             pid,
             tid,
@@ -398,19 +403,22 @@ impl<'p> Decoder<'p> {
     /// Feeds a compressed record's zstd data through the stream decoder (one zstd stream spans all
     /// compressed records) and decodes every record that becomes complete.
     fn decompress(&mut self, data: &[u8], loc: Loc, sink: &mut Sink<'_>) -> Result<(), Error> {
-        if self.zstd.is_none() {
-            let d = zstd::stream::raw::Decoder::new()
-                .map_err(|e| self.malformed(loc, 0, format!("cannot start zstd decoder: {e}")))?;
-            self.zstd = Some(d);
-            self.zstd_out.resize(ZSTD_CHUNK, 0);
-        }
+        let mut zstd = match self.zstd.take() {
+            Some(z) => z,
+            None => {
+                self.zstd_out.resize(ZSTD_CHUNK, 0);
+                zstd::stream::raw::Decoder::new()
+                    .map_err(|e| self.malformed(loc, 0, format!("cannot start zstd decoder: {e}")))?
+            }
+        };
         let mut input = data;
         loop {
-            let Some(zstd) = self.zstd.as_mut() else { break };
-            let status = match zstd.run_on_buffers(input, &mut self.zstd_out) {
-                Ok(s) => s,
-                Err(e) => return Err(self.malformed(loc, 8, format!("bad zstd data: {e}"))),
-            };
+            let status = zstd
+                .run_on_buffers(input, &mut self.zstd_out)
+                .map_err(|e| self.malformed(loc, 8, format!("bad zstd data: {e}")))?;
+            if status.bytes_read == 0 && status.bytes_written == 0 && !input.is_empty() {
+                return Err(self.malformed(loc, 8, "zstd decoder makes no progress on this data"));
+            }
             input = &input[status.bytes_read..];
             self.pending.extend_from_slice(&self.zstd_out[..status.bytes_written]);
             self.drain_pending(loc, sink)?;
@@ -419,6 +427,7 @@ impl<'p> Decoder<'p> {
                 break;
             }
         }
+        self.zstd = Some(zstd);
         Ok(())
     }
 
