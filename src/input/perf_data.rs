@@ -1,1 +1,405 @@
-//! TODO
+//! Streaming `perf.data` reader: bytes (file mode, mmap'd by the caller) or any `Read` (pipe mode,
+//! `perf record -o -`) in, [`PerfEvent`]s out through a callback, plus a [`ReadReport`].
+//!
+//! Why our own container parser instead of `linux-perf-data`: we need the branch stack (its sample
+//! parser skips it), byte offsets for every error, zero-copy over an mmap'd file, no per-record
+//! allocation, and control over what a truncated or corrupt file yields (partial result +
+//! warning). The format is small: a header with attr and feature sections, then a stream of
+//! 8-byte-header records. Sample bodies are decoded from each attr's `sample_type` in the order of
+//! the kernel's `perf_event.h` (mirrored by perf's `evsel__parse_sample`).
+//!
+//! Covered: file and pipe mode; attrs of any size; several attrs (event id via
+//! `PERF_SAMPLE_IDENTIFIER`/`PERF_SAMPLE_ID`); `PERF_RECORD_COMPRESSED`/`COMPRESSED2` (one zstd
+//! stream across all compressed records, records may span them); features build-id, cmdline and
+//! event_desc; MMAP/MMAP2 (incl. build-id variant), COMM, FORK, EXIT, SAMPLE, LOST. Other known
+//! record types are skipped, unknown ones are skipped and counted. Little-endian files only.
+//!
+//! Events are delivered in file order. perf writes per-CPU buffers one after another within a
+//! "round", so across CPUs file order is not time order (perf script sorts by time); every
+//! [`Sample`](crate::input::Sample) carries its `time` when the file recorded it.
+//!
+//! Parallel decoding (file mode): [`PerfData::split_data`] cuts the data section into ranges of
+//! whole records, and [`PerfData::decode`] decodes one range with its own state.
+
+mod attr;
+mod bytes;
+mod decode;
+mod features;
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::io::{self, Read};
+use std::ops::Range;
+use std::path::Path;
+
+use attr::Attr;
+use bytes::{u16_at, u32_at, u64_at};
+use decode::{malformed, Decoder, Loc, Sink};
+
+use crate::error::Error;
+use crate::input::{InputInfo, PerfEvent};
+
+const MAGIC: &[u8; 8] = b"PERFILE2";
+const PIPE_HEADER_SIZE: u64 = 16;
+/// magic, size, attr_size, 3 sections of (offset, size), 256-bit feature bitmap.
+const FILE_HEADER_SIZE: usize = 104;
+/// perf's `perf_file_attr`: the attr followed by the (offset, size) section of its ids.
+const IDS_SECTION_SIZE: usize = 16;
+
+/// What a read produced besides events.
+#[derive(Clone, Debug, Default)]
+pub struct ReadReport {
+    pub info: InputInfo,
+    pub pipe_mode: bool,
+    /// Records decoded, including those inside compressed records.
+    pub records: u64,
+    pub samples: u64,
+    /// Records of a type this reader does not know (skipped).
+    pub unknown_records: u64,
+    /// Samples whose event id matched no attr (skipped).
+    pub samples_without_attr: u64,
+    /// Samples with bytes after every field their `sample_type` names (sample_type bits newer
+    /// than this reader); decoded anyway.
+    pub samples_with_unknown_tail: u64,
+    /// Sum of PERF_RECORD_LOST counts: events the kernel dropped while recording.
+    pub lost_events: u64,
+    /// Set when the input ended early; the events before it were delivered.
+    pub truncated: Option<Truncation>,
+    /// Non-fatal problems (bad feature sections and the like), each naming file and offset.
+    pub warnings: Vec<String>,
+}
+
+/// Where and why reading stopped early.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Truncation {
+    /// Offset of the first byte that could not be used (the start of the incomplete record).
+    pub offset: u64,
+    pub reason: String,
+}
+
+impl fmt::Display for Truncation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "input truncated at byte offset {}: {}; using the events before it", self.offset, self.reason)
+    }
+}
+
+/// Reads a whole perf.data held in memory (file or pipe mode).
+pub fn read_perf_data(
+    bytes: &[u8],
+    path: &Path,
+    on_event: impl FnMut(PerfEvent<'_>),
+) -> Result<ReadReport, Error> {
+    let data = PerfData::parse(bytes, path)?;
+    data.decode(data.data_range(), on_event)
+}
+
+/// Reads perf.data from a stream such as stdin. Pipe mode is decoded as it arrives, with memory
+/// bounded by the largest record; a file-mode stream is read into memory first (its header points
+/// backwards and forwards).
+pub fn read_perf_data_stream(
+    mut reader: impl Read,
+    path: &Path,
+    mut on_event: impl FnMut(PerfEvent<'_>),
+) -> Result<ReadReport, Error> {
+    let io_err = |source| Error::Io { path: path.to_path_buf(), source };
+    let mut header = [0u8; PIPE_HEADER_SIZE as usize];
+    let got = read_full(&mut reader, &mut header).map_err(io_err)?;
+    let is_pipe = got == header.len() && check_magic(&header, path)? == PIPE_HEADER_SIZE;
+    if !is_pipe {
+        let mut all = header[..got].to_vec();
+        reader.read_to_end(&mut all).map_err(io_err)?;
+        return read_perf_data(&all, path, on_event);
+    }
+    let mut reader = io::BufReader::with_capacity(1 << 20, reader);
+    let mut decoder = Decoder::new(path);
+    decoder.report.pipe_mode = true;
+    let sink: &mut Sink<'_> = &mut on_event;
+    let mut offset = PIPE_HEADER_SIZE;
+    let mut rec = Vec::with_capacity(usize::from(u16::MAX));
+    loop {
+        let mut head = [0u8; 8];
+        let got = read_full(&mut reader, &mut head).map_err(io_err)?;
+        if got == 0 {
+            break;
+        }
+        if got < head.len() {
+            decoder.report.truncated = Some(cut(offset, format!("record header cut short ({got} of 8 bytes)")));
+            break;
+        }
+        let size = usize::from(u16::from_le_bytes([head[6], head[7]]));
+        if size < head.len() {
+            return Err(malformed(path, Loc::plain(offset), 6, format!("record size {size} is smaller than its 8-byte header")));
+        }
+        rec.clear();
+        rec.extend_from_slice(&head);
+        rec.resize(size, 0);
+        let got = read_full(&mut reader, &mut rec[8..]).map_err(io_err)?;
+        if got < size - 8 {
+            let rtype = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
+            decoder.report.truncated = Some(cut(offset, format!("record of type {rtype} and {size} bytes cut short after {} bytes", got + 8)));
+            break;
+        }
+        let extra = decoder.record(&rec, Loc::plain(offset), sink)?;
+        offset += size as u64;
+        if extra > 0 {
+            let skipped = io::copy(&mut (&mut reader).take(extra), &mut io::sink()).map_err(io_err)?;
+            if skipped < extra {
+                decoder.report.truncated = Some(cut(offset, format!("payload of {extra} bytes after a record cut short after {skipped} bytes")));
+                break;
+            }
+            offset += extra;
+        }
+    }
+    decoder.finish(offset);
+    Ok(decoder.report)
+}
+
+/// A parsed perf.data held in memory: header, attrs and features decoded, records not yet.
+pub struct PerfData<'a> {
+    bytes: &'a [u8],
+    data: Range<usize>,
+    /// Decoder state after the header (attrs, info, warnings); cloned for every decode.
+    template: Decoder<'a>,
+}
+
+impl<'a> PerfData<'a> {
+    pub fn parse(bytes: &'a [u8], path: &'a Path) -> Result<Self, Error> {
+        let header_size = check_magic(bytes, path)?;
+        let mut template = Decoder::new(path);
+        if header_size == PIPE_HEADER_SIZE {
+            template.report.pipe_mode = true;
+            let data = PIPE_HEADER_SIZE as usize..bytes.len();
+            return Ok(PerfData { bytes, data, template });
+        }
+        if header_size < FILE_HEADER_SIZE as u64 || bytes.len() < FILE_HEADER_SIZE {
+            return Err(malformed(path, Loc::plain(8), 0, format!(
+                "expected a perf.data file header of at least {FILE_HEADER_SIZE} bytes (header says {header_size}, file has {})",
+                bytes.len()
+            )));
+        }
+        let section = |at: usize| (u64_at(bytes, at).unwrap_or(0), u64_at(bytes, at + 8).unwrap_or(0));
+        parse_attrs(bytes, path, section(24), &mut template)?;
+
+        let (data_offset, mut data_size) = section(40);
+        let len = bytes.len() as u64;
+        if data_size == 0 && data_offset < len {
+            // perf writes the sizes when it finishes; a killed `perf record` leaves them zero.
+            template.report.warnings.push(format!(
+                "{}: header has data size 0 (recording not finished?); reading records up to the end of the file",
+                path.display()
+            ));
+            data_size = len - data_offset;
+        }
+        let data_end = data_offset.saturating_add(data_size);
+        if data_end > len {
+            template.report.truncated = Some(cut(
+                len.max(data_offset.min(len)),
+                format!("data section [{data_offset}, {data_end}) extends past the end of the file ({len} bytes)"),
+            ));
+        } else {
+            parse_features(bytes, path, data_end, &mut template);
+        }
+        let data = clamp(data_offset, len)..clamp(data_end, len);
+        Ok(PerfData { bytes, data, template })
+    }
+
+    pub fn info(&self) -> &InputInfo {
+        &self.template.report.info
+    }
+
+    pub fn is_pipe(&self) -> bool {
+        self.template.report.pipe_mode
+    }
+
+    /// Byte range of the records (clipped to the file).
+    pub fn data_range(&self) -> Range<usize> {
+        self.data.clone()
+    }
+
+    /// Splits the data section into at most `max_chunks` ranges of whole records, for decoding in
+    /// parallel. Returns a single range when records depend on earlier ones: pipe mode (attrs
+    /// arrive as records) or compressed records (one zstd stream runs through all of them).
+    pub fn split_data(&self, max_chunks: usize) -> Vec<Range<usize>> {
+        let whole = vec![self.data.clone()];
+        if self.is_pipe() || max_chunks <= 1 {
+            return whole;
+        }
+        let target = (self.data.len() / max_chunks).max(1);
+        let mut cuts = vec![self.data.start];
+        let mut pos = self.data.start;
+        while pos < self.data.end {
+            let rtype = u32_at(self.bytes, pos).unwrap_or(0);
+            let size = usize::from(u16_at(self.bytes, pos + 6).unwrap_or(0));
+            if rtype == decode::COMPRESSED || rtype == decode::COMPRESSED2 {
+                return whole;
+            }
+            if size < 8 || rtype == decode::HEADER_TRACING_DATA || rtype == decode::AUXTRACE {
+                break; // let one decoder meet (and report) it
+            }
+            pos += size;
+            if pos - cuts[cuts.len() - 1] >= target && pos < self.data.end {
+                cuts.push(pos);
+            }
+        }
+        cuts.push(self.data.end);
+        cuts.windows(2).map(|w| w[0]..w[1]).collect()
+    }
+
+    /// Decodes the records in `range` (the whole [`data_range`](Self::data_range) or a piece from
+    /// [`split_data`](Self::split_data)). The report includes the header's info and warnings.
+    pub fn decode(&self, range: Range<usize>, mut on_event: impl FnMut(PerfEvent<'_>)) -> Result<ReadReport, Error> {
+        let sink: &mut Sink<'_> = &mut on_event;
+        let mut decoder = self.template.fork();
+        let end = range.end.min(self.data.end);
+        let data = self.bytes.get(range.start..end).unwrap_or_default();
+        let mut pos = 0;
+        while pos < data.len() {
+            let loc = Loc::plain((range.start + pos) as u64);
+            let Some(size) = u16_at(data, pos + 6) else {
+                let left = data.len() - pos;
+                decoder.report.truncated = Some(cut(loc.offset, format!("record header cut short ({left} of 8 bytes)")));
+                break;
+            };
+            let size = usize::from(size);
+            if size < 8 {
+                return Err(malformed(decoder.path, loc, 6, format!("record size {size} is smaller than its 8-byte header")));
+            }
+            let Some(rec) = data.get(pos..pos + size) else {
+                let rtype = u32_at(data, pos).unwrap_or(0);
+                let left = data.len() - pos;
+                decoder.report.truncated = Some(cut(loc.offset, format!(
+                    "record of type {rtype} and {size} bytes cut short after {left} bytes"
+                )));
+                break;
+            };
+            let extra = decoder.record(rec, loc, sink)?;
+            pos += size;
+            let left = (data.len() - pos) as u64;
+            if extra > left {
+                decoder.report.truncated = Some(cut(
+                    (range.start + pos) as u64,
+                    format!("payload of {extra} bytes after a record cut short after {left} bytes"),
+                ));
+                pos = data.len();
+                break;
+            }
+            pos += extra as usize;
+        }
+        decoder.finish((range.start + pos) as u64);
+        Ok(decoder.report)
+    }
+}
+
+fn cut(offset: u64, reason: String) -> Truncation {
+    Truncation { offset, reason }
+}
+
+fn clamp(v: u64, len: u64) -> usize {
+    v.min(len) as usize
+}
+
+/// Reads until `buf` is full or the stream ends; returns the bytes read.
+fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match reader.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// Checks the magic and returns the header size (16 in pipe mode).
+fn check_magic(bytes: &[u8], path: &Path) -> Result<u64, Error> {
+    let bad = |what: String| Error::BadFile { path: path.to_path_buf(), what };
+    if bytes.len() < PIPE_HEADER_SIZE as usize {
+        return Err(bad(format!(
+            "not a perf.data file: {} bytes is too short for the 16-byte perf.data header",
+            bytes.len()
+        )));
+    }
+    match &bytes[..8] {
+        m if m == MAGIC => {}
+        b"2ELIFREP" => return Err(bad("big-endian perf.data files are not supported".into())),
+        b"PERFFILE" => return Err(bad("version 1 perf.data files are not supported (expected PERFILE2)".into())),
+        m => {
+            return Err(malformed(path, Loc::plain(0), 0, format!(
+                "expected the perf.data magic \"PERFILE2\", found {:?}",
+                String::from_utf8_lossy(m)
+            )));
+        }
+    }
+    Ok(u64_at(bytes, 8).unwrap_or(0))
+}
+
+/// File-mode attrs section: `perf_file_attr` entries of the header's `attr_size` bytes each.
+fn parse_attrs(bytes: &[u8], path: &Path, (offset, size): (u64, u64), decoder: &mut Decoder<'_>) -> Result<(), Error> {
+    let entry_size = u64_at(bytes, 16).unwrap_or(0);
+    let min = (attr::ATTR_SIZE_VER0 + IDS_SECTION_SIZE) as u64;
+    if entry_size < min || entry_size > u64::from(u16::MAX) {
+        return Err(malformed(path, Loc::plain(16), 0, format!("expected an attr size of at least {min} bytes, found {entry_size}")));
+    }
+    let section = usize::try_from(offset)
+        .ok()
+        .zip(usize::try_from(size).ok())
+        .and_then(|(o, s)| bytes.get(o..o.checked_add(s)?))
+        .ok_or_else(|| malformed(path, Loc::plain(24), 0, format!(
+            "attrs section [{offset}, +{size}) extends past the end of the file ({} bytes)",
+            bytes.len()
+        )))?;
+    let entry_size = entry_size as usize;
+    if section.is_empty() {
+        return Err(malformed(path, Loc::plain(24), 0, "expected at least one event attr, the attrs section is empty"));
+    }
+    for (i, entry) in section.chunks_exact(entry_size).enumerate() {
+        let at = offset + (i * entry_size) as u64;
+        let attr_bytes = &entry[..entry_size - IDS_SECTION_SIZE];
+        let attr = Attr::parse(attr_bytes)
+            .ok_or_else(|| malformed(path, Loc::plain(at), 0, "attr shorter than 64 bytes"))?;
+        let ids_at = entry_size - IDS_SECTION_SIZE;
+        let (ids_offset, ids_size) = (u64_at(entry, ids_at).unwrap_or(0), u64_at(entry, ids_at + 8).unwrap_or(0));
+        let ids = usize::try_from(ids_offset)
+            .ok()
+            .zip(usize::try_from(ids_size).ok())
+            .and_then(|(o, s)| bytes.get(o..o.checked_add(s)?));
+        let Some(ids) = ids else {
+            decoder.report.warnings.push(format!(
+                "{}: at byte offset {at}: ids of event {i} lie outside the file; its samples cannot be told apart",
+                path.display()
+            ));
+            decoder.add_attr(attr, []);
+            continue;
+        };
+        decoder.add_attr(attr, ids.chunks_exact(8).filter_map(|b| u64_at(b, 0)).collect::<Vec<_>>());
+    }
+    Ok(())
+}
+
+/// Feature sections: a table of (offset, size) right after the data, one per set feature bit.
+fn parse_features(bytes: &[u8], path: &Path, table_at: u64, decoder: &mut Decoder<'_>) {
+    let mut entry = table_at;
+    for bit in 0..256u32 {
+        let word = u64_at(bytes, 72 + 8 * (bit as usize / 64)).unwrap_or(0);
+        if word & (1 << (bit % 64)) == 0 {
+            continue;
+        }
+        let at = entry;
+        entry += IDS_SECTION_SIZE as u64;
+        let section = usize::try_from(at).ok().and_then(|at| Some((u64_at(bytes, at)?, u64_at(bytes, at + 8)?)));
+        let data = section.and_then(|(o, s)| {
+            let o = usize::try_from(o).ok()?;
+            bytes.get(o..o.checked_add(usize::try_from(s).ok()?)?)
+        });
+        let result = match data {
+            Some(data) => features::parse_feature(bit, data, &mut decoder.report.info),
+            None => Err("section lies outside the file".into()),
+        };
+        if let Err(e) = result {
+            decoder.report.warnings.push(format!("{}: at byte offset {at}: feature {bit}: {e}", path.display()));
+        }
+    }
+}

@@ -1,0 +1,63 @@
+//! Bounds-checked little-endian reads over a byte slice. Every read returns `None` instead of
+//! panicking when the slice is too short, so decoders can turn it into a located error.
+
+#[derive(Clone, Copy)]
+pub(super) struct Cursor<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    pub(super) fn new(data: &'a [u8]) -> Self {
+        Cursor { data, pos: 0 }
+    }
+
+    pub(super) fn pos(&self) -> usize {
+        self.pos
+    }
+
+
+    pub(super) fn bytes(&mut self, len: usize) -> Option<&'a [u8]> {
+        let end = self.pos.checked_add(len)?;
+        let out = self.data.get(self.pos..end)?;
+        self.pos = end;
+        Some(out)
+    }
+
+    /// Skips `len` bytes, where `len` is an input-derived u64 (checked before any conversion).
+    pub(super) fn skip(&mut self, len: u64) -> Option<()> {
+        let len = usize::try_from(len).ok()?;
+        self.bytes(len).map(|_| ())
+    }
+
+    pub(super) fn u64(&mut self) -> Option<u64> {
+        self.bytes(8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+    }
+
+    pub(super) fn u32(&mut self) -> Option<u32> {
+        self.bytes(4).map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()))
+    }
+
+    pub(super) fn i32(&mut self) -> Option<i32> {
+        self.u32().map(|v| v as i32)
+    }
+}
+
+pub(super) fn u16_at(data: &[u8], pos: usize) -> Option<u16> {
+    let b = data.get(pos..pos.checked_add(2)?)?;
+    Some(u16::from_le_bytes([b[0], b[1]]))
+}
+
+pub(super) fn u32_at(data: &[u8], pos: usize) -> Option<u32> {
+    Cursor { data, pos }.u32()
+}
+
+pub(super) fn u64_at(data: &[u8], pos: usize) -> Option<u64> {
+    Cursor { data, pos }.u64()
+}
+
+/// A NUL-terminated (and usually NUL-padded) string field; lossy so odd bytes never fail a read.
+pub(super) fn c_str(data: &[u8]) -> std::borrow::Cow<'_, str> {
+    let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
+    String::from_utf8_lossy(&data[..end])
+}

@@ -1,0 +1,501 @@
+//! Record decoding: turns one perf record (header included) into [`PerfEvent`]s, keeping the
+//! per-file state that decoding needs (attrs, id → attr map, zstd stream) and reusable buffers so
+//! that samples cost no heap allocation.
+
+use std::path::Path;
+
+use hashbrown::HashMap;
+use zstd::stream::raw::Operation;
+
+use super::attr::*;
+use super::bytes::{c_str, u16_at, u32_at, u64_at, Cursor};
+use super::features;
+use super::{ReadReport, Truncation};
+use crate::addr::{FileOffset, RuntimeAddr};
+use crate::error::Error;
+use crate::input::{BranchEntry, MmapEvent, PerfEvent, Sample};
+
+// Record types (kernel: include/uapi/linux/perf_event.h; user: tools/lib/perf/include/perf/event.h).
+const RECORD_MMAP: u32 = 1;
+const RECORD_LOST: u32 = 2;
+const RECORD_COMM: u32 = 3;
+const RECORD_EXIT: u32 = 4;
+const RECORD_FORK: u32 = 7;
+const RECORD_SAMPLE: u32 = 9;
+const RECORD_MMAP2: u32 = 10;
+const LAST_KERNEL_RECORD: u32 = 21; // PERF_RECORD_AUX_OUTPUT_HW_ID
+const HEADER_ATTR: u32 = 64;
+pub(super) const HEADER_TRACING_DATA: u32 = 66;
+const HEADER_BUILD_ID: u32 = 67;
+pub(super) const AUXTRACE: u32 = 71;
+const HEADER_FEATURE: u32 = 80;
+pub(super) const COMPRESSED: u32 = 81;
+pub(super) const COMPRESSED2: u32 = 83;
+const LAST_USER_RECORD: u32 = 84; // PERF_RECORD_BPF_METADATA
+
+// header.misc bits.
+const MISC_CPUMODE_MASK: u16 = 7;
+const MISC_USER: u16 = 2;
+/// On MMAP: a data (non-executable) mapping. On COMM: the name changed because of an exec.
+const MISC_MMAP_DATA_OR_COMM_EXEC: u16 = 1 << 13;
+const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
+const PROT_EXEC: u32 = 4;
+
+/// Callchain entries at or above this are context markers (PERF_CONTEXT_MAX = -4095).
+const CONTEXT_MAX: u64 = -4095i64 as u64;
+const CONTEXT_USER: u64 = -512i64 as u64;
+
+/// Decompressed bytes produced per zstd call; records are cut out of it as they complete.
+const ZSTD_CHUNK: usize = 1 << 20;
+
+/// Where a record came from, for error messages.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Loc {
+    /// File (or stream) offset of the record, or of the compressed record that contained it.
+    pub offset: u64,
+    /// Offset in the decompressed zstd stream, for records that came out of compressed records.
+    pub decompressed: Option<u64>,
+}
+
+impl Loc {
+    pub(super) fn plain(offset: u64) -> Loc {
+        Loc { offset, decompressed: None }
+    }
+}
+
+/// Builds the located error for malformed input.
+pub(super) fn malformed(path: &Path, loc: Loc, at: usize, what: impl std::fmt::Display) -> Error {
+    match loc.decompressed {
+        None => Error::Malformed {
+            path: path.to_path_buf(),
+            offset: loc.offset.saturating_add(at as u64),
+            what: what.to_string(),
+        },
+        Some(d) => Error::Malformed {
+            path: path.to_path_buf(),
+            offset: loc.offset,
+            what: format!(
+                "in the compressed record's data at decompressed byte {}: {what}",
+                d.saturating_add(at as u64)
+            ),
+        },
+    }
+}
+
+pub(super) struct Decoder<'p> {
+    pub(super) path: &'p Path,
+    attrs: Vec<Attr>,
+    ids: HashMap<u64, usize>,
+    /// Where samples carry their event id (see [`sample_id_offset`]).
+    id_offset: Option<usize>,
+    callchain: Vec<RuntimeAddr>,
+    branches: Vec<BranchEntry>,
+    zstd: Option<zstd::stream::raw::Decoder<'static>>,
+    zstd_out: Vec<u8>,
+    /// Decompressed bytes that do not yet form a whole record (records may span compressed records).
+    pending: Vec<u8>,
+    /// Decompressed-stream offset of `pending[0]`.
+    pending_offset: u64,
+    pub(super) report: ReadReport,
+}
+
+/// `PerfEvent`s go to this callback; a `&mut dyn` keeps one copy of the decoder code.
+pub(super) type Sink<'s> = dyn FnMut(PerfEvent<'_>) + 's;
+
+impl<'p> Decoder<'p> {
+    pub(super) fn new(path: &'p Path) -> Self {
+        Decoder {
+            path,
+            attrs: Vec::new(),
+            ids: HashMap::new(),
+            id_offset: None,
+            callchain: Vec::new(),
+            branches: Vec::new(),
+            zstd: None,
+            zstd_out: Vec::new(),
+            pending: Vec::new(),
+            pending_offset: 0,
+            report: ReadReport::default(),
+        }
+    }
+
+    /// A fresh decoder with the same attrs, for decoding another part of the same data section.
+    pub(super) fn fork(&self) -> Self {
+        let mut d = Decoder::new(self.path);
+        d.attrs = self.attrs.clone();
+        d.ids = self.ids.clone();
+        d.id_offset = self.id_offset;
+        d.report = self.report.clone();
+        d
+    }
+
+    pub(super) fn add_attr(&mut self, attr: Attr, ids: impl IntoIterator<Item = u64>) {
+        let index = self.attrs.len();
+        if index == 0 {
+            self.id_offset = sample_id_offset(&attr);
+        }
+        self.attrs.push(attr);
+        for id in ids {
+            self.ids.insert(id, index);
+        }
+    }
+
+    fn malformed(&self, loc: Loc, at: usize, what: impl std::fmt::Display) -> Error {
+        malformed(self.path, loc, at, what)
+    }
+
+    fn warn(&mut self, loc: Loc, what: String) {
+        let at = match loc.decompressed {
+            None => format!("byte offset {}", loc.offset),
+            Some(d) => format!("byte offset {} (decompressed byte {d})", loc.offset),
+        };
+        self.report.warnings.push(format!("{}: at {at}: {what}", self.path.display()));
+    }
+
+    /// Decodes one whole record (`rec.len()` equals its header's size, which is at least 8).
+    /// Returns how many payload bytes follow the record outside its `size` (HEADER_TRACING_DATA
+    /// and AUXTRACE carry such payloads); the caller skips them.
+    pub(super) fn record(&mut self, rec: &[u8], loc: Loc, sink: &mut Sink<'_>) -> Result<u64, Error> {
+        let rtype = u32_at(rec, 0).unwrap_or(0);
+        let misc = u16_at(rec, 4).unwrap_or(0);
+        let r = &mut self.report;
+        r.records = r.records.saturating_add(1);
+        match rtype {
+            RECORD_SAMPLE => self.sample(rec, misc, loc, sink)?,
+            RECORD_MMAP | RECORD_MMAP2 => self.mmap(rec, rtype, misc, loc, sink)?,
+            RECORD_COMM => {
+                let mut c = Cursor::new(&rec[8..]);
+                let (pid, tid) = c.i32().zip(c.i32()).ok_or_else(|| self.malformed(loc, 8, "COMM record too short for pid/tid"))?;
+                let name = c_str(&rec[16..]);
+                let exec = misc & MISC_MMAP_DATA_OR_COMM_EXEC != 0;
+                sink(PerfEvent::Comm { pid, tid, exec, name: &name });
+            }
+            RECORD_FORK | RECORD_EXIT => {
+                let mut c = Cursor::new(&rec[8..]);
+                let ids = (|| Some([c.i32()?, c.i32()?, c.i32()?, c.i32()?]))();
+                let [pid, ppid, tid, ptid] = ids.ok_or_else(|| self.malformed(loc, 8, "FORK/EXIT record too short for its pids"))?;
+                sink(if rtype == RECORD_FORK {
+                    PerfEvent::Fork { pid, ppid, tid, ptid }
+                } else {
+                    PerfEvent::Exit { pid, tid }
+                });
+            }
+            RECORD_LOST => {
+                let lost = u64_at(rec, 16).unwrap_or(0);
+                self.report.lost_events = self.report.lost_events.saturating_add(lost);
+            }
+            HEADER_ATTR => self.header_attr(rec, loc)?,
+            HEADER_BUILD_ID => {
+                if let Err(e) = features::parse_build_id_event(rec, &mut self.report.info) {
+                    self.warn(loc, e);
+                }
+            }
+            HEADER_FEATURE => {
+                if let Err(e) = features::parse_feature_record(rec, &mut self.report.info) {
+                    self.warn(loc, e);
+                }
+            }
+            HEADER_TRACING_DATA => {
+                let size = u32_at(rec, 8).ok_or_else(|| self.malformed(loc, 8, "TRACING_DATA record too short"))?;
+                return Ok(u64::from(size).next_multiple_of(8));
+            }
+            AUXTRACE => {
+                let size = u64_at(rec, 8).ok_or_else(|| self.malformed(loc, 8, "AUXTRACE record too short"))?;
+                return Ok(size);
+            }
+            COMPRESSED | COMPRESSED2 => {
+                if loc.decompressed.is_some() {
+                    return Err(self.malformed(loc, 0, "compressed record nested in compressed data"));
+                }
+                let data = if rtype == COMPRESSED {
+                    &rec[8..]
+                } else {
+                    let size = u64_at(rec, 8).ok_or_else(|| self.malformed(loc, 8, "COMPRESSED2 record too short"))?;
+                    usize::try_from(size)
+                        .ok()
+                        .and_then(|s| rec.get(16..16usize.checked_add(s)?))
+                        .ok_or_else(|| self.malformed(loc, 8, format!("COMPRESSED2 data size {size} exceeds the record")))?
+                };
+                self.decompress(data, loc, sink)?;
+            }
+            1..=LAST_KERNEL_RECORD | HEADER_ATTR..=LAST_USER_RECORD => {}
+            _ => self.report.unknown_records = self.report.unknown_records.saturating_add(1),
+        }
+        Ok(0)
+    }
+
+    /// Pipe mode attr: the attr (its own `size` long), then the ids of its events.
+    fn header_attr(&mut self, rec: &[u8], loc: Loc) -> Result<(), Error> {
+        let body = &rec[8..];
+        let size = Attr::self_size(body).ok_or_else(|| self.malformed(loc, 8, "HEADER_ATTR record too short for an attr"))?;
+        let attr = body
+            .get(..size)
+            .and_then(Attr::parse)
+            .ok_or_else(|| self.malformed(loc, 8, format!("HEADER_ATTR record too short for its {size}-byte attr")))?;
+        let ids = body[size..].chunks_exact(8).filter_map(|b| u64_at(b, 0));
+        self.add_attr(attr, ids.collect::<Vec<_>>());
+        Ok(())
+    }
+
+    fn mmap(&mut self, rec: &[u8], rtype: u32, misc: u16, loc: Loc, sink: &mut Sink<'_>) -> Result<(), Error> {
+        let mut c = Cursor::new(&rec[8..]);
+        let fixed = (|| Some((c.i32()?, c.i32()?, c.u64()?, c.u64()?, c.u64()?)))();
+        let (pid, tid, start, len, pgoff) =
+            fixed.ok_or_else(|| self.malformed(loc, 8, "MMAP record too short for its fixed fields"))?;
+        let (executable, build_id, name_at) = if rtype == RECORD_MMAP {
+            (misc & MISC_MMAP_DATA_OR_COMM_EXEC == 0, None, 40)
+        } else {
+            // MMAP2: 24 bytes of device/inode or build id, then prot and flags.
+            let prot = u32_at(rec, 64).ok_or_else(|| self.malformed(loc, 64, "MMAP2 record too short for prot"))?;
+            let build_id = (misc & MISC_MMAP_BUILD_ID != 0).then(|| {
+                let size = usize::from(rec[40]).min(20);
+                rec[44..44 + size].to_vec()
+            });
+            (prot & PROT_EXEC != 0, build_id, 72)
+        };
+        let path = c_str(rec.get(name_at..).unwrap_or_default()).into_owned();
+        sink(PerfEvent::Mmap(MmapEvent {
+            pid: Some(pid),
+            tid: Some(tid),
+            start: RuntimeAddr(start),
+            len,
+            pgoff: FileOffset(pgoff),
+            executable,
+            path,
+            build_id,
+        }));
+        Ok(())
+    }
+
+    fn sample_attr(&self, body: &[u8]) -> Option<usize> {
+        if self.attrs.len() == 1 {
+            return Some(0);
+        }
+        let id = u64_at(body, self.id_offset?)?;
+        self.ids.get(&id).copied()
+    }
+
+    fn sample(&mut self, rec: &[u8], misc: u16, loc: Loc, sink: &mut Sink<'_>) -> Result<(), Error> {
+        let body = &rec[8..];
+        let Some(attr_index) = self.sample_attr(body) else {
+            let r = &mut self.report;
+            r.samples_without_attr = r.samples_without_attr.saturating_add(1);
+            return Ok(());
+        };
+        let attr = self.attrs[attr_index];
+        let st = attr.sample_type;
+        let path = self.path;
+        let has = |bit| st & bit != 0;
+        let mut c = Cursor::new(body);
+        // Names the field a short body failed to hold.
+        let short = |c: &Cursor<'_>, field: &str| {
+            malformed(path, loc, 8 + c.pos(), format!("SAMPLE record ends inside its {field} (sample_type {st:#x})"))
+        };
+        macro_rules! field {
+            ($read:expr, $name:expr) => {
+                match $read {
+                    Some(v) => v,
+                    None => return Err(short(&c, $name)),
+                }
+            };
+        }
+        let u64_if = |c: &mut Cursor<'_>, bit, name| -> Result<Option<u64>, Error> {
+            if st & bit == 0 {
+                return Ok(None);
+            }
+            c.u64().map(Some).ok_or_else(|| short(c, name))
+        };
+        u64_if(&mut c, SAMPLE_IDENTIFIER, "identifier")?;
+        let ip = u64_if(&mut c, SAMPLE_IP, "ip")?.unwrap_or(0);
+        let (pid, tid) = match u64_if(&mut c, SAMPLE_TID, "pid/tid")? {
+            Some(v) => (Some(v as u32 as i32), Some((v >> 32) as u32 as i32)),
+            None => (None, None),
+        };
+        let time = u64_if(&mut c, SAMPLE_TIME, "time")?;
+        u64_if(&mut c, SAMPLE_ADDR, "addr")?;
+        u64_if(&mut c, SAMPLE_ID, "id")?;
+        u64_if(&mut c, SAMPLE_STREAM_ID, "stream_id")?;
+        u64_if(&mut c, SAMPLE_CPU, "cpu")?;
+        let period = u64_if(&mut c, SAMPLE_PERIOD, "period")?.unwrap_or(1);
+        if has(SAMPLE_READ) {
+            field!(skip_read(&mut c, attr.read_format), "read values");
+        }
+
+        self.callchain.clear();
+        if has(SAMPLE_CALLCHAIN) {
+            let nr = field!(c.u64(), "callchain length");
+            let ips = field!(array(&mut c, nr, 8), "callchain");
+            // Frames before the first marker belong to the context the sample was taken in.
+            let mut user = misc & MISC_CPUMODE_MASK == MISC_USER;
+            for frame in ips.chunks_exact(8).filter_map(|b| u64_at(b, 0)) {
+                if frame >= CONTEXT_MAX {
+                    user = frame == CONTEXT_USER;
+                } else if user {
+                    self.callchain.push(RuntimeAddr(frame));
+                }
+            }
+        }
+        if has(SAMPLE_RAW) {
+            let size = field!(c.u32(), "raw size");
+            field!(c.skip(u64::from(size)), "raw data");
+        }
+        self.branches.clear();
+        if has(SAMPLE_BRANCH_STACK) {
+            let nr = field!(c.u64(), "branch stack length");
+            if attr.branch_sample_type & BRANCH_HW_INDEX != 0 {
+                field!(c.u64(), "branch hw_idx");
+            }
+            let entries = field!(array(&mut c, nr, 24), "branch stack");
+            self.branches.extend(entries.chunks_exact(24).map(|e| BranchEntry {
+                from: RuntimeAddr(u64_at(e, 0).unwrap_or(0)),
+                to: RuntimeAddr(u64_at(e, 8).unwrap_or(0)),
+            }));
+            if attr.branch_sample_type & BRANCH_COUNTERS != 0 {
+                field!(array(&mut c, nr, 8), "branch counters");
+            }
+        }
+        if has(SAMPLE_REGS_USER) {
+            field!(skip_regs(&mut c, attr.sample_regs_user), "user registers");
+        }
+        if has(SAMPLE_STACK_USER) {
+            let size = field!(c.u64(), "user stack size");
+            field!(c.skip(size), "user stack");
+            if size != 0 {
+                field!(c.u64(), "user stack dyn_size");
+            }
+        }
+        u64_if(&mut c, SAMPLE_WEIGHT | SAMPLE_WEIGHT_STRUCT, "weight")?;
+        u64_if(&mut c, SAMPLE_DATA_SRC, "data_src")?;
+        u64_if(&mut c, SAMPLE_TRANSACTION, "transaction")?;
+        if has(SAMPLE_REGS_INTR) {
+            field!(skip_regs(&mut c, attr.sample_regs_intr), "interrupt registers");
+        }
+        u64_if(&mut c, SAMPLE_PHYS_ADDR, "phys_addr")?;
+        u64_if(&mut c, SAMPLE_CGROUP, "cgroup")?;
+        u64_if(&mut c, SAMPLE_DATA_PAGE_SIZE, "data_page_size")?;
+        u64_if(&mut c, SAMPLE_CODE_PAGE_SIZE, "code_page_size")?;
+        if has(SAMPLE_AUX) {
+            let size = field!(c.u64(), "aux size");
+            field!(c.skip(size), "aux data");
+        }
+
+        let r = &mut self.report;
+        r.samples = r.samples.saturating_add(1);
+        if c.pos() != body.len() {
+            // Fields of a newer kernel, or a layout we got wrong: the decoded fields still stand.
+            r.samples_with_unknown_tail = r.samples_with_unknown_tail.saturating_add(1);
+        }
+        sink(PerfEvent::Sample(Sample {
+            pid,
+            tid,
+            time,
+            attr_index,
+            ip: RuntimeAddr(ip),
+            period,
+            repeat: 1,
+            callchain: &self.callchain,
+            branches: &self.branches,
+            has_callchain: has(SAMPLE_CALLCHAIN),
+        }));
+        Ok(())
+    }
+
+    /// Feeds a compressed record's zstd data through the stream decoder (one zstd stream spans all
+    /// compressed records) and decodes every record that becomes complete.
+    fn decompress(&mut self, data: &[u8], loc: Loc, sink: &mut Sink<'_>) -> Result<(), Error> {
+        let mut zstd = match self.zstd.take() {
+            Some(z) => z,
+            None => {
+                self.zstd_out.resize(ZSTD_CHUNK, 0);
+                zstd::stream::raw::Decoder::new()
+                    .map_err(|e| self.malformed(loc, 0, format!("cannot start zstd decoder: {e}")))?
+            }
+        };
+        let mut input = data;
+        loop {
+            let status = zstd
+                .run_on_buffers(input, &mut self.zstd_out)
+                .map_err(|e| self.malformed(loc, 8, format!("bad zstd data: {e}")))?;
+            if status.bytes_read == 0 && status.bytes_written == 0 && !input.is_empty() {
+                return Err(self.malformed(loc, 8, "zstd decoder makes no progress on this data"));
+            }
+            input = &input[status.bytes_read..];
+            self.pending.extend_from_slice(&self.zstd_out[..status.bytes_written]);
+            self.drain_pending(loc, sink)?;
+            // Done once all input is consumed and the decoder had no more output to give.
+            if input.is_empty() && status.bytes_written < self.zstd_out.len() {
+                break;
+            }
+        }
+        self.zstd = Some(zstd);
+        Ok(())
+    }
+
+    /// Decodes the whole records at the front of `pending`, keeping a trailing partial one.
+    fn drain_pending(&mut self, loc: Loc, sink: &mut Sink<'_>) -> Result<(), Error> {
+        let pending = std::mem::take(&mut self.pending);
+        let mut pos = 0;
+        let result = loop {
+            let Some(size) = u16_at(&pending, pos + 6) else { break Ok(()) };
+            let size = usize::from(size);
+            let inner = Loc { offset: loc.offset, decompressed: Some(self.pending_offset + pos as u64) };
+            if size < 8 {
+                break Err(self.malformed(inner, 6, format!("record size {size} is smaller than its 8-byte header")));
+            }
+            let Some(rec) = pending.get(pos..pos + size) else { break Ok(()) };
+            match self.record(rec, inner, sink) {
+                Ok(0) => pos += size,
+                Ok(_) => break Err(self.malformed(inner, 0, "record with out-of-band payload in compressed data")),
+                Err(e) => break Err(e),
+            }
+        };
+        self.pending = pending;
+        self.pending.drain(..pos);
+        self.pending_offset += pos as u64;
+        result
+    }
+
+    /// Called at the end of the input: a partial record left in the decompressed data means the
+    /// compressed stream was cut short.
+    pub(super) fn finish(&mut self, end_offset: u64) {
+        if !self.pending.is_empty() && self.report.truncated.is_none() {
+            self.report.truncated = Some(Truncation {
+                offset: end_offset,
+                reason: format!(
+                    "compressed data ends inside a record ({} of its bytes present, decompressed byte {})",
+                    self.pending.len(),
+                    self.pending_offset
+                ),
+            });
+        }
+    }
+}
+
+/// Takes `nr` elements of `elem` bytes, refusing counts the remaining bytes cannot hold (so no
+/// input-derived length is trusted before it is checked against the record).
+fn array<'a>(c: &mut Cursor<'a>, nr: u64, elem: u64) -> Option<&'a [u8]> {
+    let len = usize::try_from(nr.checked_mul(elem)?).ok()?;
+    c.bytes(len)
+}
+
+fn skip_regs(c: &mut Cursor<'_>, mask: u64) -> Option<()> {
+    let abi = c.u64()?;
+    if abi != 0 {
+        c.skip(8 * u64::from(mask.count_ones()))?;
+    }
+    Some(())
+}
+
+/// Skips a `read_format` block: one value or a group of them, each with optional id and lost.
+fn skip_read(c: &mut Cursor<'_>, format: u64) -> Option<()> {
+    let has = |bit| u64::from(format & bit != 0);
+    let times = has(FORMAT_TOTAL_TIME_ENABLED) + has(FORMAT_TOTAL_TIME_RUNNING);
+    let per_value = 1 + has(FORMAT_ID) + has(FORMAT_LOST);
+    if format & FORMAT_GROUP != 0 {
+        let nr = c.u64()?;
+        c.skip(8 * times)?;
+        array(c, nr, 8 * per_value).map(|_| ())
+    } else {
+        c.skip(8 * (times + per_value))
+    }
+}

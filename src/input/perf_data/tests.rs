@@ -1,0 +1,318 @@
+//! Synthetic records for the layouts the perf fixtures do not exercise: every sample_type field,
+//! group reads, branch hw_idx and counters, oversized attrs, MMAP2 build ids, file-mode headers.
+
+use std::path::Path;
+
+use super::attr::*;
+use super::*;
+use crate::addr::RuntimeAddr;
+use crate::input::MmapEvent;
+
+fn words(values: &[u64]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+fn record(rtype: u32, misc: u16, body: &[u8]) -> Vec<u8> {
+    let mut r = rtype.to_le_bytes().to_vec();
+    r.extend_from_slice(&misc.to_le_bytes());
+    r.extend_from_slice(&((8 + body.len()) as u16).to_le_bytes());
+    r.extend_from_slice(body);
+    r
+}
+
+/// An attr of `size` bytes (any size ≥ 64, like newer perf's bigger attrs).
+fn attr(size: usize, sample_type: u64, read_format: u64, branch_sample_type: u64, regs_user: u64) -> Vec<u8> {
+    let mut a = vec![0u8; size];
+    a[4..8].copy_from_slice(&(size as u32).to_le_bytes());
+    a[24..32].copy_from_slice(&sample_type.to_le_bytes());
+    a[32..40].copy_from_slice(&read_format.to_le_bytes());
+    a[40..48].copy_from_slice(&(1u64 << 18).to_le_bytes()); // sample_id_all
+    if size >= 88 {
+        a[72..80].copy_from_slice(&branch_sample_type.to_le_bytes());
+        a[80..88].copy_from_slice(&regs_user.to_le_bytes());
+    }
+    a
+}
+
+fn pipe(records: &[Vec<u8>]) -> Vec<u8> {
+    let mut p = b"PERFILE2".to_vec();
+    p.extend_from_slice(&16u64.to_le_bytes());
+    for r in records {
+        p.extend_from_slice(r);
+    }
+    p
+}
+
+fn run(bytes: &[u8]) -> (Vec<String>, Result<ReadReport, Error>) {
+    let mut out = Vec::new();
+    let result = read_perf_data(bytes, Path::new("t.data"), |e| {
+        out.push(match e {
+            PerfEvent::Sample(s) => format!(
+                "sample attr={} ip={:#x} pid={:?} tid={:?} time={:?} period={} chain={:x?} lbr={:x?}",
+                s.attr_index,
+                s.ip.0,
+                s.pid,
+                s.tid,
+                s.time,
+                s.period,
+                s.callchain.iter().map(|a| a.0).collect::<Vec<_>>(),
+                s.branches.iter().map(|b| (b.from.0, b.to.0)).collect::<Vec<_>>()
+            ),
+            other => format!("{other:?}"),
+        })
+    });
+    (out, result)
+}
+
+const ALL_FIELDS: u64 = SAMPLE_IDENTIFIER
+    | SAMPLE_IP
+    | SAMPLE_TID
+    | SAMPLE_TIME
+    | SAMPLE_ADDR
+    | SAMPLE_ID
+    | SAMPLE_STREAM_ID
+    | SAMPLE_CPU
+    | SAMPLE_PERIOD
+    | SAMPLE_READ
+    | SAMPLE_CALLCHAIN
+    | SAMPLE_RAW
+    | SAMPLE_BRANCH_STACK
+    | SAMPLE_REGS_USER
+    | SAMPLE_STACK_USER
+    | SAMPLE_WEIGHT_STRUCT
+    | SAMPLE_DATA_SRC
+    | SAMPLE_TRANSACTION
+    | SAMPLE_REGS_INTR
+    | SAMPLE_PHYS_ADDR
+    | SAMPLE_CGROUP
+    | SAMPLE_DATA_PAGE_SIZE
+    | SAMPLE_CODE_PAGE_SIZE
+    | SAMPLE_AUX;
+
+/// A body with every field, in perf_event.h order; `id` selects the attr.
+fn full_sample(id: u64, ip: u64) -> Vec<u8> {
+    let kernel = -128i64 as u64;
+    let user = -512i64 as u64;
+    let mut b = words(&[id, ip, (7u64 << 32) | 5, 1000, 0xadd, id, 99, 1, 4242]);
+    // READ, group with TOTAL_TIME_ENABLED | ID | LOST: nr, enabled, 2 × (value, id, lost).
+    b.extend(words(&[2, 77, 10, id, 0, 11, id, 0]));
+    // CALLCHAIN with kernel part first.
+    b.extend(words(&[5, kernel, 0xffffffff81000010, user, ip, 0x401234]));
+    // RAW: u32 size, data (4 + 12 = 16 bytes keeps 8-byte alignment).
+    b.extend(12u32.to_le_bytes());
+    b.extend([0xee; 12]);
+    // BRANCH_STACK with hw_idx and counters: nr, hw_idx, 2 × (from, to, flags), 2 counters.
+    b.extend(words(&[2, 31, 0x4010, 0x4020, 0, 0x4030, 0x4040, 0, 3, 4]));
+    // REGS_USER: abi, 3 registers (mask has 3 bits).
+    b.extend(words(&[2, 1, 2, 3]));
+    // STACK_USER: size, data, dyn_size.
+    b.extend(words(&[16, 0xaa, 0xbb, 8]));
+    // WEIGHT_STRUCT, DATA_SRC, TRANSACTION.
+    b.extend(words(&[5, 6, 7]));
+    // REGS_INTR with abi 0: no registers follow.
+    b.extend(words(&[0]));
+    // PHYS_ADDR, CGROUP, DATA_PAGE_SIZE, CODE_PAGE_SIZE, AUX (size 8 + data).
+    b.extend(words(&[8, 9, 4096, 4096, 8, 0xcc]));
+    b
+}
+
+fn full_attr(size: usize) -> Vec<u8> {
+    let read = FORMAT_TOTAL_TIME_ENABLED | FORMAT_ID | FORMAT_LOST | FORMAT_GROUP;
+    attr(size, ALL_FIELDS, read, BRANCH_HW_INDEX | BRANCH_COUNTERS, 0b1011)
+}
+
+fn attr_record(attr: Vec<u8>, ids: &[u64]) -> Vec<u8> {
+    let mut body = attr;
+    body.extend(words(ids));
+    record(64, 0, &body)
+}
+
+#[test]
+fn every_sample_field_is_decoded_or_skipped_in_order() {
+    let bytes = pipe(&[
+        attr_record(full_attr(136), &[100]),
+        attr_record(full_attr(256), &[200, 201]), // bigger than any attr we know
+        record(9, 2, &full_sample(201, 0x401000)),
+        record(9, 1, &full_sample(100, 0xffffffff81000010)),
+    ]);
+    let (out, report) = run(&bytes);
+    let report = report.unwrap();
+    assert_eq!(out, [
+        "sample attr=1 ip=0x401000 pid=Some(5) tid=Some(7) time=Some(1000) period=4242 chain=[401000, 401234] lbr=[(4010, 4020), (4030, 4040)]",
+        "sample attr=0 ip=0xffffffff81000010 pid=Some(5) tid=Some(7) time=Some(1000) period=4242 chain=[ffffffff81000010, 401234] lbr=[(4010, 4020), (4030, 4040)]",
+    ]);
+    assert_eq!((report.samples, report.samples_with_unknown_tail, report.samples_without_attr), (2, 0, 0));
+}
+
+#[test]
+fn short_sample_body_names_the_missing_field() {
+    let mut body = full_sample(100, 0x401000);
+    body.truncate(8 * 9 + 8 * 8 + 8 * 3); // cut inside the callchain's frames
+    let bytes = pipe(&[attr_record(full_attr(136), &[100]), record(9, 2, &body)]);
+    let err = run(&bytes).1.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        // pipe header 16 + attr record 152 + sample header 8 + 9 fields, read group, nr: 18 words.
+        format!("t.data: at byte offset 320: SAMPLE record ends inside its callchain (sample_type {ALL_FIELDS:#x})")
+    );
+}
+
+#[test]
+fn kernel_only_callchain_without_markers_follows_cpumode() {
+    let st = SAMPLE_IP | SAMPLE_CALLCHAIN;
+    let bytes = pipe(&[
+        attr_record(attr(64, st, 0, 0, 0), &[]),
+        record(9, 1, &words(&[0xffffffff81000000, 2, 0xffffffff81000000, 0xffffffff81000100])),
+        record(9, 2, &words(&[0x1000, 2, 0x1000, 0x2000])),
+    ]);
+    let (out, report) = run(&bytes);
+    report.unwrap();
+    assert_eq!(out, [
+        "sample attr=0 ip=0xffffffff81000000 pid=None tid=None time=None period=1 chain=[] lbr=[]",
+        "sample attr=0 ip=0x1000 pid=None tid=None time=None period=1 chain=[1000, 2000] lbr=[]",
+    ]);
+}
+
+#[test]
+fn unknown_ids_and_record_types_are_counted_and_skipped() {
+    let st = SAMPLE_IDENTIFIER | SAMPLE_IP;
+    let bytes = pipe(&[
+        attr_record(attr(64, st, 0, 0, 0), &[1]),
+        attr_record(attr(64, st, 0, 0, 0), &[2]),
+        record(9, 2, &words(&[3, 0x1000])),
+        record(9, 2, &words(&[2, 0x2000])),
+        record(200, 0, &words(&[1, 2])),
+    ]);
+    let (out, report) = run(&bytes);
+    let report = report.unwrap();
+    assert_eq!(out, ["sample attr=1 ip=0x2000 pid=None tid=None time=None period=1 chain=[] lbr=[]"]);
+    assert_eq!((report.samples_without_attr, report.unknown_records, report.records), (1, 1, 5));
+}
+
+fn mmap2_body(build_id: Option<&[u8]>, prot: u32, name: &str) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend(10i32.to_le_bytes());
+    b.extend(11i32.to_le_bytes());
+    b.extend(words(&[0x7000, 0x3000, 0x1000]));
+    let mut id_area = [0u8; 24];
+    if let Some(id) = build_id {
+        id_area[0] = id.len() as u8;
+        id_area[4..4 + id.len()].copy_from_slice(id);
+    }
+    b.extend(id_area);
+    b.extend(prot.to_le_bytes());
+    b.extend(2u32.to_le_bytes());
+    b.extend(name.as_bytes());
+    b.resize((b.len() + 1).next_multiple_of(8), 0);
+    b.extend(words(&[10 | (11 << 32), 555])); // sample_id_all trailer: tid, time
+    b
+}
+
+#[test]
+fn mmap_variants() {
+    let mut mmap1 = Vec::new();
+    mmap1.extend((-1i32).to_le_bytes());
+    mmap1.extend(0i32.to_le_bytes());
+    mmap1.extend(words(&[0xffff0000, 0x100, 0]));
+    mmap1.extend(b"/data/file\0\0\0\0\0\0");
+    let bytes = pipe(&[
+        attr_record(attr(64, SAMPLE_TID | SAMPLE_TIME, 0, 0, 0), &[]),
+        record(10, 1 << 14, &mmap2_body(Some(&[0xab; 8]), 5, "/bin/app")),
+        record(10, 0, &mmap2_body(None, 1, "/lib/data.so")),
+        record(1, 1 << 13, &mmap1),
+    ]);
+    let (_, report) = run(&bytes);
+    report.unwrap();
+    let mut mmaps = Vec::new();
+    read_perf_data(&bytes, Path::new("t"), |e| {
+        if let PerfEvent::Mmap(m) = e {
+            mmaps.push(m)
+        }
+    })
+    .unwrap();
+    let app = MmapEvent {
+        pid: Some(10),
+        tid: Some(11),
+        start: RuntimeAddr(0x7000),
+        len: 0x3000,
+        pgoff: crate::addr::FileOffset(0x1000),
+        executable: true,
+        path: "/bin/app".into(),
+        build_id: Some(vec![0xab; 8]),
+    };
+    let data = MmapEvent { executable: false, path: "/lib/data.so".into(), build_id: None, ..app.clone() };
+    let file = MmapEvent {
+        pid: Some(-1),
+        tid: Some(0),
+        start: RuntimeAddr(0xffff0000),
+        len: 0x100,
+        pgoff: crate::addr::FileOffset(0),
+        executable: false,
+        path: "/data/file".into(),
+        build_id: None,
+    };
+    assert_eq!(mmaps, [app, data, file]);
+}
+
+/// A minimal file-mode perf.data: header, one attr with ids, data, build-id + cmdline features.
+fn file_mode(attr_bytes: Vec<u8>, data: &[u8]) -> Vec<u8> {
+    let entry = attr_bytes.len() + 16;
+    let ids_at = 104u64;
+    let attrs_at = ids_at + 8;
+    let data_at = attrs_at + entry as u64;
+    let mut f = b"PERFILE2".to_vec();
+    f.extend(words(&[104, entry as u64, attrs_at, entry as u64, data_at, data.len() as u64, 0, 0]));
+    f.extend(words(&[(1 << 2) | (1 << 11), 0, 0, 0])); // features: BUILD_ID, CMDLINE
+    f.extend(words(&[42])); // the attr's one id
+    f.extend(&attr_bytes);
+    f.extend(words(&[ids_at, 8]));
+    f.extend(data);
+    let features_at = f.len() as u64;
+    let mut build_id = Vec::new();
+    build_id.extend((-1i32).to_le_bytes());
+    build_id.extend([0x12; 20]);
+    build_id.extend([4, 0, 0, 0]); // size 4, flagged by MISC_BUILD_ID_SIZE below
+    build_id.extend(b"/bin/app\0\0\0\0\0\0\0\0");
+    let build_id = record(67, 1 << 15, &build_id);
+    let mut cmdline = 2u32.to_le_bytes().to_vec();
+    for arg in ["perf\0\0\0\0", "record\0\0"] {
+        cmdline.extend(8u32.to_le_bytes());
+        cmdline.extend(arg.as_bytes());
+    }
+    let sections_at = features_at + 32;
+    f.extend(words(&[sections_at, build_id.len() as u64, sections_at + build_id.len() as u64, cmdline.len() as u64]));
+    f.extend(build_id);
+    f.extend(cmdline);
+    f
+}
+
+#[test]
+fn file_mode_with_oversized_attr_and_features() {
+    let st = SAMPLE_IP | SAMPLE_BRANCH_STACK;
+    let data = record(9, 2, &words(&[0x500, 1, 0x510, 0x520, 0]));
+    let bytes = file_mode(attr(200, st, 0, 0, 0), &data);
+    let (out, report) = run(&bytes);
+    let report = report.unwrap();
+    assert_eq!(out, ["sample attr=0 ip=0x500 pid=None tid=None time=None period=1 chain=[] lbr=[(510, 520)]"]);
+    assert_eq!(report.info.build_ids, [("/bin/app".to_string(), vec![0x12; 4])]);
+    assert_eq!(report.info.cmdline, ["perf", "record"]);
+    assert!(report.warnings.is_empty() && report.truncated.is_none(), "{report:?}");
+
+    // A feature table pointing outside the file is a warning, the samples still decode.
+    let mut broken = bytes.clone();
+    let table = 104 + 8 + (200 + 16) + data.len(); // header, ids, attr entry, data
+    broken[table..table + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+    let (out, report) = run(&broken);
+    let report = report.unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
+    assert!(report.warnings[0].contains("feature 2: section lies outside the file"), "{:?}", report.warnings);
+}
+
+#[test]
+fn oversized_lengths_are_rejected_without_allocating() {
+    let st = SAMPLE_IP | SAMPLE_CALLCHAIN;
+    let bytes = pipe(&[attr_record(attr(64, st, 0, 0, 0), &[]), record(9, 2, &words(&[0x1, u64::MAX / 4]))]);
+    let err = run(&bytes).1.unwrap_err();
+    assert!(err.to_string().contains("ends inside its callchain"), "{err}");
+}
