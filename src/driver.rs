@@ -122,6 +122,7 @@ fn aggregate_events(
     read: impl FnOnce(&mut dyn FnMut(PerfEvent<'_>)) -> Result<Vec<String>, Error>,
     event_names: impl Fn(usize) -> Option<String>,
     pidless: bool,
+    build_ids: &[(String, Vec<u8>)],
 ) -> Result<InputResult, Error> {
     let filter_events = !pidless;
     let mut mapper = if pidless {
@@ -129,6 +130,7 @@ fn aggregate_events(
     } else {
         AddressMapper::new(identity_of(binary), cfg.pid)
     };
+    mapper.add_build_ids(build_ids);
     let mut agg = Aggregator::new(binary, sample_mode(cfg));
     let mut matched: Option<MatchedBy> = None;
     let mut progress = Progress::new(cfg.progress);
@@ -331,11 +333,41 @@ fn read_perf_script_file(cfg: &Config, binary: &Binary, path: &Path) -> Result<I
         },
         |_| None,
         true,
+        &[],
     );
     let _ = names;
     result
 }
 
-fn read_perf_data_file(_cfg: &Config, _binary: &Binary, _path: &Path) -> Result<InputResult, Error> {
-    todo!("perfdata branch")
+fn read_perf_data_file(cfg: &Config, binary: &Binary, path: &Path) -> Result<InputResult, Error> {
+    use crate::input::perf_data::{PerfData, ReadReport, read_perf_data_stream};
+    let io_err = |source| Error::Io { path: path.to_path_buf(), source };
+    let finish = |report: ReadReport| -> Vec<String> {
+        let mut warnings = report.warnings;
+        if let Some(t) = &report.truncated {
+            warnings.push(format!("{}: {t}", path.display()));
+        }
+        if report.lost_events > 0 {
+            warnings.push(format!("{}: the kernel lost {} events while recording", path.display(), report.lost_events));
+        }
+        warnings
+    };
+    if path.as_os_str() == "-" {
+        let stdin = std::io::stdin().lock();
+        return aggregate_events(cfg, binary, |on_event| Ok(finish(read_perf_data_stream(stdin, path, on_event)?)), |_| None, false, &[]);
+    }
+    let file = std::fs::File::open(path).map_err(io_err)?;
+    // SAFETY: the file is only read; profgen does not guard against another process truncating
+    // it while mapped (perf does not rewrite finished files).
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io_err)?;
+    let data = PerfData::parse(&map, path)?;
+    let event_names = data.info().event_names.clone();
+    aggregate_events(
+        cfg,
+        binary,
+        |on_event| Ok(finish(data.decode(data.data_range(), on_event)?)),
+        |i| event_names.get(i).cloned(),
+        false,
+        &data.info().build_ids,
+    )
 }
