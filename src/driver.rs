@@ -48,6 +48,11 @@ impl RunReport {
         if !dropped.is_empty() {
             line.push_str(&format!(" ({})", dropped.join(", ")));
         }
+        match self.matched_by {
+            Some(MatchedBy::BuildId) => line.push_str("; binary matched by build id"),
+            Some(MatchedBy::FileName) => line.push_str("; binary matched by file name"),
+            None => {}
+        }
         line.push_str(&format!("; {} functions in the profile", self.functions_in_profile));
         line
     }

@@ -1,0 +1,133 @@
+//! Whole-profile tests on the perf-samples corpus: one test per case × option set.
+//!
+//! Each test runs the real `profgen` binary and checks its text profile against
+//! `perf-samples/<case>/expected/<options>.txt` (regenerate with `PROFGEN_BLESS=1`), and, when
+//! `llvm-profgen-19` and `llvm-profdata-19` are installed, that the canonical form
+//! (`llvm-profdata-19 merge --sample --text`) equals llvm-profgen-19's for the same input, unless
+//! the case lists the option set as a deliberate difference (README, "Differences from
+//! llvm-profgen").
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn have(tool: &str) -> bool {
+    Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
+}
+
+struct Case {
+    dir: PathBuf,
+    binary: PathBuf,
+    perfdata: PathBuf,
+    kind: String,
+}
+
+fn case(name: &str) -> Case {
+    let dir = root().join("perf-samples").join(name);
+    let toml: toml::Table = std::fs::read_to_string(dir.join("case.toml")).unwrap().parse().unwrap();
+    let s = |k: &str| toml[k].as_str().unwrap().to_string();
+    Case { binary: dir.join(s("binary")), perfdata: dir.join(s("perfdata")), kind: s("kind"), dir }
+}
+
+fn run_profgen(binary: &Path, input: &[&str], opts: &[&str], out: &Path) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_profgen"))
+        .arg("--binary")
+        .arg(binary)
+        .args(input)
+        .args(opts)
+        .arg("--format=text")
+        .arg("--output")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "profgen failed: {}", String::from_utf8_lossy(&o.stderr));
+    std::fs::read_to_string(out).unwrap()
+}
+
+fn canonical(path: &Path) -> String {
+    let o = Command::new("llvm-profdata-19").args(["merge", "--sample", "--text"]).arg(path).args(["-o", "-"]).output().unwrap();
+    assert!(o.status.success(), "llvm-profdata-19 failed on {}: {}", path.display(), String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// llvm-profgen-19's profile for the case. It reads perf.data through `perf script`, and rejects
+/// IP-only scripts, so IP cases get a script with a dummy branch per sample line (ignored under
+/// --leading-ip-only).
+fn llvm_profile(c: &Case, opts: &[&str], work: &Path) -> PathBuf {
+    let out = work.join("llvm.prof");
+    let mut cmd = Command::new("llvm-profgen-19");
+    cmd.current_dir(work).arg("--binary").arg(&c.binary).args(opts).arg("--format=text").arg("--output").arg(&out);
+    if c.kind == "ip" {
+        let o = Command::new("perf")
+            .arg("script")
+            .arg("-i")
+            .arg(&c.perfdata)
+            .args(["--show-mmap-events", "-F", "ip,brstack", "-G"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8(o.stdout).unwrap();
+        let fixed: String = text
+            .lines()
+            .map(|l| {
+                let t = l.trim();
+                if !t.is_empty() && t.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    format!("{l} 0x0/0x0/P/-/-/0\n")
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect();
+        std::fs::write(work.join("ip.script"), fixed).unwrap();
+        cmd.arg("--perfscript").arg(work.join("ip.script"));
+    } else {
+        cmd.arg("--perfdata").arg(&c.perfdata);
+    }
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "llvm-profgen-19 failed: {}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+fn check(name: &str, label: &str, opts: &[&str]) {
+    let c = case(name);
+    let work = tempfile_dir(&format!("{name}-{label}"));
+    let ours_path = work.join("ours.prof");
+    let input = ["--perfdata", c.perfdata.to_str().unwrap()];
+    let ours = run_profgen(&c.binary, &input, opts, &ours_path);
+
+    let golden = c.dir.join("expected").join(format!("{label}.txt"));
+    if std::env::var_os("PROFGEN_BLESS").is_some() {
+        std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
+        std::fs::write(&golden, &ours).unwrap();
+    }
+    let expected = std::fs::read_to_string(&golden).unwrap_or_else(|_| panic!("missing {}; run with PROFGEN_BLESS=1", golden.display()));
+    assert_eq!(ours, expected, "{name} {label}: profile differs from {}", golden.display());
+
+    if have("llvm-profgen-19") && have("llvm-profdata-19") && have("perf") {
+        let theirs = llvm_profile(&c, opts, &work);
+        assert_eq!(canonical(&ours_path), canonical(&theirs), "{name} {label}: differs from llvm-profgen-19");
+    } else {
+        eprintln!("note: llvm-profgen-19/llvm-profdata-19/perf not installed; oracle comparison skipped");
+    }
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+fn tempfile_dir(label: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("profgen-corpus-{}-{label}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+macro_rules! corpus_test {
+    ($fn:ident, $case:literal, $label:literal, [$($opt:literal),*]) => {
+        #[test]
+        fn $fn() {
+            check($case, $label, &[$($opt),*]);
+        }
+    };
+}
+
+corpus_test!(ip_inline_pie_leading_ip_only, "ip-inline-pie", "leading-ip-only", ["--leading-ip-only"]);
+corpus_test!(ip_nopie_pipe_zstd_leading_ip_only, "ip-nopie-pipe-zstd", "leading-ip-only", ["--leading-ip-only"]);
