@@ -156,8 +156,8 @@ impl Recorder {
         self.rng ^= self.rng << 13;
         self.rng ^= self.rng >> 7;
         self.rng ^= self.rng << 17;
-        let spread = self.period / 4;
-        (self.period - self.period / 8 + self.rng % (spread + 1)).max(1)
+        let eighth = self.period / 8;
+        (self.period - eighth + self.rng % (2 * eighth + 1)).max(1)
     }
 
     pub fn start_process(&mut self, p: &mut Process) {
@@ -252,8 +252,10 @@ impl Recorder {
             let t = if n == 1 {
                 match p.fork_thread.take() {
                     Some(mut t) => {
+                        // The child's counter is a fresh inherited event: new period.
                         t.tid = p.pid;
                         t.prev = None;
+                        t.period = 0;
                         t
                     }
                     None => Thread::new(p.pid),
