@@ -6,7 +6,7 @@
 /// Removes adjacent repeated sequences of up to `max_size` elements (-1: no limit, 0: off), for
 /// lengths 1, 2, … in turn, e.g. `a b a b c` → `a b c`. Same in-place scan as LLVM, so the
 /// surviving copy of each repetition is the one LLVM keeps.
-pub fn compress_recursion<T: PartialEq>(context: &mut Vec<T>, max_size: i32) {
+pub fn compress_recursion<T: PartialEq + Clone>(context: &mut Vec<T>, max_size: i32) {
     let half = context.len() / 2;
     let mut max_dedup = if max_size < 0 { half } else { (max_size as usize).min(half) };
     let mut size = 1;
@@ -31,20 +31,25 @@ pub fn compress_recursion<T: PartialEq>(context: &mut Vec<T>, max_size: i32) {
             } else {
                 // Keep the part of the right half that differs, then slide past it.
                 let new_right = (left + size as isize) as usize;
-                for i in right + 1..=new_right {
-                    context.swap(end, i);
-                    end += 1;
-                }
+                copy_forward(context, right + 1..new_right + 1, end);
+                end += new_right - right;
                 right = new_right;
             }
         }
-        for i in right + 1..context.len() {
-            context.swap(end, i);
-            end += 1;
-        }
+        let len = context.len();
+        copy_forward(context, right + 1..len, end);
+        end += len - right - 1;
         context.truncate(end);
         size += 1;
         max_dedup = max_dedup.min(end / 2);
+    }
+}
+
+/// `std::copy` to an earlier position: later scans read the source range after the copy, as
+/// LLVM's in-place algorithm does.
+fn copy_forward<T: Clone>(v: &mut [T], src: std::ops::Range<usize>, dest: usize) {
+    for (i, from) in src.enumerate() {
+        v[dest + i] = v[from].clone();
     }
 }
 
