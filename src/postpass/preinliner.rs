@@ -185,14 +185,16 @@ impl PreInliner<'_> {
             let upper = self.thresholds.p10_min_count as f64;
             let lower = cold_count as f64;
             let hotness = ((c.callsite_count as f64 - lower) / (upper - lower)).min(1.0);
-            // C++ converts the double to `unsigned int` (saturating here where C++ is UB).
+            // `+ 1` keeps hot call sites inlinable when the cold threshold is 0. C++ converts the
+            // double to `unsigned int` (saturating here where C++ is undefined).
             threshold = (f64::from(self.hot_threshold) * hotness * 100.0
-                + f64::from(self.cold_threshold)) as u32;
+                + f64::from(self.cold_threshold)
+                + 1.0) as u32;
             if was_inlined {
                 threshold = threshold.wrapping_mul(self.opts.multiplier_for_previous_inlining as u32);
             }
         }
-        c.size_cost <= u64::from(threshold)
+        c.size_cost < u64::from(threshold)
     }
 
     /// `processFunction`.
