@@ -370,3 +370,51 @@ fn rich_no_sort_scc() {
     o.gen_cs_nested_profile = false;
     run_case("rich.txt", "rich_no_sort_scc.expected", o);
 }
+
+#[test]
+fn ties_one_inline() {
+    let mut o = base_opts();
+    o.inline_growth_limit = 1;
+    o.inline_limit_min = 9;
+    o.gen_cs_nested_profile = false;
+    run_case("ties.txt", "ties_one_inline.expected", o);
+}
+
+#[test]
+fn ties_two_inlines() {
+    let mut o = base_opts();
+    o.inline_growth_limit = 1;
+    o.inline_limit_min = 11;
+    o.gen_cs_nested_profile = false;
+    run_case("ties.txt", "ties_two_inlines.expected", o);
+}
+
+#[test]
+fn ties_nested() {
+    let mut o = base_opts();
+    o.inline_growth_limit = 1;
+    o.inline_limit_min = 9;
+    run_case("ties.txt", "ties_nested.expected", o);
+}
+
+#[test]
+fn orphans_nested() {
+    let mut o = base_opts();
+    o.preinliner = false;
+    o.merge_cold_context = Opt::Given(false);
+    run_case("orphans.txt", "orphans_nested.expected", o);
+}
+
+#[test]
+fn orphans_merged_base() {
+    let mut o = base_opts();
+    o.preinliner = false;
+    o.merge_cold_context = Opt::Given(false);
+    o.generate_merged_base_profiles = true;
+    run_case("orphans.txt", "orphans_merged_base.expected", o);
+}
+
+#[test]
+fn orphans_preinliner() {
+    run_case("orphans.txt", "orphans_preinliner.expected", base_opts());
+}

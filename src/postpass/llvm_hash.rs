@@ -1,7 +1,7 @@
 //! The LLVM hashes whose values decide iteration orders that the post-passes must reproduce:
-//! `MD5Hash` (function GUIDs, the pre-inliner's tie-breaker) and `hash_combine` of two `u64`s
-//! (`FunctionSamples::getCallSiteHash`, the key that orders the children of LLVM's context
-//! tries). LLVM 19 release builds hash with a fixed seed, so these orders are stable.
+//! `MD5Hash` (function GUIDs, the pre-inliner's tie-breaker) and
+//! `FunctionSamples::getCallSiteHash` (the key that orders the children of LLVM's context
+//! tries, and so the order in which equal-priority contexts are visited).
 
 use md5::{Digest, Md5};
 
@@ -15,26 +15,11 @@ pub fn md5_hash(name: &str) -> u64 {
     u64::from_le_bytes(low)
 }
 
-/// `hash_combine(a, b)` for two `uint64_t`s: `hash_short` of 16 bytes = `hash_9to16_bytes`.
-fn hash_combine_u64(a: u64, b: u64) -> u64 {
-    const SEED: u64 = 0xff51_afd7_ed55_8ccd;
-    const LEN: u64 = 16;
-    hash_16_bytes(SEED ^ a, (b.wrapping_add(LEN)).rotate_right(LEN as u32)) ^ b
-}
-
-fn hash_16_bytes(low: u64, high: u64) -> u64 {
-    const K_MUL: u64 = 0x9ddf_ea08_eb38_2d69;
-    let mut a = (low ^ high).wrapping_mul(K_MUL);
-    a ^= a >> 47;
-    let mut b = (high ^ a).wrapping_mul(K_MUL);
-    b ^= b >> 47;
-    b.wrapping_mul(K_MUL)
-}
-
-/// `FunctionSamples::getCallSiteHash(Callee, Callsite)`.
+/// `FunctionSamples::getCallSiteHash(Callee, Callsite)` =
+/// `SampleContextFrame::getHashCode`: name GUID + location id × 33 (wrapping).
 pub fn callsite_hash(callee: &str, loc: LineLocation) -> u64 {
-    let loc_hash = (u64::from(loc.discriminator) << 32) | u64::from(loc.line_offset);
-    hash_combine_u64(md5_hash(callee), loc_hash)
+    let loc_id = (u64::from(loc.discriminator) << 32) | u64::from(loc.line_offset);
+    md5_hash(callee).wrapping_add(loc_id << 5).wrapping_add(loc_id)
 }
 
 #[cfg(test)]
