@@ -60,3 +60,21 @@ pub fn trim_cold_profiles(profile: &mut Profile, threshold: u64) -> usize {
     profile.functions.retain(|_, fs| fs.total_samples >= threshold);
     before - profile.functions.len()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_cs_trim_drops_totals_below_the_cold_threshold() {
+        let mut profile = Profile::default();
+        for (name, total) in [("a", 9), ("b", 10), ("c", 11)] {
+            let mut fs = FunctionSamples::new(name);
+            fs.total_samples = total;
+            profile.functions.insert(Context::base(name), fs);
+        }
+        assert_eq!(trim_cold_profiles(&mut profile, 10), 1);
+        let names: Vec<&str> = profile.functions.values().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["b", "c"]);
+    }
+}
