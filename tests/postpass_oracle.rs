@@ -25,10 +25,16 @@ fn parse_context(s: &str) -> Context {
     let mut out = Vec::new();
     for (i, f) in frames.iter().enumerate() {
         if i + 1 == frames.len() {
-            out.push(ContextFrame { func: f.to_string(), loc: LineLocation::default() });
+            out.push(ContextFrame {
+                func: f.to_string(),
+                loc: LineLocation::default(),
+            });
         } else {
             let (name, loc) = f.rsplit_once(':').unwrap();
-            out.push(ContextFrame { func: name.to_string(), loc: parse_loc(loc) });
+            out.push(ContextFrame {
+                func: name.to_string(),
+                loc: parse_loc(loc),
+            });
         }
     }
     Context(out)
@@ -50,7 +56,11 @@ fn read_text(text: &str) -> Profile {
             let (_, fs, loc) = stack.pop().unwrap();
             match stack.last_mut() {
                 Some((_, parent, _)) => {
-                    parent.callsites.entry(loc).or_default().insert(fs.name.clone(), fs);
+                    parent
+                        .callsites
+                        .entry(loc)
+                        .or_default()
+                        .insert(fs.name.clone(), fs);
                 }
                 None => {
                     profile.functions.insert(key.clone().unwrap(), fs);
@@ -58,7 +68,10 @@ fn read_text(text: &str) -> Profile {
             }
         }
     }
-    for line in text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')) {
+    for line in text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+    {
         let indent = line.len() - line.trim_start().len();
         let body = line.trim_start();
         if indent == 0 {
@@ -126,7 +139,13 @@ fn context_str(ctx: &Context) -> String {
         .0
         .iter()
         .enumerate()
-        .map(|(i, f)| if i + 1 == n { f.func.clone() } else { format!("{}:{}", f.func, loc_str(f.loc)) })
+        .map(|(i, f)| {
+            if i + 1 == n {
+                f.func.clone()
+            } else {
+                format!("{}:{}", f.func, loc_str(f.loc))
+            }
+        })
         .collect();
     parts.join(" @ ")
 }
@@ -137,7 +156,14 @@ fn write_text(profile: &Profile) -> String {
         for (loc, b) in &fs.body {
             let mut targets: Vec<(&String, &u64)> = b.call_targets.iter().collect();
             targets.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-            write!(out, "{}{}: {}", " ".repeat(indent + 1), loc_str(*loc), b.count).unwrap();
+            write!(
+                out,
+                "{}{}: {}",
+                " ".repeat(indent + 1),
+                loc_str(*loc),
+                b.count
+            )
+            .unwrap();
             for (t, n) in targets {
                 write!(out, " {t}:{n}").unwrap();
             }
@@ -145,16 +171,35 @@ fn write_text(profile: &Profile) -> String {
         }
         for (loc, callees) in &fs.callsites {
             for (name, nested) in callees {
-                writeln!(out, "{}{}: {}:{}", " ".repeat(indent + 1), loc_str(*loc), name, nested.total_samples)
-                    .unwrap();
+                writeln!(
+                    out,
+                    "{}{}: {}:{}",
+                    " ".repeat(indent + 1),
+                    loc_str(*loc),
+                    name,
+                    nested.total_samples
+                )
+                .unwrap();
                 write_fs(out, nested, indent + 1, probe);
             }
         }
         if probe {
-            writeln!(out, "{}!CFGChecksum: {}", " ".repeat(indent + 1), fs.checksum.unwrap_or(0)).unwrap();
+            writeln!(
+                out,
+                "{}!CFGChecksum: {}",
+                " ".repeat(indent + 1),
+                fs.checksum.unwrap_or(0)
+            )
+            .unwrap();
         }
         if fs.attributes != 0 {
-            writeln!(out, "{}!Attributes: {}", " ".repeat(indent + 1), fs.attributes).unwrap();
+            writeln!(
+                out,
+                "{}!Attributes: {}",
+                " ".repeat(indent + 1),
+                fs.attributes
+            )
+            .unwrap();
         }
     }
     let mut sorted: Vec<(&Context, &FunctionSamples)> = profile.functions.iter().collect();
@@ -176,7 +221,10 @@ fn write_text(profile: &Profile) -> String {
 fn contextless_thresholds(profile: &Profile) -> Thresholds {
     let mut merged: BTreeMap<String, FunctionSamples> = BTreeMap::new();
     for fs in profile.functions.values() {
-        merged.entry(fs.name.clone()).or_insert_with(|| FunctionSamples::new(&fs.name)).merge(fs);
+        merged
+            .entry(fs.name.clone())
+            .or_insert_with(|| FunctionSamples::new(&fs.name))
+            .merge(fs);
     }
     fn counts(fs: &FunctionSamples, out: &mut Vec<u64>) {
         out.extend(fs.body.values().map(|b| b.count));
@@ -212,7 +260,11 @@ fn contextless_thresholds(profile: &Profile) -> Thresholds {
         entries.push((cutoff, count));
     }
     let at = |p: u128| entries.iter().find(|(c, _)| *c >= p).unwrap().1;
-    Thresholds { hot: at(990000), cold: at(999999), p10_min_count: at(100000) }
+    Thresholds {
+        hot: at(990000),
+        cold: at(999999),
+        p10_min_count: at(100000),
+    }
 }
 
 fn run_case(input: &str, expected: &str, opts: PostPassOptions) {
@@ -227,7 +279,10 @@ fn run_case(input: &str, expected: &str, opts: PostPassOptions) {
 /// `--use-context-cost-for-preinliner=0`, which every fixture uses (the binary has none of the
 /// profiled functions, so context sizes would be undefined in llvm-profgen).
 fn base_opts() -> PostPassOptions {
-    PostPassOptions { use_context_cost: false, ..Default::default() }
+    PostPassOptions {
+        use_context_cost: false,
+        ..Default::default()
+    }
 }
 
 #[test]

@@ -19,7 +19,9 @@ pub fn md5_hash(name: &str) -> u64 {
 /// `SampleContextFrame::getHashCode`: name GUID + location id × 33 (wrapping).
 pub fn callsite_hash(callee: &str, loc: LineLocation) -> u64 {
     let loc_id = (u64::from(loc.discriminator) << 32) | u64::from(loc.line_offset);
-    md5_hash(callee).wrapping_add(loc_id << 5).wrapping_add(loc_id)
+    md5_hash(callee)
+        .wrapping_add(loc_id << 5)
+        .wrapping_add(loc_id)
 }
 
 #[cfg(test)]

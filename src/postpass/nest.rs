@@ -40,15 +40,23 @@ pub fn convert_cs_to_nested(profile: &mut Profile, merged_base: bool) {
     }
     let mut top_level: BTreeMap<String, FunctionSamples> = BTreeMap::new();
     convert(&mut root, &mut top_level, merged_base);
-    profile.functions =
-        top_level.into_iter().map(|(name, fs)| (Context::base(&name), fs)).collect();
+    profile.functions = top_level
+        .into_iter()
+        .map(|(name, fs)| (Context::base(&name), fs))
+        .collect();
     profile.kind.context_sensitive = false;
 }
 
-fn convert(node: &mut FrameNode, top_level: &mut BTreeMap<String, FunctionSamples>, merged_base: bool) {
+fn convert(
+    node: &mut FrameNode,
+    top_level: &mut BTreeMap<String, FunctionSamples>,
+    merged_base: bool,
+) {
     for child in node.children.values_mut() {
         convert(child, top_level, merged_base);
-        let Some(child_fs) = child.samples.take() else { continue };
+        let Some(child_fs) = child.samples.take() else {
+            continue;
+        };
         match node.samples.as_mut() {
             Some(parent) => {
                 parent.add_total(child_fs.total_samples);
@@ -71,8 +79,14 @@ fn convert(node: &mut FrameNode, top_level: &mut BTreeMap<String, FunctionSample
 /// `FunctionSamples::removeCalledTargetAndBodySample`: drops the call target and subtracts its
 /// count from the body sample, erasing the body sample if it reaches zero.
 fn remove_call_target_and_body(fs: &mut FunctionSamples, loc: LineLocation, callee: &str) -> u64 {
-    let Some(body) = fs.body.get_mut(&loc) else { return 0 };
-    let count = body.call_targets.remove(callee).unwrap_or(0).min(body.count);
+    let Some(body) = fs.body.get_mut(&loc) else {
+        return 0;
+    };
+    let count = body
+        .call_targets
+        .remove(callee)
+        .unwrap_or(0)
+        .min(body.count);
     body.count -= count;
     if body.count == 0 {
         fs.body.remove(&loc);

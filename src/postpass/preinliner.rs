@@ -138,7 +138,7 @@ impl CandidateQueue {
             self.0.swap(hole, child);
             hole = child;
         }
-        if len % 2 == 0 && child == (len - 2) / 2 {
+        if len.is_multiple_of(2) && child == (len - 2) / 2 {
             child = 2 * (child + 1);
             self.0.swap(hole, child - 1);
             hole = child - 1;
@@ -153,7 +153,9 @@ impl PreInliner<'_> {
         if self.opts.use_context_cost {
             u64::from(self.sizes.func_size_for_context(&trie.context_of(node)))
         } else {
-            trie.node(node).samples.map_or(0, |s| trie.samples[s].fs.body.len() as u64)
+            trie.node(node)
+                .samples
+                .map_or(0, |s| trie.samples[s].fs.body.len() as u64)
         }
     }
 
@@ -162,7 +164,9 @@ impl PreInliner<'_> {
         let caller_node = trie.node_of(caller);
         let caller_fs = &trie.samples[caller].fs;
         for child in trie.children(caller_node) {
-            let Some(callee) = trie.node(child).samples else { continue };
+            let Some(callee) = trie.node(child).samples else {
+                continue;
+            };
             let callee_fs = &trie.samples[callee].fs;
             queue.push(Candidate {
                 sample: callee,
@@ -191,7 +195,8 @@ impl PreInliner<'_> {
                 + f64::from(self.cold_threshold)
                 + 1.0) as u32;
             if was_inlined {
-                threshold = threshold.wrapping_mul(self.opts.multiplier_for_previous_inlining as u32);
+                threshold =
+                    threshold.wrapping_mul(self.opts.multiplier_for_previous_inlining as u32);
             }
         }
         c.size_cost < u64::from(threshold)
@@ -199,7 +204,9 @@ impl PreInliner<'_> {
 
     /// `processFunction`.
     fn process_function(&mut self, trie: &mut ContextTrie, func: &str) {
-        let Some(base) = trie.base_samples_for(func) else { return };
+        let Some(base) = trie.base_samples_for(func) else {
+            return;
+        };
         let func_size = self.func_size(trie, trie.node_of(base)) as u32;
         let mut final_size = func_size;
         let size_limit = func_size
@@ -226,7 +233,11 @@ impl PreInliner<'_> {
 
 /// Call count of a trie edge: the larger of the caller's call-target count for the callee at
 /// the call site and the callee's head-sample estimate.
-fn edge_weight(caller: &FunctionSamples, callee: &FunctionSamples, callsite: crate::profile::LineLocation) -> u64 {
+fn edge_weight(
+    caller: &FunctionSamples,
+    callee: &FunctionSamples,
+    callsite: crate::profile::LineLocation,
+) -> u64 {
     let callsite_count = caller
         .body
         .get(&callsite)
@@ -248,7 +259,11 @@ pub(crate) fn head_samples_estimate(fs: &FunctionSamples) -> u64 {
         (_, Some((_, callees))) => callees.values().map(head_samples_estimate).sum(),
         _ => 0,
     };
-    if count > 0 { count } else { u64::from(fs.total_samples > 0) }
+    if count > 0 {
+        count
+    } else {
+        u64::from(fs.total_samples > 0)
+    }
 }
 
 /// The profiled call graph (`ProfiledCallGraph` built from the context trie): nodes and edges
@@ -280,7 +295,9 @@ impl CallGraph {
                     ),
                     _ => 0,
                 };
-                let caller_edges = edges.get_mut(&trie.node(caller).func).expect("caller added");
+                let caller_edges = edges
+                    .get_mut(&trie.node(caller).func)
+                    .expect("caller added");
                 let w = caller_edges.entry(callee_name).or_insert(0);
                 *w = w.saturating_add(weight);
             }
@@ -301,17 +318,34 @@ fn top_down_order(trie: &ContextTrie, cold_threshold: u64, sort_scc: bool) -> Ve
     let graph = CallGraph::from_trie(trie, cold_threshold);
     // Node 0 is the root, whose children are all functions; the rest are indexed by name order.
     let names: Vec<&String> = graph.edges.keys().collect();
-    let index: HashMap<&str, usize> =
-        names.iter().enumerate().map(|(i, n)| (n.as_str(), i + 1)).collect();
+    let index: HashMap<&str, usize> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i + 1))
+        .collect();
     let mut adj: Vec<Vec<(usize, u64)>> = vec![(1..=names.len()).map(|i| (i, 0)).collect()];
     for callees in graph.edges.values() {
-        adj.push(callees.iter().map(|(c, w)| (index[c.as_str()], *w)).collect());
+        adj.push(
+            callees
+                .iter()
+                .map(|(c, w)| (index[c.as_str()], *w))
+                .collect(),
+        );
     }
 
     let mut order = Vec::new();
     for scc in tarjan_sccs(&adj) {
-        let members = if sort_scc { sort_scc_members(&adj, &scc) } else { scc };
-        order.extend(members.into_iter().filter(|&n| n != 0).map(|n| names[n - 1].clone()));
+        let members = if sort_scc {
+            sort_scc_members(&adj, &scc)
+        } else {
+            scc
+        };
+        order.extend(
+            members
+                .into_iter()
+                .filter(|&n| n != 0)
+                .map(|n| names[n - 1].clone()),
+        );
     }
     order.reverse();
     order
@@ -326,7 +360,10 @@ fn tarjan_sccs(adj: &[Vec<(usize, u64)>]) -> Vec<Vec<usize>> {
     // (node, next child index, min visited)
     let mut visit_stack: Vec<(usize, usize, u32)> = Vec::new();
     let mut sccs = Vec::new();
-    let mut visit = |n: usize, visit_num: &mut Vec<u32>, scc_stack: &mut Vec<usize>, vs: &mut Vec<(usize, usize, u32)>| {
+    let mut visit = |n: usize,
+                     visit_num: &mut Vec<u32>,
+                     scc_stack: &mut Vec<usize>,
+                     vs: &mut Vec<(usize, usize, u32)>| {
         counter += 1;
         visit_num[n] = counter;
         scc_stack.push(n);
@@ -438,4 +475,144 @@ fn sort_scc_members(adj: &[Vec<(usize, u64)>], scc: &[usize]) -> Vec<usize> {
     }
     nodes.reverse();
     nodes
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+    use crate::profile::{Context, LineLocation};
+
+    /// Sizes by context string; records every query.
+    struct Sizes {
+        sizes: HashMap<&'static str, u32>,
+        queries: RefCell<Vec<String>>,
+    }
+
+    impl ContextSizeOracle for Sizes {
+        fn func_size_for_context(&self, context: &[ContextFrame]) -> u32 {
+            let key: Vec<String> = context
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    if i + 1 == context.len() {
+                        f.func.clone()
+                    } else {
+                        format!("{}:{}", f.func, f.loc.line_offset)
+                    }
+                })
+                .collect();
+            let key = key.join(" @ ");
+            self.queries.borrow_mut().push(key.clone());
+            self.sizes[key.as_str()]
+        }
+    }
+
+    fn context(frames: &[(&str, u32)]) -> Context {
+        Context(
+            frames
+                .iter()
+                .map(|&(f, l)| ContextFrame {
+                    func: f.to_string(),
+                    loc: LineLocation::new(l, 0),
+                })
+                .collect(),
+        )
+    }
+
+    fn samples(name: &str, total: u64, head: u64, calls: &[(u32, &str, u64)]) -> FunctionSamples {
+        let mut fs = FunctionSamples::new(name);
+        fs.total_samples = total;
+        fs.head_samples = head;
+        fs.add_body(LineLocation::new(1, 0), head);
+        for &(line, callee, n) in calls {
+            fs.add_body(LineLocation::new(line, 0), n);
+            fs.add_call_target(LineLocation::new(line, 0), callee, n);
+        }
+        fs
+    }
+
+    /// main (size 10, so limit max(100, 10 × 12) = 120) inlines foo (size 200, far below the
+    /// hot threshold 1500 × 0.1 × 100 + 1); the budget is then spent, so foo's callee bar is
+    /// not inlined and its context is merged into bar's base profile.
+    #[test]
+    fn context_sizes_drive_the_budget() {
+        let mut profile = Profile::default();
+        profile.kind.context_sensitive = true;
+        profile.functions.insert(
+            context(&[("main", 0)]),
+            samples("main", 300, 0, &[(1, "foo", 100)]),
+        );
+        profile.functions.insert(
+            context(&[("main", 1), ("foo", 0)]),
+            samples("foo", 200, 100, &[(2, "bar", 100)]),
+        );
+        profile.functions.insert(
+            context(&[("main", 1), ("foo", 2), ("bar", 0)]),
+            samples("bar", 100, 100, &[]),
+        );
+        let sizes = Sizes {
+            sizes: HashMap::from([
+                ("main", 10),
+                ("main:1 @ foo", 200),
+                ("main:1 @ foo:2 @ bar", 1),
+                ("bar", 1),
+            ]),
+            queries: RefCell::new(Vec::new()),
+        };
+        let thresholds = Thresholds {
+            hot: 100,
+            cold: 0,
+            p10_min_count: 1000,
+        };
+        let stats = run_preinliner(
+            &mut profile,
+            &PostPassOptions::default(),
+            &thresholds,
+            &sizes,
+        );
+
+        assert_eq!(
+            stats,
+            PreInlinerStats {
+                inlined: 1,
+                not_inlined: 0,
+                contexts_dropped: 0
+            }
+        );
+        assert_eq!(
+            *sizes.queries.borrow(),
+            ["main", "main:1 @ foo", "main:1 @ foo:2 @ bar", "bar"]
+        );
+        assert!(profile.kind.preinlined);
+        let keys: Vec<&Context> = profile.functions.keys().collect();
+        assert_eq!(
+            keys,
+            [
+                &context(&[("bar", 0)]),
+                &context(&[("main", 0)]),
+                &context(&[("main", 1), ("foo", 0)])
+            ]
+        );
+        let foo = &profile.functions[&context(&[("main", 1), ("foo", 0)])];
+        assert_eq!(foo.attributes, attr::SHOULD_BE_INLINED);
+        assert_eq!(profile.functions[&context(&[("bar", 0)])].attributes, 0);
+    }
+
+    #[test]
+    fn head_estimate_prefers_head_then_first_location() {
+        let mut fs = FunctionSamples::new("f");
+        fs.total_samples = 7;
+        assert_eq!(head_samples_estimate(&fs), 1);
+        fs.add_body(LineLocation::new(3, 0), 0);
+        fs.callsite_mut(LineLocation::new(2, 0), "g")
+            .add_body(LineLocation::new(1, 0), 4);
+        fs.callsite_mut(LineLocation::new(2, 0), "h").head_samples = 5;
+        assert_eq!(head_samples_estimate(&fs), 9);
+        fs.add_body(LineLocation::new(1, 0), 6);
+        assert_eq!(head_samples_estimate(&fs), 6);
+        fs.head_samples = 2;
+        assert_eq!(head_samples_estimate(&fs), 2);
+    }
 }

@@ -62,7 +62,10 @@ impl ContextTrie {
         for (context, fs) in std::mem::take(&mut profile.functions) {
             let node = trie.get_or_create_path(&context);
             let id = trie.samples.len();
-            trie.samples.push(Sample { fs, state: state::RAW });
+            trie.samples.push(Sample {
+                fs,
+                state: state::RAW,
+            });
             trie.sample_node.push(node);
             trie.nodes[node].samples = Some(id);
         }
@@ -132,7 +135,11 @@ impl ContextTrie {
 
     fn attach(&mut self, parent: NodeId, child: NodeId) {
         let n = &self.nodes[child];
-        let key = (callsite_hash(&n.func, n.callsite), n.func.clone(), n.callsite);
+        let key = (
+            callsite_hash(&n.func, n.callsite),
+            n.func.clone(),
+            n.callsite,
+        );
         self.nodes[parent].children.insert(key, child);
         self.nodes[child].parent = Some(parent);
     }
@@ -140,7 +147,11 @@ impl ContextTrie {
     fn detach(&mut self, child: NodeId) {
         if let Some(parent) = self.nodes[child].parent.take() {
             let n = &self.nodes[child];
-            let key = (callsite_hash(&n.func, n.callsite), n.func.clone(), n.callsite);
+            let key = (
+                callsite_hash(&n.func, n.callsite),
+                n.func.clone(),
+                n.callsite,
+            );
             self.nodes[parent].children.remove(&key);
         }
     }
@@ -151,7 +162,10 @@ impl ContextTrie {
         let mut loc = LineLocation::default();
         while node != ROOT {
             let n = &self.nodes[node];
-            frames.push(ContextFrame { func: n.func.clone(), loc });
+            frames.push(ContextFrame {
+                func: n.func.clone(),
+                loc,
+            });
             loc = n.callsite;
             match n.parent {
                 Some(p) => node = p,
@@ -183,8 +197,11 @@ impl ContextTrie {
     /// `promoteMergeContextSamplesTree(FromNode, ToNodeParent)`.
     fn promote_merge(&mut self, from: NodeId, to_parent: NodeId) -> NodeId {
         let move_to_root = to_parent == ROOT;
-        let new_loc =
-            if move_to_root { LineLocation::default() } else { self.nodes[from].callsite };
+        let new_loc = if move_to_root {
+            LineLocation::default()
+        } else {
+            self.nodes[from].callsite
+        };
         let func = self.nodes[from].func.clone();
         match self.child(to_parent, new_loc, &func) {
             None => {
@@ -279,7 +296,12 @@ pub(crate) fn merge_samples(to: &mut FunctionSamples, from: &FunctionSamples) {
     }
     for (loc, callees) in &from.callsites {
         for (name, fs) in callees {
-            let nested = to.callsites.entry(*loc).or_default().entry(name.clone()).or_default();
+            let nested = to
+                .callsites
+                .entry(*loc)
+                .or_default()
+                .entry(name.clone())
+                .or_default();
             merge_samples(nested, fs);
         }
     }
