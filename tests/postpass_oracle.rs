@@ -219,13 +219,7 @@ fn write_text(profile: &Profile) -> String {
 
 /// The context-less summary the caller must compute (§6.6 step 2, §6.8).
 fn contextless_thresholds(profile: &Profile) -> Thresholds {
-    let mut merged: BTreeMap<String, FunctionSamples> = BTreeMap::new();
-    for fs in profile.functions.values() {
-        merged
-            .entry(fs.name.clone())
-            .or_insert_with(|| FunctionSamples::new(&fs.name))
-            .merge(fs);
-    }
+    let merged = postpass::context_less_profile(profile).functions;
     fn counts(fs: &FunctionSamples, out: &mut Vec<u64>) {
         out.extend(fs.body.values().map(|b| b.count));
         for callees in fs.callsites.values() {
@@ -472,4 +466,48 @@ fn orphans_merged_base() {
 #[test]
 fn orphans_preinliner() {
     run_case("orphans.txt", "orphans_preinliner.expected", base_opts());
+}
+
+#[test]
+fn probe_default() {
+    run_case("probe.txt", "probe_default.expected", base_opts());
+}
+
+/// `[main:3 @ foo:2 @ bar]` is cold and merges into `[bar]`, whose checksum differs: LLVM
+/// refuses that merge, so the cold samples vanish.
+#[test]
+fn probe_no_preinliner() {
+    let mut o = base_opts();
+    o.preinliner = false;
+    o.gen_cs_nested_profile = false;
+    run_case("probe.txt", "probe_no_preinliner.expected", o);
+}
+
+#[test]
+fn probe_no_preinliner_nested() {
+    let mut o = base_opts();
+    o.preinliner = false;
+    run_case("probe.txt", "probe_no_preinliner_nested.expected", o);
+}
+
+fn run_non_cs_case(input: &str, expected: &str, opts: PostPassOptions) {
+    let text = std::fs::read_to_string(format!("{FIXTURES}/{input}")).unwrap();
+    let mut profile = read_text(&text);
+    assert!(!profile.kind.context_sensitive);
+    let thresholds = contextless_thresholds(&profile);
+    postpass::post_process_non_cs(&mut profile, &opts, &thresholds);
+    let want = std::fs::read_to_string(format!("{FIXTURES}/{expected}")).unwrap();
+    assert_eq!(write_text(&profile), want, "{input} → {expected}");
+}
+
+#[test]
+fn nested_default() {
+    run_non_cs_case("nested.txt", "nested_default.expected", base_opts());
+}
+
+#[test]
+fn nested_trim() {
+    let mut o = base_opts();
+    o.trim_cold_profile = true;
+    run_non_cs_case("nested.txt", "nested_trim.expected", o);
 }

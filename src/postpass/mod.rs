@@ -26,6 +26,7 @@ pub use fixups::{filter_ambiguous_profiles, update_function_samples};
 pub use llvm_hash::md5_hash;
 pub use nest::convert_cs_to_nested;
 pub use preinliner::{ContextSizeOracle, PreInlinerStats, run_preinliner};
+pub use trie::context_less_profile;
 pub use trim::{trim_and_merge_cold_contexts, trim_cold_profiles};
 
 use crate::profile::{ContextFrame, Profile};
@@ -112,7 +113,7 @@ impl Default for PostPassOptions {
 
 /// Numbers from the profile summary (`ProfileSummaryBuilder`, §6.8), computed by the caller.
 ///
-/// For CS profiles the summary must be computed on the *context-less* merge of the flat profile
+/// For CS profiles the summary must be computed on [`context_less_profile`] of the flat profile
 /// before any post-pass (`SampleContextTracker::createContextLessProfileMap`: every context
 /// profile merged into one profile per leaf function name, then summarised as a non-CS profile).
 /// For non-CS profiles it is the summary of the profile itself. `--profile-summary-hot-count` /

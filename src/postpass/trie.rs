@@ -306,3 +306,39 @@ pub(crate) fn merge_samples(to: &mut FunctionSamples, from: &FunctionSamples) {
         }
     }
 }
+
+/// `SampleContextTracker::createContextLessProfileMap`: every context profile merged into one
+/// profile per leaf function, in breadth-first trie order (which decides, e.g., which profile
+/// survives a checksum mismatch). This is what the CS summary must be computed on.
+pub fn context_less_profile(profile: &Profile) -> Profile {
+    // Breadth-first order of a trie whose children are ordered by key = depth first, then the
+    // keys along the path.
+    let mut ordered: Vec<(usize, Vec<ChildKey>, &FunctionSamples)> = profile
+        .functions
+        .iter()
+        .map(|(context, fs)| {
+            let mut loc = LineLocation::default();
+            let keys = context
+                .0
+                .iter()
+                .map(|frame| {
+                    let key = (callsite_hash(&frame.func, loc), frame.func.clone(), loc);
+                    loc = frame.loc;
+                    key
+                })
+                .collect();
+            (context.0.len(), keys, fs)
+        })
+        .collect();
+    ordered.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    let mut merged: BTreeMap<String, FunctionSamples> = BTreeMap::new();
+    for (_, keys, fs) in ordered {
+        let name = &keys.last().expect("a context has a leaf frame").1;
+        merge_samples(merged.entry(name.clone()).or_default(), fs);
+    }
+    Profile {
+        kind: crate::profile::ProfileKind { context_sensitive: false, ..profile.kind },
+        functions: merged.into_iter().map(|(name, fs)| (Context::base(&name), fs)).collect(),
+        symbol_list: None,
+    }
+}
