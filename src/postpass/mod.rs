@@ -193,3 +193,50 @@ impl ContextSizeOracle for NoContextSizes {
         0
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Context, FunctionSamples, LineLocation};
+
+    fn cs_profile() -> Profile {
+        let mut profile = Profile::default();
+        profile.kind.context_sensitive = true;
+        let mut main = FunctionSamples::new("main");
+        main.total_samples = 10;
+        main.add_body(LineLocation::new(1, 0), 10);
+        profile.functions.insert(Context::base("main"), main);
+        let mut foo = FunctionSamples::new("foo");
+        foo.total_samples = 1;
+        foo.add_body(LineLocation::new(1, 0), 1);
+        let ctx = Context(vec![
+            ContextFrame { func: "main".into(), loc: LineLocation::new(1, 0) },
+            ContextFrame { func: "foo".into(), loc: LineLocation::default() },
+        ]);
+        profile.functions.insert(ctx, foo);
+        profile.functions.insert(Context(Vec::new()), FunctionSamples::new(""));
+        profile
+    }
+
+    /// An empty context (never produced by the builders) is dropped instead of swallowing the
+    /// top-level profiles; a cold-context depth of 0 keeps the leaf frame.
+    #[test]
+    fn degenerate_contexts_and_depths_do_not_break_the_passes() {
+        let thresholds = Thresholds { hot: 5, cold: 1, p10_min_count: 10 };
+        for preinliner in [false, true] {
+            let mut profile = cs_profile();
+            let opts = PostPassOptions {
+                preinliner,
+                use_context_cost: false,
+                merge_cold_context: Opt::Given(true),
+                max_cold_context_depth: 0,
+                ..Default::default()
+            };
+            post_process_cs(&mut profile, &opts, &thresholds, &NoContextSizes);
+            let names: Vec<(&str, u64)> =
+                profile.functions.values().map(|f| (f.name.as_str(), f.total_samples)).collect();
+            assert_eq!(names, [("foo", 1), ("main", 10)], "preinliner {preinliner}");
+            assert!(!profile.kind.context_sensitive);
+        }
+    }
+}

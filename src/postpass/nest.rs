@@ -24,7 +24,12 @@ struct FrameNode {
 /// function's top-level profile, marking the nested copy DuplicatedIntoBase.
 pub fn convert_cs_to_nested(profile: &mut Profile, merged_base: bool) {
     let mut root = FrameNode::default();
-    for (context, fs) in std::mem::take(&mut profile.functions) {
+    // An empty context has no function; it would land on the root and swallow every top-level
+    // profile, so it is dropped.
+    for (context, fs) in std::mem::take(&mut profile.functions)
+        .into_iter()
+        .filter(|(c, _)| !c.0.is_empty())
+    {
         let mut node = &mut root;
         let mut loc = LineLocation::default();
         for frame in &context.0 {

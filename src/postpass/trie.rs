@@ -59,7 +59,11 @@ impl ContextTrie {
             sample_node: Vec::new(),
             func_to_profiles: HashMap::new(),
         };
-        for (context, fs) in std::mem::take(&mut profile.functions) {
+        // An empty context has no function to attach to; it is dropped.
+        let contexts = std::mem::take(&mut profile.functions)
+            .into_iter()
+            .filter(|(c, _)| !c.0.is_empty());
+        for (context, fs) in contexts {
             let node = trie.get_or_create_path(&context);
             let id = trie.samples.len();
             trie.samples.push(Sample {
@@ -316,6 +320,7 @@ pub fn context_less_profile(profile: &Profile) -> Profile {
     let mut ordered: Vec<(usize, Vec<ChildKey>, &FunctionSamples)> = profile
         .functions
         .iter()
+        .filter(|(context, _)| !context.0.is_empty())
         .map(|(context, fs)| {
             let mut loc = LineLocation::default();
             let keys = context
@@ -337,8 +342,14 @@ pub fn context_less_profile(profile: &Profile) -> Profile {
         merge_samples(merged.entry(name.clone()).or_default(), fs);
     }
     Profile {
-        kind: crate::profile::ProfileKind { context_sensitive: false, ..profile.kind },
-        functions: merged.into_iter().map(|(name, fs)| (Context::base(&name), fs)).collect(),
+        kind: crate::profile::ProfileKind {
+            context_sensitive: false,
+            ..profile.kind
+        },
+        functions: merged
+            .into_iter()
+            .map(|(name, fs)| (Context::base(&name), fs))
+            .collect(),
         symbol_list: None,
     }
 }

@@ -39,7 +39,8 @@ pub fn trim_and_merge_cold_contexts(
             continue;
         };
         if merge {
-            let keep = ctx.0.len().min(max_cold_depth as usize);
+            // Depth 0 would make an empty context (garbage in llvm-profgen); keep the leaf.
+            let keep = ctx.0.len().min(max_cold_depth.max(1) as usize);
             let merged_ctx = Context(ctx.0[ctx.0.len() - keep..].to_vec());
             // `SampleProfileMap::create` names the profile, so it keeps no attributes.
             let target = merged
