@@ -511,3 +511,27 @@ fn nested_trim() {
     o.trim_cold_profile = true;
     run_non_cs_case("nested.txt", "nested_trim.expected", o);
 }
+
+#[test]
+fn scc_sorted() {
+    let mut o = base_opts();
+    o.inline_growth_limit = 1;
+    o.inline_limit_min = 3;
+    o.gen_cs_nested_profile = false;
+    run_case("scc.txt", "scc_sorted.expected", o);
+}
+
+#[test]
+fn scc_unsorted() {
+    let mut o = base_opts();
+    o.sort_profiled_scc_member = false;
+    o.inline_growth_limit = 1;
+    o.inline_limit_min = 3;
+    o.gen_cs_nested_profile = false;
+    run_case("scc.txt", "scc_unsorted.expected", o);
+}
+
+#[test]
+fn scc_default() {
+    run_case("scc.txt", "scc_default.expected", base_opts());
+}

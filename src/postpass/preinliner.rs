@@ -269,7 +269,7 @@ pub(crate) fn head_samples_estimate(fs: &FunctionSamples) -> u64 {
 /// The profiled call graph (`ProfiledCallGraph` built from the context trie): nodes and edges
 /// ordered by function name (`std::set` keyed on callee name).
 struct CallGraph {
-    /// Function name → callee name → edge weight. Node 0 ("") is the synthetic root.
+    /// Function name → callee name → accumulated edge weight (the synthetic root is implicit).
     edges: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
