@@ -535,3 +535,35 @@ fn scc_unsorted() {
 fn scc_default() {
     run_case("scc.txt", "scc_default.expected", base_opts());
 }
+
+/// The context of the one sampled range in recursion/*.expected: a perf script whose stack is
+/// main → c → c → c → c → a → b → a → b → a → b → a → leaf, profiled with each
+/// `--compress-recursion` / `--csprof-max-context-depth` setting.
+fn recursion_sample_context(name: &str) -> Context {
+    let text = std::fs::read_to_string(format!("{FIXTURES}/recursion/{name}.expected")).unwrap();
+    let header = text.lines().find(|l| l.starts_with('[') && l.contains("]:7:")).unwrap();
+    parse_context(&header[1..header.find("]:").unwrap()])
+}
+
+#[test]
+fn recursion_compression_and_depth_trim_match_llvm_profgen() {
+    let raw = recursion_sample_context("compress_off");
+    assert_eq!(raw.0.len(), 13);
+    for (name, compress, depth) in [
+        ("compress_unlimited", -1, -1),
+        ("compress_1", 1, -1),
+        ("compress_2", 2, -1),
+        ("compress_off_depth_3", 0, 3),
+        ("depth_2", -1, 2),
+        ("depth_0", -1, 0),
+    ] {
+        // As `getExpandedContext`: the leaf frame is set aside, the callers compressed, then
+        // trimmed.
+        let mut frames = raw.0.clone();
+        let leaf = frames.pop().unwrap();
+        postpass::compress_recursion(&mut frames, compress);
+        postpass::trim_context(&mut frames, depth);
+        frames.push(leaf);
+        assert_eq!(Context(frames), recursion_sample_context(name), "{name}");
+    }
+}
