@@ -567,3 +567,18 @@ fn recursion_compression_and_depth_trim_match_llvm_profgen() {
         assert_eq!(Context(frames), recursion_sample_context(name), "{name}");
     }
 }
+
+/// `updateFunctionSamples` on a non-CS profile: its call-target raise is idempotent, so applying
+/// it with `--update-total-samples` to llvm-profgen's plain output must give llvm-profgen's
+/// `--update-total-samples` output (per-byte totals become body sums: leaf 20 → 1, a and b
+/// 0 → 1).
+#[test]
+fn non_cs_update_total_samples_matches_llvm_profgen() {
+    let text = std::fs::read_to_string(format!("{FIXTURES}/recursion/lbr_only.expected")).unwrap();
+    let mut profile = read_text(&text);
+    postpass::update_function_samples(&mut profile, true);
+    let want =
+        std::fs::read_to_string(format!("{FIXTURES}/recursion/lbr_only_update_total.expected"))
+            .unwrap();
+    assert_eq!(write_text(&profile), want);
+}
