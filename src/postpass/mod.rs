@@ -1,1 +1,242 @@
-//! TODO
+//! Post-passes: reshape a freshly built [`Profile`] the way llvm-profgen 19 does before writing.
+//!
+//! In: the [`Profile`] from [`crate::profile`] (flat CS contexts, or nested non-CS profiles), the
+//! [`PostPassOptions`], the summary [`Thresholds`] the caller computed, and for the pre-inliner a
+//! [`ContextSizeOracle`] backed by the binary. Out: the same profile, reshaped in place, and a
+//! [`Report`] of what changed.
+//!
+//! CS order (`CSProfileGenerator::postProcessProfiles`): pre-inliner → cold-context trim/merge →
+//! CS-to-nested conversion → drop `__cxx_global_var_init*` / `__tls_init*`. Non-CS order
+//! (`ProfileGenerator::postProcessProfiles`): cold trim → drop the same names.
+//! [`update_function_samples`] is the last step of *generation* (`updateFunctionSamples`), run by
+//! the builders before the post-passes, and only for profiles built from perf data.
+//!
+//! Context shaping used by the unwinder ([`compress_recursion`], [`trim_context`]) lives here too.
+
+mod context;
+mod fixups;
+mod llvm_hash;
+mod nest;
+mod preinliner;
+mod trie;
+mod trim;
+
+pub use context::{compress_recursion, trim_context};
+pub use fixups::{filter_ambiguous_profiles, update_function_samples};
+pub use llvm_hash::md5_hash;
+pub use nest::convert_cs_to_nested;
+pub use preinliner::{ContextSizeOracle, PreInlinerStats, run_preinliner};
+pub use trie::context_less_profile;
+pub use trim::{trim_and_merge_cold_contexts, trim_cold_profiles};
+
+use crate::profile::{ContextFrame, Profile};
+
+/// An option value together with whether the user gave it: several llvm-profgen defaults depend
+/// on `getNumOccurrences()` (the pre-inliner's own thresholds, cold-context merging being forced
+/// off when the pre-inliner runs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opt<T> {
+    Default,
+    Given(T),
+}
+
+impl<T: Copy> Opt<T> {
+    /// The given value, or `default` when the option was not given.
+    pub fn or(self, default: T) -> T {
+        match self {
+            Opt::Given(v) => v,
+            Opt::Default => default,
+        }
+    }
+}
+
+/// The options of llvm-profgen 19 that the post-passes read (same names, same defaults).
+#[derive(Clone, Debug)]
+pub struct PostPassOptions {
+    /// `--csspgo-preinliner` (default true).
+    pub preinliner: bool,
+    /// `--use-context-cost-for-preinliner` (default true): sizes from the [`ContextSizeOracle`]
+    /// instead of the number of body samples.
+    pub use_context_cost: bool,
+    /// `--csspgo-replay-preinline` (default false).
+    pub replay_preinline: bool,
+    /// `--csspgo-preinliner-multiplier-for-previous-inlining` (default 100).
+    pub multiplier_for_previous_inlining: i32,
+    /// `--sample-profile-hot-inline-threshold` (3000; the pre-inliner uses 1500 unless given).
+    pub hot_inline_threshold: Opt<u32>,
+    /// `--sample-profile-cold-inline-threshold` (45; the pre-inliner uses 0 unless given).
+    pub cold_inline_threshold: Opt<u32>,
+    /// `--sample-profile-inline-growth-limit` (default 12).
+    pub inline_growth_limit: u32,
+    /// `--sample-profile-inline-limit-min` (default 100).
+    pub inline_limit_min: u32,
+    /// `--sample-profile-inline-limit-max` (10000; the pre-inliner uses 50000 unless given).
+    pub inline_limit_max: Opt<u32>,
+    /// `--sort-profiled-scc-member` (default true).
+    pub sort_profiled_scc_member: bool,
+    /// `--trim-cold-profile` (default false).
+    pub trim_cold_profile: bool,
+    /// `--csprof-merge-cold-context` (true, but off after the pre-inliner unless given).
+    pub merge_cold_context: Opt<bool>,
+    /// `--csprof-max-cold-context-depth` (default 1).
+    pub max_cold_context_depth: u32,
+    /// `--gen-cs-nested-profile` (default true).
+    pub gen_cs_nested_profile: bool,
+    /// `--generate-merged-base-profiles` (default false).
+    pub generate_merged_base_profiles: bool,
+    /// `--update-total-samples` (default false).
+    pub update_total_samples: bool,
+}
+
+impl Default for PostPassOptions {
+    fn default() -> Self {
+        PostPassOptions {
+            preinliner: true,
+            use_context_cost: true,
+            replay_preinline: false,
+            multiplier_for_previous_inlining: 100,
+            hot_inline_threshold: Opt::Default,
+            cold_inline_threshold: Opt::Default,
+            inline_growth_limit: 12,
+            inline_limit_min: 100,
+            inline_limit_max: Opt::Default,
+            sort_profiled_scc_member: true,
+            trim_cold_profile: false,
+            merge_cold_context: Opt::Default,
+            max_cold_context_depth: 1,
+            gen_cs_nested_profile: true,
+            generate_merged_base_profiles: false,
+            update_total_samples: false,
+        }
+    }
+}
+
+/// Numbers from the profile summary (`ProfileSummaryBuilder`, §6.8), computed by the caller.
+///
+/// For CS profiles the summary must be computed on [`context_less_profile`] of the flat profile
+/// before any post-pass (`SampleContextTracker::createContextLessProfileMap`: every context
+/// profile merged into one profile per leaf function name, then summarised as a non-CS profile).
+/// For non-CS profiles it is the summary of the profile itself. `--profile-summary-hot-count` /
+/// `--profile-summary-cold-count` replace `hot` / `cold` when given.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Thresholds {
+    /// MinCount of the first detailed-summary entry with cutoff ≥ 990000 (`getHotCountThreshold`).
+    pub hot: u64,
+    /// MinCount of the first entry with cutoff ≥ 999999 (`getColdCountThreshold`).
+    pub cold: u64,
+    /// MinCount of the first entry with cutoff ≥ 100000 (the pre-inliner's normalisation bound).
+    pub p10_min_count: u64,
+}
+
+/// What the post-passes did, for logging and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    pub preinliner: Option<PreInlinerStats>,
+    /// Contexts removed or merged away by cold trimming/merging.
+    pub cold_profiles_removed: usize,
+    pub nested: bool,
+    /// Top-level and nested profiles dropped by the `__cxx_global_var_init` / `__tls_init` filter.
+    pub ambiguous_profiles_removed: usize,
+}
+
+/// `CSProfileGenerator::postProcessProfiles` minus the summary (input) and density report.
+pub fn post_process_cs(
+    profile: &mut Profile,
+    opts: &PostPassOptions,
+    thresholds: &Thresholds,
+    sizes: &dyn ContextSizeOracle,
+) -> Report {
+    let mut report = Report::default();
+    let mut merge_cold = opts.merge_cold_context.or(true);
+    if opts.preinliner {
+        report.preinliner = Some(run_preinliner(profile, opts, thresholds, sizes));
+        merge_cold = opts.merge_cold_context.or(false);
+    }
+    if opts.trim_cold_profile || merge_cold {
+        report.cold_profiles_removed = trim_and_merge_cold_contexts(
+            profile,
+            thresholds.hot,
+            opts.trim_cold_profile,
+            merge_cold,
+            opts.max_cold_context_depth,
+            opts.preinliner,
+        );
+    }
+    if opts.gen_cs_nested_profile {
+        convert_cs_to_nested(profile, opts.generate_merged_base_profiles);
+        report.nested = true;
+    }
+    report.ambiguous_profiles_removed = filter_ambiguous_profiles(profile);
+    report
+}
+
+/// `ProfileGenerator::postProcessProfiles` minus the summary (input) and density report.
+pub fn post_process_non_cs(
+    profile: &mut Profile,
+    opts: &PostPassOptions,
+    thresholds: &Thresholds,
+) -> Report {
+    let mut report = Report::default();
+    if opts.trim_cold_profile {
+        report.cold_profiles_removed = trim_cold_profiles(profile, thresholds.cold);
+    }
+    report.ambiguous_profiles_removed = filter_ambiguous_profiles(profile);
+    report
+}
+
+/// A size oracle for `--use-context-cost-for-preinliner=0` runs and tests: never consulted
+/// because sizes then come from the profile.
+pub struct NoContextSizes;
+
+impl ContextSizeOracle for NoContextSizes {
+    fn func_size_for_context(&self, _context: &[ContextFrame]) -> u32 {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{Context, FunctionSamples, LineLocation};
+
+    fn cs_profile() -> Profile {
+        let mut profile = Profile::default();
+        profile.kind.context_sensitive = true;
+        let mut main = FunctionSamples::new("main");
+        main.total_samples = 10;
+        main.add_body(LineLocation::new(1, 0), 10);
+        profile.functions.insert(Context::base("main"), main);
+        let mut foo = FunctionSamples::new("foo");
+        foo.total_samples = 1;
+        foo.add_body(LineLocation::new(1, 0), 1);
+        let ctx = Context(vec![
+            ContextFrame { func: "main".into(), loc: LineLocation::new(1, 0) },
+            ContextFrame { func: "foo".into(), loc: LineLocation::default() },
+        ]);
+        profile.functions.insert(ctx, foo);
+        profile.functions.insert(Context(Vec::new()), FunctionSamples::new(""));
+        profile
+    }
+
+    /// An empty context (never produced by the builders) is dropped instead of swallowing the
+    /// top-level profiles; a cold-context depth of 0 keeps the leaf frame.
+    #[test]
+    fn degenerate_contexts_and_depths_do_not_break_the_passes() {
+        let thresholds = Thresholds { hot: 5, cold: 1, p10_min_count: 10 };
+        for preinliner in [false, true] {
+            let mut profile = cs_profile();
+            let opts = PostPassOptions {
+                preinliner,
+                use_context_cost: false,
+                merge_cold_context: Opt::Given(true),
+                max_cold_context_depth: 0,
+                ..Default::default()
+            };
+            post_process_cs(&mut profile, &opts, &thresholds, &NoContextSizes);
+            let names: Vec<(&str, u64)> =
+                profile.functions.values().map(|f| (f.name.as_str(), f.total_samples)).collect();
+            assert_eq!(names, [("foo", 1), ("main", 10)], "preinliner {preinliner}");
+            assert!(!profile.kind.context_sensitive);
+        }
+    }
+}

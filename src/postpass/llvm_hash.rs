@@ -1,0 +1,36 @@
+//! The LLVM hashes whose values decide iteration orders that the post-passes must reproduce:
+//! `MD5Hash` (function GUIDs, the pre-inliner's tie-breaker) and
+//! `FunctionSamples::getCallSiteHash` (the key that orders the children of LLVM's context
+//! tries, and so the order in which equal-priority contexts are visited).
+
+use md5::{Digest, Md5};
+
+use crate::profile::LineLocation;
+
+/// `llvm::MD5Hash`: the low 64 bits (little-endian) of the name's MD5.
+pub fn md5_hash(name: &str) -> u64 {
+    let digest = Md5::digest(name.as_bytes());
+    let mut low = [0u8; 8];
+    low.copy_from_slice(&digest[..8]);
+    u64::from_le_bytes(low)
+}
+
+/// `FunctionSamples::getCallSiteHash(Callee, Callsite)` =
+/// `SampleContextFrame::getHashCode`: name GUID + location id × 33 (wrapping).
+pub fn callsite_hash(callee: &str, loc: LineLocation) -> u64 {
+    let loc_id = (u64::from(loc.discriminator) << 32) | u64::from(loc.line_offset);
+    md5_hash(callee)
+        .wrapping_add(loc_id << 5)
+        .wrapping_add(loc_id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn md5_hash_matches_llvm_guid() {
+        // The GUID of `main` in LLVM's pseudo-probe tests (15822663052811949562).
+        assert_eq!(md5_hash("main"), 0xdb956436e78dd5fa);
+    }
+}

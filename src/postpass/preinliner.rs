@@ -1,0 +1,618 @@
+//! The CS pre-inliner (`CSPreInliner.cpp`, `ProfiledCallGraph.h`, `SCCIterator.h`): estimates
+//! the compiler's top-down inlining from the context profile, keeps the contexts it would inline
+//! (marked ShouldBeInlined) and merges every other context into its function's base profile.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+
+use super::llvm_hash::md5_hash;
+use super::trie::{ContextTrie, NodeId, ROOT, SampleId, state};
+use super::{PostPassOptions, Thresholds};
+use crate::profile::{ContextFrame, FunctionSamples, Profile, attr};
+
+/// Size of a function's machine code under a calling context, from the binary
+/// (`ProfiledBinary::getFuncSizeForContext`): `context` is root first, leaf last with location
+/// (0, 0), as the context currently stands in the pre-inliner's trie. The implementation picks
+/// the size recorded for the longest matching inline context, as LLVM does.
+pub trait ContextSizeOracle {
+    fn func_size_for_context(&self, context: &[ContextFrame]) -> u32;
+}
+
+/// Counts for the report.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PreInlinerStats {
+    pub inlined: usize,
+    pub not_inlined: usize,
+    /// Contexts dropped at the end because their profile now lives in the base profile.
+    pub contexts_dropped: usize,
+}
+
+/// `CSPreInliner::run` on a flat CS profile; leaves a flat CS profile with `preinlined` set.
+pub fn run_preinliner(
+    profile: &mut Profile,
+    opts: &PostPassOptions,
+    thresholds: &Thresholds,
+    sizes: &dyn ContextSizeOracle,
+) -> PreInlinerStats {
+    let mut trie = ContextTrie::from_profile(profile);
+    let mut inliner = PreInliner {
+        opts,
+        thresholds,
+        sizes,
+        hot_threshold: opts.hot_inline_threshold.or(1500),
+        cold_threshold: opts.cold_inline_threshold.or(0),
+        limit_max: opts.inline_limit_max.or(50000),
+        stats: PreInlinerStats::default(),
+    };
+    for func in top_down_order(&trie, thresholds.cold, opts.sort_profiled_scc_member) {
+        inliner.process_function(&mut trie, &func);
+    }
+    // Contexts not inlined were merged into their base profile: drop them.
+    for node in trie.bfs() {
+        let n = trie.node(node);
+        if let Some(s) = n.samples
+            && n.parent != Some(ROOT)
+            && trie.samples[s].state & state::INLINED == 0
+        {
+            trie.clear_samples(node);
+            inliner.stats.contexts_dropped += 1;
+        }
+    }
+    trie.into_profile(profile);
+    profile.kind.preinlined = true;
+    inliner.stats
+}
+
+struct PreInliner<'a> {
+    opts: &'a PostPassOptions,
+    thresholds: &'a Thresholds,
+    sizes: &'a dyn ContextSizeOracle,
+    hot_threshold: u32,
+    cold_threshold: u32,
+    limit_max: u32,
+    stats: PreInlinerStats,
+}
+
+/// `ProfiledInlineCandidate`.
+struct Candidate {
+    sample: SampleId,
+    callsite_count: u64,
+    size_cost: u64,
+    guid: u64,
+}
+
+impl Candidate {
+    /// `ProfiledCandidateComparer(self, other)`: true when `self` has lower priority.
+    fn less(&self, other: &Candidate) -> bool {
+        // Zero-size callees first: they cost nothing.
+        if (self.size_cost == 0 || other.size_cost == 0) && self.size_cost != other.size_cost {
+            return other.size_cost == 0;
+        }
+        if self.callsite_count != other.callsite_count {
+            return self.callsite_count < other.callsite_count;
+        }
+        if self.size_cost != other.size_cost {
+            return self.size_cost > other.size_cost;
+        }
+        self.guid < other.guid
+    }
+}
+
+/// `std::priority_queue` (libstdc++ `push_heap` / `pop_heap`), so that candidates the comparer
+/// considers equal pop in the same order as in llvm-profgen.
+#[derive(Default)]
+struct CandidateQueue(Vec<Candidate>);
+
+impl CandidateQueue {
+    fn push(&mut self, c: Candidate) {
+        self.0.push(c);
+        let last = self.0.len() - 1;
+        self.sift_up(0, last);
+    }
+
+    fn sift_up(&mut self, top: usize, mut hole: usize) {
+        while hole > top {
+            let parent = (hole - 1) / 2;
+            if !self.0[parent].less(&self.0[hole]) {
+                break;
+            }
+            self.0.swap(parent, hole);
+            hole = parent;
+        }
+    }
+
+    fn pop(&mut self) -> Option<Candidate> {
+        let last = self.0.pop()?;
+        if self.0.is_empty() {
+            return Some(last);
+        }
+        let top = std::mem::replace(&mut self.0[0], last);
+        // `__adjust_heap`: move the hole to a leaf along the larger children, then sift up.
+        let len = self.0.len();
+        let mut hole = 0;
+        let mut child = 0;
+        while child < (len - 1) / 2 {
+            child = 2 * (child + 1);
+            if self.0[child].less(&self.0[child - 1]) {
+                child -= 1;
+            }
+            self.0.swap(hole, child);
+            hole = child;
+        }
+        if len.is_multiple_of(2) && child == (len - 2) / 2 {
+            child = 2 * (child + 1);
+            self.0.swap(hole, child - 1);
+            hole = child - 1;
+        }
+        self.sift_up(0, hole);
+        Some(top)
+    }
+}
+
+impl PreInliner<'_> {
+    fn func_size(&self, trie: &ContextTrie, node: NodeId) -> u64 {
+        if self.opts.use_context_cost {
+            u64::from(self.sizes.func_size_for_context(&trie.context_of(node)))
+        } else {
+            trie.node(node)
+                .samples
+                .map_or(0, |s| trie.samples[s].fs.body.len() as u64)
+        }
+    }
+
+    /// `getInlineCandidates`: the profiled children of the caller's trie node.
+    fn push_candidates(&self, trie: &ContextTrie, queue: &mut CandidateQueue, caller: SampleId) {
+        let caller_node = trie.node_of(caller);
+        let caller_fs = &trie.samples[caller].fs;
+        for child in trie.children(caller_node) {
+            let Some(callee) = trie.node(child).samples else {
+                continue;
+            };
+            let callee_fs = &trie.samples[callee].fs;
+            queue.push(Candidate {
+                sample: callee,
+                callsite_count: edge_weight(caller_fs, callee_fs, trie.node(child).callsite),
+                size_cost: self.func_size(trie, child),
+                guid: md5_hash(&callee_fs.name),
+            });
+        }
+    }
+
+    fn should_inline(&self, trie: &ContextTrie, c: &Candidate) -> bool {
+        let was_inlined = trie.samples[c.sample].fs.attributes & attr::WAS_INLINED != 0;
+        if self.opts.replay_preinline {
+            return was_inlined;
+        }
+        let cold_count = self.thresholds.cold;
+        let mut threshold = self.cold_threshold;
+        if c.callsite_count > cold_count {
+            // Linear in the hotness between the cold threshold and the 10% cutoff, capped at 1.
+            let upper = self.thresholds.p10_min_count as f64;
+            let lower = cold_count as f64;
+            let hotness = ((c.callsite_count as f64 - lower) / (upper - lower)).min(1.0);
+            // `+ 1` keeps hot call sites inlinable when the cold threshold is 0. C++ converts the
+            // double to `unsigned int` (saturating here where C++ is undefined).
+            threshold = (f64::from(self.hot_threshold) * hotness * 100.0
+                + f64::from(self.cold_threshold)
+                + 1.0) as u32;
+            if was_inlined {
+                threshold =
+                    threshold.wrapping_mul(self.opts.multiplier_for_previous_inlining as u32);
+            }
+        }
+        c.size_cost < u64::from(threshold)
+    }
+
+    /// `processFunction`.
+    fn process_function(&mut self, trie: &mut ContextTrie, func: &str) {
+        let Some(base) = trie.base_samples_for(func) else {
+            return;
+        };
+        let func_size = self.func_size(trie, trie.node_of(base)) as u32;
+        let mut final_size = func_size;
+        let size_limit = func_size
+            .wrapping_mul(self.opts.inline_growth_limit)
+            .min(self.limit_max)
+            .max(self.opts.inline_limit_min);
+        let mut queue = CandidateQueue::default();
+        self.push_candidates(trie, &mut queue, base);
+        while final_size < size_limit {
+            let Some(c) = queue.pop() else { break };
+            if self.should_inline(trie, &c) {
+                let callee = &mut trie.samples[c.sample];
+                callee.state |= state::INLINED;
+                callee.fs.attributes |= attr::SHOULD_BE_INLINED;
+                final_size = final_size.wrapping_add(c.size_cost as u32);
+                self.push_candidates(trie, &mut queue, c.sample);
+                self.stats.inlined += 1;
+            } else {
+                self.stats.not_inlined += 1;
+            }
+        }
+    }
+}
+
+/// Call count of a trie edge: the larger of the caller's call-target count for the callee at
+/// the call site and the callee's head-sample estimate.
+fn edge_weight(
+    caller: &FunctionSamples,
+    callee: &FunctionSamples,
+    callsite: crate::profile::LineLocation,
+) -> u64 {
+    let callsite_count = caller
+        .body
+        .get(&callsite)
+        .and_then(|b| b.call_targets.get(&callee.name))
+        .copied()
+        .unwrap_or(0);
+    callsite_count.max(head_samples_estimate(callee))
+}
+
+/// `FunctionSamples::getHeadSamplesEstimate` for CS profiles.
+pub(crate) fn head_samples_estimate(fs: &FunctionSamples) -> u64 {
+    if fs.head_samples > 0 {
+        return fs.head_samples;
+    }
+    let first_body = fs.body.iter().next();
+    let first_callsite = fs.callsites.iter().next();
+    let count = match (first_body, first_callsite) {
+        (Some((bl, b)), cs) if cs.is_none_or(|(cl, _)| bl < cl) => b.count,
+        (_, Some((_, callees))) => callees.values().map(head_samples_estimate).sum(),
+        _ => 0,
+    };
+    if count > 0 {
+        count
+    } else {
+        u64::from(fs.total_samples > 0)
+    }
+}
+
+/// The profiled call graph (`ProfiledCallGraph` built from the context trie): nodes and edges
+/// ordered by function name (`std::set` keyed on callee name).
+struct CallGraph {
+    /// Function name → callee name → accumulated edge weight (the synthetic root is implicit).
+    edges: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+impl CallGraph {
+    fn from_trie(trie: &ContextTrie, cold_threshold: u64) -> Self {
+        let mut edges: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        let mut queue = VecDeque::new();
+        for top in trie.children(ROOT) {
+            edges.entry(trie.node(top).func.clone()).or_default();
+            queue.push_back(top);
+        }
+        while let Some(caller) = queue.pop_front() {
+            let caller_samples = trie.node(caller).samples;
+            for callee in trie.children(caller) {
+                let callee_name = trie.node(callee).func.clone();
+                edges.entry(callee_name.clone()).or_default();
+                queue.push_back(callee);
+                let weight = match (caller_samples, trie.node(callee).samples) {
+                    (Some(cr), Some(ce)) => edge_weight(
+                        &trie.samples[cr].fs,
+                        &trie.samples[ce].fs,
+                        trie.node(callee).callsite,
+                    ),
+                    _ => 0,
+                };
+                let caller_edges = edges
+                    .get_mut(&trie.node(caller).func)
+                    .expect("caller added");
+                let w = caller_edges.entry(callee_name).or_insert(0);
+                *w = w.saturating_add(weight);
+            }
+        }
+        // Trim edges up to the cold threshold (none if it is 0) for a more stable order.
+        if cold_threshold > 0 {
+            for callees in edges.values_mut() {
+                callees.retain(|_, w| *w > cold_threshold);
+            }
+        }
+        CallGraph { edges }
+    }
+}
+
+/// `CSPreInliner::buildTopDownOrder`: Tarjan SCCs from the synthetic root (children by name),
+/// members of each SCC optionally ordered by `scc_member_iterator`, whole order reversed.
+fn top_down_order(trie: &ContextTrie, cold_threshold: u64, sort_scc: bool) -> Vec<String> {
+    let graph = CallGraph::from_trie(trie, cold_threshold);
+    // Node 0 is the root, whose children are all functions; the rest are indexed by name order.
+    let names: Vec<&String> = graph.edges.keys().collect();
+    let index: HashMap<&str, usize> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), i + 1))
+        .collect();
+    let mut adj: Vec<Vec<(usize, u64)>> = vec![(1..=names.len()).map(|i| (i, 0)).collect()];
+    for callees in graph.edges.values() {
+        adj.push(
+            callees
+                .iter()
+                .map(|(c, w)| (index[c.as_str()], *w))
+                .collect(),
+        );
+    }
+
+    let mut order = Vec::new();
+    for scc in tarjan_sccs(&adj) {
+        let members = if sort_scc {
+            sort_scc_members(&adj, &scc)
+        } else {
+            scc
+        };
+        order.extend(
+            members
+                .into_iter()
+                .filter(|&n| n != 0)
+                .map(|n| names[n - 1].clone()),
+        );
+    }
+    order.reverse();
+    order
+}
+
+/// `scc_iterator` from node 0: SCCs in reverse topological order, each in stack-pop order.
+fn tarjan_sccs(adj: &[Vec<(usize, u64)>]) -> Vec<Vec<usize>> {
+    const DONE: u32 = u32::MAX;
+    let mut visit_num = vec![0u32; adj.len()];
+    let mut counter = 0;
+    let mut scc_stack = Vec::new();
+    // (node, next child index, min visited)
+    let mut visit_stack: Vec<(usize, usize, u32)> = Vec::new();
+    let mut sccs = Vec::new();
+    let mut visit = |n: usize,
+                     visit_num: &mut Vec<u32>,
+                     scc_stack: &mut Vec<usize>,
+                     vs: &mut Vec<(usize, usize, u32)>| {
+        counter += 1;
+        visit_num[n] = counter;
+        scc_stack.push(n);
+        vs.push((n, 0, counter));
+    };
+    visit(0, &mut visit_num, &mut scc_stack, &mut visit_stack);
+    while let Some(&(node, next, _)) = visit_stack.last() {
+        if next < adj[node].len() {
+            visit_stack.last_mut().expect("non-empty").1 += 1;
+            let child = adj[node][next].0;
+            if visit_num[child] == 0 {
+                visit(child, &mut visit_num, &mut scc_stack, &mut visit_stack);
+            } else {
+                let top = visit_stack.last_mut().expect("non-empty");
+                top.2 = top.2.min(visit_num[child]);
+            }
+            continue;
+        }
+        let (node, _, min) = visit_stack.pop().expect("non-empty");
+        if let Some(parent) = visit_stack.last_mut() {
+            parent.2 = parent.2.min(min);
+        }
+        if min != visit_num[node] {
+            continue;
+        }
+        let mut scc = Vec::new();
+        loop {
+            let n = scc_stack.pop().expect("node on the SCC stack");
+            visit_num[n] = DONE;
+            scc.push(n);
+            if n == node {
+                break;
+            }
+        }
+        sccs.push(scc);
+    }
+    sccs
+}
+
+/// `scc_member_iterator`: maximum spanning forest by Kruskal (edges by descending weight,
+/// stable), then Kahn's walk from the forest roots, reversed.
+fn sort_scc_members(adj: &[Vec<(usize, u64)>], scc: &[usize]) -> Vec<usize> {
+    if scc.len() <= 1 {
+        return scc.to_vec();
+    }
+    let members: HashSet<usize> = scc.iter().copied().collect();
+    // Edges as (source, index in source's list); stable sort keeps insertion order on ties.
+    let mut sorted: Vec<(usize, usize)> = Vec::new();
+    for &n in scc {
+        for (i, &(t, _)) in adj[n].iter().enumerate() {
+            if members.contains(&t) {
+                sorted.push((n, i));
+            }
+        }
+    }
+    sorted.sort_by(|a, b| adj[b.0][b.1].1.cmp(&adj[a.0][a.1].1));
+
+    let mut group: HashMap<usize, usize> = scc.iter().map(|&n| (n, n)).collect();
+    let mut rank: HashMap<usize, u32> = scc.iter().map(|&n| (n, 0)).collect();
+    fn find(group: &mut HashMap<usize, usize>, n: usize) -> usize {
+        let g = group[&n];
+        if g == n {
+            return n;
+        }
+        let root = find(group, g);
+        group.insert(n, root);
+        root
+    }
+    let mut mst: HashSet<(usize, usize)> = HashSet::new();
+    for &(s, i) in &sorted {
+        let t = adj[s][i].0;
+        let (g1, g2) = (find(&mut group, s), find(&mut group, t));
+        if g1 == g2 {
+            continue;
+        }
+        if rank[&g1] < rank[&g2] {
+            group.insert(g1, g2);
+        } else {
+            group.insert(g2, g1);
+            if rank[&g1] == rank[&g2] {
+                *rank.get_mut(&g1).expect("member") += 1;
+            }
+        }
+        mst.insert((s, i));
+    }
+
+    let mut incoming: HashMap<usize, HashSet<(usize, usize)>> = HashMap::new();
+    for &(s, i) in &mst {
+        incoming.entry(adj[s][i].0).or_default().insert((s, i));
+    }
+    let mut visited: HashSet<usize> = HashSet::new();
+    let mut queue = VecDeque::new();
+    for &(s, _) in &sorted {
+        if !visited.contains(&s) && incoming.get(&s).is_none_or(|e| e.is_empty()) {
+            queue.push_back(s);
+            visited.insert(s);
+        }
+    }
+    let mut nodes = Vec::new();
+    while let Some(n) = queue.pop_front() {
+        nodes.push(n);
+        for (i, &(t, _)) in adj[n].iter().enumerate() {
+            let inc = incoming.entry(t).or_default();
+            inc.remove(&(n, i));
+            if mst.contains(&(n, i)) && inc.is_empty() {
+                queue.push_back(t);
+            }
+        }
+    }
+    nodes.reverse();
+    nodes
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+    use crate::profile::{Context, LineLocation};
+
+    /// Sizes by context string; records every query.
+    struct Sizes {
+        sizes: HashMap<&'static str, u32>,
+        queries: RefCell<Vec<String>>,
+    }
+
+    impl ContextSizeOracle for Sizes {
+        fn func_size_for_context(&self, context: &[ContextFrame]) -> u32 {
+            let key: Vec<String> = context
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    if i + 1 == context.len() {
+                        f.func.clone()
+                    } else {
+                        format!("{}:{}", f.func, f.loc.line_offset)
+                    }
+                })
+                .collect();
+            let key = key.join(" @ ");
+            self.queries.borrow_mut().push(key.clone());
+            self.sizes[key.as_str()]
+        }
+    }
+
+    fn context(frames: &[(&str, u32)]) -> Context {
+        Context(
+            frames
+                .iter()
+                .map(|&(f, l)| ContextFrame {
+                    func: f.to_string(),
+                    loc: LineLocation::new(l, 0),
+                })
+                .collect(),
+        )
+    }
+
+    fn samples(name: &str, total: u64, head: u64, calls: &[(u32, &str, u64)]) -> FunctionSamples {
+        let mut fs = FunctionSamples::new(name);
+        fs.total_samples = total;
+        fs.head_samples = head;
+        fs.add_body(LineLocation::new(1, 0), head);
+        for &(line, callee, n) in calls {
+            fs.add_body(LineLocation::new(line, 0), n);
+            fs.add_call_target(LineLocation::new(line, 0), callee, n);
+        }
+        fs
+    }
+
+    /// main (size 10, so limit max(100, 10 × 12) = 120) inlines foo (size 200, far below the
+    /// hot threshold 1500 × 0.1 × 100 + 1); the budget is then spent, so foo's callee bar is
+    /// not inlined and its context is merged into bar's base profile.
+    #[test]
+    fn context_sizes_drive_the_budget() {
+        let mut profile = Profile::default();
+        profile.kind.context_sensitive = true;
+        profile.functions.insert(
+            context(&[("main", 0)]),
+            samples("main", 300, 0, &[(1, "foo", 100)]),
+        );
+        profile.functions.insert(
+            context(&[("main", 1), ("foo", 0)]),
+            samples("foo", 200, 100, &[(2, "bar", 100)]),
+        );
+        profile.functions.insert(
+            context(&[("main", 1), ("foo", 2), ("bar", 0)]),
+            samples("bar", 100, 100, &[]),
+        );
+        let sizes = Sizes {
+            sizes: HashMap::from([
+                ("main", 10),
+                ("main:1 @ foo", 200),
+                ("main:1 @ foo:2 @ bar", 1),
+                ("bar", 1),
+            ]),
+            queries: RefCell::new(Vec::new()),
+        };
+        let thresholds = Thresholds {
+            hot: 100,
+            cold: 0,
+            p10_min_count: 1000,
+        };
+        let stats = run_preinliner(
+            &mut profile,
+            &PostPassOptions::default(),
+            &thresholds,
+            &sizes,
+        );
+
+        assert_eq!(
+            stats,
+            PreInlinerStats {
+                inlined: 1,
+                not_inlined: 0,
+                contexts_dropped: 0
+            }
+        );
+        assert_eq!(
+            *sizes.queries.borrow(),
+            ["main", "main:1 @ foo", "main:1 @ foo:2 @ bar", "bar"]
+        );
+        assert!(profile.kind.preinlined);
+        let keys: Vec<&Context> = profile.functions.keys().collect();
+        assert_eq!(
+            keys,
+            [
+                &context(&[("bar", 0)]),
+                &context(&[("main", 0)]),
+                &context(&[("main", 1), ("foo", 0)])
+            ]
+        );
+        let foo = &profile.functions[&context(&[("main", 1), ("foo", 0)])];
+        assert_eq!(foo.attributes, attr::SHOULD_BE_INLINED);
+        assert_eq!(profile.functions[&context(&[("bar", 0)])].attributes, 0);
+    }
+
+    #[test]
+    fn head_estimate_prefers_head_then_first_location() {
+        let mut fs = FunctionSamples::new("f");
+        fs.total_samples = 7;
+        assert_eq!(head_samples_estimate(&fs), 1);
+        fs.add_body(LineLocation::new(3, 0), 0);
+        fs.callsite_mut(LineLocation::new(2, 0), "g")
+            .add_body(LineLocation::new(1, 0), 4);
+        fs.callsite_mut(LineLocation::new(2, 0), "h").head_samples = 5;
+        assert_eq!(head_samples_estimate(&fs), 9);
+        fs.add_body(LineLocation::new(1, 0), 6);
+        assert_eq!(head_samples_estimate(&fs), 6);
+        fs.head_samples = 2;
+        assert_eq!(head_samples_estimate(&fs), 2);
+    }
+}
