@@ -6,6 +6,9 @@
 //! clap's so scripts written for llvm-profgen keep working.
 
 use crate::config::{Config, Input, OutputFormat};
+use crate::postpass::{Opt, PostPassOptions};
+use crate::profile::summary::SummaryOptions;
+use crate::writer::density::DensityOptions;
 use clap::{ArgAction, Parser};
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -105,6 +108,87 @@ struct Args {
     /// Print the decoded pseudo probes.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     show_pseudo_probe: bool,
+    // Context-sensitive profiles.
+    /// Collapse repeated frame sequences up to this length (-1 unlimited, 0 off).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    compress_recursion: i32,
+    /// Keep only this many caller frames (-1 unlimited).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    csprof_max_context_depth: i32,
+    /// Infer frames lost to tail calls (probe-based CS profiles).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
+    infer_missing_frames: bool,
+    /// Search depth limit for --infer-missing-frames.
+    #[arg(long, default_value_t = u32::MAX - 1)]
+    max_search_depth: u32,
+    /// Merge cold contexts into their base (default: on, off when the pre-inliner runs).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool)]
+    csprof_merge_cold_context: Option<bool>,
+    /// Frames kept when merging cold contexts.
+    #[arg(long, default_value_t = 1)]
+    csprof_max_cold_context_depth: u32,
+    /// Drop cold profiles (contexts).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    trim_cold_profile: bool,
+    /// Convert the CS profile to a nested profile before writing.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
+    gen_cs_nested_profile: bool,
+    /// With nesting: also emit merged base profiles.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    generate_merged_base_profiles: bool,
+    /// Run the CS pre-inliner.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
+    csspgo_preinliner: bool,
+    /// Pre-inliner size cost from the binary's code under each context.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
+    use_context_cost_for_preinliner: bool,
+    /// Pre-inline exactly what the profiled binary inlined.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    csspgo_replay_preinline: bool,
+    /// Threshold multiplier for call sites inlined in the profiled binary.
+    #[arg(long, default_value_t = 100)]
+    csspgo_preinliner_multiplier_for_previous_inlining: i32,
+    /// Hot call-site inline threshold (pre-inliner default 1500).
+    #[arg(long)]
+    sample_profile_hot_inline_threshold: Option<u32>,
+    /// Cold call-site inline threshold (pre-inliner default 0).
+    #[arg(long)]
+    sample_profile_cold_inline_threshold: Option<u32>,
+    /// Inline size growth limit (× caller size).
+    #[arg(long, default_value_t = 12)]
+    sample_profile_inline_growth_limit: u32,
+    /// Lower clamp of the inline size limit.
+    #[arg(long, default_value_t = 100)]
+    sample_profile_inline_limit_min: u32,
+    /// Upper clamp of the inline size limit (pre-inliner default 50000).
+    #[arg(long)]
+    sample_profile_inline_limit_max: Option<u32>,
+    /// Order SCC members by edge weight in the pre-inliner.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
+    sort_profiled_scc_member: bool,
+
+    // Profile summary and density.
+    /// Hot cutoff (parts per million).
+    #[arg(long, default_value_t = 990000)]
+    profile_summary_cutoff_hot: u32,
+    /// Cold cutoff (parts per million).
+    #[arg(long, default_value_t = 999999)]
+    profile_summary_cutoff_cold: u32,
+    /// Hot count threshold, replacing the derived one.
+    #[arg(long)]
+    profile_summary_hot_count: Option<u64>,
+    /// Cold count threshold, replacing the derived one.
+    #[arg(long)]
+    profile_summary_cold_count: Option<u64>,
+    /// Density below which profgen warns that more samples are needed.
+    #[arg(long, default_value_t = 50)]
+    profile_density_threshold: i32,
+    /// Cutoff (parts per million) for the density computation.
+    #[arg(long, default_value_t = 990000)]
+    profile_density_cutoff_hot: i32,
+    /// Print the profile density.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    show_density: bool,
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
@@ -180,6 +264,9 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
     if a.show_source_locations && !a.show_disassembly_only {
         return Err(usage("--show-source-locations should work together with --show-disassembly-only!"));
     }
+    if a.compress_recursion < -1 {
+        return Err(usage("Value of --compress-recursion should >= -1"));
+    }
     if a.threads == Some(0) {
         return Err(usage("--threads must be at least 1"));
     }
@@ -212,5 +299,38 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
         show_source_locations: a.show_source_locations,
         show_pseudo_probe: a.show_pseudo_probe,
         progress: !a.no_progress,
+        compress_recursion: a.compress_recursion,
+        max_context_depth: a.csprof_max_context_depth,
+        infer_missing_frames: a.infer_missing_frames,
+        max_search_depth: a.max_search_depth,
+        postpass: PostPassOptions {
+            preinliner: a.csspgo_preinliner,
+            use_context_cost: a.use_context_cost_for_preinliner,
+            replay_preinline: a.csspgo_replay_preinline,
+            multiplier_for_previous_inlining: a.csspgo_preinliner_multiplier_for_previous_inlining,
+            hot_inline_threshold: a.sample_profile_hot_inline_threshold.map_or(Opt::Default, Opt::Given),
+            cold_inline_threshold: a.sample_profile_cold_inline_threshold.map_or(Opt::Default, Opt::Given),
+            inline_growth_limit: a.sample_profile_inline_growth_limit,
+            inline_limit_min: a.sample_profile_inline_limit_min,
+            inline_limit_max: a.sample_profile_inline_limit_max.map_or(Opt::Default, Opt::Given),
+            sort_profiled_scc_member: a.sort_profiled_scc_member,
+            trim_cold_profile: a.trim_cold_profile,
+            merge_cold_context: a.csprof_merge_cold_context.map_or(Opt::Default, Opt::Given),
+            max_cold_context_depth: a.csprof_max_cold_context_depth,
+            gen_cs_nested_profile: a.gen_cs_nested_profile,
+            generate_merged_base_profiles: a.generate_merged_base_profiles,
+            update_total_samples: a.update_total_samples,
+        },
+        summary: SummaryOptions {
+            cutoff_hot: a.profile_summary_cutoff_hot,
+            cutoff_cold: a.profile_summary_cutoff_cold,
+            hot_count: a.profile_summary_hot_count,
+            cold_count: a.profile_summary_cold_count,
+        },
+        density: DensityOptions {
+            threshold: a.profile_density_threshold,
+            cutoff_hot: a.profile_density_cutoff_hot,
+            show: a.show_density,
+        },
     })
 }

@@ -13,22 +13,6 @@ pub enum Input {
     Unsymbolized(PathBuf),
 }
 
-/// A boolean option whose default depends on other options unless the user gave it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Tristate {
-    Default,
-    Explicit(bool),
-}
-
-impl Tristate {
-    pub fn or(self, default: bool) -> bool {
-        match self {
-            Tristate::Default => default,
-            Tristate::Explicit(b) => b,
-        }
-    }
-}
-
 #[derive(Clone, Debug)]
 pub struct Config {
     pub binary: PathBuf,
@@ -65,4 +49,14 @@ pub struct Config {
     pub show_pseudo_probe: bool,
 
     pub progress: bool,
+
+    // Context-sensitive shaping (unwinder and CS builders).
+    pub compress_recursion: i32,
+    pub max_context_depth: i32,
+    pub infer_missing_frames: bool,
+    pub max_search_depth: u32,
+
+    pub postpass: crate::postpass::PostPassOptions,
+    pub summary: crate::profile::summary::SummaryOptions,
+    pub density: crate::writer::density::DensityOptions,
 }

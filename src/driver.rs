@@ -10,7 +10,9 @@ use crate::config::{Config, Input};
 use crate::error::Error;
 use crate::input::PerfEvent;
 use crate::mapping::{AddressMapper, BinaryIdentity, MatchedBy, file_name_of};
+use crate::postpass;
 use crate::profile::Profile;
+use crate::profile::summary::ProfileSummary;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -219,7 +221,13 @@ pub fn run(cfg: &Config) -> Result<RunReport, Error> {
         write_unsymbolized(cfg, &binary, &counters)?;
         return Ok(report);
     }
-    let profile = build_profile(cfg, &binary, &counters, &mut report)?;
+    let mut profile = build_profile(cfg, &binary, &counters, &mut report)?;
+    if cfg.populate_profile_symbol_list {
+        profile.symbol_list = Some(symbol_list(&binary));
+    }
+    let density = crate::writer::density::density_report(&profile, &cfg.density);
+    print!("{}", density.stdout);
+    report.warnings.extend(density.warnings.lines().map(|l| l.trim_start_matches("warning: ").to_string()));
     report.functions_in_profile = profile.functions.len();
     if profile.functions.is_empty() {
         report.warnings.push(format!(
@@ -264,23 +272,45 @@ fn samples_to_counters(cfg: &Config, binary: &Binary, samples: &AggregatedSample
 }
 
 fn build_profile(cfg: &Config, binary: &Binary, counters: &ContextCounters, report: &mut RunReport) -> Result<Profile, Error> {
-    let _ = report;
     if counters.context_sensitive {
+        let _ = report;
         todo!("cs builders")
     }
     let empty = Default::default();
     let c = counters.by_context.get(&ContextKey::None).unwrap_or(&empty);
-    if let Some(probes) = binary.probes() {
-        return Ok(crate::profile::probe::build(binary, probes, c, cfg.fill_zero_for_all_funcs));
-    }
-    Ok(crate::profile::line::build(
-        binary,
-        c,
-        crate::profile::line::LineOptions {
-            fill_zero_for_all_funcs: cfg.fill_zero_for_all_funcs,
-            leading_ip_only: cfg.leading_ip_only,
-        },
-    ))
+    let mut profile = match binary.probes() {
+        Some(probes) => crate::profile::probe::build(binary, probes, c, cfg.fill_zero_for_all_funcs),
+        None => crate::profile::line::build(
+            binary,
+            c,
+            crate::profile::line::LineOptions {
+                fill_zero_for_all_funcs: cfg.fill_zero_for_all_funcs,
+                leading_ip_only: cfg.leading_ip_only,
+            },
+        ),
+    };
+    postpass::update_function_samples(&mut profile, cfg.update_total_samples);
+    let thresholds = thresholds(cfg, &profile)?;
+    postpass::post_process_non_cs(&mut profile, &cfg.postpass, &thresholds);
+    Ok(profile)
+}
+
+/// Hot and cold count thresholds from the profile summary (`computeSummaryAndThreshold`).
+fn thresholds(cfg: &Config, profile: &Profile) -> Result<postpass::Thresholds, Error> {
+    let summary = ProfileSummary::compute(profile);
+    Ok(postpass::Thresholds {
+        hot: summary.hot_count_threshold(&cfg.summary)?,
+        cold: summary.cold_count_threshold(&cfg.summary)?,
+        p10_min_count: summary.p10_min_count(),
+    })
+}
+
+/// The extbinary profile symbol list: every function of the binary with code.
+fn symbol_list(binary: &Binary) -> Vec<String> {
+    let mut names: Vec<String> = binary.functions().iter().filter(|f| !f.ranges.is_empty()).map(|f| f.name.to_string()).collect();
+    names.sort_unstable();
+    names.dedup();
+    names
 }
 
 fn unsymbolized_base(cfg: &Config, binary: &Binary) -> u64 {
