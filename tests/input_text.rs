@@ -14,11 +14,14 @@ fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
 }
 
-/// Samples as (ip, repeat, call chain, LBR entries), plus mmaps as (pid, start, pgoff, path).
+/// (ip, repeat, call chain, LBR entries)
+type OwnedSample = (u64, u64, Vec<u64>, Vec<(u64, u64)>);
+
+/// Mmaps as (pid, start, pgoff, path), and samples.
 #[derive(Default)]
 struct Collected {
     mmaps: Vec<(Option<i32>, u64, u64, String)>,
-    samples: Vec<(u64, u64, Vec<u64>, Vec<(u64, u64)>)>,
+    samples: Vec<OwnedSample>,
 }
 
 fn read_script(text: &[u8], path: &Path) -> (Collected, ScriptReport) {
@@ -56,7 +59,9 @@ fn llvm_hybrid_script() {
     assert_eq!(chain, &[0x30179e, 0x3017f9, 0x7f83e84e7793, 0x5541f689495641d7]);
     assert_eq!(lbr.len(), 16);
     assert_eq!((lbr[0], lbr[15]), ((0x3017cf, 0x30179e), (0x3017cf, 0x30179e)));
-    assert!(c.samples[1..].iter().all(|s| s.0 == 0x3017c4 && s.2.len() == 4 && s.3[0] == (0x30177f, 0x3017c4)));
+    assert!(
+        c.samples[1..].iter().all(|s| s.0 == 0x3017c4 && s.2.len() == 4 && s.3[0] == (0x30177f, 0x3017c4))
+    );
     assert_eq!((report.branches, report.dropped_samples, report.lines), (48, 0, 19));
     assert!(report.warnings.is_empty());
 }
@@ -166,7 +171,12 @@ fn unsymbolized_oracle_round_trip() {
                 assert_eq!(counters.context_sensitive, kind == "hybrid", "{}", path.display());
                 let mut out = Vec::new();
                 write_unsymbolized(&counters, base, &mut out).unwrap();
-                assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(text).unwrap(), "{}", path.display());
+                assert_eq!(
+                    String::from_utf8(out).unwrap(),
+                    String::from_utf8(text).unwrap(),
+                    "{}",
+                    path.display()
+                );
                 seen.push(counters);
             }
             assert_eq!(seen[0].by_context, seen[1].by_context, "{binary} {kind}");

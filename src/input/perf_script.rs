@@ -237,9 +237,7 @@ impl Parser<'_> {
                 self.report.mmaps += 1;
                 on_event(PerfEvent::Mmap(ev));
             }
-            None => {
-                self.warn(format!("Cannot parse mmap event: {} ", String::from_utf8_lossy(line)))
-            }
+            None => self.warn(format!("Cannot parse mmap event: {} ", String::from_utf8_lossy(line))),
         }
     }
 
@@ -326,9 +324,7 @@ impl Parser<'_> {
         let Some(line) = lines.cur else { return };
         self.frames.clear();
         match self.parse_line(line, lines.line_no, None) {
-            LineSample::Sample { ip, event } => {
-                self.emit(ip.unwrap_or(0), repeat, event, false, on_event)
-            }
+            LineSample::Sample { ip, event } => self.emit(ip.unwrap_or(0), repeat, event, false, on_event),
             LineSample::Dropped => self.report.dropped_samples += 1,
             LineSample::Nothing => {}
         }
@@ -404,7 +400,12 @@ impl Parser<'_> {
     }
 
     /// IP-only scripts: `[event:] ip` lines, or tab-indented call-chain blocks (IP = first frame).
-    fn ip_only_sample(&mut self, lines: &mut Lines<'_>, repeat: u64, on_event: &mut impl FnMut(PerfEvent<'_>)) {
+    fn ip_only_sample(
+        &mut self,
+        lines: &mut Lines<'_>,
+        repeat: u64,
+        on_event: &mut impl FnMut(PerfEvent<'_>),
+    ) {
         let Some(line) = lines.cur else { return };
         self.frames.clear();
         self.branches.clear();
@@ -429,9 +430,7 @@ impl Parser<'_> {
         }
         self.pending_event = None;
         match self.parse_line(line, lines.line_no, None) {
-            LineSample::Sample { ip, event } => {
-                self.emit(ip.unwrap_or(0), repeat, event, false, on_event)
-            }
+            LineSample::Sample { ip, event } => self.emit(ip.unwrap_or(0), repeat, event, false, on_event),
             LineSample::Dropped => self.report.dropped_samples += 1,
             LineSample::Nothing => {}
         }
@@ -764,7 +763,15 @@ mod tests {
             evs[..3],
             [
                 mmap(2113428, 2113428, 0x7fd4efb57000, 0x204000, 0, true, "/usr/lib64/libdl-2.17.so"),
-                mmap(-1, 0, 0xffffffff81000000, 0x120bb08, 0xffffffff81000000, true, "[kernel.kallsyms]_text"),
+                mmap(
+                    -1,
+                    0,
+                    0xffffffff81000000,
+                    0x120bb08,
+                    0xffffffff81000000,
+                    true,
+                    "[kernel.kallsyms]_text"
+                ),
                 // The greedy `.*` of llvm's pattern takes the last `]: perm ` of the line.
                 mmap(11524, 11524, 0x55de1a513000, 0x1000, 0x1000, true, "c"),
             ]
@@ -772,7 +779,9 @@ mod tests {
         assert_eq!(report.mmaps, 3);
         assert_eq!(
             report.warnings,
-            ["Cannot parse mmap event: PERF_RECORD_MMAP2 5/5: [0x7FD4EFB57000(0x1000) @ 0 08:04 1 2]: r-xp /upper/case/hex "]
+            [
+                "Cannot parse mmap event: PERF_RECORD_MMAP2 5/5: [0x7FD4EFB57000(0x1000) @ 0 08:04 1 2]: r-xp /upper/case/hex "
+            ]
         );
         assert_eq!(report.samples, 1);
     }
@@ -839,7 +848,9 @@ mod tests {
         assert_eq!(report.dropped_samples, 1);
         assert_eq!(
             report.warnings,
-            ["A --perf-event filter was specified, but no \"event\" field found in line 3:       400800 0x400800/0x400810/P/-/-/0"]
+            [
+                "A --perf-event filter was specified, but no \"event\" field found in line 3:       400800 0x400800/0x400810/P/-/-/0"
+            ]
         );
     }
 
@@ -899,10 +910,7 @@ mod tests {
     fn hybrid_missing_lbr_line_is_fatal() {
         let text = "\n\t  4005dc\n\t  400634\n 0x4005c8/0x4005dc/P/-/-/0  0x40062f/0x4005b0/P/-/-/0\n\n\t  4005dc\n\t  400634\n";
         let err = read(text, &ScriptOptions::default()).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "t.script:6: 'Hybrid perf sample is corrupted, No LBR sample line"
-        );
+        assert_eq!(err.to_string(), "t.script:6: 'Hybrid perf sample is corrupted, No LBR sample line");
     }
 
     #[test]
@@ -924,7 +932,8 @@ mod tests {
         assert_eq!(report.kind, ScriptKind::Lbr);
         // An event field needs two spaces after it to be skipped by llvm's sniffer.
         invalid("cycles: 40062f 0x40062f/0x400640/P 0x1/0x2/P\n", &ScriptOptions::default());
-        let (_, report) = read("cycles:  40062f 0x40062f/0x400640/P 0x1/0x2/P\n", &ScriptOptions::default()).unwrap();
+        let (_, report) =
+            read("cycles:  40062f 0x40062f/0x400640/P 0x1/0x2/P\n", &ScriptOptions::default()).unwrap();
         assert_eq!(report.kind, ScriptKind::Lbr);
         // IP-only scripts need --leading-ip-only.
         let ip_only = "     40062f\n     400700\n";
@@ -942,14 +951,25 @@ mod tests {
         assert_eq!(report.kind, ScriptKind::IpOnly);
         assert_eq!(evs.len(), 4);
         assert_eq!(evs[1], lbr(0x40062f, &[]));
-        assert_eq!(evs[2], Ev::Sample { ip: 0x400700, repeat: 4, event: 0, chain: vec![], lbr: vec![], stack: false });
+        assert_eq!(
+            evs[2],
+            Ev::Sample { ip: 0x400700, repeat: 4, event: 0, chain: vec![], lbr: vec![], stack: false }
+        );
         assert_eq!(
             evs[3],
-            Ev::Sample { ip: 0x4005dc, repeat: 1, event: 0, chain: vec![0x4005dc, 0x400634], lbr: vec![], stack: true }
+            Ev::Sample {
+                ip: 0x4005dc,
+                repeat: 1,
+                event: 0,
+                chain: vec![0x4005dc, 0x400634],
+                lbr: vec![],
+                stack: true
+            }
         );
 
         // With an LBR script, leading-ip-only keeps the IP and skips the entries, as llvm does.
-        let text = "  40062f 0x40062f/0x400640/P 0x4zz/0x2/P\n  400700 0x400700/0x400710/P 0x400720/0x400730/P\n";
+        let text =
+            "  40062f 0x40062f/0x400640/P 0x4zz/0x2/P\n  400700 0x400700/0x400710/P 0x400720/0x400730/P\n";
         let (evs, report) = read(text, &opts).unwrap();
         assert_eq!(report.kind, ScriptKind::Lbr);
         assert_eq!(evs, vec![lbr(0x40062f, &[]), lbr(0x400700, &[])]);
@@ -966,6 +986,42 @@ mod tests {
         assert_eq!(report.warnings.len(), MAX_WARNINGS);
         assert_eq!(report.warnings_omitted, 5);
         assert_eq!(report.dropped_samples, MAX_WARNINGS as u64 + 5);
+    }
+
+    /// Deterministic mutations (truncation, byte flips, spliced separators) never panic.
+    #[test]
+    fn junk_never_panics() {
+        let seeds = [
+            "PERF_RECORD_MMAP2 1/1: [0x400000(0x1000) @ 0 08:04 1 2]: r-xp /tmp/app\n3\n  40062f 0x40062f/0x400640/P 0x1/0x2/P\n",
+            "cycles: \n\t  4005dc main (/a)\n\t  400634\n 0x4005c8/0x4005dc/P/-/-/0  0x40062f/0x4005b0/P\n\n",
+        ];
+        let mut state = 0x9e3779b97f4a7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let alphabet = b" \t\n\r/:0x@[]()-9af";
+        for seed in seeds {
+            for _ in 0..2000 {
+                let mut text = seed.as_bytes().to_vec();
+                for _ in 0..(next() % 6) {
+                    let at = (next() % text.len() as u64) as usize;
+                    match next() % 3 {
+                        0 => text[at] = alphabet[(next() % alphabet.len() as u64) as usize],
+                        1 => text.truncate(at.max(1)),
+                        _ => text.insert(at, alphabet[(next() % alphabet.len() as u64) as usize]),
+                    }
+                }
+                for opts in [
+                    ScriptOptions::default(),
+                    ScriptOptions { leading_ip_only: true, perf_events: vec!["cycles".into()] },
+                ] {
+                    let _ = read_perf_script(&text, Path::new("j"), &opts, |_| {});
+                }
+            }
+        }
     }
 
     #[test]
