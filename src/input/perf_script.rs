@@ -854,6 +854,36 @@ mod tests {
         );
     }
 
+    /// The warnings llvm-profgen-19 printed for this script with `--perf-event=cycles`, in order.
+    #[test]
+    fn warnings_match_llvm_profgen() {
+        let mmap = "PERF_RECORD_MMAP2 4242/4242: [0x555555555000(0x1000) @ 0 08:01 1234 0]:";
+        let text = format!(
+            "{mmap} r-xp /tmp/fx/loop\n\
+             \x20    55555555576b 0x55555555573a/0x555555555768/P/-/-/0 0x555555555763/0x555555555730/P/-/-/0\n\
+             zz 0x1/0x2\n\
+             \x20    55555555576b 0x55555555573a/0x555555555768/P/-/-/0 0xq/0x555555555730/P/-/-/0\n\
+             {mmap} r-xp /tmp/fx/loop X\n\
+             {mmap}  /tmp/fx/loop\n"
+        );
+        let opts = ScriptOptions { perf_events: vec!["cycles".into()], ..Default::default() };
+        let (evs, report) = read(&text, &opts).unwrap();
+        let filter = "A --perf-event filter was specified, but no \"event\" field found in line";
+        assert_eq!(
+            report.warnings,
+            [
+                format!("{filter} 2:      55555555576b 0x55555555573a/0x555555555768/P/-/-/0 0x555555555763/0x555555555730/P/-/-/0"),
+                format!("{filter} 3: zz 0x1/0x2"),
+                "Invalid address in LBR record at line 3: zz 0x1/0x2".to_string(),
+                format!("{filter} 4:      55555555576b 0x55555555573a/0x555555555768/P/-/-/0 0xq/0x555555555730/P/-/-/0"),
+                "Invalid address in LBR record at line 4:      55555555576b 0x55555555573a/0x555555555768/P/-/-/0 0xq/0x555555555730/P/-/-/0".to_string(),
+                format!("Cannot parse mmap event: {mmap}  /tmp/fx/loop "),
+            ]
+        );
+        assert!(matches!(&evs[3], Ev::Mmap(m) if m.path == "/tmp/fx/loop X"));
+        assert!(matches!(&evs[2], Ev::Sample { lbr, .. } if lbr.len() == 1));
+    }
+
     #[test]
     fn hybrid_event_line_names_the_sample() {
         let text = "cycles: \n\t  4005dc\n 0x4005c8/0x4005dc/P/-/-/0  0x40062f/0x4005b0/P/-/-/0\n\
