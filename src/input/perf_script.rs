@@ -208,15 +208,30 @@ impl Parser<'_> {
         }
     }
 
-    /// llvm's `--perf-event` handling, with its warnings; false = drop the sample.
-    fn event_allowed(&mut self, event: Option<usize>, line_no: u64, line: &[u8]) -> bool {
+    fn warn_unfiltered_event(&mut self, line_no: u64, line: &[u8]) {
+        self.warn(format!(
+            "No --perf-event filter was specified, but an \"event\" field was found in line {line_no}: {}",
+            String::from_utf8_lossy(line)
+        ));
+    }
+
+    /// An `event:` line before a frame block: the event of the next sample.
+    fn set_pending_event(&mut self, name: &[u8], line_no: u64, line: &[u8]) {
+        self.pending_event = Some(self.event_index(name));
+        if self.opts.perf_events.is_empty() {
+            self.warn_unfiltered_event(line_no, line);
+        }
+    }
+
+    /// llvm's `--perf-event` handling, with its warnings; false = drop the sample. An event from
+    /// an earlier `event:` line (`on_line` false) was warned about there.
+    fn event_allowed(&mut self, event: Option<usize>, on_line: bool, line_no: u64, line: &[u8]) -> bool {
         let filter = &self.opts.perf_events;
         match event {
             Some(_) if filter.is_empty() => {
-                self.warn(format!(
-                    "No --perf-event filter was specified, but an \"event\" field was found in line {line_no}: {}",
-                    String::from_utf8_lossy(line)
-                ));
+                if on_line {
+                    self.warn_unfiltered_event(line_no, line);
+                }
                 true
             }
             Some(i) => filter.iter().any(|f| *f == self.report.event_names[i]),
@@ -250,12 +265,13 @@ impl Parser<'_> {
             return LineSample::Nothing;
         }
         let mut event = outer_event;
-        if let Some(tok) = tokens.next_if(|t| t.ends_with(b":")) {
+        let event_token = tokens.next_if(|t| t.ends_with(b":"));
+        if let Some(tok) = event_token {
             let name = trim_start(tok);
             let name = &name[..name.iter().rposition(|&b| b != b':').map_or(0, |i| i + 1)];
             event = Some(self.event_index(name));
         }
-        if !self.event_allowed(event, line_no, line) {
+        if !self.event_allowed(event, event_token.is_some(), line_no, line) {
             return LineSample::Dropped;
         }
         let mut ip = None;
@@ -356,7 +372,7 @@ impl Parser<'_> {
             // belongs to no usable sample.
             if self.frames.is_empty() {
                 if let Some(name) = event_only(line) {
-                    self.pending_event = Some(self.event_index(name));
+                    self.set_pending_event(name, lines.line_no, line);
                 }
             } else {
                 self.report.dropped_samples += 1;
@@ -416,7 +432,7 @@ impl Parser<'_> {
                 lines.advance();
             }
             let event = self.pending_event.take();
-            if self.event_allowed(event, first_line, line) {
+            if self.event_allowed(event, false, first_line, line) {
                 self.emit(self.frames[0].0, repeat, event, true, on_event);
             } else {
                 self.report.dropped_samples += 1;
@@ -424,7 +440,7 @@ impl Parser<'_> {
             return;
         }
         if let Some(name) = event_only(line) {
-            self.pending_event = Some(self.event_index(name));
+            self.set_pending_event(name, lines.line_no, line);
             lines.advance();
             return;
         }
@@ -995,6 +1011,11 @@ mod tests {
                 lbr: vec![],
                 stack: true
             }
+        );
+        let unfiltered = "No --perf-event filter was specified, but an \"event\" field was found in line";
+        assert_eq!(
+            report.warnings,
+            [format!("{unfiltered} 4: cycles:      400700"), format!("{unfiltered} 5: cycles: ")]
         );
 
         // With an LBR script, leading-ip-only keeps the IP and skips the entries, as llvm does.
