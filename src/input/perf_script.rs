@@ -28,8 +28,12 @@
 //! Kept as in llvm: a brstack line with a single entry and no leading IP (the hybrid form) is not
 //! recognised by the sniffer (the 1-entry LBR quirk), so a hybrid script whose brstack lines all
 //! have one entry is rejected; once the kind is known, one-entry lines parse normally. Being
-//! "better" here would change which kind other scripts sniff as. Sample lines carry no pid in this format, so
-//! [`Sample::pid`] is `None`; scripts carry no period, so [`Sample::period`] is 1.
+//! "better" here would change which kind other scripts sniff as.
+//!
+//! Event contract: sample lines carry no pid in this format, so [`Sample::pid`] is `None`;
+//! scripts carry no period, so [`Sample::period`] is 1; [`Sample::ip`] is the leading IP (0 when a
+//! line has none) or the leaf frame; samples are emitted even when their LBR stack is empty (llvm
+//! drops those, after discarding both-ends-external entries).
 
 use std::path::Path;
 
