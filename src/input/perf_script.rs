@@ -450,9 +450,11 @@ impl Parser<'_> {
         }
         self.pending_event = None;
         match self.parse_line(line, lines.line_no, None) {
-            LineSample::Sample { ip, event } => self.emit(ip.unwrap_or(0), repeat, event, false, on_event),
+            // `leading_ip_only` holds in this mode, so a line with an IP has no entries parsed.
+            LineSample::Sample { ip: Some(ip), event } => self.emit(ip, repeat, event, false, on_event),
+            // Stray brstack lines (e.g. a hybrid script whose one-entry LBR lines did not sniff).
+            LineSample::Sample { ip: None, .. } | LineSample::Nothing => {}
             LineSample::Dropped => self.report.dropped_samples += 1,
-            LineSample::Nothing => {}
         }
         lines.advance();
     }
@@ -1021,6 +1023,16 @@ mod tests {
             report.warnings,
             [format!("{unfiltered} 4: cycles:      400700"), format!("{unfiltered} 5: cycles: ")]
         );
+
+        // A hybrid script with one-entry LBR lines only: the call chains are the samples.
+        let text = "\n\t  4005dc\n 0x4005c8/0x4005dc/P/-/-/0\n\n\t  400634\n 0x400600/0x400634/P\n";
+        let (evs, report) = read(text, &opts).unwrap();
+        assert_eq!(report.kind, ScriptKind::IpOnly);
+        let ips: Vec<_> = evs
+            .iter()
+            .map(|e| if let Ev::Sample { ip, lbr, .. } = e { (*ip, lbr.len()) } else { (0, 9) })
+            .collect();
+        assert_eq!(ips, [(0x4005dc, 0), (0x400634, 0)]);
 
         // With an LBR script, leading-ip-only keeps the IP and skips the entries, as llvm does.
         let text =
