@@ -6,19 +6,23 @@ use std::process::Command;
 
 use object::{Object, ObjectSegment, SegmentFlags};
 use profgen::addr::Vaddr;
+use profgen::aggregate::{ContextCounters, ContextKey};
 use profgen::input::PerfEvent;
 use profgen::input::perf_script::{ScriptKind, ScriptOptions, ScriptReport, read_perf_script};
-use profgen::input::unsymbolized::{read_unsymbolized, write_unsymbolized};
+use profgen::input::unsymbolized::{offset_base, read_unsymbolized, write_unsymbolized};
 
 fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
 }
 
-/// Samples as (ip, repeat, call chain, LBR entries), plus mmaps as (pid, start, pgoff, path).
+/// (ip, repeat, call chain, LBR entries)
+type OwnedSample = (u64, u64, Vec<u64>, Vec<(u64, u64)>);
+
+/// Mmaps as (pid, start, pgoff, path), and samples.
 #[derive(Default)]
 struct Collected {
     mmaps: Vec<(Option<i32>, u64, u64, String)>,
-    samples: Vec<(u64, u64, Vec<u64>, Vec<(u64, u64)>)>,
+    samples: Vec<OwnedSample>,
 }
 
 fn read_script(text: &[u8], path: &Path) -> (Collected, ScriptReport) {
@@ -56,7 +60,9 @@ fn llvm_hybrid_script() {
     assert_eq!(chain, &[0x30179e, 0x3017f9, 0x7f83e84e7793, 0x5541f689495641d7]);
     assert_eq!(lbr.len(), 16);
     assert_eq!((lbr[0], lbr[15]), ((0x3017cf, 0x30179e), (0x3017cf, 0x30179e)));
-    assert!(c.samples[1..].iter().all(|s| s.0 == 0x3017c4 && s.2.len() == 4 && s.3[0] == (0x30177f, 0x3017c4)));
+    assert!(
+        c.samples[1..].iter().all(|s| s.0 == 0x3017c4 && s.2.len() == 4 && s.3[0] == (0x30177f, 0x3017c4))
+    );
     assert_eq!((report.branches, report.dropped_samples, report.lines), (48, 0, 19));
     assert!(report.warnings.is_empty());
 }
@@ -139,15 +145,25 @@ fn real_perf_script_of_shared_lbr_data() {
     assert_eq!(first_lbr.3[..2], [(0x5629ec7428f4, 0x5629ec742901), (0x5629ec742967, 0x5629ec7428d0)]);
 }
 
-/// Page-aligned vaddr of the first executable PT_LOAD: llvm-profgen's preferred base.
-fn preferred_base(binary: &Path) -> u64 {
+/// llvm-profgen's bases from the program headers: (page-aligned vaddr of the first executable
+/// PT_LOAD, page-aligned vaddr of the first PT_LOAD not at 0).
+fn bases(binary: &Path) -> (u64, u64) {
     let data = std::fs::read(binary).unwrap();
     let file = object::File::parse(&*data).unwrap();
-    let exec = file
-        .segments()
-        .find(|s| matches!(s.flags(), SegmentFlags::Elf { p_flags, .. } if p_flags.0 & object::elf::PF_X.0 != 0))
-        .unwrap();
-    exec.address() & !0xfff
+    let is_exec = |s: &object::Segment| matches!(s.flags(), SegmentFlags::Elf { p_flags, .. } if p_flags.0 & object::elf::PF_X.0 != 0);
+    let preferred = file.segments().find(is_exec).unwrap().address() & !0xfff;
+    let first_loadable = file.segments().map(|s| s.address() & !0xfff).find(|&a| a != 0).unwrap();
+    (preferred, first_loadable)
+}
+
+fn assert_round_trip(rel: &str, base: u64, probe: bool) -> ContextCounters {
+    let path = fixture(rel);
+    let text = std::fs::read(&path).unwrap();
+    let counters = read_unsymbolized(&text, &path, base, probe).unwrap();
+    let mut out = Vec::new();
+    write_unsymbolized(&counters, base, &mut out).unwrap();
+    assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(text).unwrap(), "{rel}");
+    counters
 }
 
 /// Reads llvm-profgen-19's output, writes it again: identical bytes, for relative and absolute
@@ -155,23 +171,30 @@ fn preferred_base(binary: &Path) -> u64 {
 #[test]
 fn unsymbolized_oracle_round_trip() {
     for (binary, probe) in [("loop", false), ("loop_probe", true)] {
-        let base = preferred_base(&fixture(&format!("unsymbolized/{binary}")));
+        let (base, _) = bases(&fixture(&format!("unsymbolized/{binary}")));
         assert_eq!(base, 0x1000);
         for kind in ["lbr", "hybrid"] {
-            let mut seen = Vec::new();
-            for (suffix, base) in [("raw", base), ("abs.raw", 0)] {
-                let path = fixture(&format!("unsymbolized/{binary}.{kind}.{suffix}"));
-                let text = std::fs::read(&path).unwrap();
-                let counters = read_unsymbolized(&text, &path, base, probe).unwrap();
-                assert_eq!(counters.context_sensitive, kind == "hybrid", "{}", path.display());
-                let mut out = Vec::new();
-                write_unsymbolized(&counters, base, &mut out).unwrap();
-                assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(text).unwrap(), "{}", path.display());
-                seen.push(counters);
-            }
-            assert_eq!(seen[0].by_context, seen[1].by_context, "{binary} {kind}");
+            let rel = format!("unsymbolized/{binary}.{kind}.raw");
+            let offset = assert_round_trip(&rel, base, probe);
+            assert_eq!(offset.context_sensitive, kind == "hybrid", "{rel}");
+            let absolute = assert_round_trip(&format!("unsymbolized/{binary}.{kind}.abs.raw"), 0, probe);
+            assert_eq!(offset.by_context, absolute.by_context, "{rel}");
         }
     }
+}
+
+/// `--use-first-loadable-segment-as-base` on a non-PIE binary, where the two bases differ.
+#[test]
+fn unsymbolized_first_loadable_base() {
+    let (preferred, first_loadable) = bases(&fixture("unsymbolized/loop_nopie"));
+    assert_eq!((preferred, first_loadable), (0x201000, 0x200000));
+    let base = offset_base(true, false, Vaddr(preferred), Vaddr(first_loadable));
+    let by_preferred = assert_round_trip("unsymbolized/loop_nopie.lbr.raw", base, false);
+    let base = offset_base(true, true, Vaddr(preferred), Vaddr(first_loadable));
+    let by_first = assert_round_trip("unsymbolized/loop_nopie.lbr.first-loadable.raw", base, false);
+    assert_eq!(by_preferred.by_context, by_first.by_context);
+    let branches = &by_first.by_context[&ContextKey::None].branches;
+    assert_eq!(branches[&(Vaddr::EXTERNAL, Vaddr(0x2016c0))], 1);
 }
 
 #[test]
@@ -180,7 +203,7 @@ fn unsymbolized_probe_contexts_are_addresses() {
     let counters = read_unsymbolized(&std::fs::read(&path).unwrap(), &path, 0x1000, true).unwrap();
     let mut keys: Vec<_> = counters.by_context.keys().cloned().collect();
     keys.sort();
-    use profgen::aggregate::ContextKey::Addrs;
+    use ContextKey::Addrs;
     assert_eq!(keys, [Addrs(vec![]), Addrs(vec![Vaddr(0x1799)]), Addrs(vec![Vaddr(0x1799), Vaddr(0x1763)])]);
     let root = &counters.by_context[&Addrs(vec![])];
     assert_eq!(root.branches[&(Vaddr::EXTERNAL, Vaddr(0x1790))], 4);

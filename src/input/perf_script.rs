@@ -28,8 +28,12 @@
 //! Kept as in llvm: a brstack line with a single entry and no leading IP (the hybrid form) is not
 //! recognised by the sniffer (the 1-entry LBR quirk), so a hybrid script whose brstack lines all
 //! have one entry is rejected; once the kind is known, one-entry lines parse normally. Being
-//! "better" here would change which kind other scripts sniff as. Sample lines carry no pid in this format, so
-//! [`Sample::pid`] is `None`; scripts carry no period, so [`Sample::period`] is 1.
+//! "better" here would change which kind other scripts sniff as.
+//!
+//! Event contract: sample lines carry no pid in this format, so [`Sample::pid`] is `None`;
+//! scripts carry no period, so [`Sample::period`] is 1; [`Sample::ip`] is the leading IP (0 when a
+//! line has none) or the leaf frame; samples are emitted even when their LBR stack is empty (llvm
+//! drops those, after discarding both-ends-external entries).
 
 use std::path::Path;
 
@@ -208,15 +212,30 @@ impl Parser<'_> {
         }
     }
 
-    /// llvm's `--perf-event` handling, with its warnings; false = drop the sample.
-    fn event_allowed(&mut self, event: Option<usize>, line_no: u64, line: &[u8]) -> bool {
+    fn warn_unfiltered_event(&mut self, line_no: u64, line: &[u8]) {
+        self.warn(format!(
+            "No --perf-event filter was specified, but an \"event\" field was found in line {line_no}: {}",
+            String::from_utf8_lossy(line)
+        ));
+    }
+
+    /// An `event:` line before a frame block: the event of the next sample.
+    fn set_pending_event(&mut self, name: &[u8], line_no: u64, line: &[u8]) {
+        self.pending_event = Some(self.event_index(name));
+        if self.opts.perf_events.is_empty() {
+            self.warn_unfiltered_event(line_no, line);
+        }
+    }
+
+    /// llvm's `--perf-event` handling, with its warnings; false = drop the sample. An event from
+    /// an earlier `event:` line (`on_line` false) was warned about there.
+    fn event_allowed(&mut self, event: Option<usize>, on_line: bool, line_no: u64, line: &[u8]) -> bool {
         let filter = &self.opts.perf_events;
         match event {
             Some(_) if filter.is_empty() => {
-                self.warn(format!(
-                    "No --perf-event filter was specified, but an \"event\" field was found in line {line_no}: {}",
-                    String::from_utf8_lossy(line)
-                ));
+                if on_line {
+                    self.warn_unfiltered_event(line_no, line);
+                }
                 true
             }
             Some(i) => filter.iter().any(|f| *f == self.report.event_names[i]),
@@ -237,9 +256,7 @@ impl Parser<'_> {
                 self.report.mmaps += 1;
                 on_event(PerfEvent::Mmap(ev));
             }
-            None => {
-                self.warn(format!("Cannot parse mmap event: {} ", String::from_utf8_lossy(line)))
-            }
+            None => self.warn(format!("Cannot parse mmap event: {} ", String::from_utf8_lossy(line))),
         }
     }
 
@@ -252,12 +269,13 @@ impl Parser<'_> {
             return LineSample::Nothing;
         }
         let mut event = outer_event;
-        if let Some(tok) = tokens.next_if(|t| t.ends_with(b":")) {
+        let event_token = tokens.next_if(|t| t.ends_with(b":"));
+        if let Some(tok) = event_token {
             let name = trim_start(tok);
             let name = &name[..name.iter().rposition(|&b| b != b':').map_or(0, |i| i + 1)];
             event = Some(self.event_index(name));
         }
-        if !self.event_allowed(event, line_no, line) {
+        if !self.event_allowed(event, event_token.is_some(), line_no, line) {
             return LineSample::Dropped;
         }
         let mut ip = None;
@@ -326,9 +344,7 @@ impl Parser<'_> {
         let Some(line) = lines.cur else { return };
         self.frames.clear();
         match self.parse_line(line, lines.line_no, None) {
-            LineSample::Sample { ip, event } => {
-                self.emit(ip.unwrap_or(0), repeat, event, false, on_event)
-            }
+            LineSample::Sample { ip, event } => self.emit(ip.unwrap_or(0), repeat, event, false, on_event),
             LineSample::Dropped => self.report.dropped_samples += 1,
             LineSample::Nothing => {}
         }
@@ -360,7 +376,7 @@ impl Parser<'_> {
             // belongs to no usable sample.
             if self.frames.is_empty() {
                 if let Some(name) = event_only(line) {
-                    self.pending_event = Some(self.event_index(name));
+                    self.set_pending_event(name, lines.line_no, line);
                 }
             } else {
                 self.report.dropped_samples += 1;
@@ -404,7 +420,12 @@ impl Parser<'_> {
     }
 
     /// IP-only scripts: `[event:] ip` lines, or tab-indented call-chain blocks (IP = first frame).
-    fn ip_only_sample(&mut self, lines: &mut Lines<'_>, repeat: u64, on_event: &mut impl FnMut(PerfEvent<'_>)) {
+    fn ip_only_sample(
+        &mut self,
+        lines: &mut Lines<'_>,
+        repeat: u64,
+        on_event: &mut impl FnMut(PerfEvent<'_>),
+    ) {
         let Some(line) = lines.cur else { return };
         self.frames.clear();
         self.branches.clear();
@@ -415,7 +436,7 @@ impl Parser<'_> {
                 lines.advance();
             }
             let event = self.pending_event.take();
-            if self.event_allowed(event, first_line, line) {
+            if self.event_allowed(event, false, first_line, line) {
                 self.emit(self.frames[0].0, repeat, event, true, on_event);
             } else {
                 self.report.dropped_samples += 1;
@@ -423,17 +444,17 @@ impl Parser<'_> {
             return;
         }
         if let Some(name) = event_only(line) {
-            self.pending_event = Some(self.event_index(name));
+            self.set_pending_event(name, lines.line_no, line);
             lines.advance();
             return;
         }
         self.pending_event = None;
         match self.parse_line(line, lines.line_no, None) {
-            LineSample::Sample { ip, event } => {
-                self.emit(ip.unwrap_or(0), repeat, event, false, on_event)
-            }
+            // `leading_ip_only` holds in this mode, so a line with an IP has no entries parsed.
+            LineSample::Sample { ip: Some(ip), event } => self.emit(ip, repeat, event, false, on_event),
+            // Stray brstack lines (e.g. a hybrid script whose one-entry LBR lines did not sniff).
+            LineSample::Sample { ip: None, .. } | LineSample::Nothing => {}
             LineSample::Dropped => self.report.dropped_samples += 1,
-            LineSample::Nothing => {}
         }
         lines.advance();
     }
@@ -764,7 +785,15 @@ mod tests {
             evs[..3],
             [
                 mmap(2113428, 2113428, 0x7fd4efb57000, 0x204000, 0, true, "/usr/lib64/libdl-2.17.so"),
-                mmap(-1, 0, 0xffffffff81000000, 0x120bb08, 0xffffffff81000000, true, "[kernel.kallsyms]_text"),
+                mmap(
+                    -1,
+                    0,
+                    0xffffffff81000000,
+                    0x120bb08,
+                    0xffffffff81000000,
+                    true,
+                    "[kernel.kallsyms]_text"
+                ),
                 // The greedy `.*` of llvm's pattern takes the last `]: perm ` of the line.
                 mmap(11524, 11524, 0x55de1a513000, 0x1000, 0x1000, true, "c"),
             ]
@@ -772,7 +801,9 @@ mod tests {
         assert_eq!(report.mmaps, 3);
         assert_eq!(
             report.warnings,
-            ["Cannot parse mmap event: PERF_RECORD_MMAP2 5/5: [0x7FD4EFB57000(0x1000) @ 0 08:04 1 2]: r-xp /upper/case/hex "]
+            [
+                "Cannot parse mmap event: PERF_RECORD_MMAP2 5/5: [0x7FD4EFB57000(0x1000) @ 0 08:04 1 2]: r-xp /upper/case/hex "
+            ]
         );
         assert_eq!(report.samples, 1);
     }
@@ -839,8 +870,40 @@ mod tests {
         assert_eq!(report.dropped_samples, 1);
         assert_eq!(
             report.warnings,
-            ["A --perf-event filter was specified, but no \"event\" field found in line 3:       400800 0x400800/0x400810/P/-/-/0"]
+            [
+                "A --perf-event filter was specified, but no \"event\" field found in line 3:       400800 0x400800/0x400810/P/-/-/0"
+            ]
         );
+    }
+
+    /// The warnings llvm-profgen-19 printed for this script with `--perf-event=cycles`, in order.
+    #[test]
+    fn warnings_match_llvm_profgen() {
+        let mmap = "PERF_RECORD_MMAP2 4242/4242: [0x555555555000(0x1000) @ 0 08:01 1234 0]:";
+        let text = format!(
+            "{mmap} r-xp /tmp/fx/loop\n\
+             \x20    55555555576b 0x55555555573a/0x555555555768/P/-/-/0 0x555555555763/0x555555555730/P/-/-/0\n\
+             zz 0x1/0x2\n\
+             \x20    55555555576b 0x55555555573a/0x555555555768/P/-/-/0 0xq/0x555555555730/P/-/-/0\n\
+             {mmap} r-xp /tmp/fx/loop X\n\
+             {mmap}  /tmp/fx/loop\n"
+        );
+        let opts = ScriptOptions { perf_events: vec!["cycles".into()], ..Default::default() };
+        let (evs, report) = read(&text, &opts).unwrap();
+        let filter = "A --perf-event filter was specified, but no \"event\" field found in line";
+        assert_eq!(
+            report.warnings,
+            [
+                format!("{filter} 2:      55555555576b 0x55555555573a/0x555555555768/P/-/-/0 0x555555555763/0x555555555730/P/-/-/0"),
+                format!("{filter} 3: zz 0x1/0x2"),
+                "Invalid address in LBR record at line 3: zz 0x1/0x2".to_string(),
+                format!("{filter} 4:      55555555576b 0x55555555573a/0x555555555768/P/-/-/0 0xq/0x555555555730/P/-/-/0"),
+                "Invalid address in LBR record at line 4:      55555555576b 0x55555555573a/0x555555555768/P/-/-/0 0xq/0x555555555730/P/-/-/0".to_string(),
+                format!("Cannot parse mmap event: {mmap}  /tmp/fx/loop "),
+            ]
+        );
+        assert!(matches!(&evs[3], Ev::Mmap(m) if m.path == "/tmp/fx/loop X"));
+        assert!(matches!(&evs[2], Ev::Sample { lbr, .. } if lbr.len() == 1));
     }
 
     #[test]
@@ -899,10 +962,7 @@ mod tests {
     fn hybrid_missing_lbr_line_is_fatal() {
         let text = "\n\t  4005dc\n\t  400634\n 0x4005c8/0x4005dc/P/-/-/0  0x40062f/0x4005b0/P/-/-/0\n\n\t  4005dc\n\t  400634\n";
         let err = read(text, &ScriptOptions::default()).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "t.script:6: 'Hybrid perf sample is corrupted, No LBR sample line"
-        );
+        assert_eq!(err.to_string(), "t.script:6: 'Hybrid perf sample is corrupted, No LBR sample line");
     }
 
     #[test]
@@ -924,7 +984,8 @@ mod tests {
         assert_eq!(report.kind, ScriptKind::Lbr);
         // An event field needs two spaces after it to be skipped by llvm's sniffer.
         invalid("cycles: 40062f 0x40062f/0x400640/P 0x1/0x2/P\n", &ScriptOptions::default());
-        let (_, report) = read("cycles:  40062f 0x40062f/0x400640/P 0x1/0x2/P\n", &ScriptOptions::default()).unwrap();
+        let (_, report) =
+            read("cycles:  40062f 0x40062f/0x400640/P 0x1/0x2/P\n", &ScriptOptions::default()).unwrap();
         assert_eq!(report.kind, ScriptKind::Lbr);
         // IP-only scripts need --leading-ip-only.
         let ip_only = "     40062f\n     400700\n";
@@ -942,14 +1003,40 @@ mod tests {
         assert_eq!(report.kind, ScriptKind::IpOnly);
         assert_eq!(evs.len(), 4);
         assert_eq!(evs[1], lbr(0x40062f, &[]));
-        assert_eq!(evs[2], Ev::Sample { ip: 0x400700, repeat: 4, event: 0, chain: vec![], lbr: vec![], stack: false });
+        assert_eq!(
+            evs[2],
+            Ev::Sample { ip: 0x400700, repeat: 4, event: 0, chain: vec![], lbr: vec![], stack: false }
+        );
         assert_eq!(
             evs[3],
-            Ev::Sample { ip: 0x4005dc, repeat: 1, event: 0, chain: vec![0x4005dc, 0x400634], lbr: vec![], stack: true }
+            Ev::Sample {
+                ip: 0x4005dc,
+                repeat: 1,
+                event: 0,
+                chain: vec![0x4005dc, 0x400634],
+                lbr: vec![],
+                stack: true
+            }
+        );
+        let unfiltered = "No --perf-event filter was specified, but an \"event\" field was found in line";
+        assert_eq!(
+            report.warnings,
+            [format!("{unfiltered} 4: cycles:      400700"), format!("{unfiltered} 5: cycles: ")]
         );
 
+        // A hybrid script with one-entry LBR lines only: the call chains are the samples.
+        let text = "\n\t  4005dc\n 0x4005c8/0x4005dc/P/-/-/0\n\n\t  400634\n 0x400600/0x400634/P\n";
+        let (evs, report) = read(text, &opts).unwrap();
+        assert_eq!(report.kind, ScriptKind::IpOnly);
+        let ips: Vec<_> = evs
+            .iter()
+            .map(|e| if let Ev::Sample { ip, lbr, .. } = e { (*ip, lbr.len()) } else { (0, 9) })
+            .collect();
+        assert_eq!(ips, [(0x4005dc, 0), (0x400634, 0)]);
+
         // With an LBR script, leading-ip-only keeps the IP and skips the entries, as llvm does.
-        let text = "  40062f 0x40062f/0x400640/P 0x4zz/0x2/P\n  400700 0x400700/0x400710/P 0x400720/0x400730/P\n";
+        let text =
+            "  40062f 0x40062f/0x400640/P 0x4zz/0x2/P\n  400700 0x400700/0x400710/P 0x400720/0x400730/P\n";
         let (evs, report) = read(text, &opts).unwrap();
         assert_eq!(report.kind, ScriptKind::Lbr);
         assert_eq!(evs, vec![lbr(0x40062f, &[]), lbr(0x400700, &[])]);
@@ -966,6 +1053,42 @@ mod tests {
         assert_eq!(report.warnings.len(), MAX_WARNINGS);
         assert_eq!(report.warnings_omitted, 5);
         assert_eq!(report.dropped_samples, MAX_WARNINGS as u64 + 5);
+    }
+
+    /// Deterministic mutations (truncation, byte flips, spliced separators) never panic.
+    #[test]
+    fn junk_never_panics() {
+        let seeds = [
+            "PERF_RECORD_MMAP2 1/1: [0x400000(0x1000) @ 0 08:04 1 2]: r-xp /tmp/app\n3\n  40062f 0x40062f/0x400640/P 0x1/0x2/P\n",
+            "cycles: \n\t  4005dc main (/a)\n\t  400634\n 0x4005c8/0x4005dc/P/-/-/0  0x40062f/0x4005b0/P\n\n",
+        ];
+        let mut state = 0x9e3779b97f4a7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let alphabet = b" \t\n\r/:0x@[]()-9af";
+        for seed in seeds {
+            for _ in 0..2000 {
+                let mut text = seed.as_bytes().to_vec();
+                for _ in 0..(next() % 6) {
+                    let at = (next() % text.len() as u64) as usize;
+                    match next() % 3 {
+                        0 => text[at] = alphabet[(next() % alphabet.len() as u64) as usize],
+                        1 => text.truncate(at.max(1)),
+                        _ => text.insert(at, alphabet[(next() % alphabet.len() as u64) as usize]),
+                    }
+                }
+                for opts in [
+                    ScriptOptions::default(),
+                    ScriptOptions { leading_ip_only: true, perf_events: vec!["cycles".into()] },
+                ] {
+                    let _ = read_perf_script(&text, Path::new("j"), &opts, |_| {});
+                }
+            }
+        }
     }
 
     #[test]

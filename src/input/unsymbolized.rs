@@ -141,7 +141,12 @@ fn write_counters(c: &Counters, base: u64, indent: &str, out: &mut impl Write) -
 ///
 /// Errors name `path` and use llvm's texts: `Invalid raw profile at line N: <line>`, or
 /// `Invalid raw profile!` when the file ends early.
-pub fn read_unsymbolized(text: &[u8], path: &Path, base: u64, probe_contexts: bool) -> Result<ContextCounters> {
+pub fn read_unsymbolized(
+    text: &[u8],
+    path: &Path,
+    base: u64,
+    probe_contexts: bool,
+) -> Result<ContextCounters> {
     let mut reader = Reader { text, pos: 0, line_no: 0, path, base };
     let mut result = ContextCounters::default();
     while let Some(line) = reader.next_line() {
@@ -232,7 +237,13 @@ impl<'a> Reader<'a> {
     }
 
     /// `count_line` holds N, then N lines `a<sep>b:count` follow; N is not trusted for allocation.
-    fn read_entries(&mut self, count_line: &[u8], sep: &[u8], counters: &mut Counters, branches: bool) -> Result<()> {
+    fn read_entries(
+        &mut self,
+        count_line: &[u8],
+        sep: &[u8],
+        counters: &mut Counters,
+        branches: bool,
+    ) -> Result<()> {
         let n = parse_dec(trim_start(count_line)).ok_or_else(|| self.invalid(count_line))?;
         for _ in 0..n {
             let line = self.line_or_eof()?;
@@ -352,12 +363,19 @@ mod tests {
         let mut c = ContextCounters { context_sensitive: true, ..Default::default() };
         c.counters_mut(ContextKey::None).add_branch(Vaddr::EXTERNAL, Vaddr(0x1790), 4);
         c.counters_mut(ContextKey::Frames(vec![])).add_branch(Vaddr::EXTERNAL, Vaddr(0x1790), 1);
-        c.counters_mut(ContextKey::Frames(vec![frame("main", 0, 0)])).add_range(Vaddr(0x1790), Vaddr(0x1799), 4);
+        c.counters_mut(ContextKey::Frames(vec![frame("main", 0, 0)])).add_range(
+            Vaddr(0x1790),
+            Vaddr(0x1799),
+            4,
+        );
         let text = written(&c, 0x1000);
         assert_eq!(text, "[]\n  0\n  1\n  fffffffffffff001->790:5\n[main]\n  1\n  790-799:4\n  0\n");
         let back = read(&text, 0x1000, false).unwrap();
         assert!(back.context_sensitive);
-        assert_eq!(back.by_context[&ContextKey::Frames(vec![])].branches[&(Vaddr::EXTERNAL, Vaddr(0x1790))], 5);
+        assert_eq!(
+            back.by_context[&ContextKey::Frames(vec![])].branches[&(Vaddr::EXTERNAL, Vaddr(0x1790))],
+            5
+        );
     }
 
     #[test]
@@ -387,11 +405,46 @@ mod tests {
         assert_eq!(err("0\n1\n140-160:1\n", false), "p.raw: Invalid raw profile at line 3: 140-160:1");
         assert_eq!(err("x\n", false), "p.raw: Invalid raw profile at line 1: x");
         assert_eq!(err("[main\n0\n0\n", false), "p.raw: Invalid raw profile at line 1: [main");
-        assert_eq!(err("[main:1 @ bar]\n0\n0\n", true), "p.raw: Invalid raw profile at line 1: [main:1 @ bar]");
+        assert_eq!(
+            err("[main:1 @ bar]\n0\n0\n", true),
+            "p.raw: Invalid raw profile at line 1: [main:1 @ bar]"
+        );
         // The entry count is not trusted: a huge one just runs into the end of the file.
         assert_eq!(err("99999999999999999\n1-2:3\n", false), "p.raw: Invalid raw profile!");
         assert_eq!(err("[0x10]\n  1\n", true), "p.raw: Invalid raw profile!");
         assert_eq!(err("1\n10-20:1\n", false), "p.raw: Invalid raw profile!");
+    }
+
+    /// Deterministic mutations of a valid profile never panic.
+    #[test]
+    fn junk_never_panics() {
+        let seed =
+            b"[main:1 @ foo:3.1 @ bar]\n  1\n  140-160:15\n  1\n  160->1b3:15\n[0x1d4 @ 0x1ae]\n  0\n  0\n";
+        let mut state = 0x2545f4914f6cdd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let alphabet = b" \n\r-:>@[].0x9f";
+        for _ in 0..3000 {
+            let mut text = seed.to_vec();
+            for _ in 0..(next() % 5) {
+                let at = (next() % text.len() as u64) as usize;
+                match next() % 3 {
+                    0 => text[at] = alphabet[(next() % alphabet.len() as u64) as usize],
+                    1 => text.truncate(at.max(1)),
+                    _ => text.insert(at, alphabet[(next() % alphabet.len() as u64) as usize]),
+                }
+            }
+            for probe in [false, true] {
+                if let Ok(c) = read_unsymbolized(&text, Path::new("j"), 0x1000, probe) {
+                    let mut out = Vec::new();
+                    write_unsymbolized(&c, 0x1000, &mut out).unwrap();
+                }
+            }
+        }
     }
 
     #[test]
