@@ -5,6 +5,7 @@
 //! post-passes reshape and the writers encode.
 
 pub mod model;
+pub mod ranges;
 pub mod summary;
 
 pub use model::*;
