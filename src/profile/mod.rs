@@ -4,6 +4,7 @@
 //! In: [`crate::aggregate`] counters + [`crate::binary::Binary`]. Out: a [`Profile`], which the
 //! post-passes reshape and the writers encode.
 
+pub mod cs;
 pub mod model;
 pub mod ranges;
 pub mod summary;
