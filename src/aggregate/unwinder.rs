@@ -411,12 +411,14 @@ pub struct Unwinder<'c, C: CodeView + ?Sized> {
     opts: UnwindOptions,
     counters: ContextCounters,
     stats: UnwindStats,
+    /// Context key (and whether its leaf was inlined) per call-site stack already seen.
+    keys: hashbrown::HashMap<Vec<Vaddr>, (ContextKey, bool)>,
 }
 
 impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
     pub fn new(code: &'c C, opts: UnwindOptions) -> Self {
         let counters = ContextCounters { context_sensitive: true, ..Default::default() };
-        Unwinder { code, opts, counters, stats: UnwindStats::default() }
+        Unwinder { code, opts, counters, stats: UnwindStats::default(), keys: Default::default() }
     }
 
     pub fn finish(self) -> (ContextCounters, UnwindStats) {
@@ -591,23 +593,33 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         }
     }
 
+    fn context_key(&self, stack: &[Vaddr]) -> (ContextKey, bool) {
+        if self.opts.probe_based {
+            let mut addrs = stack.to_vec();
+            compress_recursion(&mut addrs, self.opts.max_compression_size);
+            trim_context(&mut addrs, self.opts.max_context_depth);
+            (ContextKey::Addrs(addrs), false)
+        } else {
+            let (frames, leaf_inlined) = expanded_context(self.code, stack, &self.opts);
+            (ContextKey::Frames(frames), leaf_inlined)
+        }
+    }
+
     fn record_frame(&mut self, f: &Frame, stack: &[Vaddr]) {
         if f.ranges.is_empty() && f.branches.is_empty() {
             return;
         }
-        let key = if self.opts.probe_based {
-            let mut addrs = stack.to_vec();
-            compress_recursion(&mut addrs, self.opts.max_compression_size);
-            trim_context(&mut addrs, self.opts.max_context_depth);
-            ContextKey::Addrs(addrs)
-        } else {
-            let (frames, leaf_inlined) = expanded_context(self.code, stack, &self.opts);
-            let key = ContextKey::Frames(frames);
-            if leaf_inlined {
-                self.counters.inlined_leaf.insert(key.clone());
+        let (key, leaf_inlined) = match self.keys.get(stack) {
+            Some(k) => k.clone(),
+            None => {
+                let k = self.context_key(stack);
+                self.keys.insert(stack.to_vec(), k.clone());
+                k
             }
-            key
         };
+        if leaf_inlined {
+            self.counters.inlined_leaf.insert(key.clone());
+        }
         let c = self.counters.counters_mut(key);
         for &(s, e, n) in &f.ranges {
             c.add_range(s, e, n);

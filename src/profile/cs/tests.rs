@@ -374,3 +374,34 @@ fn discriminator_decoding_and_canonical_names() {
     assert_eq!(canonical_fn_name("foo.__uniq.42"), "foo.__uniq.42");
     assert_eq!(canonical_fn_name("foo.llvm.1.cold"), "foo.llvm.1.cold");
 }
+
+#[test]
+fn raw_sample_to_line_cs_profile_end_to_end() {
+    use crate::aggregate::unwinder::{NormalizeStats, UnwindOptions, Unwinder, normalize_hybrid_sample};
+    let code = line_code();
+    // main calls foo at 0x104; foo (with bar inlined) returns to 0x108, where the sample is taken.
+    let mut ns = NormalizeStats::default();
+    let s = normalize_hybrid_sample(&code, &[v(0x108)], &[(v(0x210), v(0x108)), (v(0x104), v(0x200))], 7, &mut ns).unwrap();
+    let mut u = Unwinder::new(&code, UnwindOptions::default());
+    assert!(u.unwind(&s, 7));
+    let (cc, _) = u.finish();
+    let m = profile_map(&generate_line_cs(&code, &cc, &CsOptions::default()));
+    let expected = BTreeMap::from([
+        // llvm-profgen-19 reports 14 calls for 7: 7 inferred from foo's entry line plus 7 from
+        // the stray raw-discriminator context.
+        ("main".to_string(), fs("main", 7, 0, &[(1, 1, 14, &[("foo", 14)])], None, 0)),
+        (
+            "main:1.1 @ foo".to_string(),
+            fs("foo", 42, 0, &[(0, 0, 7, &[]), (1, 0, 7, &[]), (2, 0, 14, &[("bar", 14)]), (4, 0, 7, &[])], None, 0),
+        ),
+        ("main:1.1 @ foo:2 @ bar".to_string(), fs("bar", 7, 0, &[(1, 1, 14, &[])], None, attr::WAS_INLINED)),
+        ("main:1.2 @ foo".to_string(), fs("foo", 0, 7, &[], None, 0)),
+    ]);
+    assert_eq!(m, expected);
+    // With the fix the call count is the real one and the head samples land on foo's context.
+    let opts = CsOptions { callee_context_base_discriminator: true, ..CsOptions::default() };
+    let m = profile_map(&generate_line_cs(&code, &cc, &opts));
+    assert_eq!(m["main"], fs("main", 0, 0, &[(1, 1, 7, &[("foo", 7)])], None, 0));
+    assert_eq!(m["main:1.1 @ foo"].head_samples, 7);
+    assert_eq!(m.len(), 3);
+}
