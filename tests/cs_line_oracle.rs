@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 fn unwind() -> (CodeMap, ContextCounters, NormalizeStats, usize) {
     let code = load_code_map("cs_line");
     let mut stats = NormalizeStats::default();
-    let samples = read_samples(&code, &mut stats);
+    let samples = read_samples(&code, "cs_line", &mut stats);
     let mut u = Unwinder::new(&code, UnwindOptions::default());
     for (s, n) in &samples {
         u.unwind(s, *n);

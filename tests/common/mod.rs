@@ -101,8 +101,9 @@ impl CsCodeView for CodeMap {
 }
 
 /// Parses the hybrid perf script (repeat count line, stack lines, brstack line).
-pub fn read_samples(code: &CodeMap, stats: &mut NormalizeStats) -> Vec<(HybridSample, u64)> {
-    let text = fixture("cs_line", "s.txt");
+/// Reads `s.txt` of fixture directory `dir`.
+pub fn read_samples(code: &CodeMap, dir: &str, stats: &mut NormalizeStats) -> Vec<(HybridSample, u64)> {
+    let text = fixture(dir, "s.txt");
     let mut agg: BTreeMap<(Vec<Vaddr>, Vec<(Vaddr, Vaddr)>), u64> = BTreeMap::new();
     let (mut count, mut stack) = (1u64, Vec::new());
     for line in text.lines() {
