@@ -34,10 +34,10 @@ pub fn canonical_fn_name(name: &str) -> &str {
     let mut cand = name;
     for suffix in [".llvm.", ".part."] {
         // Only when the suffix starts the last dot component.
-        if let Some(pos) = cand.rfind(suffix) {
-            if !cand[pos + suffix.len()..].contains('.') {
-                cand = &cand[..pos];
-            }
+        if let Some(pos) = cand.rfind(suffix)
+            && !cand[pos + suffix.len()..].contains('.')
+        {
+            cand = &cand[..pos];
         }
     }
     cand
@@ -266,13 +266,14 @@ pub fn generate_line_cs<C: CsCodeView + ?Sized>(code: &C, counters: &ContextCoun
             let Some(callee) = code.entry_func_name(dst) else { continue };
             let callee = canonical_fn_name(&callee);
             let mut callsite = LineLocation::default();
-            if !ctx.is_empty() {
-                if let Some(leaf) = code.inline_stack(src).last() {
-                    let base = base_discriminator(leaf.discriminator, fs_discr);
-                    profiles.get_or_create(ctx, false).add_call_target(LineLocation::new(leaf.line_offset, base), callee, n);
-                    let discr = if opts.callee_context_base_discriminator { base } else { leaf.discriminator };
-                    callsite = LineLocation::new(leaf.line_offset, discr);
-                }
+            // A call from a context-less (external) source enters the callee's base context.
+            if !ctx.is_empty()
+                && let Some(leaf) = code.inline_stack(src).last()
+            {
+                let base = base_discriminator(leaf.discriminator, fs_discr);
+                profiles.get_or_create(ctx, false).add_call_target(LineLocation::new(leaf.line_offset, base), callee, n);
+                let discr = if opts.callee_context_base_discriminator { base } else { leaf.discriminator };
+                callsite = LineLocation::new(leaf.line_offset, discr);
             }
             let mut callee_ctx = ctx.clone();
             if let Some(last) = callee_ctx.last_mut() {

@@ -100,11 +100,12 @@ impl CsCodeView for CodeMap {
     }
 }
 
-/// Parses the hybrid perf script (repeat count line, stack lines, brstack line).
-/// Reads `s.txt` of fixture directory `dir`.
+/// Parses `s.txt` of fixture directory `dir`, a hybrid perf script (repeat count line, stack
+/// lines, brstack line), into normalised samples aggregated like llvm-profgen does.
 pub fn read_samples(code: &CodeMap, dir: &str, stats: &mut NormalizeStats) -> Vec<(HybridSample, u64)> {
     let text = fixture(dir, "s.txt");
-    let mut agg: BTreeMap<(Vec<Vaddr>, Vec<(Vaddr, Vaddr)>), u64> = BTreeMap::new();
+    type Key = (Vec<Vaddr>, Vec<(Vaddr, Vaddr)>);
+    let mut agg: BTreeMap<Key, u64> = BTreeMap::new();
     let (mut count, mut stack) = (1u64, Vec::new());
     for line in text.lines() {
         if line.trim().is_empty() {

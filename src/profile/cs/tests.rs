@@ -113,8 +113,11 @@ fn ctx(s: &str) -> Vec<ContextFrame> {
         .collect()
 }
 
-/// Expected profile: body entries `(line, discr, count, call targets)`.
-fn fs(name: &str, total: u64, head: u64, body: &[(u32, u32, u64, &[(&str, u64)])], checksum: Option<u64>, attributes: u32) -> FunctionSamples {
+/// A body entry: line, discriminator, count, call targets.
+type Body<'a> = (u32, u32, u64, &'a [(&'a str, u64)]);
+
+/// Expected profile.
+fn fs(name: &str, total: u64, head: u64, body: &[Body], checksum: Option<u64>, attributes: u32) -> FunctionSamples {
     let mut f = FunctionSamples::new(name);
     f.total_samples = total;
     f.head_samples = head;
@@ -216,10 +219,13 @@ fn line_cs_update_total_samples_and_branch_only_context() {
     assert_eq!(m["main:1.1 @ foo"], fs("foo", 0, 0, &[], None, 0));
 }
 
-/// Probe map: nodes (guid, inline site, probes) and descriptors.
+type Node = (u64, Option<(InlineNodeId, u32)>, Vec<DecodedProbe>);
+
+/// Probe map: inline-tree nodes and descriptors.
 struct Probes {
     at: BTreeMap<u64, Vec<DecodedProbe>>,
-    nodes: Vec<(u64, Option<(InlineNodeId, u32)>, Vec<DecodedProbe>)>,
+    /// (guid, inline site, probes) per node.
+    nodes: Vec<Node>,
     descs: BTreeMap<u64, (&'static str, u64)>,
 }
 
