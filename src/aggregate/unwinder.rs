@@ -11,6 +11,14 @@
 //! return pushes the callee frame, and the fall-through range between two branches is recorded on
 //! the frame that executed it. Frames form a trie per sample so each (context, range) pair is
 //! recorded once before keys are computed.
+//!
+//! Deliberate differences from llvm-profgen-19 (both only in corner cases):
+//! - a return whose target does not follow a call has no caller call site; llvm-profgen creates
+//!   a frame at address 0, which its context walk mistakes for the trie root (it then pops a
+//!   real frame, so sibling contexts depend on hash order); profgen cuts the context there like
+//!   at an external frame;
+//! - `WasLeafInlined` of a line-based key is true if any sampled address yielding that key had
+//!   the leaf inlined (llvm-profgen keeps whichever key instance was inserted first).
 
 use crate::addr::Vaddr;
 use crate::aggregate::{ContextCounters, ContextKey};
@@ -609,18 +617,18 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         if f.ranges.is_empty() && f.branches.is_empty() {
             return;
         }
-        let (key, leaf_inlined) = match self.keys.get(stack) {
-            Some(k) => k.clone(),
-            None => {
-                let k = self.context_key(stack);
-                self.keys.insert(stack.to_vec(), k.clone());
-                k
-            }
-        };
-        if leaf_inlined {
+        if !self.keys.contains_key(stack) {
+            let k = self.context_key(stack);
+            self.keys.insert(stack.to_vec(), k);
+        }
+        let (key, leaf_inlined) = &self.keys[stack];
+        if *leaf_inlined && !self.counters.inlined_leaf.contains(key) {
             self.counters.inlined_leaf.insert(key.clone());
         }
-        let c = self.counters.counters_mut(key);
+        if !self.counters.by_context.contains_key(key) {
+            self.counters.by_context.insert(key.clone(), Default::default());
+        }
+        let c = self.counters.by_context.get_mut(key).expect("inserted above");
         for &(s, e, n) in &f.ranges {
             c.add_range(s, e, n);
         }

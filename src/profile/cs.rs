@@ -3,6 +3,14 @@
 //! In: [`ContextCounters`] from the virtual unwinder and the binary model. Out: a flat CS
 //! [`Profile`] keyed by full calling contexts (`[main:1 @ foo:2 @ bar]`), before the
 //! post-passes (pre-inliner, trimming, nesting).
+//!
+//! Matches llvm-profgen-19 output (checked against it in `tests/cs_*_oracle.rs`), except:
+//! - [`CsOptions::callee_context_base_discriminator`] optionally fixes LLVM 19's raw-discriminator
+//!   callee contexts (off by default, i.e. LLVM's behaviour);
+//! - probes whose inline chain names a function without `.pseudo_probe_desc` entry are skipped
+//!   and counted ([`ProbeCsStats`]) where llvm-profgen dereferences a null descriptor;
+//! - tail-call inference walks edges in address/function order (llvm-profgen: hash order), which
+//!   only matters when a cached search result depends on the walk order.
 
 /// Base discriminator of a raw DWARF discriminator (`getBaseDiscriminatorFromDiscriminator`);
 /// flow-sensitive discriminators are used as they are.
