@@ -411,3 +411,27 @@ fn raw_sample_to_line_cs_profile_end_to_end() {
     assert_eq!(m["main:1.1 @ foo"].head_samples, 7);
     assert_eq!(m.len(), 3);
 }
+
+#[test]
+fn probe_cs_unknown_callsite_resets_context_and_missing_desc_is_counted() {
+    use ProbeKind::*;
+    let (code, _) = probe_code();
+    let mut cc = ContextCounters { context_sensitive: true, ..Default::default() };
+    cc.by_context.insert(addrs(&[0x104]), counters(&[(0x208, 0x208, 3)], &[]));
+    // bar inlined into foo at an unknown call site (probe id 0): the context restarts at bar.
+    let mut p = Probes::new(&[(1, "main", 100), (2, "foo", 200), (3, "bar", 300)]);
+    p.node(1, None, &[(0x104, 2, DirectCall)]);
+    let foo = p.node(2, None, &[(0x200, 1, Block)]);
+    p.node(3, Some((foo, 0)), &[(0x208, 1, Block)]);
+    let (profile, stats) = generate_probe_cs(&code, &p, &cc, &CsOptions::default());
+    assert_eq!(stats, ProbeCsStats::default());
+    assert_eq!(profile_map(&profile), BTreeMap::from([("bar".to_string(), fs("bar", 3, 3, &[(1, 0, 3, &[])], Some(300), attr::WAS_INLINED))]));
+    // Without a descriptor for bar the probe cannot be named: skipped and counted.
+    let mut p = Probes::new(&[(1, "main", 100), (2, "foo", 200)]);
+    p.node(1, None, &[(0x104, 2, DirectCall)]);
+    let foo = p.node(2, None, &[(0x200, 1, Block)]);
+    p.node(3, Some((foo, 3)), &[(0x208, 1, Block)]);
+    let (profile, stats) = generate_probe_cs(&code, &p, &cc, &CsOptions::default());
+    assert!(profile.functions.is_empty());
+    assert_eq!(stats, ProbeCsStats { probes_without_desc: 1 });
+}
