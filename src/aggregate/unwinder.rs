@@ -317,8 +317,7 @@ pub fn trim_context<T>(ctx: &mut Vec<T>, depth: i32) {
 
 /// llvm-profgen's `inlineContextEqual`: same inline frames except the innermost location;
 /// addresses without line info never match.
-fn inline_context_equal<C: CodeView + ?Sized>(code: &C, a: Vaddr, b: Vaddr) -> bool {
-    let (x, y) = (code.inline_stack(a), code.inline_stack(b));
+fn inline_context_equal(x: &[SourceFrame], y: &[SourceFrame]) -> bool {
     !x.is_empty() && x.len() == y.len() && x[..x.len() - 1] == y[..y.len() - 1]
 }
 
@@ -545,11 +544,15 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             return;
         }
         // Split the range where the inline context changes: each piece belongs to its own frame.
+        let mut prev_stack = self.code.inline_stack(st.ip);
         while st.ip > target {
             let prev = st.ip;
             let Some(ip) = self.code.prev_inst(prev) else { break };
             st.ip = ip;
-            if !inline_context_equal(self.code, prev, ip) {
+            let stack = self.code.inline_stack(ip);
+            let same = inline_context_equal(&prev_stack, &stack);
+            prev_stack = stack;
+            if !same {
                 st.switch_to(prev);
                 st.trie.frames[st.leaf].ranges.push((prev, end, repeat));
                 end = ip;
