@@ -101,8 +101,8 @@ fn inline_stacks() {
     assert!(frames(0x1090).is_empty());
     // Mid-instruction addresses are symbolized too (uncached path).
     assert_eq!(frames(0x11ad), frames(0x11ac));
-    assert_eq!(dwarf::base_discriminator(2054), 3);
-    assert_eq!(dwarf::duplication_factor(2054), 8);
+    assert_eq!(dwarf::base_discriminator(2054, false), 3);
+    assert_eq!(dwarf::duplication_factor(2054, false), 8);
 }
 
 #[test]

@@ -11,6 +11,8 @@ pub mod samples;
 use crate::addr::Vaddr;
 use hashbrown::HashMap;
 
+pub mod unwinder;
+
 /// Fall-through range counts (inclusive [start, end]) and taken-branch counts (source → target).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -58,6 +60,9 @@ pub struct ContextCounters {
     pub by_context: HashMap<ContextKey, Counters>,
     /// True when samples had call stacks (CS mode), even if no context survived.
     pub context_sensitive: bool,
+    /// Line-based contexts whose leaf function was inlined at the sampled address
+    /// (llvm-profgen's `WasLeafInlined`, written as the `ContextWasInlined` attribute).
+    pub inlined_leaf: hashbrown::HashSet<ContextKey>,
 }
 
 impl ContextCounters {
@@ -66,6 +71,7 @@ impl ContextCounters {
     }
     pub fn merge(&mut self, other: ContextCounters) {
         self.context_sensitive |= other.context_sensitive;
+        self.inlined_leaf.extend(other.inlined_leaf);
         for (k, c) in other.by_context {
             match self.by_context.get_mut(&k) {
                 Some(mine) => mine.merge(&c),

@@ -422,14 +422,19 @@ fn parse_line_table(
     Ok(table)
 }
 
-/// Base discriminator of a raw DWARF discriminator (`DILocation::getBaseDiscriminatorFromDiscriminator`
-/// without FS discriminators).
-pub fn base_discriminator(raw: u32) -> u32 {
-    prefix_decode(raw)
+/// Base discriminator of a raw DWARF discriminator
+/// (`DILocation::getBaseDiscriminatorFromDiscriminator`); flow-sensitive discriminators (`fs`)
+/// are used as they are.
+pub fn base_discriminator(raw: u32, fs: bool) -> u32 {
+    if fs { raw } else { prefix_decode(raw) }
 }
 
-/// Duplication factor of a raw DWARF discriminator (`getDuplicationFactorFromDiscriminator`).
-pub fn duplication_factor(raw: u32) -> u32 {
+/// Duplication factor (unroll/vectorization copies) of a raw DWARF discriminator
+/// (`getDuplicationFactorFromDiscriminator`); at least 1, always 1 with FS discriminators.
+pub fn duplication_factor(raw: u32, fs: bool) -> u32 {
+    if fs {
+        return 1;
+    }
     let rest = if raw & 1 != 0 { raw >> 1 } else { raw >> if raw & 0x40 != 0 { 14 } else { 7 } };
     let factor = prefix_decode(rest);
     if factor == 0 { 1 } else { factor }

@@ -80,6 +80,10 @@ pub struct ProbeInfo {
     /// Sorted by address, decode order within an address.
     probes: Vec<Probe>,
     nodes: Vec<InlineNode>,
+    /// The same probes grouped by inline node (address order within a node), and where each
+    /// node's group starts (one more entry than nodes).
+    by_node: Vec<Probe>,
+    node_start: Vec<u32>,
 }
 
 /// LLVM's `MD5Hash`: the low 64 bits of MD5(name), little-endian.
@@ -288,7 +292,10 @@ impl ProbeInfo {
         }
         let mut probes = d.probes;
         probes.sort_by_key(|p| p.addr);
-        Ok(ProbeInfo { descs, probes, nodes: d.nodes })
+        let mut by_node = probes.clone();
+        by_node.sort_by_key(|p| p.node);
+        let node_start = (0..=d.nodes.len() as u32).map(|n| by_node.partition_point(|p| p.node.0 < n) as u32).collect();
+        Ok(ProbeInfo { descs, probes, nodes: d.nodes, by_node, node_start })
     }
 
     pub fn descs(&self) -> &[FuncDesc] {
@@ -319,6 +326,15 @@ impl ProbeInfo {
     /// The first call probe at `addr` (LLVM's `getCallProbeForAddr`).
     pub fn call_probe_at(&self, addr: Vaddr) -> Option<&Probe> {
         self.probes_at(addr).iter().find(|p| p.kind.is_call())
+    }
+
+    /// Every probe of inline node `id`, by address.
+    pub fn node_probes(&self, id: NodeId) -> &[Probe] {
+        let i = id.0 as usize;
+        match (self.node_start.get(i), self.node_start.get(i + 1)) {
+            (Some(&a), Some(&b)) => &self.by_node[a as usize..b as usize],
+            _ => &[],
+        }
     }
 
     /// Inline tree nodes; [`NodeId::ROOT`] is a dummy.

@@ -18,19 +18,20 @@ pub struct LineOptions {
     pub leading_ip_only: bool,
 }
 
-fn location(f: &SourceFrame) -> LineLocation {
-    LineLocation::new(f.line_offset, base_discriminator(f.discriminator))
+fn location(f: &SourceFrame, fs: bool) -> LineLocation {
+    LineLocation::new(f.line_offset, base_discriminator(f.discriminator, fs))
 }
 
 /// The profile of the innermost frame of `frames` (outermost first).
-fn leaf_profile<'p>(b: &'p mut TopLevelProfiles, frames: &[SourceFrame], total: u64) -> &'p mut super::FunctionSamples {
-    let inlined = frames.windows(2).map(|w| (location(&w[0]), &*w[1].func_name));
+fn leaf_profile<'p>(b: &'p mut TopLevelProfiles, frames: &[SourceFrame], total: u64, fs: bool) -> &'p mut super::FunctionSamples {
+    let inlined = frames.windows(2).map(|w| (location(&w[0], fs), &*w[1].func_name));
     b.leaf_profile(&frames[0].func_name, inlined, total, |_| None)
 }
 
 /// Builds the non-CS line-based profile from LBR counters.
 pub fn build(binary: &Binary, counters: &Counters, opts: LineOptions) -> Profile {
     let mut b = TopLevelProfiles::default();
+    let fs = binary.uses_fs_discriminators();
 
     let ranges = zero_filled_ranges(binary, counters, opts.fill_zero_for_all_funcs);
     for (start, end, count) in disjoint_ranges(ranges.into_iter()) {
@@ -39,14 +40,14 @@ pub fn build(binary: &Binary, counters: &Counters, opts: LineOptions) -> Profile
             let Some(leaf) = frames.last() else { continue };
             // Totals are per byte, as llvm-profgen counts them.
             let size = binary.inst_size(addr).unwrap_or(1);
-            let fs = leaf_profile(&mut b, &frames, count.saturating_mul(size));
+            let profile = leaf_profile(&mut b, &frames, count.saturating_mul(size), fs);
             if opts.leading_ip_only {
-                fs.add_body(location(leaf), count);
+                profile.add_body(location(leaf, fs), count);
             } else {
                 // Lines keep the max over their instructions, scaled back up where the compiler
                 // duplicated the code (unrolling, vectorisation).
-                let factor = u64::from(duplication_factor(leaf.discriminator));
-                fs.max_body(location(leaf), count.saturating_mul(factor));
+                let factor = u64::from(duplication_factor(leaf.discriminator, fs));
+                profile.max_body(location(leaf, fs), count.saturating_mul(factor));
             }
         }
     }
@@ -56,12 +57,12 @@ pub fn build(binary: &Binary, counters: &Counters, opts: LineOptions) -> Profile
         if !src.is_external() {
             let frames = binary.inline_stack(src);
             if let Some(leaf) = frames.last() {
-                leaf_profile(&mut b, &frames, 0).add_call_target(location(leaf), &callee, count);
+                leaf_profile(&mut b, &frames, 0, fs).add_call_target(location(leaf, fs), &callee, count);
             }
         }
         // Every branch to the entry counts as a head sample, whatever its source.
         b.top_level(&callee).add_head(count);
     }
 
-    b.into_profile(ProfileKind { fs_discriminator: binary.uses_fs_discriminators(), ..Default::default() })
+    b.into_profile(ProfileKind { fs_discriminator: fs, ..Default::default() })
 }

@@ -1,0 +1,623 @@
+//! Virtual unwinder: hybrid samples (LBR stack + call stack) → per-context range and branch
+//! counters (llvm-profgen's `VirtualUnwinder`, reference §5).
+//!
+//! In: [`HybridSample`]s already normalised by [`normalize_hybrid_sample`] and aggregated (each
+//! distinct sample once, with its repeat count). Out: [`ContextCounters`] keyed by
+//! [`ContextKey::Addrs`] (probe binaries: call-site addresses, the leaf function is recovered
+//! from the probes later) or [`ContextKey::Frames`] (line binaries: the symbolized, inline-expanded
+//! context), plus [`UnwindStats`] for the warning summary.
+//!
+//! The LBR is walked newest to oldest, i.e. backwards in time: a call pops the leaf frame, a
+//! return pushes the callee frame, and the fall-through range between two branches is recorded on
+//! the frame that executed it. Frames form a trie per sample so each (context, range) pair is
+//! recorded once before keys are computed.
+//!
+//! Deliberate differences from llvm-profgen-19 (both only in corner cases):
+//! - a return whose target does not follow a call has no caller call site; llvm-profgen creates
+//!   a frame at address 0, which its context walk mistakes for the trie root (it then pops a
+//!   real frame, so sibling contexts depend on hash order); profgen cuts the context there like
+//!   at an external frame;
+//! - `WasLeafInlined` of a line-based key is true if any sampled address yielding that key had
+//!   the leaf inlined (llvm-profgen keeps whichever key instance was inserted first).
+
+use crate::addr::Vaddr;
+use crate::aggregate::{ContextCounters, ContextKey};
+use crate::binary::{InstKind, SourceFrame};
+use crate::binary::dwarf::base_discriminator;
+use crate::postpass::{compress_recursion, trim_context};
+use crate::profile::{ContextFrame, LineLocation};
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// What the unwinder needs to know about the profiled binary's code. [`crate::binary::Binary`]
+/// implements it; tests use a hand-made code map.
+pub trait CodeView {
+    /// Whether `a` is the first byte of a decoded instruction.
+    fn is_code(&self, a: Vaddr) -> bool;
+    fn inst_kind(&self, a: Vaddr) -> Option<InstKind>;
+    /// The instruction before `a`.
+    fn prev_inst(&self, a: Vaddr) -> Option<Vaddr>;
+    /// The call instruction right before return address `ret`, if that instruction is a call.
+    fn call_addr_from_return_addr(&self, ret: Vaddr) -> Option<Vaddr>;
+    /// Whether a call, return or direct unconditional jump starts in `[start, end)`.
+    fn range_crosses_uncond_branch(&self, start: Vaddr, end: Vaddr) -> bool;
+    /// llvm-profgen's prolog/epilog address set (reference §3.4).
+    fn is_prolog_or_epilog(&self, a: Vaddr) -> bool;
+    /// Inline frames at `a`, outermost first, raw discriminators; empty without line info.
+    fn inline_stack(&self, a: Vaddr) -> Arc<[SourceFrame]>;
+    fn uses_fs_discriminators(&self) -> bool;
+}
+
+impl CodeView for crate::binary::Binary {
+    fn is_code(&self, a: Vaddr) -> bool {
+        crate::binary::Binary::is_code(self, a)
+    }
+    fn inst_kind(&self, a: Vaddr) -> Option<InstKind> {
+        crate::binary::Binary::inst_kind(self, a)
+    }
+    fn prev_inst(&self, a: Vaddr) -> Option<Vaddr> {
+        crate::binary::Binary::prev_inst(self, a)
+    }
+    fn call_addr_from_return_addr(&self, ret: Vaddr) -> Option<Vaddr> {
+        crate::binary::Binary::call_addr_from_return_addr(self, ret)
+    }
+    fn range_crosses_uncond_branch(&self, start: Vaddr, end: Vaddr) -> bool {
+        crate::binary::Binary::range_crosses_uncond_branch(self, start, end)
+    }
+    fn is_prolog_or_epilog(&self, a: Vaddr) -> bool {
+        crate::binary::Binary::is_prolog_or_epilog(self, a)
+    }
+    fn inline_stack(&self, a: Vaddr) -> Arc<[SourceFrame]> {
+        crate::binary::Binary::inline_stack(self, a)
+    }
+    fn uses_fs_discriminators(&self) -> bool {
+        crate::binary::Binary::uses_fs_discriminators(self)
+    }
+}
+
+/// One taken branch in binary addresses ([`Vaddr::EXTERNAL`] for either end outside the binary).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Branch {
+    pub source: Vaddr,
+    pub target: Vaddr,
+}
+
+/// A normalised LBR + call stack sample, the aggregation key of hybrid samples.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct HybridSample {
+    /// Leaf first; non-leaf frames are call-site addresses; [`Vaddr::EXTERNAL`] for frames
+    /// outside the binary (consecutive ones merged). The leaf is `lbr[0].target`.
+    pub stack: Vec<Vaddr>,
+    /// Newest first; never both ends external.
+    pub lbr: Vec<Branch>,
+}
+
+/// Why samples were changed or dropped during normalisation (reference §2.2).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NormalizeStats {
+    /// Every hybrid sample seen (`NumTotalSample`), weighted by repeat count.
+    pub samples: u64,
+    /// Samples whose leaf frame is outside the binary.
+    pub leaf_external: u64,
+    /// Distinct return addresses not preceded by a call; the stack was cut there.
+    pub invalid_return_addrs: BTreeSet<Vaddr>,
+    /// Samples dropped because the leaf was in a prolog or epilog.
+    pub dropped_prolog_epilog: u64,
+    /// Samples dropped because no LBR entry survived (both ends external, or none at all).
+    pub dropped_empty_lbr: u64,
+}
+
+impl NormalizeStats {
+    pub fn merge(&mut self, other: &NormalizeStats) {
+        self.samples = self.samples.saturating_add(other.samples);
+        self.leaf_external = self.leaf_external.saturating_add(other.leaf_external);
+        self.invalid_return_addrs.extend(other.invalid_return_addrs.iter().copied());
+        self.dropped_prolog_epilog = self.dropped_prolog_epilog.saturating_add(other.dropped_prolog_epilog);
+        self.dropped_empty_lbr = self.dropped_empty_lbr.saturating_add(other.dropped_empty_lbr);
+    }
+
+    /// `(count, total, message)` for the driver's `warning: %.2f%%(n/total) msg` lines, in
+    /// llvm-profgen's order; `distinct_samples` is the number of aggregated samples.
+    pub fn summary(&self, distinct_samples: u64) -> Vec<(u64, u64, &'static str)> {
+        vec![
+            (self.leaf_external, self.samples, "of samples have leaf external frame in call stack."),
+            (
+                self.invalid_return_addrs.len() as u64,
+                distinct_samples,
+                "of truncated stack samples due to invalid return address, likely caused by frame pointer omission.",
+            ),
+        ]
+    }
+}
+
+/// LBR entries (newest first, binary addresses) → [`Branch`]es: addresses that are not
+/// instruction starts become [`Vaddr::EXTERNAL`]; entries with both ends external are dropped.
+pub fn normalize_lbr<C: CodeView + ?Sized>(code: &C, entries: impl Iterator<Item = (Vaddr, Vaddr)>) -> Vec<Branch> {
+    let ext = |a: Vaddr| if code.is_code(a) { a } else { Vaddr::EXTERNAL };
+    entries
+        .map(|(s, t)| Branch { source: ext(s), target: ext(t) })
+        .filter(|b| !(b.source.is_external() && b.target.is_external()))
+        .collect()
+}
+
+/// A raw hybrid sample (call stack leaf first as return addresses, LBR newest first, both in
+/// binary addresses; anything that is not an instruction start counts as external) → the
+/// unwinder's [`HybridSample`], or `None` when llvm-profgen drops it. `repeat` weights the
+/// statistics.
+pub fn normalize_hybrid_sample<C: CodeView + ?Sized>(
+    code: &C,
+    raw_stack: &[Vaddr],
+    raw_lbr: &[(Vaddr, Vaddr)],
+    repeat: u64,
+    stats: &mut NormalizeStats,
+) -> Option<HybridSample> {
+    stats.samples = stats.samples.saturating_add(repeat);
+    let mut stack: Vec<Vaddr> = Vec::with_capacity(raw_stack.len());
+    for &a in raw_stack {
+        if !code.is_code(a) {
+            if stack.is_empty() {
+                stats.leaf_external = stats.leaf_external.saturating_add(repeat);
+            }
+            if stack.last() != Some(&Vaddr::EXTERNAL) {
+                stack.push(Vaddr::EXTERNAL);
+            }
+            continue;
+        }
+        if stack.is_empty() {
+            stack.push(a);
+            continue;
+        }
+        match code.call_addr_from_return_addr(a) {
+            Some(call) => stack.push(call),
+            None => {
+                stats.invalid_return_addrs.insert(a);
+                break;
+            }
+        }
+    }
+    if stack.len() > 1 && stack.last() == Some(&Vaddr::EXTERNAL) {
+        stack.pop();
+    }
+    let leaf = *stack.first()?;
+    if code.is_prolog_or_epilog(leaf) {
+        stats.dropped_prolog_epilog = stats.dropped_prolog_epilog.saturating_add(repeat);
+        return None;
+    }
+    let lbr = normalize_lbr(code, raw_lbr.iter().copied());
+    let Some(first) = lbr.first() else {
+        stats.dropped_empty_lbr = stats.dropped_empty_lbr.saturating_add(repeat);
+        return None;
+    };
+    // The sampled IP skews behind the last branch; the LBR target is the precise leaf.
+    stack[0] = first.target;
+    Some(HybridSample { stack, lbr })
+}
+
+/// How contexts are keyed and shaped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnwindOptions {
+    /// Key contexts by call-site addresses (probe binaries) instead of symbolized frames.
+    pub probe_based: bool,
+    /// `--compress-recursion` (-1 = unlimited, 0 = off).
+    pub max_compression_size: i32,
+    /// `--csprof-max-context-depth` (-1 = unlimited).
+    pub max_context_depth: i32,
+}
+
+impl Default for UnwindOptions {
+    fn default() -> Self {
+        UnwindOptions { probe_based: false, max_compression_size: -1, max_context_depth: -1 }
+    }
+}
+
+/// Unwinder statistics (reference §5.6), summed over samples.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnwindStats {
+    pub total_branches: u64,
+    pub mismatched_ext_call_branches: u64,
+    pub paired_ext_addrs: u64,
+    pub unpaired_ext_addrs: u64,
+    pub mismatched_pro_epi_branches: u64,
+    /// Non-leaf frames whose context was cut (external frames).
+    pub untracked_callsites: BTreeSet<Vaddr>,
+    /// Samples whose stack leaf is too far from the newest LBR target (stack tip, LBR tip).
+    pub bogus_traces: Vec<(Vaddr, Vaddr)>,
+}
+
+impl UnwindStats {
+    pub fn merge(&mut self, o: &UnwindStats) {
+        self.total_branches = self.total_branches.saturating_add(o.total_branches);
+        self.mismatched_ext_call_branches = self.mismatched_ext_call_branches.saturating_add(o.mismatched_ext_call_branches);
+        self.paired_ext_addrs = self.paired_ext_addrs.saturating_add(o.paired_ext_addrs);
+        self.unpaired_ext_addrs = self.unpaired_ext_addrs.saturating_add(o.unpaired_ext_addrs);
+        self.mismatched_pro_epi_branches = self.mismatched_pro_epi_branches.saturating_add(o.mismatched_pro_epi_branches);
+        self.untracked_callsites.extend(o.untracked_callsites.iter().copied());
+        self.bogus_traces.extend(o.bogus_traces.iter().copied());
+    }
+
+    /// `(count, total, message)` for the driver's `warning: %.2f%%(n/total) msg` lines, in
+    /// llvm-profgen's order (lines with count or total 0 are not printed); `num_contexts` is the
+    /// number of keys in the resulting [`ContextCounters`].
+    pub fn summary(&self, num_contexts: u64) -> Vec<(u64, u64, &'static str)> {
+        let b = self.total_branches;
+        vec![
+            (
+                self.untracked_callsites.len() as u64,
+                num_contexts,
+                "of profiled contexts are truncated due to missing probe for call instruction.",
+            ),
+            (
+                self.mismatched_ext_call_branches,
+                b,
+                "of branches'source is a call instruction but doesn't match call frame stack, likely due to unwinding error of external frame.",
+            ),
+            (self.paired_ext_addrs.saturating_mul(2), b, "of branches containing paired external address."),
+            (
+                self.unpaired_ext_addrs,
+                b,
+                "of branches containing external address but doesn't have another external address to pair, likely due to interrupt jmp or broken perf script.",
+            ),
+            (
+                self.mismatched_pro_epi_branches,
+                b,
+                "of branches'source is a call instruction but doesn't match call frame stack, likely due to frame in prolog/epilog.",
+            ),
+        ]
+    }
+}
+
+
+/// llvm-profgen's `inlineContextEqual`: same inline frames except the innermost location;
+/// addresses without line info never match.
+fn inline_context_equal(x: &[SourceFrame], y: &[SourceFrame]) -> bool {
+    !x.is_empty() && x.len() == y.len() && x[..x.len() - 1] == y[..y.len() - 1]
+}
+
+/// Symbolized context of a call-site stack (root first, leaf last): every address's inline
+/// frames with base discriminators, recursion-compressed and trimmed except the leaf, whose
+/// location is dropped. Empty when any address lacks line info. Also returns whether the leaf
+/// function was inlined at the last address (`WasLeafInlined`).
+pub fn expanded_context<C: CodeView + ?Sized>(code: &C, stack: &[Vaddr], opts: &UnwindOptions) -> (Vec<ContextFrame>, bool) {
+    let mut frames = Vec::new();
+    let mut leaf_inlined = false;
+    let fs = code.uses_fs_discriminators();
+    for &a in stack {
+        let inl = code.inline_stack(a);
+        if inl.is_empty() {
+            return (Vec::new(), false);
+        }
+        leaf_inlined = inl.len() > 1;
+        frames.extend(inl.iter().map(|f| ContextFrame {
+            func: f.func_name.to_string(),
+            loc: LineLocation::new(f.line_offset, base_discriminator(f.discriminator, fs)),
+        }));
+    }
+    let Some(mut leaf) = frames.pop() else {
+        return (frames, false);
+    };
+    leaf.loc = LineLocation::default();
+    compress_recursion(&mut frames, opts.max_compression_size);
+    trim_context(&mut frames, opts.max_context_depth);
+    frames.push(leaf);
+    (frames, leaf_inlined)
+}
+
+const ROOT: usize = 0;
+
+/// A frame of the per-sample trie; `addr` is the call site (or, for a leaf, any address in the
+/// function).
+struct Frame {
+    addr: Vaddr,
+    parent: usize,
+    children: Vec<(Vaddr, usize)>,
+    ranges: Vec<(Vaddr, Vaddr, u64)>,
+    branches: Vec<(Vaddr, Vaddr, u64)>,
+}
+
+struct Trie {
+    frames: Vec<Frame>,
+}
+
+impl Trie {
+    fn new() -> Self {
+        Trie { frames: vec![Frame { addr: Vaddr(0), parent: ROOT, children: Vec::new(), ranges: Vec::new(), branches: Vec::new() }] }
+    }
+    fn child(&mut self, parent: usize, addr: Vaddr) -> usize {
+        if let Some(&(_, c)) = self.frames[parent].children.iter().find(|(a, _)| *a == addr) {
+            return c;
+        }
+        let id = self.frames.len();
+        self.frames.push(Frame { addr, parent, children: Vec::new(), ranges: Vec::new(), branches: Vec::new() });
+        self.frames[parent].children.push((addr, id));
+        id
+    }
+}
+
+/// The walk state of one sample.
+struct State<'s> {
+    trie: Trie,
+    leaf: usize,
+    ip: Vaddr,
+    lbr: &'s [Branch],
+    index: usize,
+    invalid: bool,
+}
+
+impl State<'_> {
+    fn parent(&self) -> usize {
+        self.trie.frames[self.leaf].parent
+    }
+    /// Replaces the leaf by its sibling at `addr`.
+    fn switch_to(&mut self, addr: Vaddr) {
+        if self.trie.frames[self.leaf].addr != addr {
+            let p = self.parent();
+            self.leaf = self.trie.child(p, addr);
+        }
+    }
+    fn push(&mut self, addr: Vaddr) {
+        self.leaf = self.trie.child(self.leaf, addr);
+    }
+    fn current(&self) -> Branch {
+        self.lbr[self.index]
+    }
+}
+
+/// Unwinds samples into context counters; feed it every aggregated sample, then [`finish`].
+///
+/// [`finish`]: Unwinder::finish
+pub struct Unwinder<'c, C: CodeView + ?Sized> {
+    code: &'c C,
+    opts: UnwindOptions,
+    counters: ContextCounters,
+    stats: UnwindStats,
+    /// Context key (and whether its leaf was inlined) per call-site stack already seen.
+    keys: hashbrown::HashMap<Vec<Vaddr>, (ContextKey, bool)>,
+}
+
+impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
+    pub fn new(code: &'c C, opts: UnwindOptions) -> Self {
+        let counters = ContextCounters { context_sensitive: true, ..Default::default() };
+        Unwinder { code, opts, counters, stats: UnwindStats::default(), keys: Default::default() }
+    }
+
+    pub fn finish(self) -> (ContextCounters, UnwindStats) {
+        (self.counters, self.stats)
+    }
+
+    /// Unwinds one aggregated sample seen `repeat` times. Returns false when the sample was
+    /// rejected (empty stack or LBR, or a bogus trace).
+    pub fn unwind(&mut self, sample: &HybridSample, repeat: u64) -> bool {
+        let (Some(&leaf_addr), Some(first)) = (sample.stack.first(), sample.lbr.first()) else {
+            return false;
+        };
+        // Stack leaf and LBR tip must be close (always true once the leaf is overwritten).
+        if leaf_addr < first.target || leaf_addr >= Vaddr(first.target.0.saturating_add(0x100)) {
+            self.stats.bogus_traces.push((leaf_addr, first.target));
+            return false;
+        }
+        let mut trie = Trie::new();
+        let mut leaf = ROOT;
+        for &a in sample.stack.iter().rev() {
+            leaf = trie.child(leaf, a);
+        }
+        let mut st = State { trie, leaf, ip: leaf_addr, lbr: &sample.lbr, index: 0, invalid: false };
+        self.stats.total_branches = self.stats.total_branches.saturating_add(sample.lbr.len() as u64);
+        while st.index < st.lbr.len() {
+            // The range between the newest target and the sample IP is incomplete: skip it.
+            if st.index > 0 {
+                self.unwind_linear(&mut st, repeat);
+            }
+            let br = st.current();
+            if !st.invalid && self.is_call(br) {
+                self.unwind_call(&mut st);
+            } else if !st.invalid && self.is_return(br) {
+                self.unwind_return(&mut st);
+            } else if !st.invalid {
+                st.switch_to(br.source);
+                st.ip = br.source;
+            } else {
+                // The rest of the trace has no usable stack: continue context-less.
+                st.leaf = ROOT;
+                st.ip = br.source;
+                st.push(br.source);
+            }
+            st.index += 1;
+            self.record_branch(&mut st, br, repeat);
+        }
+        self.collect(&st.trie, ROOT, &mut Vec::new());
+        true
+    }
+
+    fn is_call(&self, b: Branch) -> bool {
+        self.code.inst_kind(b.source) == Some(InstKind::Call)
+            || (b.source.is_external() && self.code.call_addr_from_return_addr(b.target).is_none())
+    }
+
+    fn is_return(&self, b: Branch) -> bool {
+        self.code.inst_kind(b.source) == Some(InstKind::Return)
+            || (b.source.is_external() && self.code.call_addr_from_return_addr(b.target).is_some())
+    }
+
+    fn unwind_call(&mut self, st: &mut State) {
+        let src = st.current().source;
+        let parent = st.parent();
+        if parent == ROOT || st.trie.frames[parent].addr != src {
+            // The caller frame is missing (stack taken in a prolog/epilog, or external code):
+            // stay in the caller's function at the call site.
+            st.switch_to(src);
+            if parent != ROOT {
+                if src.is_external() {
+                    self.stats.mismatched_ext_call_branches += 1;
+                } else {
+                    self.stats.mismatched_pro_epi_branches += 1;
+                }
+            }
+        } else {
+            st.leaf = parent;
+        }
+        st.ip = src;
+    }
+
+    fn unwind_return(&mut self, st: &mut State) {
+        let br = st.current();
+        // A return target not after a call gives no caller call site; llvm-profgen keys such a
+        // frame as address 0 and corrupts the context walk; profgen cuts the context there like
+        // an external frame.
+        let call = if br.target.is_external() {
+            Vaddr::EXTERNAL
+        } else {
+            self.code.call_addr_from_return_addr(br.target).unwrap_or(Vaddr::EXTERNAL)
+        };
+        st.switch_to(call);
+        st.push(br.source);
+        st.ip = br.source;
+    }
+
+    fn unwind_linear(&mut self, st: &mut State, repeat: u64) {
+        let target = st.current().target;
+        let mut end = st.ip;
+        if end.is_external() && target.is_external() {
+            // Ran into external code and came back: the frames below stay valid.
+            self.stats.paired_ext_addrs += 1;
+            return;
+        }
+        if end.is_external() || target.is_external() {
+            self.stats.unpaired_ext_addrs += 1;
+            st.invalid = true;
+            return;
+        }
+        if target > end || self.code.range_crosses_uncond_branch(target, end) {
+            st.invalid = true;
+            return;
+        }
+        if self.opts.probe_based {
+            let p = st.parent();
+            st.trie.frames[p].ranges.push((target, end, repeat));
+            return;
+        }
+        // Split the range where the inline context changes: each piece belongs to its own frame.
+        let mut prev_stack = self.code.inline_stack(st.ip);
+        while st.ip > target {
+            let prev = st.ip;
+            let Some(ip) = self.code.prev_inst(prev) else { break };
+            st.ip = ip;
+            let stack = self.code.inline_stack(ip);
+            let same = inline_context_equal(&prev_stack, &stack);
+            prev_stack = stack;
+            if !same {
+                st.switch_to(prev);
+                st.trie.frames[st.leaf].ranges.push((prev, end, repeat));
+                end = ip;
+            }
+        }
+        let ip = st.ip;
+        st.switch_to(ip);
+        st.trie.frames[st.leaf].ranges.push((ip, end, repeat));
+    }
+
+    fn record_branch(&mut self, st: &mut State, br: Branch, repeat: u64) {
+        if br.target.is_external() {
+            return;
+        }
+        let frame = if br.source.is_external() {
+            // External → internal: kept context-less, it becomes the callee's head samples.
+            ROOT
+        } else if self.opts.probe_based {
+            st.parent()
+        } else {
+            st.leaf
+        };
+        st.trie.frames[frame].branches.push((br.source, br.target, repeat));
+    }
+
+    fn collect(&mut self, trie: &Trie, node: usize, stack: &mut Vec<Vaddr>) {
+        let f = &trie.frames[node];
+        if node != ROOT {
+            if f.addr.is_external() {
+                // Not a call context the compiler sees: start afresh below it.
+                let mut fresh = Vec::new();
+                self.record_frame(f, &fresh);
+                for &(_, c) in &f.children {
+                    self.collect(trie, c, &mut fresh);
+                }
+                if !f.children.is_empty() {
+                    self.stats.untracked_callsites.insert(f.addr);
+                }
+                return;
+            }
+            stack.push(f.addr);
+        }
+        self.record_frame(f, stack);
+        for &(_, c) in &f.children {
+            self.collect(trie, c, stack);
+        }
+        if node != ROOT {
+            stack.pop();
+        }
+    }
+
+    fn context_key(&self, stack: &[Vaddr]) -> (ContextKey, bool) {
+        if self.opts.probe_based {
+            let mut addrs = stack.to_vec();
+            compress_recursion(&mut addrs, self.opts.max_compression_size);
+            trim_context(&mut addrs, self.opts.max_context_depth);
+            (ContextKey::Addrs(addrs), false)
+        } else {
+            let (frames, leaf_inlined) = expanded_context(self.code, stack, &self.opts);
+            (ContextKey::Frames(frames), leaf_inlined)
+        }
+    }
+
+    fn record_frame(&mut self, f: &Frame, stack: &[Vaddr]) {
+        if f.ranges.is_empty() && f.branches.is_empty() {
+            return;
+        }
+        if !self.keys.contains_key(stack) {
+            let k = self.context_key(stack);
+            self.keys.insert(stack.to_vec(), k);
+        }
+        let (key, leaf_inlined) = &self.keys[stack];
+        if *leaf_inlined && !self.counters.inlined_leaf.contains(key) {
+            self.counters.inlined_leaf.insert(key.clone());
+        }
+        if !self.counters.by_context.contains_key(key) {
+            self.counters.by_context.insert(key.clone(), Default::default());
+        }
+        let c = self.counters.by_context.get_mut(key).expect("inserted above");
+        for &(s, e, n) in &f.ranges {
+            c.add_range(s, e, n);
+        }
+        for &(s, t, n) in &f.branches {
+            c.add_branch(s, t, n);
+        }
+    }
+}
+
+/// Unwinds every aggregated sample (in parallel chunks) and merges the results.
+pub fn unwind_all<C: CodeView + Sync + ?Sized>(
+    code: &C,
+    samples: &[(HybridSample, u64)],
+    opts: UnwindOptions,
+) -> (ContextCounters, UnwindStats) {
+    use rayon::prelude::*;
+    samples
+        .par_chunks(1024)
+        .map(|chunk| {
+            let mut u = Unwinder::new(code, opts);
+            for (s, n) in chunk {
+                u.unwind(s, *n);
+            }
+            u.finish()
+        })
+        .reduce(
+            || (ContextCounters { context_sensitive: true, ..Default::default() }, UnwindStats::default()),
+            |(mut c1, mut s1), (c2, s2)| {
+                c1.merge(c2);
+                s1.merge(&s2);
+                (c1, s1)
+            },
+        )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,491 @@
+//! Unwinder tests on a hand-made code map. Layout (4-byte instructions, O = other):
+//!
+//! ```text
+//! main  100 O  104 jcc  108 call foo  10c O  110 call baz  114 O  118 call fact  11c O  120 ret
+//! foo   200 O  204 O    208 call bar  20c O  210 ret
+//! bar   300 O  304 O    308 jcc       30c O  310 ret          (300, 304 = prolog)
+//! baz   400 O  404 O    408 ret
+//! fact  500 O  504 jcc  508 call fact 50c O  510 ret
+//! tc    600 O  604 jmp baz                                    (tail call)
+//! main2 700 O  704 call tc  708 O  70c ret
+//! outer 800 O  804 O(inl) 808 O(inl) 80c O  810 ret           (804, 808: `inl` inlined at line 2)
+//! main3 900 call outer  904 O  908 ret
+//! ```
+//! Line offsets are (address - function start) / 4; `main`'s call site 0x110 has raw
+//! discriminator 2 (base discriminator 1).
+
+use super::*;
+use crate::aggregate::Counters;
+use hashbrown::HashMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+const EXT: u64 = 1;
+
+struct Fake {
+    insts: BTreeMap<u64, InstKind>,
+    funcs: Vec<(u64, u64, &'static str)>,
+    inline: HashMap<u64, Vec<SourceFrame>>,
+    discriminators: HashMap<u64, u32>,
+    prolog: BTreeSet<u64>,
+}
+
+fn frame(func: &str, line: u32, discr: u32) -> SourceFrame {
+    SourceFrame { func_name: func.into(), line_offset: line, discriminator: discr }
+}
+
+impl Fake {
+    fn new() -> Fake {
+        use InstKind::*;
+        let o = Other;
+        let layout: &[(&'static str, u64, &[InstKind])] = &[
+            ("main", 0x100, &[o, ConditionalJump, Call, o, Call, o, Call, o, Return]),
+            ("foo", 0x200, &[o, o, Call, o, Return]),
+            ("bar", 0x300, &[o, o, ConditionalJump, o, Return]),
+            ("baz", 0x400, &[o, o, Return]),
+            ("fact", 0x500, &[o, ConditionalJump, Call, o, Return]),
+            ("tc", 0x600, &[o, DirectJump]),
+            ("main2", 0x700, &[o, Call, o, Return]),
+            ("outer", 0x800, &[o, o, o, o, Return]),
+            ("main3", 0x900, &[Call, o, Return]),
+        ];
+        let mut insts = BTreeMap::new();
+        let mut funcs = Vec::new();
+        for &(name, start, kinds) in layout {
+            for (i, k) in kinds.iter().enumerate() {
+                insts.insert(start + 4 * i as u64, *k);
+            }
+            funcs.push((start, start + 4 * kinds.len() as u64, name));
+        }
+        let mut inline = HashMap::new();
+        inline.insert(0x804, vec![frame("outer", 2, 0), frame("inl", 1, 0)]);
+        inline.insert(0x808, vec![frame("outer", 2, 0), frame("inl", 2, 0)]);
+        let discriminators = HashMap::from([(0x110, 2)]);
+        Fake { insts, funcs, inline, discriminators, prolog: BTreeSet::from([0x300, 0x304]) }
+    }
+}
+
+impl CodeView for Fake {
+    fn is_code(&self, a: Vaddr) -> bool {
+        self.insts.contains_key(&a.0)
+    }
+    fn inst_kind(&self, a: Vaddr) -> Option<InstKind> {
+        self.insts.get(&a.0).copied()
+    }
+    fn prev_inst(&self, a: Vaddr) -> Option<Vaddr> {
+        self.insts.range(..a.0).next_back().map(|(&p, _)| Vaddr(p))
+    }
+    fn call_addr_from_return_addr(&self, ret: Vaddr) -> Option<Vaddr> {
+        if !self.is_code(ret) {
+            return None;
+        }
+        self.prev_inst(ret).filter(|&p| self.inst_kind(p) == Some(InstKind::Call))
+    }
+    fn range_crosses_uncond_branch(&self, start: Vaddr, end: Vaddr) -> bool {
+        start < end && self.insts.range(start.0..end.0).any(|(_, k)| k.is_unconditional())
+    }
+    fn is_prolog_or_epilog(&self, a: Vaddr) -> bool {
+        self.prolog.contains(&a.0)
+    }
+    fn inline_stack(&self, a: Vaddr) -> Arc<[SourceFrame]> {
+        if let Some(v) = self.inline.get(&a.0) {
+            return v.clone().into();
+        }
+        match self.funcs.iter().find(|(s, e, _)| (*s..*e).contains(&a.0)) {
+            Some(&(s, _, name)) if self.is_code(a) => {
+                let d = self.discriminators.get(&a.0).copied().unwrap_or(0);
+                vec![frame(name, ((a.0 - s) / 4) as u32, d)].into()
+            }
+            _ => Vec::new().into(),
+        }
+    }
+    fn uses_fs_discriminators(&self) -> bool {
+        false
+    }
+}
+
+fn v(a: u64) -> Vaddr {
+    Vaddr(a)
+}
+
+fn sample(stack: &[u64], lbr: &[(u64, u64)]) -> HybridSample {
+    HybridSample {
+        stack: stack.iter().map(|&a| v(a)).collect(),
+        lbr: lbr.iter().map(|&(s, t)| Branch { source: v(s), target: v(t) }).collect(),
+    }
+}
+
+fn addrs(a: &[u64]) -> ContextKey {
+    ContextKey::Addrs(a.iter().map(|&x| v(x)).collect())
+}
+
+/// `"main:4.1 @ baz"` → frames; "" → the empty (root) context.
+fn frames(s: &str) -> ContextKey {
+    if s.is_empty() {
+        return ContextKey::Frames(Vec::new());
+    }
+    let parts: Vec<&str> = s.split(" @ ").collect();
+    let mut out = Vec::new();
+    for (i, p) in parts.iter().enumerate() {
+        if i + 1 == parts.len() {
+            out.push(ContextFrame { func: p.to_string(), loc: LineLocation::default() });
+            break;
+        }
+        let (func, loc) = p.rsplit_once(':').unwrap();
+        let (line, discr) = loc.split_once('.').unwrap_or((loc, "0"));
+        out.push(ContextFrame { func: func.to_string(), loc: LineLocation::new(line.parse().unwrap(), discr.parse().unwrap()) });
+    }
+    ContextKey::Frames(out)
+}
+
+type Expected<'a> = &'a [(ContextKey, &'a [(u64, u64, u64)], &'a [(u64, u64, u64)])];
+
+fn expected(e: Expected) -> HashMap<ContextKey, Counters> {
+    let mut m = HashMap::new();
+    for (k, ranges, branches) in e {
+        let c: &mut Counters = m.entry(k.clone()).or_default();
+        for &(s, t, n) in *ranges {
+            c.add_range(v(s), v(t), n);
+        }
+        for &(s, t, n) in *branches {
+            c.add_branch(v(s), v(t), n);
+        }
+    }
+    m
+}
+
+fn run(opts: UnwindOptions, samples: &[(HybridSample, u64)]) -> (ContextCounters, UnwindStats) {
+    let code = Fake::new();
+    let mut u = Unwinder::new(&code, opts);
+    for (s, n) in samples {
+        assert!(u.unwind(s, *n));
+    }
+    u.finish()
+}
+
+const PROBE: UnwindOptions = UnwindOptions { probe_based: true, max_compression_size: -1, max_context_depth: -1 };
+const LINE: UnwindOptions = UnwindOptions { probe_based: false, max_compression_size: -1, max_context_depth: -1 };
+
+// main → foo → bar, sampled at bar's entry.
+fn nested_calls() -> HybridSample {
+    sample(&[0x300, 0x208, 0x108], &[(0x208, 0x300), (0x108, 0x200)])
+}
+
+#[test]
+fn plain_calls_probe_keys_are_call_sites_of_the_parent() {
+    let (c, st) = run(PROBE, &[(nested_calls(), 3)]);
+    assert_eq!(c.by_context, expected(&[(addrs(&[0x108]), &[(0x200, 0x208, 3)], &[(0x208, 0x300, 3)]), (addrs(&[]), &[], &[(0x108, 0x200, 3)])]));
+    assert_eq!(st, UnwindStats { total_branches: 2, ..Default::default() });
+    assert!(c.context_sensitive);
+}
+
+#[test]
+fn plain_calls_line_keys_are_symbolized_with_leaf_function() {
+    let (c, _) = run(LINE, &[(nested_calls(), 3)]);
+    assert_eq!(c.by_context, expected(&[(frames("main:2 @ foo"), &[(0x200, 0x208, 3)], &[(0x208, 0x300, 3)]), (frames("main"), &[], &[(0x108, 0x200, 3)])]));
+    assert!(c.inlined_leaf.is_empty());
+}
+
+// main calls baz at 0x110 (raw discriminator 2), baz returns, sampled right after the return.
+fn call_then_return() -> HybridSample {
+    sample(&[0x114], &[(0x408, 0x114), (0x110, 0x400)])
+}
+
+#[test]
+fn return_pushes_the_callee_frame_probe() {
+    let (c, st) = run(PROBE, &[(call_then_return(), 2)]);
+    assert_eq!(c.by_context, expected(&[(addrs(&[0x110]), &[(0x400, 0x408, 2)], &[(0x408, 0x114, 2)]), (addrs(&[]), &[], &[(0x110, 0x400, 2)])]));
+    assert_eq!(st.total_branches, 2);
+}
+
+#[test]
+fn return_pushes_the_callee_frame_line_with_base_discriminator() {
+    let (c, _) = run(LINE, &[(call_then_return(), 2)]);
+    assert_eq!(c.by_context, expected(&[(frames("main:4.1 @ baz"), &[(0x400, 0x408, 2)], &[(0x408, 0x114, 2)]), (frames("main"), &[], &[(0x110, 0x400, 2)])]));
+}
+
+// main → fact → fact → fact, sampled at the innermost entry.
+fn recursion() -> HybridSample {
+    sample(&[0x500, 0x508, 0x508, 0x508, 0x118], &[(0x508, 0x500), (0x508, 0x500), (0x508, 0x500), (0x118, 0x500)])
+}
+
+#[test]
+fn recursion_is_compressed_in_keys() {
+    let (c, _) = run(PROBE, &[(recursion(), 1)]);
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (addrs(&[0x118, 0x508]), &[(0x500, 0x508, 2)], &[(0x508, 0x500, 2)]),
+            (addrs(&[0x118]), &[(0x500, 0x508, 1)], &[(0x508, 0x500, 1)]),
+            (addrs(&[]), &[], &[(0x118, 0x500, 1)]),
+        ])
+    );
+}
+
+#[test]
+fn recursion_without_compression_keeps_every_level() {
+    let (c, _) = run(UnwindOptions { max_compression_size: 0, ..PROBE }, &[(recursion(), 1)]);
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (addrs(&[0x118, 0x508, 0x508]), &[(0x500, 0x508, 1)], &[(0x508, 0x500, 1)]),
+            (addrs(&[0x118, 0x508]), &[(0x500, 0x508, 1)], &[(0x508, 0x500, 1)]),
+            (addrs(&[0x118]), &[(0x500, 0x508, 1)], &[(0x508, 0x500, 1)]),
+            (addrs(&[]), &[], &[(0x118, 0x500, 1)]),
+        ])
+    );
+}
+
+#[test]
+fn recursion_line_keys_and_depth_trim() {
+    let (c, _) = run(LINE, &[(recursion(), 1)]);
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (frames("main:6 @ fact:2 @ fact"), &[(0x500, 0x508, 2)], &[(0x508, 0x500, 2)]),
+            (frames("main:6 @ fact"), &[(0x500, 0x508, 1)], &[(0x508, 0x500, 1)]),
+            (frames("main"), &[], &[(0x118, 0x500, 1)]),
+        ])
+    );
+    // Depth 1 keeps only the last caller frame.
+    let (c, _) = run(UnwindOptions { max_context_depth: 1, ..LINE }, &[(recursion(), 1)]);
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (frames("fact:2 @ fact"), &[(0x500, 0x508, 2)], &[(0x508, 0x500, 2)]),
+            (frames("main:6 @ fact"), &[(0x500, 0x508, 1)], &[(0x508, 0x500, 1)]),
+            (frames("main"), &[], &[(0x118, 0x500, 1)]),
+        ])
+    );
+}
+
+// main2 calls tc, which tail-jumps to baz (no frame for tc on the stack).
+fn tail_call() -> HybridSample {
+    sample(&[0x400, 0x704], &[(0x604, 0x400), (0x704, 0x600)])
+}
+
+#[test]
+fn tail_call_is_a_plain_branch_without_frame() {
+    let (c, st) = run(PROBE, &[(tail_call(), 1)]);
+    assert_eq!(c.by_context, expected(&[(addrs(&[0x704]), &[(0x600, 0x604, 1)], &[(0x604, 0x400, 1)]), (addrs(&[]), &[], &[(0x704, 0x600, 1)])]));
+    assert_eq!(st, UnwindStats { total_branches: 2, ..Default::default() });
+    let (c, _) = run(LINE, &[(tail_call(), 1)]);
+    assert_eq!(c.by_context, expected(&[(frames("main2:1 @ tc"), &[(0x600, 0x604, 1)], &[(0x604, 0x400, 1)]), (frames("main2"), &[], &[(0x704, 0x600, 1)])]));
+}
+
+#[test]
+fn call_stack_missing_a_frame_counts_prolog_epilog_mismatch() {
+    // foo's frame is missing from the stack although the LBR shows main → foo → bar.
+    let s = sample(&[0x300, 0x108], &[(0x208, 0x300), (0x108, 0x200)]);
+    let (c, st) = run(PROBE, &[(s, 1)]);
+    assert_eq!(c.by_context, expected(&[(addrs(&[0x108]), &[(0x200, 0x208, 1)], &[(0x208, 0x300, 1)]), (addrs(&[]), &[], &[(0x108, 0x200, 1)])]));
+    assert_eq!(st, UnwindStats { total_branches: 2, mismatched_pro_epi_branches: 1, ..Default::default() });
+}
+
+#[test]
+fn truncated_stack_continues_without_context() {
+    let s = sample(&[0x300], &[(0x208, 0x300), (0x108, 0x200)]);
+    let (c, st) = run(PROBE, &[(s.clone(), 1)]);
+    assert_eq!(c.by_context, expected(&[(addrs(&[]), &[(0x200, 0x208, 1)], &[(0x208, 0x300, 1), (0x108, 0x200, 1)])]));
+    // The root has no parent frame, so no mismatch is counted.
+    assert_eq!(st, UnwindStats { total_branches: 2, ..Default::default() });
+    let (c, _) = run(LINE, &[(s, 1)]);
+    assert_eq!(c.by_context, expected(&[(frames("foo"), &[(0x200, 0x208, 1)], &[(0x208, 0x300, 1)]), (frames("main"), &[], &[(0x108, 0x200, 1)])]));
+}
+
+#[test]
+fn paired_external_call_and_return() {
+    // main calls external code at 0x110, it returns to 0x114, main calls fact at 0x118.
+    let s = sample(&[0x500, 0x118], &[(0x118, 0x500), (EXT, 0x114), (0x110, EXT)]);
+    let (c, st) = run(PROBE, &[(s, 1)]);
+    assert_eq!(c.by_context, expected(&[(addrs(&[]), &[(0x114, 0x118, 1)], &[(0x118, 0x500, 1), (EXT, 0x114, 1)])]));
+    assert_eq!(st, UnwindStats { total_branches: 3, paired_ext_addrs: 1, ..Default::default() });
+    assert_eq!(st.summary(1)[2], (2, 3, "of branches containing paired external address."));
+}
+
+#[test]
+fn unpaired_external_invalidates_the_rest() {
+    let s = sample(&[0x500, 0x118], &[(0x118, 0x500), (EXT, 0x114), (0x104, 0x108), (0x120, 0x100)]);
+    let (c, st) = run(PROBE, &[(s.clone(), 1)]);
+    // After the unpaired external, ranges and branches are still recorded, context-less.
+    assert_eq!(
+        c.by_context,
+        expected(&[(addrs(&[]), &[(0x114, 0x118, 1), (0x100, 0x104, 1)], &[(0x118, 0x500, 1), (EXT, 0x114, 1), (0x104, 0x108, 1), (0x120, 0x100, 1)])])
+    );
+    assert_eq!(st, UnwindStats { total_branches: 4, unpaired_ext_addrs: 1, ..Default::default() });
+    let (c, _) = run(LINE, &[(s, 1)]);
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (frames(""), &[], &[(EXT, 0x114, 1)]),
+            (frames("main"), &[(0x114, 0x118, 1), (0x100, 0x104, 1)], &[(0x118, 0x500, 1), (0x104, 0x108, 1), (0x120, 0x100, 1)]),
+        ])
+    );
+}
+
+#[test]
+fn external_frame_truncates_the_context_below_it() {
+    // main → (external library) → foo → bar.
+    let s = sample(&[0x300, 0x208, EXT, 0x108], &[(0x208, 0x300), (EXT, 0x200)]);
+    let (c, st) = run(PROBE, &[(s.clone(), 1)]);
+    assert_eq!(c.by_context, expected(&[(addrs(&[]), &[(0x200, 0x208, 1)], &[(0x208, 0x300, 1), (EXT, 0x200, 1)])]));
+    assert_eq!(st.untracked_callsites, BTreeSet::from([Vaddr::EXTERNAL]));
+    assert_eq!(st.summary(1)[0], (1, 1, "of profiled contexts are truncated due to missing probe for call instruction."));
+    let (c, _) = run(LINE, &[(s, 1)]);
+    assert_eq!(c.by_context, expected(&[(frames("foo"), &[(0x200, 0x208, 1)], &[(0x208, 0x300, 1)]), (frames(""), &[], &[(EXT, 0x200, 1)])]));
+}
+
+#[test]
+fn external_call_without_external_frame_counts_mismatch() {
+    let s = sample(&[0x200, 0x108], &[(EXT, 0x200)]);
+    let (c, st) = run(PROBE, &[(s, 1)]);
+    assert_eq!(c.by_context, expected(&[(addrs(&[]), &[], &[(EXT, 0x200, 1)])]));
+    assert_eq!(st, UnwindStats { total_branches: 1, mismatched_ext_call_branches: 1, ..Default::default() });
+}
+
+#[test]
+fn backwards_range_invalidates_state() {
+    let s = sample(&[0x300, 0x208, 0x108], &[(0x208, 0x300), (0x108, 0x20c)]);
+    let (c, st) = run(PROBE, &[(s.clone(), 1)]);
+    assert_eq!(c.by_context, expected(&[(addrs(&[0x108]), &[], &[(0x208, 0x300, 1)]), (addrs(&[]), &[], &[(0x108, 0x20c, 1)])]));
+    assert_eq!(st, UnwindStats { total_branches: 2, ..Default::default() });
+    let (c, _) = run(LINE, &[(s, 1)]);
+    assert_eq!(c.by_context, expected(&[(frames("main:2 @ foo"), &[], &[(0x208, 0x300, 1)]), (frames("main"), &[], &[(0x108, 0x20c, 1)])]));
+}
+
+#[test]
+fn range_crossing_an_unconditional_branch_invalidates_state() {
+    // [0x10c, 0x118] contains the call at 0x110; the state stays invalid for older entries.
+    let s = sample(&[0x500, 0x118], &[(0x118, 0x500), (0x104, 0x10c), (0x508, 0x100)]);
+    let (c, _) = run(PROBE, &[(s.clone(), 1)]);
+    assert_eq!(c.by_context, expected(&[(addrs(&[]), &[(0x100, 0x104, 1)], &[(0x118, 0x500, 1), (0x104, 0x10c, 1), (0x508, 0x100, 1)])]));
+    let (c, _) = run(LINE, &[(s, 1)]);
+    assert_eq!(
+        c.by_context,
+        expected(&[(frames("main"), &[(0x100, 0x104, 1)], &[(0x118, 0x500, 1), (0x104, 0x10c, 1)]), (frames("fact"), &[], &[(0x508, 0x100, 1)])])
+    );
+}
+
+#[test]
+fn line_ranges_are_split_by_inline_context() {
+    // main3 calls outer, which runs through its inlined `inl` and returns.
+    let s = sample(&[0x904], &[(0x810, 0x904), (0x900, 0x800)]);
+    let (c, _) = run(LINE, &[(s.clone(), 5)]);
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (frames("main3:0 @ outer"), &[(0x80c, 0x810, 5), (0x800, 0x800, 5)], &[(0x810, 0x904, 5)]),
+            (frames("main3:0 @ outer:2 @ inl"), &[(0x804, 0x808, 5)], &[]),
+            (frames("main3"), &[], &[(0x900, 0x800, 5)]),
+        ])
+    );
+    assert_eq!(c.inlined_leaf, hashbrown::HashSet::from([frames("main3:0 @ outer:2 @ inl")]));
+    // Probe binaries record the whole range on the caller's call site.
+    let (c, _) = run(PROBE, &[(s, 5)]);
+    assert_eq!(c.by_context, expected(&[(addrs(&[0x900]), &[(0x800, 0x810, 5)], &[(0x810, 0x904, 5)]), (addrs(&[]), &[], &[(0x900, 0x800, 5)])]));
+}
+
+#[test]
+fn repeated_samples_accumulate_and_unwind_all_matches_sequential() {
+    let samples = vec![(nested_calls(), 2), (call_then_return(), 3), (nested_calls(), 4)];
+    let (seq, seq_stats) = run(PROBE, &samples);
+    let code = Fake::new();
+    let (par, par_stats) = unwind_all(&code, &samples, PROBE);
+    assert_eq!(par.by_context, seq.by_context);
+    assert_eq!(par_stats, seq_stats);
+    assert_eq!(seq.by_context[&addrs(&[0x108])].ranges[&(v(0x200), v(0x208))], 6);
+}
+
+#[test]
+fn bogus_trace_and_empty_samples_are_rejected() {
+    let code = Fake::new();
+    let mut u = Unwinder::new(&code, PROBE);
+    assert!(!u.unwind(&sample(&[0x500], &[(0x118, 0x300)]), 1));
+    assert!(!u.unwind(&sample(&[], &[(0x118, 0x300)]), 1));
+    assert!(!u.unwind(&sample(&[0x300], &[]), 1));
+    let (c, st) = u.finish();
+    assert!(c.by_context.is_empty());
+    assert_eq!(st.bogus_traces, vec![(v(0x500), v(0x300))]);
+}
+
+#[test]
+fn normalisation_maps_return_addresses_and_overwrites_the_leaf() {
+    let code = Fake::new();
+    let mut st = NormalizeStats::default();
+    // Leaf 0x30c in bar, return addresses 0x20c (after foo's call) and 0x10c (after main's).
+    let s = normalize_hybrid_sample(&code, &[v(0x30c), v(0x20c), v(0x10c)], &[(v(0x208), v(0x300)), (v(0x108), v(0x200))], 2, &mut st);
+    assert_eq!(s, Some(nested_calls()));
+    assert_eq!(st, NormalizeStats { samples: 2, ..Default::default() });
+}
+
+#[test]
+fn normalisation_truncates_at_invalid_return_address() {
+    let code = Fake::new();
+    let mut st = NormalizeStats::default();
+    // 0x204 follows a non-call instruction: the stack is cut there.
+    let s = normalize_hybrid_sample(&code, &[v(0x30c), v(0x204), v(0x10c)], &[(v(0x208), v(0x300))], 1, &mut st);
+    assert_eq!(s, Some(sample(&[0x300], &[(0x208, 0x300)])));
+    assert_eq!(st.invalid_return_addrs, BTreeSet::from([v(0x204)]));
+    assert_eq!(
+        st.summary(1)[1],
+        (1, 1, "of truncated stack samples due to invalid return address, likely caused by frame pointer omission.")
+    );
+}
+
+#[test]
+fn normalisation_merges_external_frames_and_drops_external_root() {
+    let code = Fake::new();
+    let mut st = NormalizeStats::default();
+    // 0xdead0 and 0xdead4 are outside the binary; the external root frame is dropped too.
+    let s = normalize_hybrid_sample(
+        &code,
+        &[v(0x30c), v(0x20c), v(0xdead0), v(0xdead4), v(0x10c), v(0xbeef0)],
+        &[(v(0x208), v(0x300)), (v(0xdead8), v(0x200)), (v(0xdead0), v(0xdead4))],
+        1,
+        &mut st,
+    );
+    assert_eq!(s, Some(sample(&[0x300, 0x208, EXT, 0x108], &[(0x208, 0x300), (EXT, 0x200)])));
+    // An external leaf is counted, and with a non-empty LBR it is overwritten by the LBR target.
+    let s = normalize_hybrid_sample(&code, &[v(0xdead0), v(0x10c)], &[(v(EXT), v(0x200))], 3, &mut st);
+    assert_eq!(s, Some(sample(&[0x200, 0x108], &[(EXT, 0x200)])));
+    assert_eq!(st, NormalizeStats { samples: 4, leaf_external: 3, ..Default::default() });
+}
+
+#[test]
+fn normalisation_drops_prolog_leaves_and_empty_lbr() {
+    let code = Fake::new();
+    let mut st = NormalizeStats::default();
+    assert_eq!(normalize_hybrid_sample(&code, &[v(0x304), v(0x20c)], &[(v(0x208), v(0x300))], 1, &mut st), None);
+    assert_eq!(normalize_hybrid_sample(&code, &[v(0x30c), v(0x20c)], &[(v(0xdead0), v(0xdead4))], 2, &mut st), None);
+    assert_eq!(normalize_hybrid_sample(&code, &[], &[(v(0x208), v(0x300))], 4, &mut st), None);
+    assert_eq!(st, NormalizeStats { samples: 7, dropped_prolog_epilog: 1, dropped_empty_lbr: 2, ..Default::default() });
+}
+
+#[test]
+fn compress_recursion_matches_llvm_examples() {
+    let c = |s: &str, n: i32| {
+        let mut v: Vec<char> = s.chars().collect();
+        compress_recursion(&mut v, n);
+        v.into_iter().collect::<String>()
+    };
+    assert_eq!(c("ababc", -1), "abc");
+    assert_eq!(c("fff", -1), "f");
+    assert_eq!(c("aabb", -1), "ab");
+    assert_eq!(c("abcbc", -1), "abc");
+    assert_eq!(c("abab", 1), "abab");
+    assert_eq!(c("aabab", 1), "abab");
+    assert_eq!(c("abcabcx", -1), "abcx");
+    assert_eq!(c("abcabcx", 2), "abcabcx");
+    assert_eq!(c("xyz", 0), "xyz");
+    assert_eq!(c("", -1), "");
+}
+
+#[test]
+fn trim_context_keeps_last_frames() {
+    let mut v = vec![1, 2, 3, 4];
+    trim_context(&mut v, 2);
+    assert_eq!(v, vec![3, 4]);
+    trim_context(&mut v, -1);
+    assert_eq!(v, vec![3, 4]);
+    trim_context(&mut v, 0);
+    assert!(v.is_empty());
+}

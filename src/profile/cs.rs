@@ -1,0 +1,609 @@
+//! Context-sensitive profile generation (llvm-profgen's `CSProfileGenerator`, reference §6.5).
+//!
+//! In: [`ContextCounters`] from the virtual unwinder and the binary model. Out: a flat CS
+//! [`Profile`] keyed by full calling contexts (`[main:1 @ foo:2 @ bar]`), before the
+//! post-passes (pre-inliner, trimming, nesting).
+//!
+//! Matches llvm-profgen-19 output (checked against it in `tests/cs_*_oracle.rs`), except:
+//! - [`CsOptions::callee_context_base_discriminator`] optionally fixes LLVM 19's raw-discriminator
+//!   callee contexts (off by default, i.e. LLVM's behaviour);
+//! - probes whose inline chain names a function without `.pseudo_probe_desc` entry are skipped
+//!   and counted ([`ProbeCsStats`]) where llvm-profgen dereferences a null descriptor;
+//! - tail-call inference walks edges in address/function order (llvm-profgen: hash order), which
+//!   only matters when a cached search result depends on the walk order.
+
+use crate::addr::Vaddr;
+use crate::aggregate::unwinder::CodeView;
+use crate::binary::probes::{NodeId, Probe, ProbeInfo, ProbeType};
+use crate::binary::dwarf::{base_discriminator, canonical_fn_name, duplication_factor};
+use crate::postpass::{compress_recursion, trim_context};
+use crate::aggregate::{ContextCounters, ContextKey};
+use crate::binary::{FuncId, FuncRange, InstKind};
+use crate::profile::model::attr;
+use crate::profile::ranges::disjoint_ranges;
+use crate::profile::{Context, ContextFrame, FunctionSamples, LineLocation, Profile, ProfileKind};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Binary queries of the CS builders beyond the unwinder's [`CodeView`].
+pub trait CsCodeView: CodeView {
+    /// Start addresses of the instructions in `[start, end]` (inclusive), ascending.
+    fn insts_in(&self, start: Vaddr, end: Vaddr) -> impl Iterator<Item = Vaddr> + '_;
+    /// The function range containing `a`.
+    fn func_range(&self, a: Vaddr) -> Option<FuncRange>;
+    /// Name of the function entered by a branch to `a`: a function range that starts exactly at
+    /// `a` and is the function's entry (llvm-profgen's `getCalleeNameForAddress`, before
+    /// canonicalisation).
+    fn entry_func_name(&self, a: Vaddr) -> Option<Arc<str>>;
+}
+
+impl CsCodeView for crate::binary::Binary {
+    fn insts_in(&self, start: Vaddr, end: Vaddr) -> impl Iterator<Item = Vaddr> + '_ {
+        crate::binary::Binary::insts_in(self, start, end)
+    }
+    fn func_range(&self, a: Vaddr) -> Option<FuncRange> {
+        crate::binary::Binary::func_range(self, a).copied()
+    }
+    fn entry_func_name(&self, a: Vaddr) -> Option<Arc<str>> {
+        let r = self.func_range_at_start(a).filter(|r| r.is_entry)?;
+        Some(self.function(r.func).name.clone())
+    }
+}
+
+/// What the probe-based CS builder needs from the decoded `.pseudo_probe` and
+/// `.pseudo_probe_desc` sections.
+pub trait ProbeView {
+    /// Probes at instruction address `a`, in decoding order.
+    fn probes_at(&self, a: Vaddr) -> &[Probe];
+    /// Every probe of an inline-tree node.
+    fn node_probes(&self, n: NodeId) -> &[Probe];
+    /// GUID of the node's function.
+    fn node_guid(&self, n: NodeId) -> u64;
+    /// For an inlined node: the parent node and the call-site probe id in it. `None` for
+    /// top-level nodes (function bodies that were not inlined).
+    fn node_inline_site(&self, n: NodeId) -> Option<(NodeId, u32)>;
+    /// `.pseudo_probe_desc` entry: function name and CFG checksum.
+    fn func_desc(&self, guid: u64) -> Option<(&str, u64)>;
+
+    /// The first call probe at `a` (`getCallProbeForAddr`).
+    fn call_probe_at(&self, a: Vaddr) -> Option<Probe> {
+        self.probes_at(a).iter().find(|p| p.kind.is_call()).copied()
+    }
+}
+
+impl ProbeView for ProbeInfo {
+    fn probes_at(&self, a: Vaddr) -> &[Probe] {
+        ProbeInfo::probes_at(self, a)
+    }
+    fn node_probes(&self, n: NodeId) -> &[Probe] {
+        ProbeInfo::node_probes(self, n)
+    }
+    fn node_guid(&self, n: NodeId) -> u64 {
+        self.node(n).guid
+    }
+    fn node_inline_site(&self, n: NodeId) -> Option<(NodeId, u32)> {
+        let node = self.node(n);
+        (node.parent != NodeId::ROOT).then_some((node.parent, node.callsite))
+    }
+    fn func_desc(&self, guid: u64) -> Option<(&str, u64)> {
+        self.desc(guid).map(|d| (&*d.name, d.hash))
+    }
+}
+
+/// Options of CS profile generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CsOptions {
+    /// `--update-total-samples`.
+    pub update_total_samples: bool,
+    /// Line-based: create the callee context of a call at the caller's *base* discriminator,
+    /// like body contexts. llvm-profgen-19 uses the raw discriminator (reference §8.6), which
+    /// strands the call's head samples in a context no body sample reaches and doubles the
+    /// caller's call-site count through inference. Off = identical to llvm-profgen-19.
+    pub callee_context_base_discriminator: bool,
+    /// `--infer-missing-frames` (probe-based only).
+    pub infer_missing_frames: bool,
+    /// `--max-search-depth`.
+    pub max_search_depth: u32,
+    /// `--compress-recursion`.
+    pub max_compression_size: i32,
+    /// `--csprof-max-context-depth`.
+    pub max_context_depth: i32,
+}
+
+impl Default for CsOptions {
+    fn default() -> Self {
+        CsOptions {
+            update_total_samples: false,
+            callee_context_base_discriminator: false,
+            infer_missing_frames: true,
+            max_search_depth: u32::MAX - 1,
+            max_compression_size: -1,
+            max_context_depth: -1,
+        }
+    }
+}
+
+/// Flat CS profiles by full context (root first, leaf location (0, 0)) while they are built.
+#[derive(Default)]
+struct ContextProfiles {
+    map: BTreeMap<Vec<ContextFrame>, FunctionSamples>,
+}
+
+impl ContextProfiles {
+    fn get_or_create(&mut self, ctx: &[ContextFrame], was_inlined: bool) -> &mut FunctionSamples {
+        let fs = self.map.entry(ctx.to_vec()).or_insert_with(|| {
+            FunctionSamples::new(&ctx.last().expect("contexts have a leaf frame").func)
+        });
+        if was_inlined {
+            fs.attributes |= attr::WAS_INLINED;
+        }
+        fs
+    }
+
+    /// `populateInferredFunctionSamples`: a context without head samples (e.g. inlined in the
+    /// binary, so no call was seen) gives its parent an estimated call count at its call site.
+    /// Children before parents, as in llvm-profgen's post-order walk.
+    fn infer_callsite_samples(&mut self) {
+        let max_len = self.map.keys().map(Vec::len).max().unwrap_or(0);
+        for len in (2..=max_len).rev() {
+            let at_len: Vec<Vec<ContextFrame>> = self.map.keys().filter(|k| k.len() == len).cloned().collect();
+            for ctx in at_len {
+                let fs = &self.map[&ctx];
+                if fs.head_samples != 0 {
+                    continue;
+                }
+                let mut estimate = head_samples_estimate(fs);
+                if estimate == 0 && fs.body.is_empty() {
+                    estimate = 1;
+                }
+                let callee = ctx[len - 1].func.clone();
+                let callsite = ctx[len - 2].loc;
+                let mut parent = ctx[..len - 1].to_vec();
+                parent[len - 2].loc = LineLocation::default();
+                let p = self.get_or_create(&parent, false);
+                p.add_call_target(callsite, &callee, estimate);
+                p.add_body(callsite, estimate);
+                p.add_total(estimate);
+            }
+        }
+    }
+
+    /// `updateFunctionSamples`: optional total recomputation, then body counts raised to their
+    /// call-target sums.
+    fn finish(mut self, kind: ProfileKind, update_total_samples: bool) -> Profile {
+        for fs in self.map.values_mut() {
+            if update_total_samples {
+                fs.total_samples = fs.body.values().fold(0u64, |t, b| t.saturating_add(b.count));
+            }
+            for b in fs.body.values_mut() {
+                let targets = b.call_targets.values().fold(0u64, |t, n| t.saturating_add(*n));
+                b.count = b.count.max(targets);
+            }
+        }
+        Profile {
+            kind,
+            functions: self.map.into_iter().map(|(k, v)| (Context(k), v)).collect(),
+            symbol_list: None,
+        }
+    }
+}
+
+/// `FunctionSamples::getHeadSamplesEstimate` for a flat CS profile without head samples: the
+/// first body sample, at least 1 when the profile has samples.
+fn head_samples_estimate(fs: &FunctionSamples) -> u64 {
+    let first = fs.body.values().next().map_or(0, |b| b.count);
+    if first != 0 { first } else { u64::from(fs.total_samples > 0) }
+}
+
+/// CS line-based profile (`generateLineNumBasedProfile`) from [`ContextKey::Frames`] counters.
+pub fn generate_line_cs<C: CsCodeView + ?Sized>(code: &C, counters: &ContextCounters, opts: &CsOptions) -> Profile {
+    let fs_discr = code.uses_fs_discriminators();
+    let mut profiles = ContextProfiles::default();
+    let mut keys: Vec<&ContextKey> = counters.by_context.keys().collect();
+    keys.sort();
+    for key in keys {
+        let ContextKey::Frames(ctx) = key else { continue };
+        let c = &counters.by_context[key];
+        if !ctx.is_empty() {
+            let fs = profiles.get_or_create(ctx, counters.inlined_leaf.contains(key));
+            for (start, end, n) in disjoint_ranges(c.ranges.iter().map(|(&r, &n)| (r, n))) {
+                // Zero segments are gaps that belong to no range of this context.
+                if n == 0 {
+                    continue;
+                }
+                for a in code.insts_in(start, end) {
+                    let Some(leaf) = code.inline_stack(a).last().cloned() else { continue };
+                    let loc = LineLocation::new(leaf.line_offset, base_discriminator(leaf.discriminator, fs_discr));
+                    // Lines keep the max over their instructions, scaled back for unrolled copies.
+                    let scaled = n.saturating_mul(u64::from(duplication_factor(leaf.discriminator, fs_discr)));
+                    fs.max_body(loc, scaled);
+                    fs.add_total(n);
+                }
+            }
+        }
+        let mut branches: Vec<(&(Vaddr, Vaddr), &u64)> = c.branches.iter().collect();
+        branches.sort();
+        for (&(src, dst), &n) in branches {
+            let Some(callee) = code.entry_func_name(dst) else { continue };
+            let callee = canonical_fn_name(&callee);
+            let mut callsite = LineLocation::default();
+            // A call from a context-less (external) source enters the callee's base context.
+            if !ctx.is_empty()
+                && let Some(leaf) = code.inline_stack(src).last()
+            {
+                let base = base_discriminator(leaf.discriminator, fs_discr);
+                profiles.get_or_create(ctx, false).add_call_target(LineLocation::new(leaf.line_offset, base), callee, n);
+                let discr = if opts.callee_context_base_discriminator { base } else { leaf.discriminator };
+                callsite = LineLocation::new(leaf.line_offset, discr);
+            }
+            let mut callee_ctx = ctx.clone();
+            if let Some(last) = callee_ctx.last_mut() {
+                last.loc = callsite;
+            }
+            callee_ctx.push(ContextFrame { func: callee.to_string(), loc: LineLocation::default() });
+            profiles.get_or_create(&callee_ctx, false).add_head(n);
+        }
+    }
+    profiles.infer_callsite_samples();
+    let kind = ProfileKind { context_sensitive: true, probe_based: false, preinlined: false, fs_discriminator: fs_discr };
+    profiles.finish(kind, opts.update_total_samples)
+}
+
+/// Probe-based CS generation problems that llvm-profgen would crash on; counted, not fatal.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProbeCsStats {
+    /// Probes skipped because a function on their inline chain has no `.pseudo_probe_desc`.
+    pub probes_without_desc: u64,
+}
+
+/// CS probe-based profile (`generateProbeBasedProfile`) from [`ContextKey::Addrs`] counters.
+pub fn generate_probe_cs<C: CsCodeView + ?Sized, P: ProbeView + ?Sized>(
+    code: &C,
+    probes: &P,
+    counters: &ContextCounters,
+    opts: &CsOptions,
+) -> (Profile, ProbeCsStats) {
+    let mut g = ProbeCsBuilder {
+        probes,
+        opts,
+        inferrer: opts.infer_missing_frames.then(|| MissingFrameInferrer::new(code, counters, opts.max_search_depth)),
+        profiles: ContextProfiles::default(),
+        stats: ProbeCsStats::default(),
+    };
+    let mut keys: Vec<&ContextKey> = counters.by_context.keys().collect();
+    keys.sort();
+    for key in keys {
+        let ContextKey::Addrs(sites) = key else { continue };
+        let c = &counters.by_context[key];
+        g.body_samples(code, sites, c);
+        g.boundary_samples(code, sites, c);
+    }
+    let kind = ProfileKind { context_sensitive: true, probe_based: true, preinlined: false, fs_discriminator: false };
+    let profile = g.profiles.finish(kind, opts.update_total_samples);
+    (profile, g.stats)
+}
+
+/// A profile context resolved for one leaf probe.
+struct ProbeContext {
+    frames: Vec<ContextFrame>,
+    was_inlined: bool,
+    checksum: u64,
+}
+
+struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
+    probes: &'a P,
+    opts: &'a CsOptions,
+    inferrer: Option<MissingFrameInferrer>,
+    profiles: ContextProfiles,
+    stats: ProbeCsStats,
+}
+
+impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
+    fn body_samples<C: CsCodeView + ?Sized>(&mut self, code: &C, sites: &[Vaddr], c: &crate::aggregate::Counters) {
+        // Sum per probe over the disjoint segments; a probe is identified by its address and
+        // position at that address.
+        let mut probe_counts: BTreeMap<(Vaddr, usize), u64> = BTreeMap::new();
+        for (start, end, n) in disjoint_ranges(c.ranges.iter().map(|(&r, &n)| (r, n))) {
+            for a in code.insts_in(start, end) {
+                for i in 0..self.probes.probes_at(a).len() {
+                    let e = probe_counts.entry((a, i)).or_default();
+                    *e = e.saturating_add(n);
+                }
+            }
+        }
+        let mut sampled_nodes: BTreeMap<NodeId, BTreeSet<Vec<ContextFrame>>> = BTreeMap::new();
+        for ((a, i), n) in probe_counts {
+            let probe = self.probes.probes_at(a)[i];
+            // Zero counts come from gaps that belong to no range of this context.
+            if probe.kind != ProbeType::Block || n == 0 {
+                continue;
+            }
+            let Some(ctx) = self.leaf_probe_context(code, sites, &probe) else { continue };
+            let fs = self.profiles.get_or_create(&ctx.frames, ctx.was_inlined);
+            fs.checksum = Some(ctx.checksum);
+            let loc = LineLocation::new(probe.index, probe.discriminator);
+            fs.add_body(loc, n);
+            fs.add_total(n);
+            if probe.index == 1 {
+                fs.add_head(n);
+                // An inlined callee's entry count is its inliner's call count at the call site.
+                let inliner = self
+                    .probes
+                    .node_inline_site(probe.node)
+                    .and_then(|(parent, _)| self.probes.func_desc(self.probes.node_guid(parent)));
+                let len = ctx.frames.len();
+                if let (Some((_, inliner_hash)), true) = (inliner, len > 1) {
+                    let callsite = ctx.frames[len - 2].loc;
+                    let callee = ctx.frames[len - 1].func.clone();
+                    let mut parent = ctx.frames[..len - 1].to_vec();
+                    parent[len - 2].loc = LineLocation::default();
+                    let p = self.profiles.get_or_create(&parent, false);
+                    p.checksum = Some(inliner_hash);
+                    p.add_body(callsite, n);
+                    p.add_total(n);
+                    p.add_call_target(callsite, &callee, n);
+                }
+            }
+            sampled_nodes.entry(probe.node).or_default().insert(ctx.frames);
+        }
+        // Unsampled probes of a sampled function instance get explicit zeros, so the compiler
+        // can tell "not executed" from "optimized away".
+        for (node, contexts) in sampled_nodes {
+            for ctx in contexts {
+                let fs = self.profiles.get_or_create(&ctx, false);
+                for p in self.probes.node_probes(node) {
+                    fs.add_body(LineLocation::new(p.index, p.discriminator), 0);
+                }
+            }
+        }
+    }
+
+    fn boundary_samples<C: CsCodeView + ?Sized>(&mut self, code: &C, sites: &[Vaddr], c: &crate::aggregate::Counters) {
+        let mut branches: Vec<(&(Vaddr, Vaddr), &u64)> = c.branches.iter().collect();
+        branches.sort();
+        for (&(src, dst), &n) in branches {
+            let Some(call) = self.probes.call_probe_at(src) else { continue };
+            let Some(ctx) = self.leaf_probe_context(code, sites, &call) else { continue };
+            let fs = self.profiles.get_or_create(&ctx.frames, ctx.was_inlined);
+            fs.checksum = Some(ctx.checksum);
+            fs.add_body(LineLocation::new(call.index, 0), n);
+            fs.add_total(n);
+            if let Some(callee) = code.entry_func_name(dst) {
+                fs.add_call_target(LineLocation::new(call.index, call.discriminator), canonical_fn_name(&callee), n);
+            }
+        }
+    }
+
+    /// `getContextNodeForLeafProbe`: call sites (with inferred tail-call frames) expanded through
+    /// their call probes' inline contexts, then the leaf probe's inline context.
+    fn leaf_probe_context<C: CsCodeView + ?Sized>(&mut self, code: &C, sites: &[Vaddr], leaf: &Probe) -> Option<ProbeContext> {
+        let inferred;
+        let sites = match self.inferrer.as_mut() {
+            Some(inf) => {
+                let mut with_leaf = sites.to_vec();
+                with_leaf.push(leaf.addr);
+                let mut ctx = inf.infer(code, &with_leaf);
+                ctx.pop();
+                inferred = ctx;
+                &inferred[..]
+            }
+            None => sites,
+        };
+        // From the leaf side up to the first call site without a call probe.
+        let mut calls: Vec<Probe> = sites.iter().rev().map_while(|&a| self.probes.call_probe_at(a)).collect();
+        calls.reverse();
+        let mut frames = Vec::new();
+        for call in &calls {
+            self.push_inline_context(call, &mut frames)?;
+        }
+        self.push_inline_context(leaf, &mut frames)?;
+        let mut leaf_frame = frames.pop()?;
+        leaf_frame.loc = LineLocation::default();
+        compress_recursion(&mut frames, self.opts.max_compression_size);
+        trim_context(&mut frames, self.opts.max_context_depth);
+        frames.push(leaf_frame);
+        let (_, checksum) = self.probes.func_desc(self.probes.node_guid(leaf.node))?;
+        Some(ProbeContext { frames, was_inlined: self.probes.node_inline_site(leaf.node).is_some(), checksum })
+    }
+
+    /// Appends the probe's inline chain, root first, ending with (probe's function, probe id).
+    /// An unknown call site (id 0) above the leaf clears everything collected so far.
+    fn push_inline_context(&mut self, probe: &Probe, out: &mut Vec<ContextFrame>) -> Option<()> {
+        let name = |g: &Self, node: NodeId| -> Option<String> {
+            let guid = g.probes.node_guid(node);
+            g.probes.func_desc(guid).map(|(n, _)| n.to_string())
+        };
+        let mut chain = Vec::new();
+        let mut node = probe.node;
+        while let Some((parent, site)) = self.probes.node_inline_site(node) {
+            chain.push((parent, site));
+            node = parent;
+        }
+        chain.reverse();
+        let mut resolved = Vec::with_capacity(chain.len() + 1);
+        for (parent, site) in chain {
+            resolved.push((name(self, parent), site));
+        }
+        resolved.push((name(self, probe.node), probe.index));
+        if resolved.iter().any(|(n, _)| n.is_none()) {
+            self.stats.probes_without_desc += 1;
+            return None;
+        }
+        let last = resolved.len() - 1;
+        for (i, (func, id)) in resolved.into_iter().enumerate() {
+            if id == 0 && i != last {
+                out.clear();
+                continue;
+            }
+            out.push(ContextFrame { func: func.unwrap_or_default(), loc: LineLocation::new(id, 0) });
+        }
+        Some(())
+    }
+}
+
+/// Recovers call frames lost to tail calls (llvm-profgen's `MissingFrameInferrer`, reference
+/// §5.5): between a call site and the next frame, if the callee is reachable from the call's
+/// sampled targets through exactly one chain of sampled tail calls, that chain's jump sites are
+/// inserted as frames.
+pub struct MissingFrameInferrer {
+    call_edges: BTreeMap<Vaddr, BTreeSet<FuncId>>,
+    tail_call_edges: BTreeMap<Vaddr, BTreeSet<FuncId>>,
+    tail_call_targets: BTreeSet<FuncId>,
+    tail_calls_by_func: BTreeMap<FuncId, Vec<Vaddr>>,
+    max_depth: u32,
+    depth: u32,
+    visiting: BTreeSet<FuncId>,
+    unique_paths: BTreeMap<(FuncId, FuncId), Vec<Vaddr>>,
+    non_unique_paths: BTreeMap<(FuncId, FuncId), u64>,
+}
+
+impl MissingFrameInferrer {
+    /// Call and tail-call edges come from the sampled branches of all contexts: a call
+    /// instruction's sampled targets, and for jumps leaving their function range (direct jumps to
+    /// another function, indirect jumps) the sampled targets in other ranges.
+    pub fn new<C: CsCodeView + ?Sized>(code: &C, counters: &ContextCounters, max_depth: u32) -> Self {
+        let mut calls: BTreeMap<Vaddr, BTreeSet<Vaddr>> = BTreeMap::new();
+        let mut tail_calls: BTreeMap<Vaddr, BTreeSet<Vaddr>> = BTreeMap::new();
+        for c in counters.by_context.values() {
+            for &(from, to) in c.branches.keys() {
+                let Some(from_range) = code.func_range(from) else { continue };
+                let to_range = code.func_range(to);
+                match code.inst_kind(from) {
+                    Some(InstKind::Call) => {
+                        calls.entry(from).or_default().insert(to);
+                    }
+                    Some(InstKind::DirectJump) if to_range.is_some_and(|t| t.func != from_range.func) => {
+                        tail_calls.entry(from).or_default().insert(to);
+                    }
+                    Some(InstKind::IndirectJump) if to_range.map(|t| t.start) != Some(from_range.start) => {
+                        tail_calls.entry(from).or_default().insert(to);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let func_of = |a: Vaddr| code.func_range(a).map(|r| r.func);
+        let mut inf = MissingFrameInferrer {
+            call_edges: BTreeMap::new(),
+            tail_call_edges: BTreeMap::new(),
+            tail_call_targets: BTreeSet::new(),
+            tail_calls_by_func: BTreeMap::new(),
+            max_depth,
+            depth: 0,
+            visiting: BTreeSet::new(),
+            unique_paths: BTreeMap::new(),
+            non_unique_paths: BTreeMap::new(),
+        };
+        for (from, targets) in calls {
+            for f in targets.into_iter().filter_map(func_of) {
+                inf.call_edges.entry(from).or_default().insert(f);
+            }
+        }
+        for (from, targets) in tail_calls {
+            for f in targets.into_iter().filter_map(func_of) {
+                inf.tail_call_edges.entry(from).or_default().insert(f);
+                inf.tail_call_targets.insert(f);
+            }
+            if let Some(f) = func_of(from) {
+                inf.tail_calls_by_func.entry(f).or_default().push(from);
+            }
+        }
+        inf
+    }
+
+    /// `context` = call sites root first, then the leaf address; returns it with inferred
+    /// tail-call sites inserted.
+    pub fn infer<C: CsCodeView + ?Sized>(&mut self, code: &C, context: &[Vaddr]) -> Vec<Vaddr> {
+        if context.len() <= 1 {
+            return context.to_vec();
+        }
+        let mut out = Vec::with_capacity(context.len());
+        for w in context.windows(2) {
+            self.infer_between(code, w[0], w[1], &mut out);
+        }
+        out.extend(context.last());
+        out
+    }
+
+    fn infer_between<C: CsCodeView + ?Sized>(&mut self, code: &C, from: Vaddr, to: Vaddr, path: &mut Vec<Vaddr>) {
+        path.push(from);
+        let pos = path.len();
+        let Some(to_func) = code.func_range(to).map(|r| r.func) else { return };
+        let Some(callees) = self.call_edges.get(&from).cloned() else { return };
+        // A direct call of the next frame's function needs no inference.
+        if callees.contains(&to_func) || !self.tail_call_targets.contains(&to_func) {
+            return;
+        }
+        self.visiting.clear();
+        self.depth = 0;
+        let mut paths = 0;
+        for callee in callees {
+            paths += self.unique_path_from_func(callee, to_func, path);
+            if paths > 1 {
+                break;
+            }
+        }
+        if paths != 1 {
+            path.truncate(pos);
+        }
+    }
+
+    fn unique_path_from_func(&mut self, from: FuncId, to: FuncId, path: &mut Vec<Vaddr>) -> u64 {
+        if from == to {
+            return 1;
+        }
+        // A cycle; checked before the cache because cached results may include this path.
+        if self.visiting.contains(&from) {
+            return 0;
+        }
+        if let Some(p) = self.unique_paths.get(&(from, to)) {
+            path.extend_from_slice(p);
+            return 1;
+        }
+        if let Some(&n) = self.non_unique_paths.get(&(from, to)) {
+            return n;
+        }
+        let pos = path.len();
+        if self.depth == self.max_depth {
+            return 0;
+        }
+        let Some(sites) = self.tail_calls_by_func.get(&from).cloned() else { return 0 };
+        self.depth += 1;
+        self.visiting.insert(from);
+        let mut paths = 0;
+        for site in sites {
+            paths += self.unique_path_from_site(site, to, path);
+            if paths > 1 {
+                break;
+            }
+        }
+        self.depth -= 1;
+        self.visiting.remove(&from);
+        if paths == 1 {
+            self.unique_paths.insert((from, to), path[pos..].to_vec());
+        } else {
+            path.truncate(pos);
+            self.non_unique_paths.insert((from, to), paths);
+        }
+        paths
+    }
+
+    fn unique_path_from_site(&mut self, site: Vaddr, to: FuncId, path: &mut Vec<Vaddr>) -> u64 {
+        let Some(targets) = self.tail_call_edges.get(&site).cloned() else { return 0 };
+        path.push(site);
+        let mut paths = 0;
+        for t in targets {
+            paths += self.unique_path_from_func(t, to, path);
+            if paths > 1 {
+                break;
+            }
+        }
+        if paths != 1 {
+            path.pop();
+        }
+        paths
+    }
+}
+
+#[cfg(test)]
+mod tests;
