@@ -3,7 +3,10 @@
 //! Everything user-visible besides the profile (warnings, the summary line) is produced here.
 
 use crate::aggregate::lbr::lbr_counters;
+use crate::addr::Vaddr;
 use crate::aggregate::samples::{AggregatedSamples, Aggregator, SampleMode, SampleStats};
+use crate::aggregate::unwinder::{HybridSample, NormalizeStats, UnwindOptions, normalize_hybrid_sample, unwind_all};
+use crate::profile::cs::{CsOptions, generate_line_cs, generate_probe_cs};
 use crate::aggregate::{ContextCounters, ContextKey};
 use crate::binary::{Binary, LoadOptions};
 use crate::config::{Config, Input};
@@ -25,6 +28,9 @@ pub struct RunReport {
     /// How the binary was recognised in the inputs' mmap events.
     pub matched_by: Option<MatchedBy>,
     pub functions_in_profile: usize,
+    /// Samples with call stacks that could not be unwound (leaf in a prolog/epilog, no LBR entry
+    /// in the binary).
+    pub not_unwound: u64,
 }
 
 impl RunReport {
@@ -49,6 +55,9 @@ impl RunReport {
         );
         if !dropped.is_empty() {
             line.push_str(&format!(" ({})", dropped.join(", ")));
+        }
+        if self.not_unwound > 0 {
+            line.push_str(&format!("; {} samples not unwound (stack sampled in a prolog/epilog, or no branch in the binary)", self.not_unwound));
         }
         match self.matched_by {
             Some(MatchedBy::BuildId) => line.push_str("; binary matched by build id"),
@@ -259,22 +268,47 @@ fn read_samples(cfg: &Config, binary: &Binary, input: &Input, report: &mut RunRe
     Ok(samples)
 }
 
-fn samples_to_counters(cfg: &Config, binary: &Binary, samples: &AggregatedSamples, report: &mut RunReport) -> ContextCounters {
-    let mut out = ContextCounters::default();
-    if samples.has_call_stacks {
-        // Context-sensitive unwinding (unwinder branch).
-        let _ = report;
-        todo!("unwinder")
+fn unwind_options(cfg: &Config, binary: &Binary) -> UnwindOptions {
+    UnwindOptions {
+        probe_based: binary.probes().is_some(),
+        max_compression_size: cfg.compress_recursion,
+        max_context_depth: cfg.max_context_depth,
     }
-    let counters = lbr_counters(binary, samples, cfg.leading_ip_only);
-    *out.counters_mut(ContextKey::None) = counters;
-    out
+}
+
+fn push_warning_summaries(report: &mut RunReport, lines: Vec<(u64, u64, &'static str)>) {
+    report.warnings.extend(lines.into_iter().filter_map(|(n, total, msg)| warning_summary(n, total, msg)));
+}
+
+fn samples_to_counters(cfg: &Config, binary: &Binary, samples: &AggregatedSamples, report: &mut RunReport) -> ContextCounters {
+    if !samples.has_call_stacks {
+        let mut out = ContextCounters::default();
+        *out.counters_mut(ContextKey::None) = lbr_counters(binary, samples, cfg.leading_ip_only);
+        return out;
+    }
+    // Normalise each distinct sample (return addresses → call sites, leaf → LBR tip), merge the
+    // ones that became identical, then unwind them in parallel.
+    let mut normalize = NormalizeStats::default();
+    let mut hybrid: hashbrown::HashMap<HybridSample, u64> = hashbrown::HashMap::new();
+    for (view, n) in samples.iter() {
+        let stack: Vec<Vaddr> = view.call_stack().collect();
+        let lbr: Vec<(Vaddr, Vaddr)> = view.branches().collect();
+        if let Some(h) = normalize_hybrid_sample(binary, &stack, &lbr, n, &mut normalize) {
+            let c = hybrid.entry(h).or_default();
+            *c = c.saturating_add(n);
+        }
+    }
+    let hybrid: Vec<(HybridSample, u64)> = hybrid.into_iter().collect();
+    let (counters, unwind) = unwind_all(binary, &hybrid, unwind_options(cfg, binary));
+    report.not_unwound = normalize.dropped_prolog_epilog.saturating_add(normalize.dropped_empty_lbr);
+    push_warning_summaries(report, normalize.summary(samples.len() as u64));
+    push_warning_summaries(report, unwind.summary(counters.by_context.len() as u64));
+    counters
 }
 
 fn build_profile(cfg: &Config, binary: &Binary, counters: &ContextCounters, report: &mut RunReport) -> Result<Profile, Error> {
     if counters.context_sensitive {
-        let _ = report;
-        todo!("cs builders")
+        return build_cs_profile(cfg, binary, counters, report);
     }
     let empty = Default::default();
     let c = counters.by_context.get(&ContextKey::None).unwrap_or(&empty);
@@ -292,6 +326,34 @@ fn build_profile(cfg: &Config, binary: &Binary, counters: &ContextCounters, repo
     postpass::update_function_samples(&mut profile, cfg.update_total_samples);
     let thresholds = thresholds(cfg, &profile)?;
     postpass::post_process_non_cs(&mut profile, &cfg.postpass, &thresholds);
+    Ok(profile)
+}
+
+fn build_cs_profile(cfg: &Config, binary: &Binary, counters: &ContextCounters, report: &mut RunReport) -> Result<Profile, Error> {
+    let opts = CsOptions {
+        update_total_samples: cfg.update_total_samples,
+        callee_context_base_discriminator: true,
+        infer_missing_frames: cfg.infer_missing_frames,
+        max_search_depth: cfg.max_search_depth,
+        max_compression_size: cfg.compress_recursion,
+        max_context_depth: cfg.max_context_depth,
+    };
+    let mut profile = match binary.probes() {
+        Some(probes) => {
+            let (profile, stats) = generate_probe_cs(binary, probes, counters, &opts);
+            if stats.probes_without_desc > 0 {
+                report.warnings.push(format!(
+                    "{} probes skipped: a function on their inline chain has no .pseudo_probe_desc entry",
+                    stats.probes_without_desc
+                ));
+            }
+            profile
+        }
+        None => generate_line_cs(binary, counters, &opts),
+    };
+    // Thresholds come from the context-less merge of the flat CS profile.
+    let thresholds = thresholds(cfg, &postpass::context_less_profile(&profile))?;
+    postpass::post_process_cs(&mut profile, &cfg.postpass, &thresholds, &postpass::NoContextSizes);
     Ok(profile)
 }
 
