@@ -419,3 +419,33 @@ fn propeller_lbr_file_decodes() {
     let bin = report.info.build_ids.iter().find(|(p, _)| p.ends_with("propeller_sample_1.bin.gen")).unwrap();
     assert_eq!(bin.1[..8], [0x57, 0x2a, 0xc7, 0x24, 0x87, 0xae, 0x19, 0x66]);
 }
+
+/// Decode throughput on the real LBR file; run in release:
+/// `cargo test --release --test perf_data_reader throughput -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn throughput() {
+    let path = Path::new(PROPELLER);
+    let Ok(bytes) = std::fs::read(path) else { return };
+    let rounds = 200;
+    let start = std::time::Instant::now();
+    let mut branches = 0usize;
+    let mut samples = 0u64;
+    for _ in 0..rounds {
+        let report = read_perf_data(&bytes, path, |e| {
+            if let PerfEvent::Sample(s) = e {
+                branches += s.branches.len();
+            }
+        })
+        .unwrap();
+        samples += report.samples;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let mb = (bytes.len() * rounds) as f64 / 1e6;
+    println!(
+        "{:.0} MB/s, {:.2} M samples/s ({} branches seen)",
+        mb / secs,
+        samples as f64 / secs / 1e6,
+        branches
+    );
+}
