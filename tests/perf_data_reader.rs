@@ -145,7 +145,48 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
     v
 }
 
+/// The event kinds in delivery order, with sample times, as `perf script` delivers them.
+fn order_from_perf_script(script: &str) -> String {
+    let mut out = String::new();
+    // Tab-indented lines are callchains (printed in pipe mode whatever -F says).
+    for line in script.lines().filter(|l| !l.starts_with('\t') && !l.trim().is_empty()) {
+        let Some((_, rest)) = line.trim_start().split_once(char::is_whitespace) else { continue };
+        let (time, rest) = rest.trim_start().split_once(':').unwrap();
+        let kind = match rest.trim().split([' ', ':', '(']).next().unwrap() {
+            "" => format!("SAMPLE {}", time.replace('.', "").parse::<u64>().unwrap()),
+            k => k.trim_start_matches("PERF_RECORD_").trim_end_matches('2').to_owned(),
+        };
+        out += &kind;
+        out.push('\n');
+    }
+    out
+}
+
+fn order_of(event: &PerfEvent<'_>) -> String {
+    match event {
+        PerfEvent::Sample(s) => format!("SAMPLE {}", s.time.unwrap_or(0)),
+        PerfEvent::Mmap(_) => "MMAP".into(),
+        PerfEvent::Comm { .. } => "COMM".into(),
+        PerfEvent::Fork { .. } => "FORK".into(),
+        PerfEvent::Exit { .. } => "EXIT".into(),
+    }
+}
+
 fn check_against_perf(name: &str) -> ReadReport {
+    let expected_order = golden(name, "order", |f| {
+        let args = ["script", "-F", "pid,time", "--ns", "--show-mmap-events", "--show-task-events", "-i", f];
+        order_from_perf_script(&run_perf(&args))
+    });
+    let path = fixture(name);
+    let bytes = std::fs::read(&path).unwrap();
+    let mut order = String::new();
+    read_perf_data(&bytes, &path, |e| {
+        order += &order_of(&e);
+        order.push('\n');
+    })
+    .unwrap();
+    assert_eq!(order, expected_order, "{name}: delivery order");
+
     let expected = golden(name, "golden", |f| {
         sorted(canonical_from_perf_dump(&run_perf(&["report", "-D", "-i", f]))).join("\n") + "\n"
     });
@@ -268,8 +309,10 @@ impl std::io::Read for Trickle<'_> {
 fn split_chunks_decode_to_the_same_events() {
     let path = fixture("two_events.data");
     let bytes = std::fs::read(&path).unwrap();
-    let (expected, _) = decode("two_events.data");
     let data = PerfData::parse(&bytes, &path).unwrap();
+    let mut expected = Vec::new();
+    data.decode(data.data_range(), |e| expected.push(canonical(&e))).unwrap();
+    assert_eq!(sorted(expected.clone()), sorted(decode("two_events.data").0));
     let chunks = data.split_data(4);
     assert_eq!(chunks.len(), 4);
     let mut lines = Vec::new();

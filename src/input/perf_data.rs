@@ -14,17 +14,20 @@
 //! event_desc; MMAP/MMAP2 (incl. build-id variant), COMM, FORK, EXIT, SAMPLE, LOST. Other known
 //! record types are skipped, unknown ones are skipped and counted. Little-endian files only.
 //!
-//! Events are delivered in file order. perf writes per-CPU buffers one after another within a
-//! "round", so across CPUs file order is not time order (perf script sorts by time); every
-//! [`Sample`](crate::input::Sample) carries its `time` when the file recorded it.
+//! Order: perf writes per-CPU buffers one after another within a "round", so file order is not
+//! time order, and a sample can precede the mmap of its binary. [`read_perf_data`],
+//! [`read_perf_data_stream`] and [`PerfData::decode_in_time_order`] deliver events in time order
+//! exactly like perf script (module `order`); [`PerfData::decode`] keeps file order.
 //!
 //! Parallel decoding (file mode): [`PerfData::split_data`] cuts the data section into ranges of
-//! whole records, and [`PerfData::decode`] decodes one range with its own state.
+//! whole records, and [`PerfData::decode`] decodes one range with its own state (file order; a
+//! caller that needs mmaps before samples can take the mmaps from a first pass).
 
 mod attr;
 mod bytes;
 mod decode;
 mod features;
+mod order;
 #[cfg(test)]
 mod tests;
 
@@ -90,8 +93,7 @@ pub fn read_perf_data(
     path: &Path,
     on_event: impl FnMut(PerfEvent<'_>),
 ) -> Result<ReadReport, Error> {
-    let data = PerfData::parse(bytes, path)?;
-    data.decode(data.data_range(), on_event)
+    PerfData::parse(bytes, path)?.decode_in_time_order(on_event)
 }
 
 /// Reads perf.data from a stream such as stdin. Pipe mode is decoded as it arrives, with memory
@@ -114,6 +116,7 @@ pub fn read_perf_data_stream(
     let mut reader = io::BufReader::with_capacity(1 << 20, reader);
     let mut decoder = Decoder::new(path);
     decoder.report.pipe_mode = true;
+    decoder.order_by_time();
     let sink: &mut Sink<'_> = &mut on_event;
     let mut offset = PIPE_HEADER_SIZE;
     let mut rec = Vec::with_capacity(usize::from(u16::MAX));
@@ -151,7 +154,7 @@ pub fn read_perf_data_stream(
             offset += extra;
         }
     }
-    decoder.finish(offset);
+    decoder.finish(offset, sink)?;
     Ok(decoder.report)
 }
 
@@ -246,11 +249,23 @@ impl<'a> PerfData<'a> {
         cuts.windows(2).map(|w| w[0]..w[1]).collect()
     }
 
+    /// Decodes all records, delivering events in time order like perf script.
+    pub fn decode_in_time_order(&self, mut on_event: impl FnMut(PerfEvent<'_>)) -> Result<ReadReport, Error> {
+        self.decode_range(self.data_range(), true, &mut on_event)
+    }
+
     /// Decodes the records in `range` (the whole [`data_range`](Self::data_range) or a piece from
-    /// [`split_data`](Self::split_data)). The report includes the header's info and warnings.
+    /// [`split_data`](Self::split_data)) in file order. The report includes the header's info and
+    /// warnings.
     pub fn decode(&self, range: Range<usize>, mut on_event: impl FnMut(PerfEvent<'_>)) -> Result<ReadReport, Error> {
-        let sink: &mut Sink<'_> = &mut on_event;
+        self.decode_range(range, false, &mut on_event)
+    }
+
+    fn decode_range(&self, range: Range<usize>, by_time: bool, sink: &mut Sink<'_>) -> Result<ReadReport, Error> {
         let mut decoder = self.template.fork();
+        if by_time {
+            decoder.order_by_time();
+        }
         let end = range.end.min(self.data.end);
         let data = self.bytes.get(range.start..end).unwrap_or_default();
         let mut pos = 0;
@@ -286,7 +301,7 @@ impl<'a> PerfData<'a> {
             }
             pos += extra as usize;
         }
-        decoder.finish((range.start + pos) as u64);
+        decoder.finish((range.start + pos) as u64, sink)?;
         Ok(decoder.report)
     }
 }

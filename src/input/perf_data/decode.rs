@@ -10,6 +10,7 @@ use zstd::stream::raw::Operation;
 use super::attr::*;
 use super::bytes::{c_str, u16_at, u32_at, u64_at, Cursor};
 use super::features;
+use super::order::{TimeOrder, ARENA_LIMIT};
 use super::{ReadReport, Truncation};
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::error::Error;
@@ -23,6 +24,7 @@ const RECORD_EXIT: u32 = 4;
 const RECORD_FORK: u32 = 7;
 const RECORD_SAMPLE: u32 = 9;
 const RECORD_MMAP2: u32 = 10;
+const FINISHED_ROUND: u32 = 68;
 const LAST_KERNEL_RECORD: u32 = 21; // PERF_RECORD_AUX_OUTPUT_HW_ID
 const HEADER_ATTR: u32 = 64;
 pub(super) const HEADER_TRACING_DATA: u32 = 66;
@@ -88,6 +90,10 @@ pub(super) struct Decoder<'p> {
     ids: HashMap<u64, usize>,
     /// Where samples carry their event id (see [`sample_id_offset`]).
     id_offset: Option<usize>,
+    /// Where records carry their timestamp (see [`time_offsets`]).
+    time_offsets: (Option<usize>, Option<usize>),
+    /// Set when events are delivered in time order rather than file order.
+    order: Option<TimeOrder>,
     callchain: Vec<RuntimeAddr>,
     branches: Vec<BranchEntry>,
     zstd: Option<zstd::stream::raw::Decoder<'static>>,
@@ -109,6 +115,8 @@ impl<'p> Decoder<'p> {
             attrs: Vec::new(),
             ids: HashMap::new(),
             id_offset: None,
+            time_offsets: (None, None),
+            order: None,
             callchain: Vec::new(),
             branches: Vec::new(),
             zstd: None,
@@ -125,6 +133,7 @@ impl<'p> Decoder<'p> {
         d.attrs = self.attrs.clone();
         d.ids = self.ids.clone();
         d.id_offset = self.id_offset;
+        d.time_offsets = self.time_offsets;
         d.report = self.report.clone();
         d
     }
@@ -133,6 +142,7 @@ impl<'p> Decoder<'p> {
         let index = self.attrs.len();
         if index == 0 {
             self.id_offset = sample_id_offset(&attr);
+            self.time_offsets = time_offsets(&attr);
         }
         self.attrs.push(attr);
         for id in ids {
@@ -152,10 +162,64 @@ impl<'p> Decoder<'p> {
         self.report.warnings.push(format!("{}: at {at}: {what}", self.path.display()));
     }
 
-    /// Decodes one whole record (`rec.len()` equals its header's size, which is at least 8).
-    /// Returns how many payload bytes follow the record outside its `size` (HEADER_TRACING_DATA
-    /// and AUXTRACE carry such payloads); the caller skips them.
+    /// Delivers events in time order from now on (see [`super::order`]).
+    pub(super) fn order_by_time(&mut self) {
+        self.order = Some(TimeOrder::default());
+    }
+
+    /// Takes one whole record (`rec.len()` equals its header's size, which is at least 8):
+    /// decodes it now, or queues it when ordering by time. Returns how many payload bytes follow
+    /// the record outside its `size` (HEADER_TRACING_DATA and AUXTRACE carry such payloads); the
+    /// caller skips them.
     pub(super) fn record(&mut self, rec: &[u8], loc: Loc, sink: &mut Sink<'_>) -> Result<u64, Error> {
+        if self.order.is_some() {
+            let rtype = u32_at(rec, 0).unwrap_or(0);
+            if rtype == FINISHED_ROUND {
+                let limit = self.order.as_mut().map(TimeOrder::end_round);
+                self.release(limit, sink)?;
+            } else if let (Some(time), Some(order)) = (self.record_time(rtype, rec), self.order.as_mut()) {
+                order.push(time, rec, loc);
+                if order.queued_bytes() > ARENA_LIMIT {
+                    self.warn(loc, format!("over {ARENA_LIMIT} bytes of records without a finished round; time order is approximate"));
+                    self.release(None, sink)?;
+                }
+                return Ok(0);
+            }
+        }
+        self.decode_record(rec, loc, sink)
+    }
+
+    /// The timestamp of a record that perf would order by time (kernel records with a time).
+    fn record_time(&self, rtype: u32, rec: &[u8]) -> Option<u64> {
+        match rtype {
+            RECORD_SAMPLE => u64_at(rec, 8 + self.time_offsets.0?),
+            1..=LAST_KERNEL_RECORD => {
+                let at = rec.len().checked_sub(self.time_offsets.1?)?;
+                if at < 8 { None } else { u64_at(rec, at) }
+            }
+            _ => None,
+        }
+    }
+
+    /// Decodes the queued records up to `limit` (all without one) in time order.
+    fn release(&mut self, limit: Option<u64>, sink: &mut Sink<'_>) -> Result<(), Error> {
+        let Some(mut order) = self.order.take() else { return Ok(()) };
+        let ready = order.ready(limit);
+        let mut result = Ok(());
+        for i in 0..ready {
+            let (rec, loc) = order.get(i);
+            if let Err(e) = self.decode_record(rec, loc, sink) {
+                result = Err(e);
+                break;
+            }
+        }
+        order.retire(ready);
+        self.order = Some(order);
+        result
+    }
+
+    /// Decodes one whole record now.
+    fn decode_record(&mut self, rec: &[u8], loc: Loc, sink: &mut Sink<'_>) -> Result<u64, Error> {
         let rtype = u32_at(rec, 0).unwrap_or(0);
         let misc = u16_at(rec, 4).unwrap_or(0);
         let r = &mut self.report;
@@ -455,9 +519,10 @@ impl<'p> Decoder<'p> {
         result
     }
 
-    /// Called at the end of the input: a partial record left in the decompressed data means the
-    /// compressed stream was cut short.
-    pub(super) fn finish(&mut self, end_offset: u64) {
+    /// Called at the end of the input: releases queued records; a partial record left in the
+    /// decompressed data means the compressed stream was cut short.
+    pub(super) fn finish(&mut self, end_offset: u64, sink: &mut Sink<'_>) -> Result<(), Error> {
+        self.release(None, sink)?;
         if !self.pending.is_empty() && self.report.truncated.is_none() {
             self.report.truncated = Some(Truncation {
                 offset: end_offset,
@@ -468,6 +533,7 @@ impl<'p> Decoder<'p> {
                 ),
             });
         }
+        Ok(())
     }
 }
 

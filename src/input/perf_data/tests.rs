@@ -316,3 +316,44 @@ fn oversized_lengths_are_rejected_without_allocating() {
     let err = run(&bytes).1.unwrap_err();
     assert!(err.to_string().contains("ends inside its callchain"), "{err}");
 }
+
+/// perf's ordered delivery: a round's records are held until the next round ends, then released
+/// up to the newest time of the round before, in time order.
+#[test]
+fn events_are_delivered_in_time_order_across_rounds() {
+    let st = SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME;
+    let sample = |time: u64, ip: u64| record(9, 2, &words(&[ip, 1 | (1 << 32), time]));
+    let mut comm = 1i32.to_le_bytes().to_vec();
+    comm.extend(1i32.to_le_bytes());
+    comm.extend(b"app\0\0\0\0\0");
+    comm.extend(words(&[1 | (1 << 32), 10])); // trailer: tid, time 10
+    let round = record(68, 0, &[]);
+    let bytes = pipe(&[
+        attr_record(attr(64, st, 0, 0, 0), &[]),
+        sample(20, 0x20),
+        record(3, 0, &comm),
+        round.clone(),
+        sample(15, 0x15),
+        sample(40, 0x40),
+        round.clone(),
+        sample(30, 0x30),
+        round,
+        sample(35, 0x35),
+    ]);
+    let mut order = Vec::new();
+    let mut push = |e: PerfEvent<'_>| {
+        order.push(match e {
+            PerfEvent::Sample(s) => format!("{:x}", s.ip.0),
+            _ => "comm".into(),
+        })
+    };
+    read_perf_data(&bytes, Path::new("t"), &mut push).unwrap();
+    read_perf_data_stream(&bytes[..], Path::new("t"), &mut push).unwrap();
+    let data = PerfData::parse(&bytes, Path::new("t")).unwrap();
+    data.decode(data.data_range(), &mut push).unwrap();
+    // Rounds end after 20 (releases nothing: no earlier round), after 40 (releases up to 20) and
+    // after 30 (up to 40). 35 comes after 40 was released, so it is late, as in perf.
+    let by_time = ["comm", "15", "20", "30", "40", "35"];
+    let by_file = ["20", "comm", "15", "40", "30", "35"];
+    assert_eq!(order, [&by_time[..], &by_time[..], &by_file[..]].concat());
+}

@@ -1,0 +1,76 @@
+//! Time ordering the way perf script delivers events (perf's `ordered_events`): perf writes each
+//! CPU's buffer in turn, so file order is not time order. Timed records are queued (copied into
+//! one reused arena, so nothing is allocated per record once it has grown); at each
+//! FINISHED_ROUND the records up to the newest timestamp of the *previous* round are released in
+//! time order, because a round can still hold records older than its own newest ones.
+
+use super::decode::Loc;
+
+/// Past this much queued data without a usable round the queue is released early (perf's
+/// ordered_events does the same when it runs out of its memory budget).
+pub(super) const ARENA_LIMIT: usize = 256 << 20;
+
+struct Queued {
+    time: u64,
+    /// Arrival order, so records with equal timestamps keep their file order.
+    seq: u64,
+    start: usize,
+    len: usize,
+    loc: Loc,
+}
+
+#[derive(Default)]
+pub(super) struct TimeOrder {
+    queue: Vec<Queued>,
+    arena: Vec<u8>,
+    spare: Vec<u8>,
+    next_flush: u64,
+    max_time: u64,
+    seq: u64,
+}
+
+impl TimeOrder {
+    pub(super) fn push(&mut self, time: u64, rec: &[u8], loc: Loc) {
+        let start = self.arena.len();
+        self.arena.extend_from_slice(rec);
+        self.queue.push(Queued { time, seq: self.seq, start, len: rec.len(), loc });
+        self.seq += 1;
+        self.max_time = self.max_time.max(time);
+    }
+
+    pub(super) fn queued_bytes(&self) -> usize {
+        self.arena.len()
+    }
+
+    /// At a FINISHED_ROUND: the limit up to which records may be released now.
+    pub(super) fn end_round(&mut self) -> u64 {
+        std::mem::replace(&mut self.next_flush, self.max_time)
+    }
+
+    /// Sorts the queue and returns how many records (from the front) have `time <= limit`
+    /// (all of them without a limit).
+    pub(super) fn ready(&mut self, limit: Option<u64>) -> usize {
+        self.queue.sort_unstable_by_key(|q| (q.time, q.seq));
+        match limit {
+            Some(limit) => self.queue.partition_point(|q| q.time <= limit),
+            None => self.queue.len(),
+        }
+    }
+
+    pub(super) fn get(&self, i: usize) -> (&[u8], Loc) {
+        let q = &self.queue[i];
+        (&self.arena[q.start..q.start + q.len], q.loc)
+    }
+
+    /// Drops the first `n` (released) records and compacts the arena around the rest.
+    pub(super) fn retire(&mut self, n: usize) {
+        self.queue.drain(..n);
+        self.spare.clear();
+        for q in &mut self.queue {
+            let start = self.spare.len();
+            self.spare.extend_from_slice(&self.arena[q.start..q.start + q.len]);
+            q.start = start;
+        }
+        std::mem::swap(&mut self.arena, &mut self.spare);
+    }
+}
