@@ -36,16 +36,20 @@ fn canonical(event: &PerfEvent<'_>) -> String {
                 chain.join(",")
             )
         }
-        PerfEvent::Mmap(m) => format!(
-            "MMAP {}/{} {:#x} {:#x} {:#x} {} {}",
-            m.pid.unwrap_or(0),
-            m.tid.unwrap_or(0),
-            m.start.0,
-            m.len,
-            m.pgoff.0,
-            if m.executable { "x" } else { "-" },
-            m.path
-        ),
+        PerfEvent::Mmap(m) => {
+            let build_id = m.build_id.as_ref().map(|id| id.iter().map(|b| format!("{b:02x}")).collect::<String>());
+            format!(
+                "MMAP {}/{} {:#x} {:#x} {:#x} {} {}{}",
+                m.pid.unwrap_or(0),
+                m.tid.unwrap_or(0),
+                m.start.0,
+                m.len,
+                m.pgoff.0,
+                if m.executable { "x" } else { "-" },
+                m.path,
+                build_id.map(|id| format!(" build-id={id}")).unwrap_or_default()
+            )
+        }
         PerfEvent::Comm { pid, tid, exec, name } => {
             format!("COMM {pid}/{tid} {} {name}", if *exec { "exec" } else { "-" })
         }
@@ -70,7 +74,9 @@ fn canonical_from_perf_dump(dump: &str) -> Vec<String> {
     let mut lines = dump.lines().peekable();
     while let Some(line) = lines.next() {
         let Some((prefix, rest)) = line.split_once(": PERF_RECORD_") else { continue };
-        let time = prefix.split_whitespace().next().unwrap_or("0");
+        // `[cpu] time offset [size]`: the cpu is there when the samples record it.
+        let prefix: Vec<&str> = prefix.split_whitespace().collect();
+        let time = prefix[prefix.len() - 3];
         if let Some(rest) = rest.strip_prefix("SAMPLE(IP, ") {
             // SAMPLE(IP, 0x2): 10453/10453: 0x55ad2abe720b period: 1000000 addr: 0
             let (misc, rest) = rest.split_once("): ").unwrap();
@@ -102,11 +108,13 @@ fn canonical_from_perf_dump(dump: &str) -> Vec<String> {
             let (start, rest) = rest.split_once('(').unwrap();
             let (len, rest) = rest.split_once(") @ ").unwrap();
             let pgoff = rest.split([' ', ']']).next().unwrap();
+            // MMAP2 with a build id: `@ 0x1000 <f6b3...>]` instead of device and inode.
+            let build_id = rest.split_once(" <").map(|(_, id)| format!(" build-id={}", &id[..id.find('>').unwrap()]));
             let (_, rest) = rest.split_once("]: ").unwrap();
             let (prot, path) = rest.split_once(' ').unwrap();
             let exec = if prot.contains('x') { "x" } else { "-" };
             let pgoff = if pgoff == "0" { "0x0" } else { pgoff };
-            out.push(format!("MMAP {pidtid} {start} {len} {pgoff} {exec} {path}"));
+            out.push(format!("MMAP {pidtid} {start} {len} {pgoff} {exec} {path}{}", build_id.unwrap_or_default()));
         } else if let Some(rest) = rest.strip_prefix("COMM") {
             // COMM exec: loop:10453/10453  |  COMM: perf-exec:10453/10453
             let exec = if rest.starts_with(" exec") { "exec" } else { "-" };
@@ -193,7 +201,7 @@ fn check_against_perf(name: &str) -> ReadReport {
     let (lines, report) = decode(name);
     let expected: Vec<String> = expected.lines().map(str::to_owned).collect();
     let actual = sorted(lines);
-    assert!(expected.iter().filter(|l| l.starts_with("SAMPLE")).count() > 100, "{name}: fixture has samples");
+    assert!(expected.iter().any(|l| l.starts_with("SAMPLE")), "{name}: fixture has samples");
     assert_eq!(actual.len(), expected.len(), "{name}: event count");
     for (a, e) in actual.iter().zip(&expected) {
         assert_eq!(a, e, "{name}");
@@ -233,6 +241,21 @@ fn kernel_frames_are_stripped_like_perf_shows() {
     .unwrap();
     assert!(kernel_samples > 50, "{kernel_samples}");
     assert!(user_chains_of_kernel_samples > 50, "{user_chains_of_kernel_samples}");
+}
+
+#[test]
+fn mmap2_build_ids_match_perf() {
+    let report = check_against_perf("buildid_mmap.data");
+    let (lines, _) = decode("buildid_mmap.data");
+    assert!(lines.iter().any(|l| l.contains("/tmp/pdfx/loop build-id=")), "{lines:?}");
+    assert!(report.info.build_ids.is_empty(), "perf skips the build-id feature with --buildid-mmap");
+}
+
+/// Pipe mode with a HEADER_TRACING_DATA record, whose payload follows it outside its size.
+#[test]
+fn tracepoint_pipe_matches_perf() {
+    let report = check_against_perf("tracepoint_pipe.data");
+    assert_eq!(report.info.event_names, ["sched:sched_switch"]);
 }
 
 #[test]

@@ -261,7 +261,7 @@ impl<'p> Decoder<'p> {
             }
             HEADER_TRACING_DATA => {
                 let size = u32_at(rec, 8).ok_or_else(|| self.malformed(loc, 8, "TRACING_DATA record too short"))?;
-                return Ok(u64::from(size).next_multiple_of(8));
+                return Ok(u64::from(size)); // perf: the size includes the padding to 8 bytes
             }
             AUXTRACE => {
                 let size = u64_at(rec, 8).ok_or_else(|| self.malformed(loc, 8, "AUXTRACE record too short"))?;
