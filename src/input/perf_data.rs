@@ -9,10 +9,22 @@
 //! the kernel's `perf_event.h` (mirrored by perf's `evsel__parse_sample`).
 //!
 //! Covered: file and pipe mode; attrs of any size; several attrs (event id via
-//! `PERF_SAMPLE_IDENTIFIER`/`PERF_SAMPLE_ID`); `PERF_RECORD_COMPRESSED`/`COMPRESSED2` (one zstd
-//! stream across all compressed records, records may span them); features build-id, cmdline and
+//! `PERF_SAMPLE_IDENTIFIER`/`PERF_SAMPLE_ID`); `PERF_RECORD_COMPRESSED` (one zstd stream across
+//! all compressed records, records may span them) and `COMPRESSED2` (same data after a size
+//! field; newer perf than ours, so untested against a real file); features build-id, cmdline and
 //! event_desc; MMAP/MMAP2 (incl. build-id variant), COMM, FORK, EXIT, SAMPLE, LOST. Other known
 //! record types are skipped, unknown ones are skipped and counted. Little-endian files only.
+//!
+//! What the events hold:
+//! - Samples: `callchain` is the user part of PERF_SAMPLE_CALLCHAIN, leaf first, with
+//!   PERF_CONTEXT_* markers and kernel/hypervisor/guest frames removed (frames before the first
+//!   marker count as the sample's cpumode). For a user-mode sample `callchain[0]` is the sample IP;
+//!   for a kernel-mode sample it is the user address the kernel was entered from. `branches` is
+//!   the branch stack in perf order (newest first). `period` is 1 when not recorded.
+//! - Mmaps: `executable` is `prot & PROT_EXEC` for MMAP2 and "not PERF_RECORD_MISC_MMAP_DATA" for
+//!   MMAP (perf's synthesized kernel MMAP2 has prot 0). Build ids from MMAP2 have their real length.
+//! - [`InputInfo::build_ids`]: files without PERF_RECORD_MISC_BUILD_ID_SIZE (older perf) store 20
+//!   bytes, zero-padded, as perf prints them; compare ignoring trailing zero bytes.
 //!
 //! Order: perf writes per-CPU buffers one after another within a "round", so file order is not
 //! time order, and a sample can precede the mmap of its binary. [`read_perf_data`],

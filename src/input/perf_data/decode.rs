@@ -180,7 +180,10 @@ impl<'p> Decoder<'p> {
             } else if let (Some(time), Some(order)) = (self.record_time(rtype, rec), self.order.as_mut()) {
                 order.push(time, rec, loc);
                 if order.queued_bytes() > ARENA_LIMIT {
-                    self.warn(loc, format!("over {ARENA_LIMIT} bytes of records without a finished round; time order is approximate"));
+                    if !std::mem::replace(&mut order.overflowed, true) {
+                        let what = format!("over {ARENA_LIMIT} bytes of records without a finished round; time order is approximate");
+                        self.warn(loc, what);
+                    }
                     self.release(None, sink)?;
                 }
                 return Ok(0);

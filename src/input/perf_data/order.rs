@@ -27,6 +27,8 @@ pub(super) struct TimeOrder {
     next_flush: u64,
     max_time: u64,
     seq: u64,
+    /// Whether the queue has had to be released early (warned about once).
+    pub(super) overflowed: bool,
 }
 
 impl TimeOrder {
