@@ -486,7 +486,7 @@ fn propeller_lbr_file_decodes() {
     assert_eq!(bin.1[..8], [0x57, 0x2a, 0xc7, 0x24, 0x87, 0xae, 0x19, 0x66]);
 }
 
-/// Decode throughput on the real LBR file; run in release:
+/// Decode throughput on the real LBR file, in time order and in file order; run in release:
 /// `cargo test --release --test perf_data_reader throughput -- --ignored --nocapture`.
 #[test]
 #[ignore]
@@ -494,24 +494,29 @@ fn throughput() {
     let path = Path::new(PROPELLER);
     let Ok(bytes) = std::fs::read(path) else { return };
     let rounds = 200;
-    let start = std::time::Instant::now();
-    let mut branches = 0usize;
-    let mut samples = 0u64;
-    for _ in 0..rounds {
-        let report = read_perf_data(&bytes, path, |e| {
-            if let PerfEvent::Sample(s) = e {
-                branches += s.branches.len();
-            }
-        })
-        .unwrap();
-        samples += report.samples;
+    for by_time in [true, false] {
+        let start = std::time::Instant::now();
+        let (mut branches, mut samples) = (0usize, 0u64);
+        for _ in 0..rounds {
+            let mut count = |e: PerfEvent<'_>| {
+                if let PerfEvent::Sample(s) = e {
+                    branches += s.branches.len();
+                }
+            };
+            let data = PerfData::parse(&bytes, path).unwrap();
+            let report = if by_time {
+                data.decode_in_time_order(&mut count)
+            } else {
+                data.decode(data.data_range(), &mut count)
+            };
+            samples += report.unwrap().samples;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "{}: {:.0} MB/s, {:.2} M samples/s ({branches} branch entries)",
+            if by_time { "time order" } else { "file order" },
+            (bytes.len() * rounds) as f64 / 1e6 / secs,
+            samples as f64 / 1e6 / secs,
+        );
     }
-    let secs = start.elapsed().as_secs_f64();
-    let mb = (bytes.len() * rounds) as f64 / 1e6;
-    println!(
-        "{:.0} MB/s, {:.2} M samples/s ({} branches seen)",
-        mb / secs,
-        samples as f64 / secs / 1e6,
-        branches
-    );
 }
