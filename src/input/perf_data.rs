@@ -128,7 +128,7 @@ pub fn read_perf_data_stream(
     let mut reader = io::BufReader::with_capacity(1 << 20, reader);
     let mut decoder = Decoder::new(path);
     decoder.report.pipe_mode = true;
-    decoder.order_by_time();
+    decoder.order_by_time(&[]);
     let sink: &mut Sink<'_> = &mut on_event;
     let mut offset = PIPE_HEADER_SIZE;
     let mut rec = Vec::with_capacity(usize::from(u16::MAX));
@@ -155,7 +155,7 @@ pub fn read_perf_data_stream(
             decoder.report.truncated = Some(cut(offset, format!("record of type {rtype} and {size} bytes cut short after {} bytes", got + 8)));
             break;
         }
-        let extra = decoder.record(&rec, Loc::plain(offset), sink)?;
+        let extra = decoder.record(&rec, None, Loc::plain(offset), sink)?;
         offset += size as u64;
         if extra > 0 {
             let skipped = io::copy(&mut (&mut reader).take(extra), &mut io::sink()).map_err(io_err)?;
@@ -276,7 +276,7 @@ impl<'a> PerfData<'a> {
     fn decode_range(&self, range: Range<usize>, by_time: bool, sink: &mut Sink<'_>) -> Result<ReadReport, Error> {
         let mut decoder = self.template.fork();
         if by_time {
-            decoder.order_by_time();
+            decoder.order_by_time(self.bytes);
         }
         let end = range.end.min(self.data.end);
         let data = self.bytes.get(range.start..end).unwrap_or_default();
@@ -300,7 +300,7 @@ impl<'a> PerfData<'a> {
                 )));
                 break;
             };
-            let extra = decoder.record(rec, loc, sink)?;
+            let extra = decoder.record(rec, Some(range.start + pos), loc, sink)?;
             pos += size;
             let left = (data.len() - pos) as u64;
             if extra > left {

@@ -86,6 +86,8 @@ pub(super) fn malformed(path: &Path, loc: Loc, at: usize, what: impl std::fmt::D
 
 pub(super) struct Decoder<'p> {
     pub(super) path: &'p Path,
+    /// The in-memory input whose records `record` may be given by position (empty for streams).
+    input: &'p [u8],
     attrs: Vec<Attr>,
     ids: HashMap<u64, usize>,
     /// Where samples carry their event id (see [`sample_id_offset`]).
@@ -112,6 +114,7 @@ impl<'p> Decoder<'p> {
     pub(super) fn new(path: &'p Path) -> Self {
         Decoder {
             path,
+            input: &[],
             attrs: Vec::new(),
             ids: HashMap::new(),
             id_offset: None,
@@ -162,23 +165,26 @@ impl<'p> Decoder<'p> {
         self.report.warnings.push(format!("{}: at {at}: {what}", self.path.display()));
     }
 
-    /// Delivers events in time order from now on (see [`super::order`]).
-    pub(super) fn order_by_time(&mut self) {
+    /// Delivers events in time order from now on (see [`super::order`]). `input` is the
+    /// in-memory input that records passed with a position lie in.
+    pub(super) fn order_by_time(&mut self, input: &'p [u8]) {
         self.order = Some(TimeOrder::default());
+        self.input = input;
     }
 
     /// Takes one whole record (`rec.len()` equals its header's size, which is at least 8):
-    /// decodes it now, or queues it when ordering by time. Returns how many payload bytes follow
-    /// the record outside its `size` (HEADER_TRACING_DATA and AUXTRACE carry such payloads); the
-    /// caller skips them.
-    pub(super) fn record(&mut self, rec: &[u8], loc: Loc, sink: &mut Sink<'_>) -> Result<u64, Error> {
+    /// decodes it now, or queues it when ordering by time. `input_pos` is the record's position in
+    /// the in-memory input, if it lies there. Returns how many payload bytes follow the record
+    /// outside its `size` (HEADER_TRACING_DATA and AUXTRACE carry such payloads); the caller
+    /// skips them.
+    pub(super) fn record(&mut self, rec: &[u8], input_pos: Option<usize>, loc: Loc, sink: &mut Sink<'_>) -> Result<u64, Error> {
         if self.order.is_some() {
             let rtype = u32_at(rec, 0).unwrap_or(0);
             if rtype == FINISHED_ROUND {
                 let limit = self.order.as_mut().map(TimeOrder::end_round);
                 self.release(limit, sink)?;
             } else if let (Some(time), Some(order)) = (self.record_time(rtype, rec), self.order.as_mut()) {
-                order.push(time, rec, loc);
+                order.push(time, rec, input_pos, loc);
                 if order.queued_bytes() > ARENA_LIMIT {
                     if !std::mem::replace(&mut order.overflowed, true) {
                         let what = format!("over {ARENA_LIMIT} bytes of records without a finished round; time order is approximate");
@@ -210,7 +216,7 @@ impl<'p> Decoder<'p> {
         let ready = order.ready(limit);
         let mut result = Ok(());
         for i in 0..ready {
-            let (rec, loc) = order.get(i);
+            let (rec, loc) = order.get(self.input, i);
             if let Err(e) = self.decode_record(rec, loc, sink) {
                 result = Err(e);
                 break;
@@ -510,7 +516,7 @@ impl<'p> Decoder<'p> {
                 break Err(self.malformed(inner, 6, format!("record size {size} is smaller than its 8-byte header")));
             }
             let Some(rec) = pending.get(pos..pos + size) else { break Ok(()) };
-            match self.record(rec, inner, sink) {
+            match self.record(rec, None, inner, sink) {
                 Ok(0) => pos += size,
                 Ok(_) => break Err(self.malformed(inner, 0, "record with out-of-band payload in compressed data")),
                 Err(e) => break Err(e),

@@ -2,7 +2,8 @@
 //! CPU's buffer in turn, so file order is not time order. Timed records are queued (copied into
 //! one reused arena, so nothing is allocated per record once it has grown); at each
 //! FINISHED_ROUND the records up to the newest timestamp of the *previous* round are released in
-//! time order, because a round can still hold records older than its own newest ones.
+//! time order, because a round can still hold records older than its own newest ones. Records of
+//! an in-memory input are queued by position instead of copied.
 
 use super::decode::Loc;
 
@@ -14,6 +15,8 @@ struct Queued {
     time: u64,
     /// Arrival order, so records with equal timestamps keep their file order.
     seq: u64,
+    /// Whether `start` indexes the caller's input rather than the arena.
+    in_input: bool,
     start: usize,
     len: usize,
     loc: Loc,
@@ -32,10 +35,16 @@ pub(super) struct TimeOrder {
 }
 
 impl TimeOrder {
-    pub(super) fn push(&mut self, time: u64, rec: &[u8], loc: Loc) {
-        let start = self.arena.len();
-        self.arena.extend_from_slice(rec);
-        self.queue.push(Queued { time, seq: self.seq, start, len: rec.len(), loc });
+    /// Queues `rec`; `input_pos` is its position in the input when it lies there (not copied).
+    pub(super) fn push(&mut self, time: u64, rec: &[u8], input_pos: Option<usize>, loc: Loc) {
+        let (in_input, start) = match input_pos {
+            Some(pos) => (true, pos),
+            None => {
+                self.arena.extend_from_slice(rec);
+                (false, self.arena.len() - rec.len())
+            }
+        };
+        self.queue.push(Queued { time, seq: self.seq, in_input, start, len: rec.len(), loc });
         self.seq += 1;
         self.max_time = self.max_time.max(time);
     }
@@ -59,16 +68,18 @@ impl TimeOrder {
         }
     }
 
-    pub(super) fn get(&self, i: usize) -> (&[u8], Loc) {
+    /// The `i`th queued record; `input` is the input that `push` positions refer to.
+    pub(super) fn get<'s>(&'s self, input: &'s [u8], i: usize) -> (&'s [u8], Loc) {
         let q = &self.queue[i];
-        (&self.arena[q.start..q.start + q.len], q.loc)
+        let from = if q.in_input { input } else { &self.arena };
+        (from.get(q.start..q.start + q.len).unwrap_or_default(), q.loc)
     }
 
     /// Drops the first `n` (released) records and compacts the arena around the rest.
     pub(super) fn retire(&mut self, n: usize) {
         self.queue.drain(..n);
         self.spare.clear();
-        for q in &mut self.queue {
+        for q in self.queue.iter_mut().filter(|q| !q.in_input) {
             let start = self.spare.len();
             self.spare.extend_from_slice(&self.arena[q.start..q.start + q.len]);
             q.start = start;
