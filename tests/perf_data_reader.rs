@@ -10,11 +10,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use profgen::error::Error;
-use profgen::input::perf_data::{read_perf_data, read_perf_data_stream, PerfData, ReadReport};
 use profgen::input::PerfEvent;
+use profgen::input::perf_data::{PerfData, ReadReport, read_perf_data, read_perf_data_stream};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/perfdata").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/perfdata")
+        .join(name)
 }
 
 fn blessing() -> bool {
@@ -37,7 +39,10 @@ fn canonical(event: &PerfEvent<'_>) -> String {
             )
         }
         PerfEvent::Mmap(m) => {
-            let build_id = m.build_id.as_ref().map(|id| id.iter().map(|b| format!("{b:02x}")).collect::<String>());
+            let build_id = m
+                .build_id
+                .as_ref()
+                .map(|id| id.iter().map(|b| format!("{b:02x}")).collect::<String>());
             format!(
                 "MMAP {}/{} {:#x} {:#x} {:#x} {} {}{}",
                 m.pid.unwrap_or(0),
@@ -47,13 +52,28 @@ fn canonical(event: &PerfEvent<'_>) -> String {
                 m.pgoff.0,
                 if m.executable { "x" } else { "-" },
                 m.path,
-                build_id.map(|id| format!(" build-id={id}")).unwrap_or_default()
+                build_id
+                    .map(|id| format!(" build-id={id}"))
+                    .unwrap_or_default()
             )
         }
-        PerfEvent::Comm { pid, tid, exec, name } => {
-            format!("COMM {pid}/{tid} {} {name}", if *exec { "exec" } else { "-" })
+        PerfEvent::Comm {
+            pid,
+            tid,
+            exec,
+            name,
+        } => {
+            format!(
+                "COMM {pid}/{tid} {} {name}",
+                if *exec { "exec" } else { "-" }
+            )
         }
-        PerfEvent::Fork { pid, ppid, tid, ptid } => format!("FORK {pid}/{tid} {ppid}/{ptid}"),
+        PerfEvent::Fork {
+            pid,
+            ppid,
+            tid,
+            ptid,
+        } => format!("FORK {pid}/{tid} {ppid}/{ptid}"),
         PerfEvent::Exit { pid, tid } => format!("EXIT {pid}/{tid}"),
     }
 }
@@ -73,7 +93,9 @@ fn canonical_from_perf_dump(dump: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut lines = dump.lines().peekable();
     while let Some(line) = lines.next() {
-        let Some((prefix, rest)) = line.split_once(": PERF_RECORD_") else { continue };
+        let Some((prefix, rest)) = line.split_once(": PERF_RECORD_") else {
+            continue;
+        };
         // `[cpu] time offset [size]`: the cpu is there when the samples record it.
         let prefix: Vec<&str> = prefix.split_whitespace().collect();
         let time = prefix[prefix.len() - 3];
@@ -88,7 +110,8 @@ fn canonical_from_perf_dump(dump: &str) -> Vec<String> {
             while let Some(next) = lines.peek() {
                 if next.starts_with("... FP chain") {
                 } else if let Some(frame) = next.strip_prefix(".....") {
-                    let v = u64::from_str_radix(frame.split_once(": ").unwrap().1.trim(), 16).unwrap();
+                    let v =
+                        u64::from_str_radix(frame.split_once(": ").unwrap().1.trim(), 16).unwrap();
                     if v >= (-4095i64) as u64 {
                         user = v == (-512i64) as u64;
                     } else if user {
@@ -99,7 +122,10 @@ fn canonical_from_perf_dump(dump: &str) -> Vec<String> {
                 }
                 lines.next();
             }
-            out.push(format!("SAMPLE {time} {pidtid} {ip} {period} {}", chain.join(",")));
+            out.push(format!(
+                "SAMPLE {time} {pidtid} {ip} {period} {}",
+                chain.join(",")
+            ));
         } else if rest.starts_with("MMAP") {
             // MMAP2 10453/10453: [0x55ad2abe7000(0x1000) @ 0x1000 fe:00 10010834 1108658344]: r-xp /tmp/pdfx/loop
             // MMAP -1/0: [0xffffffff81000000(0x120bb08) @ 0xffffffff81000000]: x [kernel.kallsyms]_text
@@ -109,21 +135,33 @@ fn canonical_from_perf_dump(dump: &str) -> Vec<String> {
             let (len, rest) = rest.split_once(") @ ").unwrap();
             let pgoff = rest.split([' ', ']']).next().unwrap();
             // MMAP2 with a build id: `@ 0x1000 <f6b3...>]` instead of device and inode.
-            let build_id = rest.split_once(" <").map(|(_, id)| format!(" build-id={}", &id[..id.find('>').unwrap()]));
+            let build_id = rest
+                .split_once(" <")
+                .map(|(_, id)| format!(" build-id={}", &id[..id.find('>').unwrap()]));
             let (_, rest) = rest.split_once("]: ").unwrap();
             let (prot, path) = rest.split_once(' ').unwrap();
             let exec = if prot.contains('x') { "x" } else { "-" };
             let pgoff = if pgoff == "0" { "0x0" } else { pgoff };
-            out.push(format!("MMAP {pidtid} {start} {len} {pgoff} {exec} {path}{}", build_id.unwrap_or_default()));
+            out.push(format!(
+                "MMAP {pidtid} {start} {len} {pgoff} {exec} {path}{}",
+                build_id.unwrap_or_default()
+            ));
         } else if let Some(rest) = rest.strip_prefix("COMM") {
             // COMM exec: loop:10453/10453  |  COMM: perf-exec:10453/10453
-            let exec = if rest.starts_with(" exec") { "exec" } else { "-" };
+            let exec = if rest.starts_with(" exec") {
+                "exec"
+            } else {
+                "-"
+            };
             let rest = rest.split_once(": ").unwrap().1;
             let (name, pidtid) = rest.rsplit_once(':').unwrap();
             out.push(format!("COMM {pidtid} {exec} {name}"));
         } else if rest.starts_with("FORK(") || rest.starts_with("EXIT(") {
             // FORK(10453:10453):(10452:10452) = (pid:tid):(ppid:ptid)
-            let nums: Vec<&str> = rest[4..].split(|c: char| !c.is_ascii_digit() && c != '-').filter(|s| !s.is_empty()).collect();
+            let nums: Vec<&str> = rest[4..]
+                .split(|c: char| !c.is_ascii_digit() && c != '-')
+                .filter(|s| !s.is_empty())
+                .collect();
             out.push(if rest.starts_with("FORK") {
                 format!("FORK {}/{} {}/{}", nums[0], nums[1], nums[2], nums[3])
             } else {
@@ -135,7 +173,10 @@ fn canonical_from_perf_dump(dump: &str) -> Vec<String> {
 }
 
 fn run_perf(args: &[&str]) -> String {
-    let out = Command::new("perf").args(args).output().expect("perf runs (needed only with PROFGEN_BLESS=1)");
+    let out = Command::new("perf")
+        .args(args)
+        .output()
+        .expect("perf runs (needed only with PROFGEN_BLESS=1)");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -157,12 +198,20 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 fn order_from_perf_script(script: &str) -> String {
     let mut out = String::new();
     // Tab-indented lines are callchains (printed in pipe mode whatever -F says).
-    for line in script.lines().filter(|l| !l.starts_with('\t') && !l.trim().is_empty()) {
-        let Some((_, rest)) = line.trim_start().split_once(char::is_whitespace) else { continue };
+    for line in script
+        .lines()
+        .filter(|l| !l.starts_with('\t') && !l.trim().is_empty())
+    {
+        let Some((_, rest)) = line.trim_start().split_once(char::is_whitespace) else {
+            continue;
+        };
         let (time, rest) = rest.trim_start().split_once(':').unwrap();
         let kind = match rest.trim().split([' ', ':', '(']).next().unwrap() {
             "" => format!("SAMPLE {}", time.replace('.', "").parse::<u64>().unwrap()),
-            k => k.trim_start_matches("PERF_RECORD_").trim_end_matches('2').to_owned(),
+            k => k
+                .trim_start_matches("PERF_RECORD_")
+                .trim_end_matches('2')
+                .to_owned(),
         };
         out += &kind;
         out.push('\n');
@@ -182,7 +231,16 @@ fn order_of(event: &PerfEvent<'_>) -> String {
 
 fn check_against_perf(name: &str) -> ReadReport {
     let expected_order = golden(name, "order", |f| {
-        let args = ["script", "-F", "pid,time", "--ns", "--show-mmap-events", "--show-task-events", "-i", f];
+        let args = [
+            "script",
+            "-F",
+            "pid,time",
+            "--ns",
+            "--show-mmap-events",
+            "--show-task-events",
+            "-i",
+            f,
+        ];
         order_from_perf_script(&run_perf(&args))
     });
     let path = fixture(name);
@@ -196,12 +254,19 @@ fn check_against_perf(name: &str) -> ReadReport {
     assert_eq!(order, expected_order, "{name}: delivery order");
 
     let expected = golden(name, "golden", |f| {
-        sorted(canonical_from_perf_dump(&run_perf(&["report", "-D", "-i", f]))).join("\n") + "\n"
+        sorted(canonical_from_perf_dump(&run_perf(&[
+            "report", "-D", "-i", f,
+        ])))
+        .join("\n")
+            + "\n"
     });
     let (lines, report) = decode(name);
     let expected: Vec<String> = expected.lines().map(str::to_owned).collect();
     let actual = sorted(lines);
-    assert!(expected.iter().any(|l| l.starts_with("SAMPLE")), "{name}: fixture has samples");
+    assert!(
+        expected.iter().any(|l| l.starts_with("SAMPLE")),
+        "{name}: fixture has samples"
+    );
     assert_eq!(actual.len(), expected.len(), "{name}: event count");
     for (a, e) in actual.iter().zip(&expected) {
         assert_eq!(a, e, "{name}");
@@ -217,8 +282,18 @@ fn file_mode_callchains_match_perf() {
     let report = check_against_perf("cpuclock_g.data");
     assert!(!report.pipe_mode);
     assert_eq!(report.info.event_names, ["cpu-clock"]);
-    assert!(report.info.cmdline.iter().any(|a| a == "record"), "{:?}", report.info.cmdline);
-    assert!(report.info.build_ids.iter().any(|(p, id)| p.ends_with("/loop") && id.len() == 20));
+    assert!(
+        report.info.cmdline.iter().any(|a| a == "record"),
+        "{:?}",
+        report.info.cmdline
+    );
+    assert!(
+        report
+            .info
+            .build_ids
+            .iter()
+            .any(|(p, id)| p.ends_with("/loop") && id.len() == 20)
+    );
 }
 
 /// Samples taken in the kernel (a syscall per iteration): kernel frames and context markers are
@@ -231,7 +306,10 @@ fn kernel_frames_are_stripped_like_perf_shows() {
     let (mut kernel_samples, mut user_chains_of_kernel_samples) = (0, 0);
     read_perf_data(&bytes, &path, |e| {
         if let PerfEvent::Sample(s) = e {
-            assert!(s.callchain.iter().all(|a| a.0 < 0xffff_8000_0000_0000), "{s:?}");
+            assert!(
+                s.callchain.iter().all(|a| a.0 < 0xffff_8000_0000_0000),
+                "{s:?}"
+            );
             if s.ip.0 >= 0xffff_8000_0000_0000 {
                 kernel_samples += 1;
                 user_chains_of_kernel_samples += usize::from(s.callchain.len() >= 3);
@@ -240,15 +318,24 @@ fn kernel_frames_are_stripped_like_perf_shows() {
     })
     .unwrap();
     assert!(kernel_samples > 50, "{kernel_samples}");
-    assert!(user_chains_of_kernel_samples > 50, "{user_chains_of_kernel_samples}");
+    assert!(
+        user_chains_of_kernel_samples > 50,
+        "{user_chains_of_kernel_samples}"
+    );
 }
 
 #[test]
 fn mmap2_build_ids_match_perf() {
     let report = check_against_perf("buildid_mmap.data");
     let (lines, _) = decode("buildid_mmap.data");
-    assert!(lines.iter().any(|l| l.contains("/tmp/pdfx/loop build-id=")), "{lines:?}");
-    assert!(report.info.build_ids.is_empty(), "perf skips the build-id feature with --buildid-mmap");
+    assert!(
+        lines.iter().any(|l| l.contains("/tmp/pdfx/loop build-id=")),
+        "{lines:?}"
+    );
+    assert!(
+        report.info.build_ids.is_empty(),
+        "perf skips the build-id feature with --buildid-mmap"
+    );
 }
 
 /// Pipe mode with a HEADER_TRACING_DATA record, whose payload follows it outside its size.
@@ -281,7 +368,9 @@ fn two_events_match_perf_and_are_told_apart() {
     let expected = golden("two_events.data", "events", |f| {
         let mut counts = BTreeMap::<String, usize>::new();
         for line in run_perf(&["script", "-F", "event", "-i", f]).lines() {
-            *counts.entry(line.trim().trim_end_matches(':').to_owned()).or_default() += 1;
+            *counts
+                .entry(line.trim().trim_end_matches(':').to_owned())
+                .or_default() += 1;
         }
         counts.iter().map(|(k, v)| format!("{k} {v}\n")).collect()
     });
@@ -290,7 +379,9 @@ fn two_events_match_perf_and_are_told_apart() {
     let mut per_attr = BTreeMap::<String, usize>::new();
     read_perf_data(&bytes, &path, |e| {
         if let PerfEvent::Sample(s) = e {
-            *per_attr.entry(report.info.event_names[s.attr_index].clone()).or_default() += 1;
+            *per_attr
+                .entry(report.info.event_names[s.attr_index].clone())
+                .or_default() += 1;
         }
     })
     .unwrap();
@@ -306,7 +397,10 @@ fn stream_reader_matches_slice_reader() {
         let (expected, expected_report) = decode(name);
         let mut lines = Vec::new();
         // A reader that hands out a few bytes at a time exercises every partial read.
-        let reader = Trickle { data: &bytes, step: 7 };
+        let reader = Trickle {
+            data: &bytes,
+            step: 7,
+        };
         let report = read_perf_data_stream(reader, &path, |e| lines.push(canonical(&e))).unwrap();
         assert_eq!(lines, expected, "{name}");
         assert_eq!(report.samples, expected_report.samples);
@@ -334,8 +428,12 @@ fn split_chunks_decode_to_the_same_events() {
     let bytes = std::fs::read(&path).unwrap();
     let data = PerfData::parse(&bytes, &path).unwrap();
     let mut expected = Vec::new();
-    data.decode(data.data_range(), |e| expected.push(canonical(&e))).unwrap();
-    assert_eq!(sorted(expected.clone()), sorted(decode("two_events.data").0));
+    data.decode(data.data_range(), |e| expected.push(canonical(&e)))
+        .unwrap();
+    assert_eq!(
+        sorted(expected.clone()),
+        sorted(decode("two_events.data").0)
+    );
     let chunks = data.split_data(4);
     assert_eq!(chunks.len(), 4);
     let mut lines = Vec::new();
@@ -380,9 +478,15 @@ fn truncated_pipe_stream_warns() {
     let bytes = std::fs::read(&path).unwrap();
     let cut = bytes.len() - 5;
     let mut samples = 0;
-    let report = read_perf_data_stream(&bytes[..cut], &path, |e| samples += matches!(e, PerfEvent::Sample(_)) as u64).unwrap();
+    let report = read_perf_data_stream(&bytes[..cut], &path, |e| {
+        samples += matches!(e, PerfEvent::Sample(_)) as u64
+    })
+    .unwrap();
     let t = report.truncated.expect("truncation reported");
-    assert!(t.to_string().starts_with("input truncated at byte offset "), "{t}");
+    assert!(
+        t.to_string().starts_with("input truncated at byte offset "),
+        "{t}"
+    );
     assert!(t.offset < cut as u64);
     assert_eq!(samples, report.samples);
     assert!(samples > 0);
@@ -397,7 +501,12 @@ fn bit_flips_never_panic() {
         seed ^= seed << 17;
         seed
     };
-    for name in ["cpuclock_g.data", "zstd.data", "pipe_fp.data", "two_events.data"] {
+    for name in [
+        "cpuclock_g.data",
+        "zstd.data",
+        "pipe_fp.data",
+        "two_events.data",
+    ] {
         let path = fixture(name);
         let clean = std::fs::read(&path).unwrap();
         for _ in 0..300 {
@@ -416,11 +525,17 @@ fn bit_flips_never_panic() {
 fn empty_and_junk_inputs_give_clear_errors() {
     let path = Path::new("junk.data");
     let err = read_perf_data(&[], path, |_| {}).unwrap_err();
-    assert_eq!(err.to_string(), "junk.data: not a perf.data file: 0 bytes is too short for the 16-byte perf.data header");
+    assert_eq!(
+        err.to_string(),
+        "junk.data: not a perf.data file: 0 bytes is too short for the 16-byte perf.data header"
+    );
     let junk = b"this is certainly not a perf.data file at all".repeat(4);
     let err = read_perf_data(&junk, path, |_| {}).unwrap_err();
     assert!(matches!(err, Error::Malformed { offset: 0, .. }));
-    assert_eq!(err.to_string(), r#"junk.data: at byte offset 0: expected the perf.data magic "PERFILE2", found "this is ""#);
+    assert_eq!(
+        err.to_string(),
+        r#"junk.data: at byte offset 0: expected the perf.data magic "PERFILE2", found "this is ""#
+    );
     let err = read_perf_data_stream(&b""[..], path, |_| {}).unwrap_err();
     assert!(err.to_string().contains("too short"), "{err}");
 
@@ -429,7 +544,10 @@ fn empty_and_junk_inputs_give_clear_errors() {
     pipe.extend_from_slice(&16u64.to_le_bytes());
     pipe.extend_from_slice(&[9, 0, 0, 0, 0, 0, 4, 0]);
     let err = read_perf_data(&pipe, path, |_| {}).unwrap_err();
-    assert_eq!(err.to_string(), "junk.data: at byte offset 22: record size 4 is smaller than its 8-byte header");
+    assert_eq!(
+        err.to_string(),
+        "junk.data: at byte offset 22: record size 4 is smaller than its 8-byte header"
+    );
 }
 
 const PROPELLER: &str = "/work/shared/data/autofdo/propeller_sample_1.perfdata1";
@@ -482,7 +600,12 @@ fn propeller_lbr_file_decodes() {
     let (ip, lbr) = first.expect("sample at the expected time");
     assert_eq!(ip, PROPELLER_FIRST_LBR_IP);
     assert_eq!(lbr, PROPELLER_FIRST_LBR);
-    let bin = report.info.build_ids.iter().find(|(p, _)| p.ends_with("propeller_sample_1.bin.gen")).unwrap();
+    let bin = report
+        .info
+        .build_ids
+        .iter()
+        .find(|(p, _)| p.ends_with("propeller_sample_1.bin.gen"))
+        .unwrap();
     assert_eq!(bin.1[..8], [0x57, 0x2a, 0xc7, 0x24, 0x87, 0xae, 0x19, 0x66]);
 }
 
@@ -492,7 +615,9 @@ fn propeller_lbr_file_decodes() {
 #[ignore]
 fn throughput() {
     let path = Path::new(PROPELLER);
-    let Ok(bytes) = std::fs::read(path) else { return };
+    let Ok(bytes) = std::fs::read(path) else {
+        return;
+    };
     let rounds = 200;
     for by_time in [true, false] {
         let start = std::time::Instant::now();

@@ -50,7 +50,7 @@ use std::path::Path;
 
 use attr::Attr;
 use bytes::{u16_at, u32_at, u64_at};
-use decode::{malformed, Decoder, Loc, Sink};
+use decode::{Decoder, Loc, Sink, malformed};
 
 use crate::error::Error;
 use crate::input::{InputInfo, PerfEvent};
@@ -95,11 +95,15 @@ pub struct Truncation {
 
 impl fmt::Display for Truncation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "input truncated at byte offset {}: {}; using the events before it", self.offset, self.reason)
+        write!(
+            f,
+            "input truncated at byte offset {}: {}; using the events before it",
+            self.offset, self.reason
+        )
     }
 }
 
-/// Reads a whole perf.data held in memory (file or pipe mode).
+/// Reads a whole perf.data held in memory (file or pipe mode), delivering events in time order.
 pub fn read_perf_data(
     bytes: &[u8],
     path: &Path,
@@ -108,15 +112,18 @@ pub fn read_perf_data(
     PerfData::parse(bytes, path)?.decode_in_time_order(on_event)
 }
 
-/// Reads perf.data from a stream such as stdin. Pipe mode is decoded as it arrives, with memory
-/// bounded by the largest record; a file-mode stream is read into memory first (its header points
-/// backwards and forwards).
+/// Reads perf.data from a stream such as stdin, delivering events in time order. Pipe mode is
+/// decoded as it arrives, holding at most about two rounds of records for ordering; a file-mode
+/// stream is read into memory first (its header points backwards and forwards).
 pub fn read_perf_data_stream(
     mut reader: impl Read,
     path: &Path,
     mut on_event: impl FnMut(PerfEvent<'_>),
 ) -> Result<ReadReport, Error> {
-    let io_err = |source| Error::Io { path: path.to_path_buf(), source };
+    let io_err = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let mut header = [0u8; PIPE_HEADER_SIZE as usize];
     let got = read_full(&mut reader, &mut header).map_err(io_err)?;
     let is_pipe = got == header.len() && check_magic(&header, path)? == PIPE_HEADER_SIZE;
@@ -139,12 +146,20 @@ pub fn read_perf_data_stream(
             break;
         }
         if got < head.len() {
-            decoder.report.truncated = Some(cut(offset, format!("record header cut short ({got} of 8 bytes)")));
+            decoder.report.truncated = Some(cut(
+                offset,
+                format!("record header cut short ({got} of 8 bytes)"),
+            ));
             break;
         }
         let size = usize::from(u16::from_le_bytes([head[6], head[7]]));
         if size < head.len() {
-            return Err(malformed(path, Loc::plain(offset), 6, format!("record size {size} is smaller than its 8-byte header")));
+            return Err(malformed(
+                path,
+                Loc::plain(offset),
+                6,
+                format!("record size {size} is smaller than its 8-byte header"),
+            ));
         }
         rec.clear();
         rec.extend_from_slice(&head);
@@ -152,15 +167,27 @@ pub fn read_perf_data_stream(
         let got = read_full(&mut reader, &mut rec[8..]).map_err(io_err)?;
         if got < size - 8 {
             let rtype = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-            decoder.report.truncated = Some(cut(offset, format!("record of type {rtype} and {size} bytes cut short after {} bytes", got + 8)));
+            decoder.report.truncated = Some(cut(
+                offset,
+                format!(
+                    "record of type {rtype} and {size} bytes cut short after {} bytes",
+                    got + 8
+                ),
+            ));
             break;
         }
         let extra = decoder.record(&rec, None, Loc::plain(offset), sink)?;
         offset += size as u64;
         if extra > 0 {
-            let skipped = io::copy(&mut (&mut reader).take(extra), &mut io::sink()).map_err(io_err)?;
+            let skipped =
+                io::copy(&mut (&mut reader).take(extra), &mut io::sink()).map_err(io_err)?;
             if skipped < extra {
-                decoder.report.truncated = Some(cut(offset, format!("payload of {extra} bytes after a record cut short after {skipped} bytes")));
+                decoder.report.truncated = Some(cut(
+                    offset,
+                    format!(
+                        "payload of {extra} bytes after a record cut short after {skipped} bytes"
+                    ),
+                ));
                 break;
             }
             offset += extra;
@@ -185,15 +212,29 @@ impl<'a> PerfData<'a> {
         if header_size == PIPE_HEADER_SIZE {
             template.report.pipe_mode = true;
             let data = PIPE_HEADER_SIZE as usize..bytes.len();
-            return Ok(PerfData { bytes, data, template });
+            return Ok(PerfData {
+                bytes,
+                data,
+                template,
+            });
         }
         if header_size < FILE_HEADER_SIZE as u64 || bytes.len() < FILE_HEADER_SIZE {
-            return Err(malformed(path, Loc::plain(8), 0, format!(
-                "expected a perf.data file header of at least {FILE_HEADER_SIZE} bytes (header says {header_size}, file has {})",
-                bytes.len()
-            )));
+            return Err(malformed(
+                path,
+                Loc::plain(8),
+                0,
+                format!(
+                    "expected a perf.data file header of at least {FILE_HEADER_SIZE} bytes (header says {header_size}, file has {})",
+                    bytes.len()
+                ),
+            ));
         }
-        let section = |at: usize| (u64_at(bytes, at).unwrap_or(0), u64_at(bytes, at + 8).unwrap_or(0));
+        let section = |at: usize| {
+            (
+                u64_at(bytes, at).unwrap_or(0),
+                u64_at(bytes, at + 8).unwrap_or(0),
+            )
+        };
         parse_attrs(bytes, path, section(24), &mut template)?;
 
         let (data_offset, mut data_size) = section(40);
@@ -210,13 +251,19 @@ impl<'a> PerfData<'a> {
         if data_end > len {
             template.report.truncated = Some(cut(
                 len.max(data_offset.min(len)),
-                format!("data section [{data_offset}, {data_end}) extends past the end of the file ({len} bytes)"),
+                format!(
+                    "data section [{data_offset}, {data_end}) extends past the end of the file ({len} bytes)"
+                ),
             ));
         } else {
             parse_features(bytes, path, data_end, &mut template);
         }
         let data = clamp(data_offset, len)..clamp(data_end, len);
-        Ok(PerfData { bytes, data, template })
+        Ok(PerfData {
+            bytes,
+            data,
+            template,
+        })
     }
 
     pub fn info(&self) -> &InputInfo {
@@ -262,18 +309,30 @@ impl<'a> PerfData<'a> {
     }
 
     /// Decodes all records, delivering events in time order like perf script.
-    pub fn decode_in_time_order(&self, mut on_event: impl FnMut(PerfEvent<'_>)) -> Result<ReadReport, Error> {
+    pub fn decode_in_time_order(
+        &self,
+        mut on_event: impl FnMut(PerfEvent<'_>),
+    ) -> Result<ReadReport, Error> {
         self.decode_range(self.data_range(), true, &mut on_event)
     }
 
     /// Decodes the records in `range` (the whole [`data_range`](Self::data_range) or a piece from
     /// [`split_data`](Self::split_data)) in file order. The report includes the header's info and
     /// warnings.
-    pub fn decode(&self, range: Range<usize>, mut on_event: impl FnMut(PerfEvent<'_>)) -> Result<ReadReport, Error> {
+    pub fn decode(
+        &self,
+        range: Range<usize>,
+        mut on_event: impl FnMut(PerfEvent<'_>),
+    ) -> Result<ReadReport, Error> {
         self.decode_range(range, false, &mut on_event)
     }
 
-    fn decode_range(&self, range: Range<usize>, by_time: bool, sink: &mut Sink<'_>) -> Result<ReadReport, Error> {
+    fn decode_range(
+        &self,
+        range: Range<usize>,
+        by_time: bool,
+        sink: &mut Sink<'_>,
+    ) -> Result<ReadReport, Error> {
         let mut decoder = self.template.fork();
         if by_time {
             decoder.order_by_time(self.bytes);
@@ -285,19 +344,28 @@ impl<'a> PerfData<'a> {
             let loc = Loc::plain((range.start + pos) as u64);
             let Some(size) = u16_at(data, pos + 6) else {
                 let left = data.len() - pos;
-                decoder.report.truncated = Some(cut(loc.offset, format!("record header cut short ({left} of 8 bytes)")));
+                decoder.report.truncated = Some(cut(
+                    loc.offset,
+                    format!("record header cut short ({left} of 8 bytes)"),
+                ));
                 break;
             };
             let size = usize::from(size);
             if size < 8 {
-                return Err(malformed(decoder.path, loc, 6, format!("record size {size} is smaller than its 8-byte header")));
+                return Err(malformed(
+                    decoder.path,
+                    loc,
+                    6,
+                    format!("record size {size} is smaller than its 8-byte header"),
+                ));
             }
             let Some(rec) = data.get(pos..pos + size) else {
                 let rtype = u32_at(data, pos).unwrap_or(0);
                 let left = data.len() - pos;
-                decoder.report.truncated = Some(cut(loc.offset, format!(
-                    "record of type {rtype} and {size} bytes cut short after {left} bytes"
-                )));
+                decoder.report.truncated = Some(cut(
+                    loc.offset,
+                    format!("record of type {rtype} and {size} bytes cut short after {left} bytes"),
+                ));
                 break;
             };
             let extra = decoder.record(rec, Some(range.start + pos), loc, sink)?;
@@ -342,7 +410,10 @@ fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 
 /// Checks the magic and returns the header size (16 in pipe mode).
 fn check_magic(bytes: &[u8], path: &Path) -> Result<u64, Error> {
-    let bad = |what: String| Error::BadFile { path: path.to_path_buf(), what };
+    let bad = |what: String| Error::BadFile {
+        path: path.to_path_buf(),
+        what,
+    };
     if bytes.len() < PIPE_HEADER_SIZE as usize {
         return Err(bad(format!(
             "not a perf.data file: {} bytes is too short for the 16-byte perf.data header",
@@ -352,35 +423,66 @@ fn check_magic(bytes: &[u8], path: &Path) -> Result<u64, Error> {
     match &bytes[..8] {
         m if m == MAGIC => {}
         b"2ELIFREP" => return Err(bad("big-endian perf.data files are not supported".into())),
-        b"PERFFILE" => return Err(bad("version 1 perf.data files are not supported (expected PERFILE2)".into())),
+        b"PERFFILE" => {
+            return Err(bad(
+                "version 1 perf.data files are not supported (expected PERFILE2)".into(),
+            ));
+        }
         m => {
-            return Err(malformed(path, Loc::plain(0), 0, format!(
-                "expected the perf.data magic \"PERFILE2\", found {:?}",
-                String::from_utf8_lossy(m)
-            )));
+            return Err(malformed(
+                path,
+                Loc::plain(0),
+                0,
+                format!(
+                    "expected the perf.data magic \"PERFILE2\", found {:?}",
+                    String::from_utf8_lossy(m)
+                ),
+            ));
         }
     }
     Ok(u64_at(bytes, 8).unwrap_or(0))
 }
 
 /// File-mode attrs section: `perf_file_attr` entries of the header's `attr_size` bytes each.
-fn parse_attrs(bytes: &[u8], path: &Path, (offset, size): (u64, u64), decoder: &mut Decoder<'_>) -> Result<(), Error> {
+fn parse_attrs(
+    bytes: &[u8],
+    path: &Path,
+    (offset, size): (u64, u64),
+    decoder: &mut Decoder<'_>,
+) -> Result<(), Error> {
     let entry_size = u64_at(bytes, 16).unwrap_or(0);
     let min = (attr::ATTR_SIZE_VER0 + IDS_SECTION_SIZE) as u64;
     if entry_size < min || entry_size > u64::from(u16::MAX) {
-        return Err(malformed(path, Loc::plain(16), 0, format!("expected an attr size of at least {min} bytes, found {entry_size}")));
+        return Err(malformed(
+            path,
+            Loc::plain(16),
+            0,
+            format!("expected an attr size of at least {min} bytes, found {entry_size}"),
+        ));
     }
     let section = usize::try_from(offset)
         .ok()
         .zip(usize::try_from(size).ok())
         .and_then(|(o, s)| bytes.get(o..o.checked_add(s)?))
-        .ok_or_else(|| malformed(path, Loc::plain(24), 0, format!(
-            "attrs section [{offset}, +{size}) extends past the end of the file ({} bytes)",
-            bytes.len()
-        )))?;
+        .ok_or_else(|| {
+            malformed(
+                path,
+                Loc::plain(24),
+                0,
+                format!(
+                    "attrs section [{offset}, +{size}) extends past the end of the file ({} bytes)",
+                    bytes.len()
+                ),
+            )
+        })?;
     let entry_size = entry_size as usize;
     if section.is_empty() {
-        return Err(malformed(path, Loc::plain(24), 0, "expected at least one event attr, the attrs section is empty"));
+        return Err(malformed(
+            path,
+            Loc::plain(24),
+            0,
+            "expected at least one event attr, the attrs section is empty",
+        ));
     }
     for (i, entry) in section.chunks_exact(entry_size).enumerate() {
         let at = offset + (i * entry_size) as u64;
@@ -388,7 +490,10 @@ fn parse_attrs(bytes: &[u8], path: &Path, (offset, size): (u64, u64), decoder: &
         let attr = Attr::parse(attr_bytes)
             .ok_or_else(|| malformed(path, Loc::plain(at), 0, "attr shorter than 64 bytes"))?;
         let ids_at = entry_size - IDS_SECTION_SIZE;
-        let (ids_offset, ids_size) = (u64_at(entry, ids_at).unwrap_or(0), u64_at(entry, ids_at + 8).unwrap_or(0));
+        let (ids_offset, ids_size) = (
+            u64_at(entry, ids_at).unwrap_or(0),
+            u64_at(entry, ids_at + 8).unwrap_or(0),
+        );
         let ids = usize::try_from(ids_offset)
             .ok()
             .zip(usize::try_from(ids_size).ok())
@@ -401,7 +506,12 @@ fn parse_attrs(bytes: &[u8], path: &Path, (offset, size): (u64, u64), decoder: &
             decoder.add_attr(attr, []);
             continue;
         };
-        decoder.add_attr(attr, ids.chunks_exact(8).filter_map(|b| u64_at(b, 0)).collect::<Vec<_>>());
+        decoder.add_attr(
+            attr,
+            ids.chunks_exact(8)
+                .filter_map(|b| u64_at(b, 0))
+                .collect::<Vec<_>>(),
+        );
     }
     Ok(())
 }
@@ -416,7 +526,9 @@ fn parse_features(bytes: &[u8], path: &Path, table_at: u64, decoder: &mut Decode
         }
         let at = entry;
         entry += IDS_SECTION_SIZE as u64;
-        let section = usize::try_from(at).ok().and_then(|at| Some((u64_at(bytes, at)?, u64_at(bytes, at + 8)?)));
+        let section = usize::try_from(at)
+            .ok()
+            .and_then(|at| Some((u64_at(bytes, at)?, u64_at(bytes, at + 8)?)));
         let data = section.and_then(|(o, s)| {
             let o = usize::try_from(o).ok()?;
             bytes.get(o..o.checked_add(usize::try_from(s).ok()?)?)
@@ -426,7 +538,10 @@ fn parse_features(bytes: &[u8], path: &Path, table_at: u64, decoder: &mut Decode
             None => Err("section lies outside the file".into()),
         };
         if let Err(e) = result {
-            decoder.report.warnings.push(format!("{}: at byte offset {at}: feature {bit}: {e}", path.display()));
+            decoder.report.warnings.push(format!(
+                "{}: at byte offset {at}: feature {bit}: {e}",
+                path.display()
+            ));
         }
     }
 }
