@@ -645,3 +645,40 @@ fn throughput() {
         );
     }
 }
+
+/// Compares any perf.data with perf itself (events and delivery order), for files too big to
+/// commit: `PROFGEN_PERF_DATA=/path/perf.data cargo test --test perf_data_reader any_file --
+/// --ignored`. Needs perf.
+#[test]
+#[ignore]
+fn any_file_matches_perf() {
+    let Some(path) = std::env::var_os("PROFGEN_PERF_DATA") else {
+        return;
+    };
+    let path = PathBuf::from(path);
+    let f = path.to_str().unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let (mut lines, mut order) = (Vec::new(), String::new());
+    let report = read_perf_data(&bytes, &path, |e| {
+        lines.push(canonical(&e));
+        order += &order_of(&e);
+        order.push('\n');
+    })
+    .unwrap();
+    let expected = sorted(canonical_from_perf_dump(&run_perf(&[
+        "report", "-D", "-i", f,
+    ])));
+    assert_eq!(sorted(lines), expected);
+    let args = [
+        "script",
+        "-F",
+        "pid,time",
+        "--ns",
+        "--show-mmap-events",
+        "--show-task-events",
+        "-i",
+        f,
+    ];
+    assert_eq!(order, order_from_perf_script(&run_perf(&args)));
+    eprintln!("{report:?}");
+}
