@@ -462,7 +462,7 @@ fn read_perf_data_file(cfg: &Config, binary: &Binary, path: &Path) -> Result<Inp
     aggregate_events(
         cfg,
         binary,
-        |on_event| Ok(finish(data.decode(data.data_range(), on_event)?)),
+        |on_event| Ok(finish(data.decode_in_time_order(on_event)?)),
         |i| event_names.get(i).cloned(),
         false,
         &data.info().build_ids,
