@@ -208,8 +208,20 @@ pub fn warning_summary(n: u64, total: u64, msg: &str) -> Option<String> {
     (n > 0 && total > 0).then(|| format!("{:.2}%({n}/{total}) {msg}", n as f64 * 100.0 / total as f64))
 }
 
-/// Runs profgen. Warnings are returned in the report (and printed by `main`).
+/// Runs profgen on `cfg.threads` worker threads (default: all cores). Warnings are returned in
+/// the report (and printed by `main`).
 pub fn run(cfg: &Config) -> Result<RunReport, Error> {
+    match cfg.threads {
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .map_err(|e| Error::Usage(format!("cannot start {n} worker threads: {e}")))?
+            .install(|| run_pipeline(cfg)),
+        None => run_pipeline(cfg),
+    }
+}
+
+fn run_pipeline(cfg: &Config) -> Result<RunReport, Error> {
     let binary = Binary::load(
         &cfg.binary,
         &LoadOptions { debug_binary: cfg.debug_binary.clone(), use_dwarf_correlation: cfg.use_dwarf_correlation },
