@@ -78,10 +78,16 @@ pub fn capstone(att_syntax: bool) -> Result<Capstone, String> {
 /// One decoded (or undecodable) instruction as the walk reports it.
 pub struct Decoded<'a> {
     pub addr: u64,
-    /// 1 for an undecodable byte.
+    /// 1 for an undecodable byte or a lock prefix.
     pub size: u64,
-    /// `None` for an undecodable byte.
-    pub insn: Option<&'a capstone::Insn<'a>>,
+    pub insn: DecodedInsn<'a>,
+}
+
+pub enum DecodedInsn<'a> {
+    Insn(&'a capstone::Insn<'a>),
+    /// LLVM's disassembler decodes a `lock` prefix as an instruction of its own.
+    LockPrefix,
+    Invalid,
 }
 
 /// Walks the instructions of symbol `i` of `sec` exactly like llvm-profgen's
@@ -98,18 +104,30 @@ pub fn walk_symbol(cs: &Capstone, sec: &TextSection<'_>, i: usize, mut f: impl F
     let mut addr = start;
     let mut restart = true;
     while addr < next {
+        let rest = &sec.bytes[(addr - sec.addr) as usize..];
+        if rest.first() == Some(&0xf0) {
+            f(Decoded { addr, size: 1, insn: DecodedInsn::LockPrefix });
+            addr += 1;
+            restart = true;
+            continue;
+        }
         if restart {
-            iter.reset(&sec.bytes[(addr - sec.addr) as usize..], addr);
+            iter.reset(rest, addr);
             restart = false;
         }
         match iter.next() {
             Some(insn) => {
                 let size = insn.len() as u64;
-                f(Decoded { addr, size, insn: Some(&insn) });
+                f(Decoded { addr, size, insn: DecodedInsn::Insn(&insn) });
                 addr += size.max(1);
+                // The next instruction may start with a lock prefix; it is checked above
+                // against the bytes, and capstone's position must follow.
+                if sec.bytes.get((addr - sec.addr) as usize) == Some(&0xf0) {
+                    restart = true;
+                }
             }
             None => {
-                f(Decoded { addr, size: 1, insn: None });
+                f(Decoded { addr, size: 1, insn: DecodedInsn::Invalid });
                 addr += 1;
                 restart = true;
             }
@@ -125,14 +143,15 @@ pub fn decode(sections: &[TextSection<'_>]) -> Result<Code, String> {
     for sec in sections.iter().filter(|s| !s.skipped) {
         for i in 0..sec.symbols.len() {
             walk_symbol(&cs, sec, i, |d| match d.insn {
-                Some(insn) => {
+                DecodedInsn::Insn(insn) => {
                     let (kind, target) = classify(insn.id().0, insn.bytes(), d.addr);
                     insts.push((d.addr, d.size.min(u64::from(u8::MAX)) as u8, kind));
                     if let Some(t) = target {
                         code.branch_targets.push((d.addr, t));
                     }
                 }
-                None => code.invalid_bytes += 1,
+                DecodedInsn::LockPrefix => insts.push((d.addr, 1, InstKind::Other)),
+                DecodedInsn::Invalid => code.invalid_bytes += 1,
             });
         }
     }
@@ -182,9 +201,7 @@ fn classify(id: u32, bytes: &[u8], addr: u64) -> (InstKind, Option<u64>) {
 /// Target of a relative branch whose opcode byte (after legacy and REX prefixes) is `opcode`;
 /// the displacement is the rest of the instruction.
 fn direct_target(bytes: &[u8], addr: u64, opcode: u8) -> Option<u64> {
-    let pos = bytes.iter().position(|&b| {
-        !matches!(b, 0x66 | 0x67 | 0xf2 | 0xf3 | 0x2e | 0x3e | 0x26 | 0x64 | 0x65 | 0x36 | 0xf0 | 0x40..=0x4f)
-    })?;
+    let pos = bytes.iter().position(|&b| !is_prefix(b))?;
     if bytes[pos] != opcode {
         return None;
     }
@@ -196,6 +213,25 @@ fn direct_target(bytes: &[u8], addr: u64, opcode: u8) -> Option<u64> {
         _ => return None,
     };
     Some(addr.wrapping_add(bytes.len() as u64).wrapping_add(rel as u64))
+}
+
+/// Legacy prefixes and REX.
+fn is_prefix(b: u8) -> bool {
+    matches!(b, 0x66 | 0x67 | 0xf2 | 0xf3 | 0x2e | 0x3e | 0x26 | 0x64 | 0x65 | 0x36 | 0xf0 | 0x40..=0x4f)
+}
+
+/// The first opcode byte after the prefixes.
+fn opcode_byte(bytes: &[u8]) -> Option<u8> {
+    bytes.iter().copied().find(|&b| !is_prefix(b))
+}
+
+/// Whether the instruction ends with `v` encoded at the full operand width (an imm16/imm32
+/// rather than a sign-extended imm8).
+fn full_width_imm(bytes: &[u8], v: u64, width: u32) -> bool {
+    let n = (width / 8) as usize;
+    width > 8
+        && bytes.len() > n
+        && bytes[bytes.len() - n..].iter().rev().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)) == v
 }
 
 impl Code {
@@ -298,16 +334,9 @@ impl super::Binary {
         let _ = write!(out, "{:8x}:", d.addr);
         let start = out.len();
         match d.insn {
-            Some(insn) => {
-                out.push('\t');
-                out.push_str(insn.mnemonic().unwrap_or(""));
-                let ops = insn.op_str().unwrap_or("");
-                if !ops.is_empty() {
-                    out.push('\t');
-                    out.push_str(&llvm_operands(ops, insn.id().0, insn.mnemonic().unwrap_or(""), insn.bytes()));
-                }
-            }
-            None => out.push_str("\t<unknown>"),
+            DecodedInsn::Insn(insn) => out.push_str(&format_insn(insn)),
+            DecodedInsn::LockPrefix => out.push_str("\tlock"),
+            DecodedInsn::Invalid => out.push_str("\t<unknown>"),
         }
         if opts.source_locations {
             let width = out[start..].chars().count();
@@ -332,12 +361,51 @@ impl super::Binary {
     }
 }
 
+/// An instruction as LLVM's AT&T printer writes it after the address: `\tmnemonic\toperands`.
+fn format_insn(insn: &capstone::Insn<'_>) -> String {
+    let mut out = String::new();
+    out.push('\t');
+    let mnemonic = insn.mnemonic().unwrap_or("");
+    // LLVM prints a rep prefix as `rep\t` before the instruction's own tab.
+    let (prefix, mnemonic) = match mnemonic.split_once(' ') {
+        Some((p, m)) if p.starts_with("rep") => (Some(p), m),
+        _ => (None, mnemonic),
+    };
+    if let Some(p) = prefix {
+        out.push_str(p);
+        out.push_str("\t\t");
+    }
+    out.push_str(mnemonic);
+    let ops = insn.op_str().unwrap_or("");
+    if !ops.is_empty() {
+        out.push('\t');
+        let mut ops = llvm_operands(ops, insn.id().0, mnemonic, insn.bytes());
+        // String instructions name the destination segment.
+        if mnemonic.len() == 5
+            && ["stos", "movs", "scas", "cmps", "ins"].iter().any(|s| mnemonic.starts_with(s))
+            || mnemonic.len() == 4 && mnemonic.starts_with("ins")
+        {
+            ops = ops.replace("(%rdi)", "%es:(%rdi)");
+        }
+        // For register-register xchg (86/87 /r) LLVM prints `rm, reg`, capstone `reg, rm`.
+        if mnemonic.starts_with("xchg")
+            && matches!(opcode_byte(insn.bytes()), Some(0x86 | 0x87))
+            && let Some((a, b)) = ops.split_once(", ")
+            && a.starts_with('%')
+            && b.starts_with('%')
+        {
+            ops = format!("{b}, {a}");
+        }
+        out.push_str(&ops);
+    }
+    out
+}
+
 /// Rewrites capstone's hexadecimal immediates (`$0x10`) and displacements (`0x10(%rip)`) in
 /// decimal as LLVM prints them; branch targets stay hexadecimal.
-fn llvm_operands(ops: &str, id: u32, mnemonic: &str, bytes: &[u8]) -> String {
+fn llvm_operands(ops: &str, id: u32, mnemonic: &str, insn_bytes: &[u8]) -> String {
     // LLVM prints the shift-by-one forms (D0/D1) without the implicit `$1`.
-    let opcode = bytes.iter().find(|&&b| !matches!(b, 0x66 | 0x67 | 0xf2 | 0xf3 | 0x2e | 0x3e | 0x26 | 0x64 | 0x65 | 0x36 | 0xf0 | 0x40..=0x4f));
-    let ops = match opcode {
+    let ops = match opcode_byte(insn_bytes) {
         Some(0xd0 | 0xd1) => ops.strip_prefix("$1, ").unwrap_or(ops),
         _ => ops,
     };
@@ -357,29 +425,33 @@ fn llvm_operands(ops: &str, id: u32, mnemonic: &str, bytes: &[u8]) -> String {
     let bytes = ops.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
-        let neg = bytes[i] == b'-' && ops[i + 1..].starts_with("0x");
-        let hex_at = if neg { i + 1 } else { i };
+        let neg = bytes[i] == b'-';
+        let num_at = if neg { i + 1 } else { i };
         let boundary = i == 0 || matches!(bytes[i - 1], b'$' | b' ' | b',' | b':' | b'*');
-        if boundary && ops[hex_at..].starts_with("0x") {
-            let digits_end = ops[hex_at + 2..]
-                .find(|c: char| !c.is_ascii_hexdigit())
-                .map_or(ops.len(), |e| hex_at + 2 + e);
-            if let Ok(v) = u64::from_str_radix(&ops[hex_at + 2..digits_end], 16) {
-                // LLVM prints immediates signed at the operand width; capstone prints the bits.
-                let imm = i > 0 && bytes[i - 1] == b'$';
-                if neg {
-                    out.push('-');
-                    out.push_str(&v.to_string());
-                } else if imm && width < 64 && v < 1 << width && v >= 1 << (width - 1) {
-                    out.push_str(&(v as i64 - (1i64 << width)).to_string());
-                } else if imm && v > i64::MAX as u64 {
-                    out.push_str(&(v as i64).to_string());
-                } else {
-                    out.push_str(&v.to_string());
-                }
-                i = digits_end;
-                continue;
+        let (radix, digits_at) = if ops[num_at..].starts_with("0x") { (16, num_at + 2) } else { (10, num_at) };
+        let digits_end = ops[digits_at..]
+            .find(|c: char| !c.is_ascii_hexdigit() || (radix == 10 && !c.is_ascii_digit()))
+            .map_or(ops.len(), |e| digits_at + e);
+        if boundary
+            && digits_end > digits_at
+            && let Ok(v) = u64::from_str_radix(&ops[digits_at..digits_end], radix)
+        {
+            // LLVM prints an immediate sign-extended from its encoding (so imm8 forms and
+            // 64-bit operations show negative values) but a full-width 16/32-bit immediate
+            // unsigned; capstone prints the bits (in hex, or in decimal for some 64-bit values).
+            let imm = i > 0 && bytes[i - 1] == b'$';
+            if neg {
+                out.push('-');
+                out.push_str(&v.to_string());
+            } else if imm && width < 64 && v < 1 << width && v >= 1 << (width - 1) && !full_width_imm(insn_bytes, v, width) {
+                out.push_str(&(v as i64 - (1i64 << width)).to_string());
+            } else if imm && v > i64::MAX as u64 {
+                out.push_str(&(v as i64).to_string());
+            } else {
+                out.push_str(&v.to_string());
             }
+            i = digits_end;
+            continue;
         }
         // LLVM writes memory operands without spaces: `(%rax,%rcx,4)`.
         if bytes[i] == b' ' && i > 0 && bytes[i - 1] == b',' && ops[..i].rfind('(') > ops[..i].rfind(')') {
@@ -390,4 +462,35 @@ fn llvm_operands(ops: &str, id: u32, mnemonic: &str, bytes: &[u8]) -> String {
         i += 1;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Decodes one instruction and renders it as the dump does.
+    fn render(bytes: &[u8]) -> String {
+        let cs = capstone(true).unwrap();
+        let insns = cs.disasm_count(bytes, 0x1000, 1).unwrap();
+        let insn = insns.iter().next().unwrap();
+        format_insn(insn).trim_start_matches('\t').to_string()
+    }
+
+    #[test]
+    fn operands_print_like_llvm() {
+        assert_eq!(render(&[0x48, 0xba, 0, 0, 0, 0, 0, 0, 0, 0x80]), "movabsq\t$-9223372036854775808, %rdx");
+        assert_eq!(render(&[0x48, 0xc7, 0x44, 0x24, 0x30, 0xff, 0xff, 0xff, 0xff]), "movq\t$-1, 48(%rsp)");
+        assert_eq!(render(&[0xb8, 0xff, 0xff, 0xff, 0xff]), "movl\t$4294967295, %eax");
+        assert_eq!(render(&[0x83, 0xe2, 0xfc]), "andl\t$-4, %edx");
+        assert_eq!(render(&[0x66, 0x3d, 0x00, 0xff]), "cmpw\t$65280, %ax");
+        assert_eq!(render(&[0xc6, 0x00, 0xff]), "movb\t$-1, (%rax)");
+        assert_eq!(render(&[0xd1, 0xfe]), "sarl\t%esi");
+        assert_eq!(render(&[0x48, 0x8d, 0x04, 0x40]), "leaq\t(%rax,%rax,2), %rax");
+        assert_eq!(render(&[0xff, 0x15, 0x3f, 0x2f, 0, 0]), "callq\t*12095(%rip)");
+        assert_eq!(render(&[0xf3, 0x48, 0xab]), "rep\t\tstosq\t%rax, %es:(%rdi)");
+        assert_eq!(render(&[0x4c, 0x63, 0x1f]), "movslq\t(%rdi), %r11");
+        // Expected texts from `llvm-mc-19 --disassemble`.
+        assert_eq!(render(&[0x48, 0x87, 0xde]), "xchgq\t%rsi, %rbx");
+        assert_eq!(render(&[0x48, 0x87, 0xf3]), "xchgq\t%rbx, %rsi");
+    }
 }
