@@ -135,38 +135,54 @@ pub fn walk_symbol(cs: &Capstone, sec: &TextSection<'_>, i: usize, mut f: impl F
     }
 }
 
-/// Decodes every text section.
+/// Decodes every text section, in parallel over chunks of symbols.
 pub fn decode(sections: &[TextSection<'_>]) -> Result<Code, String> {
-    let cs = capstone(false)?;
-    let mut insts: Vec<(u64, u8, InstKind)> = Vec::new();
-    let mut code = Code::default();
-    for sec in sections.iter().filter(|s| !s.skipped) {
-        for i in 0..sec.symbols.len() {
-            walk_symbol(&cs, sec, i, |d| match d.insn {
-                DecodedInsn::Insn(insn) => {
-                    let (kind, target) = classify(insn.id().0, insn.bytes(), d.addr);
-                    insts.push((d.addr, d.size.min(u64::from(u8::MAX)) as u8, kind));
-                    if let Some(t) = target {
-                        code.branch_targets.push((d.addr, t));
-                    }
+    use rayon::prelude::*;
+    const SYMBOLS_PER_CHUNK: usize = 64;
+    let chunks: Vec<(&TextSection<'_>, std::ops::Range<usize>)> = sections
+        .iter()
+        .filter(|s| !s.skipped)
+        .flat_map(|sec| {
+            (0..sec.symbols.len())
+                .step_by(SYMBOLS_PER_CHUNK)
+                .map(move |i| (sec, i..(i + SYMBOLS_PER_CHUNK).min(sec.symbols.len())))
+        })
+        .collect();
+    capstone(false)?;
+    let decoded: Vec<(Vec<(u64, u8, InstKind, Option<u64>)>, u64)> = chunks
+        .par_iter()
+        .map_init(
+            || capstone(false).ok(),
+            |cs, (sec, symbols)| {
+                let mut insts = Vec::new();
+                let mut invalid = 0;
+                let Some(cs) = cs else { return (insts, invalid) };
+                for i in symbols.clone() {
+                    walk_symbol(cs, sec, i, |d| match d.insn {
+                        DecodedInsn::Insn(insn) => {
+                            let (kind, target) = classify(insn.id().0, insn.bytes(), d.addr);
+                            insts.push((d.addr, d.size.min(u64::from(u8::MAX)) as u8, kind, target));
+                        }
+                        DecodedInsn::LockPrefix => insts.push((d.addr, 1, InstKind::Other, None)),
+                        DecodedInsn::Invalid => invalid += 1,
+                    });
                 }
-                DecodedInsn::LockPrefix => insts.push((d.addr, 1, InstKind::Other)),
-                DecodedInsn::Invalid => code.invalid_bytes += 1,
-            });
-        }
-    }
+                (insts, invalid)
+            },
+        )
+        .collect();
+    let mut code = Code { invalid_bytes: decoded.iter().map(|d| d.1).sum(), ..Code::default() };
+    let mut insts: Vec<_> = decoded.into_iter().flat_map(|d| d.0).collect();
     // Overlapping symbols can decode an address twice; like llvm-profgen's size map, the last
     // decode wins.
     insts.reverse();
     insts.sort_by_key(|i| i.0);
     insts.dedup_by_key(|i| i.0);
-    code.branch_targets.reverse();
-    code.branch_targets.sort_by_key(|b| b.0);
-    code.branch_targets.dedup_by_key(|b| b.0);
     code.addrs = insts.iter().map(|i| i.0).collect();
     code.sizes = insts.iter().map(|i| i.1).collect();
     code.kinds = insts.iter().map(|i| i.2).collect();
     code.uncond = insts.iter().filter(|i| i.2.is_unconditional()).map(|i| i.0).collect();
+    code.branch_targets = insts.iter().filter_map(|i| Some((i.0, i.3?))).collect();
     Ok(code)
 }
 

@@ -144,20 +144,22 @@ impl Binary {
         let elf_info = elf::info(&obj).map_err(bad)?;
         let symbols = elf::symbols(&obj);
         let sections = disasm::text_sections(&obj, &symbols).map_err(bad)?;
-        let mut code = disasm::decode(&sections).map_err(bad)?;
         let base = elf_info.preferred_base.0;
-
-        let mut warnings = Vec::new();
-        let debug = match &opts.debug_binary {
-            Some(dbg_path) => {
-                let dbg_data = map_file(dbg_path)?;
-                let dbg_obj = elf::parse(&dbg_data)
-                    .map_err(|what| Error::BadFile { path: dbg_path.clone(), what })?;
-                dwarf::DebugInfo::load(&dbg_obj, base)
+        let dbg_data = opts.debug_binary.as_deref().map(map_file).transpose()?;
+        let dbg_obj = match (&dbg_data, &opts.debug_binary) {
+            (Some(data), Some(dbg_path)) => {
+                Some(elf::parse(data).map_err(|what| Error::BadFile { path: dbg_path.clone(), what })?)
             }
-            None => dwarf::DebugInfo::load(&obj, base),
+            _ => None,
         };
-        warnings.extend(debug.warnings.iter().map(|w| format!("{}: {w}", path.display())));
+        // Disassembly and DWARF are independent; each is the bulk of the loading time.
+        let (code, debug) = rayon::join(
+            || disasm::decode(&sections),
+            || dwarf::DebugInfo::load(dbg_obj.as_ref().unwrap_or(&obj), base),
+        );
+        let mut code = code.map_err(bad)?;
+        let dwarf_path = opts.debug_binary.as_deref().unwrap_or(path);
+        let warnings = debug.warnings.iter().map(|w| format!("{}: {w}", dwarf_path.display())).collect();
 
         let (functions, mut func_ranges) = build_functions(&debug.subprograms, &symbols, &sections, base);
         mark_entries(&functions, &mut func_ranges, &sections);
