@@ -458,3 +458,39 @@ pub fn canonical_fn_name(name: &str) -> &str {
     }
     cand
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_names_strip_selected_suffixes() {
+        assert_eq!(canonical_fn_name("foo.llvm.1234"), "foo");
+        assert_eq!(canonical_fn_name("foo.part.1"), "foo");
+        assert_eq!(canonical_fn_name("foo.part.1.llvm.2"), "foo");
+        assert_eq!(canonical_fn_name("foo.__uniq.123"), "foo.__uniq.123");
+        assert_eq!(canonical_fn_name("foo.__uniq.123.llvm.4"), "foo.__uniq.123");
+        assert_eq!(canonical_fn_name("foo.cold"), "foo.cold");
+        assert_eq!(canonical_fn_name("foo.llvm.1.cold"), "foo.llvm.1.cold");
+        assert_eq!(canonical_fn_name("_ZN3fooEv"), "_ZN3fooEv");
+    }
+
+    /// LLVM's `DILocation::encodeDiscriminator(BD, DF, 0)`.
+    fn encode(bd: u32, df: u32) -> u32 {
+        let prefix = |u: u32| if u > 0x1f { ((u & 0xfe0) << 1) | (u & 0x1f) | 0x20 } else { u };
+        let component = |c: u32| if c == 0 { 1 } else { prefix(c) << 1 };
+        let bits = |c: u32| if c == 0 { 1 } else if c > 0x1f { 14 } else { 7 };
+        if df == 0 { component(bd) } else { component(bd) | (component(df) << bits(bd)) }
+    }
+
+    #[test]
+    fn discriminator_components() {
+        assert_eq!((base_discriminator(2), duplication_factor(2)), (1, 1));
+        assert_eq!(encode(3, 8), 2054);
+        for (bd, df) in [(0, 0), (1, 0), (3, 8), (0, 2), (40, 0), (40, 3), (31, 100), (4000, 7)] {
+            let raw = encode(bd, df);
+            assert_eq!(base_discriminator(raw), bd, "{raw}");
+            assert_eq!(duplication_factor(raw), df.max(1), "{raw}");
+        }
+    }
+}

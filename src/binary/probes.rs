@@ -397,3 +397,154 @@ impl super::Binary {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn uleb(mut v: u64, out: &mut Vec<u8>) {
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            out.push(if v == 0 { b } else { b | 0x80 });
+            if v == 0 {
+                return;
+            }
+        }
+    }
+
+    fn sleb(mut v: i64, out: &mut Vec<u8>) {
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            let done = (v == 0 && b & 0x40 == 0) || (v == -1 && b & 0x40 != 0);
+            out.push(if done { b } else { b | 0x80 });
+            if done {
+                return;
+            }
+        }
+    }
+
+    fn desc(records: &[(&str, u64)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (name, hash) in records {
+            out.extend(md5_guid(name).to_le_bytes());
+            out.extend(hash.to_le_bytes());
+            uleb(name.len() as u64, &mut out);
+            out.extend(name.as_bytes());
+        }
+        out
+    }
+
+    /// Function record header: GUID, probe count, inlinee count.
+    fn header(name: &str, nprobes: u64, ninlinees: u64, out: &mut Vec<u8>) {
+        out.extend(md5_guid(name).to_le_bytes());
+        uleb(nprobes, out);
+        uleb(ninlinees, out);
+    }
+
+    fn delta_probe(index: u64, kind: u8, attr: u8, delta: i64, disc: Option<u64>, out: &mut Vec<u8>) {
+        uleb(index, out);
+        out.push(0x80 | (attr << 4) | kind);
+        sleb(delta, out);
+        if let Some(d) = disc {
+            uleb(d, out);
+        }
+    }
+
+    fn starts() -> HashMap<u64, u64> {
+        [(md5_guid("foo"), 0x1000), (md5_guid("foo.cold"), 0x2000)].into_iter().collect()
+    }
+
+    #[test]
+    fn delta_sentinel_discriminator_and_inlinees() {
+        let mut p = Vec::new();
+        header("foo", 2, 2, &mut p);
+        delta_probe(1, 0, 0, 0, None, &mut p);
+        delta_probe(2, 2, ATTR_HAS_DISCRIMINATOR, 5, Some(3), &mut p);
+        // bar inlined at foo:2, twice with the same call site: one node.
+        for delta in [0, 0x10] {
+            uleb(2, &mut p);
+            header("bar", 1, 0, &mut p);
+            delta_probe(1, 0, 0, delta, None, &mut p);
+        }
+        // The split part: a sentinel naming `foo.cold`, then a delta from its start.
+        header("foo", 2, 0, &mut p);
+        uleb(0, &mut p);
+        p.push(ATTR_SENTINEL << 4);
+        p.extend(md5_guid("foo.cold").to_le_bytes());
+        delta_probe(3, 0, 0, 4, None, &mut p);
+
+        let info = ProbeInfo::decode(&desc(&[("foo", 7), ("bar", 9)]), &p, &starts()).unwrap();
+        let got: Vec<_> = info.probes().iter().map(|p| (p.addr.0, info.func_name(p.guid).to_string(), p.index)).collect();
+        assert_eq!(
+            got,
+            [
+                (0x1000, "foo".into(), 1),
+                (0x1005, "foo".into(), 2),
+                (0x1005, "bar".into(), 1),
+                (0x1015, "bar".into(), 1),
+                (0x2004, "foo".into(), 3),
+            ]
+        );
+        let call = info.call_probe_at(Vaddr(0x1005)).unwrap();
+        assert_eq!((call.index, call.kind, call.discriminator), (2, ProbeType::DirectCall, 3));
+        assert_eq!(info.format_probe(call), "FUNC: foo Index: 2  Discriminator: 3  Type: DirectCall  ");
+        let bar = &info.probes_at(Vaddr(0x1005))[1];
+        assert_eq!(info.inline_context(bar), (vec![("foo".into(), 2)], ("bar".into(), 1)));
+        assert_eq!(info.format_probe(bar), "FUNC: bar Index: 1  Type: Block  Inlined: @ foo:2");
+        assert_eq!(bar.node, info.probes_at(Vaddr(0x1015))[0].node);
+        // root, foo, bar, and the second top-level foo record as its own node.
+        assert_eq!(info.nodes().len(), 4);
+        assert_eq!(info.node(info.top_level_node(bar.node)).guid, md5_guid("foo"));
+        assert_ne!(info.probes_at(Vaddr(0x2004))[0].node, info.probes_at(Vaddr(0x1000))[0].node);
+        assert_eq!(info.desc(md5_guid("bar")).map(|d| d.hash), Some(9));
+    }
+
+    #[test]
+    fn legacy_absolute_addresses_disable_symbol_starts() {
+        let mut p = Vec::new();
+        header("foo", 1, 0, &mut p);
+        uleb(1, &mut p);
+        p.push(0);
+        p.extend(0x3000u64.to_le_bytes());
+        header("foo", 1, 0, &mut p);
+        delta_probe(2, 0, 0, 1, None, &mut p);
+        let info = ProbeInfo::decode(&desc(&[("foo", 7)]), &p, &starts()).unwrap();
+        let addrs: Vec<_> = info.probes().iter().map(|p| p.addr.0).collect();
+        assert_eq!(addrs, [0x3000, 0x3001]);
+    }
+
+    #[test]
+    fn callsite_zero_restarts_the_context() {
+        let mut p = Vec::new();
+        header("foo", 0, 1, &mut p);
+        uleb(0, &mut p);
+        header("bar", 0, 1, &mut p);
+        uleb(4, &mut p);
+        header("baz", 1, 0, &mut p);
+        delta_probe(1, 0, 0, 0, None, &mut p);
+        let info = ProbeInfo::decode(&desc(&[("foo", 1), ("bar", 2), ("baz", 3)]), &p, &starts()).unwrap();
+        let probe = &info.probes()[0];
+        assert_eq!(info.inline_context(probe), (vec![("bar".into(), 4)], ("baz".into(), 1)));
+    }
+
+    #[test]
+    fn malformed_sections_are_errors() {
+        let mut p = Vec::new();
+        header("foo", 3, 0, &mut p);
+        delta_probe(1, 0, 0, 0, None, &mut p);
+        let err = ProbeInfo::decode(&[], &p, &starts()).unwrap_err();
+        assert_eq!(err, format!("malformed .pseudo_probe at section offset {}: unexpected end", p.len()));
+        let mut bad_type = Vec::new();
+        header("foo", 1, 0, &mut bad_type);
+        bad_type.extend([1, 0x87, 0]);
+        assert!(ProbeInfo::decode(&[], &bad_type, &starts()).unwrap_err().contains("unknown probe type 7"));
+        let mut d = desc(&[("foo", 1)]);
+        d.truncate(d.len() - 1);
+        assert_eq!(
+            ProbeInfo::decode(&d, &[], &starts()).unwrap_err(),
+            "malformed .pseudo_probe_desc at section offset 17: function name runs past the section end"
+        );
+    }
+}
