@@ -17,6 +17,7 @@ pub use disasm::DumpOptions;
 use crate::addr::{FileOffset, Vaddr};
 use crate::error::Error;
 use hashbrown::HashMap;
+use object::Object;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -48,7 +49,10 @@ pub enum InstKind {
 impl InstKind {
     /// llvm-profgen's `UncondSet`: calls, returns and direct unconditional jumps.
     pub fn is_unconditional(self) -> bool {
-        matches!(self, InstKind::Call | InstKind::Return | InstKind::DirectJump)
+        matches!(
+            self,
+            InstKind::Call | InstKind::Return | InstKind::DirectJump
+        )
     }
     /// llvm-profgen's `addressIsTransfer`.
     pub fn is_transfer(self) -> bool {
@@ -101,6 +105,9 @@ pub struct SourceFrame {
     pub discriminator: u32,
 }
 
+/// Inline stacks of one function range's instructions, in address order.
+type RangeStacks = Box<[Arc<[SourceFrame]>]>;
+
 /// The profiled binary, loaded once and shared read-only by every worker.
 pub struct Binary {
     path: PathBuf,
@@ -110,7 +117,7 @@ pub struct Binary {
     /// Sorted by start, disjoint starts.
     func_ranges: Vec<FuncRange>,
     /// Per function range, the inline stacks of its instructions, computed on first use.
-    range_frames: Vec<OnceLock<Box<[Arc<[SourceFrame]>]>>>,
+    range_frames: Vec<OnceLock<RangeStacks>>,
     debug: Option<dwarf::DebugInfo>,
     probes: Option<probes::ProbeInfo>,
     fs_discriminators: bool,
@@ -128,7 +135,10 @@ pub struct LoadOptions {
 }
 
 pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap, Error> {
-    let io = |source| Error::Io { path: path.to_path_buf(), source };
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let file = std::fs::File::open(path).map_err(io)?;
     // SAFETY: the file is only read; a concurrent truncation by another process is outside what
     // profgen can defend against (as for every mmap-based reader).
@@ -139,7 +149,10 @@ impl Binary {
     /// Loads the ELF at `path` (and the DWARF of `opts.debug_binary`). Errors name the file.
     pub fn load(path: &Path, opts: &LoadOptions) -> Result<Binary, Error> {
         let data = map_file(path)?;
-        let bad = |what: String| Error::BadFile { path: path.to_path_buf(), what };
+        let bad = |what: String| Error::BadFile {
+            path: path.to_path_buf(),
+            what,
+        };
         let obj = elf::parse(&data).map_err(bad)?;
         let elf_info = elf::info(&obj).map_err(bad)?;
         let symbols = elf::symbols(&obj);
@@ -148,7 +161,10 @@ impl Binary {
         let dbg_data = opts.debug_binary.as_deref().map(map_file).transpose()?;
         let dbg_obj = match (&dbg_data, &opts.debug_binary) {
             (Some(data), Some(dbg_path)) => {
-                Some(elf::parse(data).map_err(|what| Error::BadFile { path: dbg_path.clone(), what })?)
+                Some(elf::parse(data).map_err(|what| Error::BadFile {
+                    path: dbg_path.clone(),
+                    what,
+                })?)
             }
             _ => None,
         };
@@ -159,9 +175,14 @@ impl Binary {
         );
         let mut code = code.map_err(bad)?;
         let dwarf_path = opts.debug_binary.as_deref().unwrap_or(path);
-        let warnings = debug.warnings.iter().map(|w| format!("{}: {w}", dwarf_path.display())).collect();
+        let warnings = debug
+            .warnings
+            .iter()
+            .map(|w| format!("{}: {w}", dwarf_path.display()))
+            .collect();
 
-        let (functions, mut func_ranges) = build_functions(&debug.subprograms, &symbols, &sections, base);
+        let (functions, mut func_ranges) =
+            build_functions(&debug.subprograms, &symbols, &sections, base);
         mark_entries(&functions, &mut func_ranges, &sections);
         code.compute_prolog_epilog(func_ranges.iter().map(|r| r.start.0));
 
@@ -172,7 +193,9 @@ impl Binary {
         };
         let fs_discriminators = symbols.iter().any(|s| {
             s.name == "__llvm_fs_discriminator__"
-                && !sections.iter().any(|t| t.symbols.first().is_some_and(|f| f.section == s.section))
+                && obj
+                    .section_by_index(s.section)
+                    .is_ok_and(|sec| !elf::is_exec_section(&sec))
         });
         Ok(Binary {
             path: path.to_path_buf(),
@@ -233,12 +256,17 @@ impl Binary {
         self.code.index_of(a.0).map(|i| self.code.kinds[i])
     }
     pub fn inst_size(&self, a: Vaddr) -> Option<u64> {
-        self.code.index_of(a.0).map(|i| u64::from(self.code.sizes[i]))
+        self.code
+            .index_of(a.0)
+            .map(|i| u64::from(self.code.sizes[i]))
     }
     /// Start addresses of all decoded instructions within [start, end] (inclusive), ascending.
     pub fn insts_in(&self, start: Vaddr, end: Vaddr) -> impl Iterator<Item = Vaddr> + '_ {
         let first = self.code.lower_bound(start.0);
-        self.code.addrs[first..].iter().take_while(move |&&a| a <= end.0).map(|&a| Vaddr(a))
+        self.code.addrs[first..]
+            .iter()
+            .take_while(move |&&a| a <= end.0)
+            .map(|&a| Vaddr(a))
     }
     /// The first instruction after `a`.
     pub fn next_inst(&self, a: Vaddr) -> Option<Vaddr> {
@@ -283,7 +311,10 @@ impl Binary {
         &self.func_ranges
     }
     fn func_range_index(&self, a: Vaddr) -> Option<usize> {
-        let i = self.func_ranges.partition_point(|r| r.start <= a).checked_sub(1)?;
+        let i = self
+            .func_ranges
+            .partition_point(|r| r.start <= a)
+            .checked_sub(1)?;
         (a < self.func_ranges[i].end).then_some(i)
     }
     /// The function range containing `a`.
@@ -292,7 +323,10 @@ impl Binary {
     }
     /// The function range starting exactly at `a`.
     pub fn func_range_at_start(&self, a: Vaddr) -> Option<&FuncRange> {
-        let i = self.func_ranges.binary_search_by_key(&a, |r| r.start).ok()?;
+        let i = self
+            .func_ranges
+            .binary_search_by_key(&a, |r| r.start)
+            .ok()?;
         Some(&self.func_ranges[i])
     }
     /// Inline frames of the instruction at `a`, outermost first; empty when `a` has no line info
@@ -320,7 +354,11 @@ impl Binary {
             return stacks[idx - first].clone();
         }
         let frames = self.compute_inline_stack(a);
-        if frames.is_empty() { self.empty_stack.clone() } else { Arc::from(frames) }
+        if frames.is_empty() {
+            self.empty_stack.clone()
+        } else {
+            Arc::from(frames)
+        }
     }
     fn compute_inline_stack(&self, a: Vaddr) -> Vec<SourceFrame> {
         if let Some(debug) = &self.debug
@@ -370,7 +408,11 @@ fn build_functions(
         let i = dwarf_ranges.partition_point(|r| r.0 <= a);
         i > 0 && a < dwarf_ranges[i - 1].1
     };
-    let decoded: Vec<_> = sections.iter().filter(|s| !s.skipped).map(|s| s.symbols.first().map(|f| f.section)).collect();
+    let decoded: Vec<_> = sections
+        .iter()
+        .filter(|s| !s.skipped)
+        .map(|s| s.symbols.first().map(|f| f.section))
+        .collect();
     let mut func_syms: Vec<&elf::Symbol<'_>> = symbols
         .iter()
         .filter(|s| s.is_func && s.size > 0 && s.addr >= base && decoded.contains(&Some(s.section)))
@@ -381,7 +423,9 @@ fn build_functions(
         if sym.addr < last_end || covered(sym.addr) {
             continue;
         }
-        let next_dwarf = dwarf_ranges.get(dwarf_ranges.partition_point(|r| r.0 <= sym.addr)).map_or(u64::MAX, |r| r.0);
+        let next_dwarf = dwarf_ranges
+            .get(dwarf_ranges.partition_point(|r| r.0 <= sym.addr))
+            .map_or(u64::MAX, |r| r.0);
         let end = sym.addr.saturating_add(sym.size).min(next_dwarf);
         last_end = end;
         b.add(&Arc::from(sym.name), FuncSource::Symbol, sym.addr, end);
@@ -405,14 +449,28 @@ struct FunctionsBuilder {
 impl FunctionsBuilder {
     fn add(&mut self, name: &Arc<str>, source: FuncSource, start: u64, end: u64) {
         let functions = &mut self.functions;
-        let id = *self.by_name.entry((name.clone(), source == FuncSource::Symbol)).or_insert_with(|| {
-            functions.push(Function { name: name.clone(), ranges: Vec::new(), source });
-            FuncId((functions.len() - 1) as u32)
-        });
-        functions[id.0 as usize].ranges.push((Vaddr(start), Vaddr(end)));
+        let id = *self
+            .by_name
+            .entry((name.clone(), source == FuncSource::Symbol))
+            .or_insert_with(|| {
+                functions.push(Function {
+                    name: name.clone(),
+                    ranges: Vec::new(),
+                    source,
+                });
+                FuncId((functions.len() - 1) as u32)
+            });
+        functions[id.0 as usize]
+            .ranges
+            .push((Vaddr(start), Vaddr(end)));
         // First DIE wins on a duplicate start.
         if self.starts.insert(start, ()).is_none() {
-            self.ranges.push(FuncRange { start: Vaddr(start), end: Vaddr(end), func: id, is_entry: false });
+            self.ranges.push(FuncRange {
+                start: Vaddr(start),
+                end: Vaddr(end),
+                func: id,
+                is_entry: false,
+            });
         }
     }
 }
@@ -420,15 +478,27 @@ impl FunctionsBuilder {
 /// llvm-profgen's `setIsFuncEntry`, run for every symbol of every decoded text section: the
 /// range containing the symbol is an entry if its function has one range, or if the symbol's
 /// canonical name is the function's name.
-fn mark_entries(functions: &[Function], ranges: &mut [FuncRange], sections: &[disasm::TextSection<'_>]) {
-    for sym in sections.iter().filter(|s| !s.skipped).flat_map(|s| &s.symbols) {
+fn mark_entries(
+    functions: &[Function],
+    ranges: &mut [FuncRange],
+    sections: &[disasm::TextSection<'_>],
+) {
+    for sym in sections
+        .iter()
+        .filter(|s| !s.skipped)
+        .flat_map(|s| &s.symbols)
+    {
         let i = ranges.partition_point(|r| r.start.0 <= sym.addr);
-        let Some(r) = i.checked_sub(1).map(|i| &mut ranges[i]) else { continue };
+        let Some(r) = i.checked_sub(1).map(|i| &mut ranges[i]) else {
+            continue;
+        };
         if sym.addr >= r.end.0 {
             continue;
         }
         let func = &functions[r.func.0 as usize];
-        if func.ranges.len() == 1 || (!r.is_entry && *func.name == *dwarf::canonical_fn_name(sym.name)) {
+        if func.ranges.len() == 1
+            || (!r.is_entry && *func.name == *dwarf::canonical_fn_name(sym.name))
+        {
             r.is_entry = true;
         }
     }
