@@ -499,12 +499,10 @@ fn format_insn(insn: &capstone::Insn<'_>) -> String {
         out.push('\t');
         let mut ops = llvm_operands(ops, insn.id().0, mnemonic, insn.bytes());
         // String instructions name the destination segment.
-        if mnemonic.len() == 5
-            && ["stos", "movs", "scas", "cmps", "ins"]
-                .iter()
-                .any(|s| mnemonic.starts_with(s))
-            || mnemonic.len() == 4 && mnemonic.starts_with("ins")
-        {
+        if matches!(
+            opcode_byte(insn.bytes()),
+            Some(0x6c | 0x6d | 0xa4..=0xa7 | 0xaa..=0xaf)
+        ) {
             ops = ops.replace("(%rdi)", "%es:(%rdi)");
         }
         // For register-register xchg (86/87 /r) LLVM prints `rm, reg`, capstone `reg, rm`.
@@ -642,6 +640,10 @@ mod tests {
             "rep\t\tstosq\t%rax, %es:(%rdi)"
         );
         assert_eq!(render(&[0x4c, 0x63, 0x1f]), "movslq\t(%rdi), %r11");
+        assert_eq!(
+            render(&[0xf2, 0x0f, 0x10, 0x47, 0x08]),
+            "movsd\t8(%rdi), %xmm0"
+        );
         // Expected texts from `llvm-mc-19 --disassemble`.
         assert_eq!(render(&[0x48, 0x87, 0xde]), "xchgq\t%rsi, %rbx");
         assert_eq!(render(&[0x48, 0x87, 0xf3]), "xchgq\t%rbx, %rsi");

@@ -175,7 +175,7 @@ impl Binary {
         );
         let mut code = code.map_err(bad)?;
         let dwarf_path = opts.debug_binary.as_deref().unwrap_or(path);
-        let warnings = debug
+        let mut warnings: Vec<String> = debug
             .warnings
             .iter()
             .map(|w| format!("{}: {w}", dwarf_path.display()))
@@ -184,6 +184,11 @@ impl Binary {
         let (functions, mut func_ranges) =
             build_functions(&debug.subprograms, &symbols, &sections, base);
         mark_entries(&functions, &mut func_ranges, &sections);
+        warnings.extend(no_entry_warning(
+            &debug.subprograms,
+            &functions,
+            &func_ranges,
+        ));
         code.compute_prolog_epilog(func_ranges.iter().map(|r| r.start.0));
 
         let probes = if opts.use_dwarf_correlation {
@@ -475,6 +480,40 @@ impl FunctionsBuilder {
     }
 }
 
+/// llvm-profgen-19's `warnNoFuncEntry` summary over the DWARF functions (the total counts every
+/// subprogram name, also those whose ranges were all dropped).
+fn no_entry_warning(
+    subprograms: &[dwarf::Subprogram],
+    functions: &[Function],
+    ranges: &[FuncRange],
+) -> Option<String> {
+    let total = subprograms
+        .iter()
+        .map(|s| &s.name)
+        .collect::<hashbrown::HashSet<_>>()
+        .len();
+    let at_start = |a: Vaddr| {
+        let i = ranges.binary_search_by_key(&a, |r| r.start).ok()?;
+        Some(&ranges[i])
+    };
+    let missing = functions
+        .iter()
+        .filter(|f| f.source == FuncSource::Dwarf)
+        .filter(|f| {
+            !f.ranges
+                .iter()
+                .any(|r| at_start(r.0).is_some_and(|fr| fr.is_entry))
+        })
+        .count();
+    (missing > 0).then(|| {
+        format!(
+            "{:.2}%({missing}/{total}) of functions failed to determine function entry due to \
+             inconsistent name from symbol table and dwarf info.",
+            missing as f64 * 100.0 / total as f64
+        )
+    })
+}
+
 /// llvm-profgen's `setIsFuncEntry`, run for every symbol of every decoded text section: the
 /// range containing the symbol is an entry if its function has one range, or if the symbol's
 /// canonical name is the function's name.
@@ -501,5 +540,59 @@ fn mark_entries(
         {
             r.is_entry = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_entry_warning_counts_dwarf_functions_without_entry_range() {
+        let name = |s: &str| Arc::<str>::from(s);
+        let subprograms = [
+            dwarf::Subprogram {
+                name: name("foo"),
+                ranges: vec![(0x10, 0x20), (0x40, 0x50)],
+            },
+            dwarf::Subprogram {
+                name: name("bar"),
+                ranges: vec![(0x20, 0x30)],
+            },
+            // All ranges dropped (below the base), still counted by llvm-profgen.
+            dwarf::Subprogram {
+                name: name("gone"),
+                ranges: vec![(0x0, 0x8)],
+            },
+        ];
+        let func = |n: &str, ranges: &[(u64, u64)]| Function {
+            name: name(n),
+            ranges: ranges.iter().map(|&(s, e)| (Vaddr(s), Vaddr(e))).collect(),
+            source: FuncSource::Dwarf,
+        };
+        let functions = [
+            func("foo", &[(0x10, 0x20), (0x40, 0x50)]),
+            func("bar", &[(0x20, 0x30)]),
+        ];
+        let range = |s: u64, e: u64, f: u32, is_entry: bool| FuncRange {
+            start: Vaddr(s),
+            end: Vaddr(e),
+            func: FuncId(f),
+            is_entry,
+        };
+        let mut ranges = vec![
+            range(0x10, 0x20, 0, false),
+            range(0x20, 0x30, 1, true),
+            range(0x40, 0x50, 0, false),
+        ];
+        assert_eq!(
+            no_entry_warning(&subprograms, &functions, &ranges).as_deref(),
+            Some(
+                "33.33%(1/3) of functions failed to determine function entry due to inconsistent \
+                 name from symbol table and dwarf info."
+            )
+        );
+        ranges[2].is_entry = true;
+        assert_eq!(no_entry_warning(&subprograms, &functions, &ranges), None);
     }
 }
