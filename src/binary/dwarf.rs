@@ -9,8 +9,8 @@
 //! binary stays cheap. LLVM does not read `DW_AT_decl_line`/discriminators through addr2line's
 //! API, so this uses gimli directly.
 
-use super::elf::Elf;
 use super::SourceFrame;
+use super::elf::Elf;
 use gimli::{AttributeValue, DwAt, EndianSlice, RunTimeEndian, UnitOffset};
 use hashbrown::HashMap;
 use object::{Object, ObjectSection};
@@ -105,7 +105,11 @@ struct Resolved<S = Arc<str>> {
 
 impl<S> Default for Resolved<S> {
     fn default() -> Self {
-        Resolved { linkage: None, name: None, decl_line: None }
+        Resolved {
+            linkage: None,
+            name: None,
+            decl_line: None,
+        }
     }
 }
 
@@ -125,7 +129,11 @@ impl DebugInfo {
     /// Reads all DIEs of `obj`. Address ranges below `preferred_base` (code discarded by the
     /// linker) are left out of the address map.
     pub fn load(obj: &Elf<'_>, preferred_base: u64) -> DebugInfo {
-        let endian = if obj.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
+        let endian = if obj.is_little_endian() {
+            RunTimeEndian::Little
+        } else {
+            RunTimeEndian::Big
+        };
         let mut warnings = Vec::new();
         let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, std::convert::Infallible> {
             Ok(match obj.section_by_name(id.name()) {
@@ -152,8 +160,13 @@ impl DebugInfo {
             .and_then(|s| s.uncompressed_data().ok())
             .map(Cow::into_owned)
             .unwrap_or_default();
-        let mut loader =
-            Loader { dwarf, headers, parsed_units: HashMap::new(), memo: HashMap::new(), names: HashMap::new() };
+        let mut loader = Loader {
+            dwarf,
+            headers,
+            parsed_units: HashMap::new(),
+            memo: HashMap::new(),
+            names: HashMap::new(),
+        };
         let mut info = DebugInfo {
             nodes: Vec::new(),
             addr_map: Vec::new(),
@@ -167,10 +180,15 @@ impl DebugInfo {
         for i in 0..loader.headers.len() {
             if let Err(e) = loader.load_unit(i, &mut info, &mut map, preferred_base) {
                 let off = loader.headers[i].offset().0;
-                info.warnings.push(format!("malformed DWARF unit at .debug_info offset {off:#x}: {e}"));
+                info.warnings.push(format!(
+                    "malformed DWARF unit at .debug_info offset {off:#x}: {e}"
+                ));
             }
         }
-        info.addr_map = map.into_iter().map(|(start, (end, node))| (start, end, node)).collect();
+        info.addr_map = map
+            .into_iter()
+            .map(|(start, (end, node))| (start, end, node))
+            .collect();
         info
     }
 
@@ -189,13 +207,16 @@ impl DebugInfo {
         let u = self.units.get(unit as usize)?;
         let offset = u.offset?;
         Some(u.table.get_or_init(|| {
-            parse_line_table(&self.debug_line, self.endian, offset, u.address_size).unwrap_or_default()
+            parse_line_table(&self.debug_line, self.endian, offset, u.address_size)
+                .unwrap_or_default()
         }))
     }
 
     /// Inline frames at `a`, outermost first; empty without a subroutine DIE.
     pub fn inline_stack(&self, a: u64) -> Vec<SourceFrame> {
-        let Some(leaf) = self.node_at(a) else { return Vec::new() };
+        let Some(leaf) = self.node_at(a) else {
+            return Vec::new();
+        };
         // Innermost first, as LLVM's inlined chain.
         let mut chain = vec![leaf];
         let mut n = leaf;
@@ -203,11 +224,15 @@ impl DebugInfo {
             n = self.nodes[n as usize].parent;
             chain.push(n);
         }
-        let leaf_row = self.lines(self.nodes[leaf as usize].unit).and_then(|t| t.lookup(a));
+        let leaf_row = self
+            .lines(self.nodes[leaf as usize].unit)
+            .and_then(|t| t.lookup(a));
         let mut frames = Vec::with_capacity(chain.len());
         for i in (0..chain.len()).rev() {
             let node = &self.nodes[chain[i] as usize];
-            let Some(name) = node.name.as_ref().filter(|n| !n.is_empty()) else { break };
+            let Some(name) = node.name.as_ref().filter(|n| !n.is_empty()) else {
+                break;
+            };
             let (line, discriminator) = if i == 0 {
                 leaf_row.map_or((0, 0), |r| (r.line, r.discriminator))
             } else {
@@ -260,6 +285,9 @@ impl<'a> Loader<'a> {
         preferred_base: u64,
     ) -> gimli::Result<()> {
         let unit = self.unit(ui)?;
+        if unit.dwo_id.is_some() && !info.warnings.iter().any(|w| w.starts_with("split DWARF")) {
+            info.warnings.push("split DWARF (.dwo/.dwp) is not supported: functions described only there are taken from the symbol table".into());
+        }
         info.units.push(UnitLines {
             offset: unit.line_program.as_ref().map(|p| p.header().offset()),
             address_size: unit.header.address_size(),
@@ -284,12 +312,27 @@ impl<'a> Loader<'a> {
             while let Some(r) = iter.next()? {
                 ranges.push((r.begin, r.end));
             }
-            let udata = |at: DwAt| entry.attr_value(at).and_then(|v| v.udata_value()).unwrap_or(0);
-            let (call_line, call_discriminator) =
-                if inlined { (udata(gimli::DW_AT_call_line), udata(gimli::DW_AT_GNU_discriminator)) } else { (0, 0) };
+            let udata = |at: DwAt| {
+                entry
+                    .attr_value(at)
+                    .and_then(|v| v.udata_value())
+                    .unwrap_or(0)
+            };
+            let (call_line, call_discriminator) = if inlined {
+                (
+                    udata(gimli::DW_AT_call_line),
+                    udata(gimli::DW_AT_GNU_discriminator),
+                )
+            } else {
+                (0, 0)
+            };
             let resolved = self.resolve(ui, entry.offset(), 0);
             let name = resolved.linkage.or(resolved.name);
-            let parent = if inlined { stack.last().map_or(NO_PARENT, |s| s.1) } else { NO_PARENT };
+            let parent = if inlined {
+                stack.last().map_or(NO_PARENT, |s| s.1)
+            } else {
+                NO_PARENT
+            };
             let node = info.nodes.len() as u32;
             info.nodes.push(Node {
                 name: name.clone(),
@@ -305,7 +348,10 @@ impl<'a> Loader<'a> {
                     insert_range(map, lo, hi, node);
                 }
             }
-            if !inlined && let Some(name) = name && !ranges.is_empty() {
+            if !inlined
+                && let Some(name) = name
+                && !ranges.is_empty()
+            {
                 info.subprograms.push(Subprogram { name, ranges });
             }
         }
@@ -315,19 +361,27 @@ impl<'a> Loader<'a> {
     /// LLVM's `findRecursively` for the linkage name, name and decl line: the DIE's own
     /// attribute, else its specification's, else its abstract origin's.
     fn resolve(&mut self, ui: usize, off: UnitOffset<usize>, depth: u32) -> Resolved {
-        let Ok(unit) = self.unit(ui) else { return Resolved::default() };
-        let Some(global) = off.to_debug_info_offset(&unit.header) else { return Resolved::default() };
+        let Ok(unit) = self.unit(ui) else {
+            return Resolved::default();
+        };
+        let Some(global) = off.to_debug_info_offset(&unit.header) else {
+            return Resolved::default();
+        };
         if let Some(r) = self.memo.get(&global.0) {
             return r.clone();
         }
         // Placeholder against reference cycles.
         self.memo.insert(global.0, Resolved::default());
-        let Ok(entry) = unit.entry(off) else { return Resolved::default() };
+        let Ok(entry) = unit.entry(off) else {
+            return Resolved::default();
+        };
         let mut r: Resolved<Reader<'a>> = Resolved::default();
         let mut refs = Vec::new();
         for attr in entry.attrs() {
             match attr.name() {
-                gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name if r.linkage.is_none() => {
+                gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name
+                    if r.linkage.is_none() =>
+                {
                     if let Ok(s) = self.dwarf.attr_string(&unit, attr.value()) {
                         r.linkage = Some(s);
                     }
@@ -338,7 +392,9 @@ impl<'a> Loader<'a> {
                     }
                 }
                 gimli::DW_AT_decl_line => r.decl_line = attr.udata_value(),
-                gimli::DW_AT_specification | gimli::DW_AT_abstract_origin => refs.push((attr.name(), attr.value())),
+                gimli::DW_AT_specification | gimli::DW_AT_abstract_origin => {
+                    refs.push((attr.name(), attr.value()))
+                }
                 _ => {}
             }
         }
@@ -350,7 +406,8 @@ impl<'a> Loader<'a> {
         // Specification first, as LLVM's worklist pops it before the abstract origin.
         refs.sort_by_key(|(name, _)| *name != gimli::DW_AT_specification);
         for (_, value) in refs {
-            if out.linkage.is_some() && out.name.is_some() && out.decl_line.is_some() || depth > 64 {
+            if out.linkage.is_some() && out.name.is_some() && out.decl_line.is_some() || depth > 64
+            {
                 break;
             }
             let target = match value {
@@ -404,7 +461,9 @@ fn parse_line_table(
             let first = table.rows.get(seq_start).map(|r| r.addr);
             match first {
                 Some(low) if low < row.address() => {
-                    table.sequences.push((low, row.address(), seq_start, table.rows.len()));
+                    table
+                        .sequences
+                        .push((low, row.address(), seq_start, table.rows.len()));
                     seq_start = table.rows.len();
                 }
                 _ => table.rows.truncate(seq_start),
@@ -447,7 +506,11 @@ fn prefix_decode(u: u32) -> u32 {
         return 0;
     }
     let u = u >> 1;
-    if u & 0x20 != 0 { ((u >> 1) & 0xfe0) | (u & 0x1f) } else { u & 0x1f }
+    if u & 0x20 != 0 {
+        ((u >> 1) & 0xfe0) | (u & 0x1f)
+    } else {
+        u & 0x1f
+    }
 }
 
 /// `FunctionSamples::getCanonicalFnName(name, "selected")` with `.__uniq.` suffixes kept:
@@ -455,11 +518,76 @@ fn prefix_decode(u: u32) -> u32 {
 pub fn canonical_fn_name(name: &str) -> &str {
     let mut cand = name;
     for suffix in [".llvm.", ".part."] {
-        let Some(it) = cand.rfind(suffix) else { continue };
+        let Some(it) = cand.rfind(suffix) else {
+            continue;
+        };
         let last_dot = cand.rfind('.');
         if last_dot == Some(it) || last_dot == Some(it + suffix.len() - 1) {
             cand = &cand[..it];
         }
     }
     cand
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_names_strip_selected_suffixes() {
+        assert_eq!(canonical_fn_name("foo.llvm.1234"), "foo");
+        assert_eq!(canonical_fn_name("foo.part.1"), "foo");
+        assert_eq!(canonical_fn_name("foo.part.1.llvm.2"), "foo");
+        assert_eq!(canonical_fn_name("foo.__uniq.123"), "foo.__uniq.123");
+        assert_eq!(canonical_fn_name("foo.__uniq.123.llvm.4"), "foo.__uniq.123");
+        assert_eq!(canonical_fn_name("foo.cold"), "foo.cold");
+        assert_eq!(canonical_fn_name("foo.llvm.1.cold"), "foo.llvm.1.cold");
+        assert_eq!(canonical_fn_name("_ZN3fooEv"), "_ZN3fooEv");
+    }
+
+    /// LLVM's `DILocation::encodeDiscriminator(BD, DF, 0)`.
+    fn encode(bd: u32, df: u32) -> u32 {
+        let prefix = |u: u32| {
+            if u > 0x1f {
+                ((u & 0xfe0) << 1) | (u & 0x1f) | 0x20
+            } else {
+                u
+            }
+        };
+        let component = |c: u32| if c == 0 { 1 } else { prefix(c) << 1 };
+        let bits = |c: u32| {
+            if c == 0 {
+                1
+            } else if c > 0x1f {
+                14
+            } else {
+                7
+            }
+        };
+        if df == 0 {
+            component(bd)
+        } else {
+            component(bd) | (component(df) << bits(bd))
+        }
+    }
+
+    #[test]
+    fn discriminator_components() {
+        assert_eq!((base_discriminator(2, false), duplication_factor(2, false)), (1, 1));
+        assert_eq!(encode(3, 8), 2054);
+        for (bd, df) in [
+            (0, 0),
+            (1, 0),
+            (3, 8),
+            (0, 2),
+            (40, 0),
+            (40, 3),
+            (31, 100),
+            (4000, 7),
+        ] {
+            let raw = encode(bd, df);
+            assert_eq!(base_discriminator(raw, false), bd, "{raw}");
+            assert_eq!(duplication_factor(raw, false), df.max(1), "{raw}");
+        }
+    }
 }
