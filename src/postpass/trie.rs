@@ -350,7 +350,8 @@ pub fn context_less_profile(profile: &Profile) -> Profile {
     // Breadth-first order of a trie whose children are ordered by key = depth first, then the
     // keys along the path.
     let mut guids: HashMap<&str, u64> = HashMap::new();
-    let mut ordered: Vec<(Vec<(u64, &str, LineLocation)>, &FunctionSamples)> = Vec::new();
+    type PathKeys<'a> = Vec<(u64, &'a str, LineLocation)>;
+    let mut ordered: Vec<(PathKeys, &FunctionSamples)> = Vec::new();
     for (context, fs) in profile.functions.iter().filter(|(c, _)| !c.0.is_empty()) {
         let mut loc = LineLocation::default();
         let mut keys = Vec::with_capacity(context.0.len());
