@@ -3,6 +3,7 @@
 //! promote-and-merge operation the pre-inliner uses to build base profiles.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound::{Excluded, Unbounded};
 
 use super::llvm_hash::{callsite_hash_from_guid, md5_hash};
 use crate::profile::{Context, ContextFrame, FunctionSamples, LineLocation, Profile};
@@ -231,6 +232,11 @@ impl ContextTrie {
     }
 
     /// `promoteMergeContextSamplesTree(FromNode, ToNodeParent)`.
+    ///
+    /// Mirrors LLVM's container semantics, which matter when a recursive context is promoted
+    /// into its own ancestor: a moved subtree is *copied* and the original stays in its parent's
+    /// child map until that map is cleared, and the children of `from` are walked like a
+    /// `std::map` iterator, so nodes inserted behind the cursor during the walk are visited too.
     fn promote_merge(&mut self, from: NodeId, to_parent: NodeId) -> NodeId {
         let move_to_root = to_parent == ROOT;
         let new_loc = if move_to_root {
@@ -239,35 +245,62 @@ impl ContextTrie {
             self.nodes[from].callsite
         };
         let func = self.nodes[from].func;
-        match self.child(to_parent, new_loc, func) {
-            None => {
-                // `moveContextSamples`: the whole subtree moves; its profiles become synthetic.
-                self.detach(from);
-                self.nodes[from].callsite = new_loc;
-                self.attach(to_parent, from);
-                let mut queue = VecDeque::from([from]);
-                while let Some(n) = queue.pop_front() {
-                    if let Some(s) = self.nodes[n].samples {
-                        self.sample_node[s] = n;
-                        self.samples[s].state |= state::SYNTHETIC;
-                    }
-                    queue.extend(self.children(n));
-                }
-                from
-            }
+        let to = match self.child(to_parent, new_loc, func) {
+            None => self.move_subtree(from, to_parent, new_loc),
             Some(to) => {
                 self.merge_node(from, to);
-                let children: Vec<NodeId> = self.children(from).collect();
-                for child in children {
+                let mut cursor: Option<ChildKey> = None;
+                loop {
+                    let children = &self.nodes[from].children;
+                    let next = match cursor {
+                        None => children.iter().next(),
+                        Some(key) => children.range((Excluded(key), Unbounded)).next(),
+                    };
+                    let Some((&key, &child)) = next else { break };
+                    cursor = Some(key);
                     self.promote_merge(child, to);
                 }
                 self.nodes[from].children.clear();
-                if move_to_root {
-                    self.detach(from);
-                }
                 to
             }
+        };
+        if move_to_root {
+            self.detach(from);
         }
+        to
+    }
+
+    /// `moveContextSamples`: copies the subtree under `to_parent` at `loc`; its profiles now
+    /// live in the copy and become synthetic.
+    fn move_subtree(&mut self, from: NodeId, to_parent: NodeId, loc: LineLocation) -> NodeId {
+        let copy = self.copy_subtree(from, loc);
+        self.attach(to_parent, copy);
+        let mut queue = VecDeque::from([copy]);
+        while let Some(n) = queue.pop_front() {
+            if let Some(s) = self.nodes[n].samples {
+                self.sample_node[s] = n;
+                self.samples[s].state |= state::SYNTHETIC;
+            }
+            queue.extend(self.children(n));
+        }
+        copy
+    }
+
+    fn copy_subtree(&mut self, node: NodeId, callsite: LineLocation) -> NodeId {
+        let copy = self.nodes.len();
+        self.nodes.push(Node {
+            func: self.nodes[node].func,
+            callsite,
+            parent: None,
+            children: BTreeMap::new(),
+            samples: self.nodes[node].samples,
+        });
+        let children: Vec<NodeId> = self.children(node).collect();
+        for child in children {
+            let child_copy = self.copy_subtree(child, self.nodes[child].callsite);
+            self.attach(copy, child_copy);
+        }
+        copy
     }
 
     /// `mergeContextNode`.
