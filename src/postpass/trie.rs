@@ -237,6 +237,10 @@ impl ContextTrie {
     /// into its own ancestor: a moved subtree is *copied* and the original stays in its parent's
     /// child map until that map is cleared, and the children of `from` are walked like a
     /// `std::map` iterator, so nodes inserted behind the cursor during the walk are visited too.
+    /// One divergence: LLVM then destroys copies whose profiles a later promotion still points
+    /// to (use after free; llvm-profgen 19 crashes on some such inputs, which need recursive
+    /// contexts that recursion compression would have removed). Here those profiles stay
+    /// reachable and end up in their base profile.
     fn promote_merge(&mut self, from: NodeId, to_parent: NodeId) -> NodeId {
         let move_to_root = to_parent == ROOT;
         let new_loc = if move_to_root {
