@@ -184,8 +184,9 @@ pub fn post_process_non_cs(
     report
 }
 
-/// A size oracle for `--use-context-cost-for-preinliner=0` runs and tests: never consulted
-/// because sizes then come from the profile.
+/// The size oracle for `--use-context-cost-for-preinliner=0`, where sizes come from the profile
+/// (number of body samples) and the oracle is never consulted. With context cost on it would
+/// make every callee free to inline.
 pub struct NoContextSizes;
 
 impl ContextSizeOracle for NoContextSizes {
