@@ -2,7 +2,8 @@
 //!
 //! In: the [`Profile`] from [`crate::profile`] (flat CS contexts, or nested non-CS profiles), the
 //! [`PostPassOptions`], the summary [`Thresholds`] the caller computed, and for the pre-inliner a
-//! [`ContextSizeOracle`] backed by the binary. Out: the same profile, reshaped in place, and a
+//! [`ContextSizeOracle`] backed by the binary (normally a [`ContextSizeTracker`] the binary model
+//! filled). Out: the same profile, reshaped in place, and a
 //! [`Report`] of what changed.
 //!
 //! CS order (`CSProfileGenerator::postProcessProfiles`): pre-inliner → cold-context trim/merge →
@@ -18,6 +19,7 @@ mod fixups;
 mod llvm_hash;
 mod nest;
 mod preinliner;
+mod sizes;
 mod trie;
 mod trim;
 
@@ -26,6 +28,7 @@ pub use fixups::{filter_ambiguous_profiles, update_function_samples};
 pub use llvm_hash::md5_hash;
 pub use nest::convert_cs_to_nested;
 pub use preinliner::{ContextSizeOracle, PreInlinerStats, run_preinliner};
+pub use sizes::ContextSizeTracker;
 pub use trie::context_less_profile;
 pub use trim::{trim_and_merge_cold_contexts, trim_cold_profiles};
 
