@@ -525,7 +525,22 @@ fn read_perf_data_file(cfg: &Config, workers: usize, binary: &Binary, path: &Pat
         cfg,
         workers,
         binary,
-        |on_event| Ok(finish(data.decode_in_time_order(on_event)?)),
+        |on_event| {
+            // Drop the pages already decoded, so resident memory stays flat however large
+            // the file (mapped pages count as resident).
+            let mut released = 0usize;
+            let release = |upto: usize| {
+                let upto = upto & !0xfff;
+                if upto > released {
+                    // SAFETY: the bytes before `upto` are not read again (the reader's
+                    // contract); for a read-only file mapping, DONTNEED only drops pages that
+                    // would be read back from the file unchanged.
+                    let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, released, upto - released) };
+                    released = upto;
+                }
+            };
+            Ok(finish(data.decode_in_time_order_releasing(on_event, release)?))
+        },
         |i| event_names.get(i).cloned(),
         false,
         &data.info().build_ids,

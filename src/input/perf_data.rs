@@ -57,6 +57,8 @@ use crate::input::{InputInfo, PerfEvent};
 
 const MAGIC: &[u8; 8] = b"PERFILE2";
 const PIPE_HEADER_SIZE: u64 = 16;
+/// How often (in input bytes) [`PerfData::decode_in_time_order_releasing`] reports progress.
+const CONSUMED_STEP: usize = 8 << 20;
 /// magic, size, attr_size, 3 sections of (offset, size), 256-bit feature bitmap.
 const FILE_HEADER_SIZE: usize = 104;
 /// perf's `perf_file_attr`: the attr followed by the (offset, size) section of its ids.
@@ -313,7 +315,18 @@ impl<'a> PerfData<'a> {
         &self,
         mut on_event: impl FnMut(PerfEvent<'_>),
     ) -> Result<ReadReport, Error> {
-        self.decode_range(self.data_range(), true, &mut on_event)
+        self.decode_range(self.data_range(), true, &mut on_event, &mut |_| {})
+    }
+
+    /// [`decode_in_time_order`](Self::decode_in_time_order), also telling `on_consumed` from time
+    /// to time that the input before a position will not be read again, so a caller that mapped
+    /// the file can drop those pages and keep its memory flat.
+    pub fn decode_in_time_order_releasing(
+        &self,
+        mut on_event: impl FnMut(PerfEvent<'_>),
+        mut on_consumed: impl FnMut(usize),
+    ) -> Result<ReadReport, Error> {
+        self.decode_range(self.data_range(), true, &mut on_event, &mut on_consumed)
     }
 
     /// Decodes the records in `range` (the whole [`data_range`](Self::data_range) or a piece from
@@ -324,7 +337,7 @@ impl<'a> PerfData<'a> {
         range: Range<usize>,
         mut on_event: impl FnMut(PerfEvent<'_>),
     ) -> Result<ReadReport, Error> {
-        self.decode_range(range, false, &mut on_event)
+        self.decode_range(range, false, &mut on_event, &mut |_| {})
     }
 
     fn decode_range(
@@ -332,6 +345,7 @@ impl<'a> PerfData<'a> {
         range: Range<usize>,
         by_time: bool,
         sink: &mut Sink<'_>,
+        on_consumed: &mut dyn FnMut(usize),
     ) -> Result<ReadReport, Error> {
         let mut decoder = self.template.fork();
         if by_time {
@@ -340,6 +354,7 @@ impl<'a> PerfData<'a> {
         let end = range.end.min(self.data.end);
         let data = self.bytes.get(range.start..end).unwrap_or_default();
         let mut pos = 0;
+        let mut reported = 0;
         while pos < data.len() {
             let loc = Loc::plain((range.start + pos) as u64);
             let Some(size) = u16_at(data, pos + 6) else {
@@ -370,6 +385,10 @@ impl<'a> PerfData<'a> {
             };
             let extra = decoder.record(rec, Some(range.start + pos), loc, sink)?;
             pos += size;
+            if pos - reported >= CONSUMED_STEP {
+                reported = pos;
+                on_consumed(decoder.oldest_queued_input_pos().unwrap_or(range.start + pos));
+            }
             let left = (data.len() - pos) as u64;
             if extra > left {
                 decoder.report.truncated = Some(cut(

@@ -225,6 +225,11 @@ impl<'p> Decoder<'p> {
         }
     }
 
+    /// The lowest input position still referenced by records queued for time ordering.
+    pub(super) fn oldest_queued_input_pos(&self) -> Option<usize> {
+        self.order.as_ref().and_then(TimeOrder::oldest_input_pos)
+    }
+
     /// Decodes the queued records up to `limit` (all without one) in time order.
     fn release(&mut self, limit: Option<u64>, sink: &mut Sink<'_>) -> Result<(), Error> {
         let Some(mut order) = self.order.take() else {

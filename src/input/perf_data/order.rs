@@ -56,6 +56,11 @@ impl TimeOrder {
         self.max_time = self.max_time.max(time);
     }
 
+    /// The lowest input position a queued record still points into.
+    pub(super) fn oldest_input_pos(&self) -> Option<usize> {
+        self.queue.iter().filter(|q| q.in_input).map(|q| q.start).min()
+    }
+
     pub(super) fn queued_bytes(&self) -> usize {
         self.arena.len()
     }
