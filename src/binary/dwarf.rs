@@ -113,12 +113,27 @@ impl<S> Default for Resolved<S> {
     }
 }
 
-struct Loader<'a> {
-    dwarf: gimli::Dwarf<Reader<'a>>,
-    headers: Vec<gimli::UnitHeader<Reader<'a>>>,
+/// Per-worker DIE reader; caches parsed units and resolved names of the DIEs it visits
+/// (references may cross units).
+struct Loader<'d, 'a> {
+    dwarf: &'d gimli::Dwarf<Reader<'a>>,
+    headers: &'d [gimli::UnitHeader<Reader<'a>>],
     parsed_units: HashMap<usize, Rc<Unit<'a>>>,
     memo: HashMap<usize, Resolved>,
     names: HashMap<String, Arc<str>>,
+}
+
+/// What one unit contributes; node indices (and parents) are local to the unit.
+#[derive(Default)]
+struct UnitResult {
+    nodes: Vec<Node>,
+    /// `(start, end, node)` in DIE order, parents before children.
+    ranges: Vec<(u64, u64, u32)>,
+    subprograms: Vec<Subprogram>,
+    line_offset: Option<gimli::DebugLineOffset<usize>>,
+    address_size: u8,
+    split_dwarf: bool,
+    error: Option<String>,
 }
 
 impl DebugInfo {
@@ -160,13 +175,20 @@ impl DebugInfo {
             .and_then(|s| s.uncompressed_data().ok())
             .map(Cow::into_owned)
             .unwrap_or_default();
-        let mut loader = Loader {
-            dwarf,
-            headers,
-            parsed_units: HashMap::new(),
-            memo: HashMap::new(),
-            names: HashMap::new(),
-        };
+        use rayon::prelude::*;
+        let results: Vec<UnitResult> = (0..headers.len())
+            .into_par_iter()
+            .map_init(
+                || Loader {
+                    dwarf: &dwarf,
+                    headers: &headers,
+                    parsed_units: HashMap::new(),
+                    memo: HashMap::new(),
+                    names: HashMap::new(),
+                },
+                |loader, i| loader.load_unit(i, preferred_base),
+            )
+            .collect();
         let mut info = DebugInfo {
             nodes: Vec::new(),
             addr_map: Vec::new(),
@@ -176,10 +198,35 @@ impl DebugInfo {
             subprograms: Vec::new(),
             warnings,
         };
+        // Merged in unit order, so the address map is built exactly as a sequential walk would.
         let mut map = BTreeMap::new();
-        for i in 0..loader.headers.len() {
-            if let Err(e) = loader.load_unit(i, &mut info, &mut map, preferred_base) {
-                let off = loader.headers[i].offset().0;
+        for (ui, r) in results.into_iter().enumerate() {
+            let first = info.nodes.len() as u32;
+            info.nodes.extend(r.nodes.into_iter().map(|mut n| {
+                if n.parent != NO_PARENT {
+                    n.parent += first;
+                }
+                n.unit = ui as u32;
+                n
+            }));
+            for (lo, hi, node) in r.ranges {
+                insert_range(&mut map, lo, hi, node + first);
+            }
+            info.subprograms.extend(r.subprograms);
+            info.units.push(UnitLines {
+                offset: r.line_offset,
+                address_size: r.address_size,
+                table: OnceLock::new(),
+            });
+            if r.split_dwarf && !info.warnings.iter().any(|w| w.starts_with("split DWARF")) {
+                info.warnings.push(
+                    "split DWARF (.dwo/.dwp) is not supported: functions described only there \
+                     are taken from the symbol table"
+                        .into(),
+                );
+            }
+            if let Some(e) = r.error {
+                let off = headers[ui].offset().0;
                 info.warnings.push(format!(
                     "malformed DWARF unit at .debug_info offset {off:#x}: {e}"
                 ));
@@ -249,7 +296,7 @@ impl DebugInfo {
     }
 }
 
-impl<'a> Loader<'a> {
+impl<'a> Loader<'_, 'a> {
     fn intern(&mut self, s: Reader<'a>) -> Arc<str> {
         let s = String::from_utf8_lossy(s.slice());
         if let Some(a) = self.names.get(s.as_ref()) {
@@ -277,23 +324,24 @@ impl<'a> Loader<'a> {
         Some(i)
     }
 
-    fn load_unit(
+    fn load_unit(&mut self, ui: usize, preferred_base: u64) -> UnitResult {
+        let mut out = UnitResult::default();
+        if let Err(e) = self.walk_unit(ui, preferred_base, &mut out) {
+            out.error = Some(e.to_string());
+        }
+        out
+    }
+
+    fn walk_unit(
         &mut self,
         ui: usize,
-        info: &mut DebugInfo,
-        map: &mut BTreeMap<u64, (u64, u32)>,
         preferred_base: u64,
+        out: &mut UnitResult,
     ) -> gimli::Result<()> {
         let unit = self.unit(ui)?;
-        if unit.dwo_id.is_some() && !info.warnings.iter().any(|w| w.starts_with("split DWARF")) {
-            info.warnings.push("split DWARF (.dwo/.dwp) is not supported: functions described only there are taken from the symbol table".into());
-        }
-        info.units.push(UnitLines {
-            offset: unit.line_program.as_ref().map(|p| p.header().offset()),
-            address_size: unit.header.address_size(),
-            table: OnceLock::new(),
-        });
-        let unit_index = (info.units.len() - 1) as u32;
+        out.split_dwarf = unit.dwo_id.is_some();
+        out.line_offset = unit.line_program.as_ref().map(|p| p.header().offset());
+        out.address_size = unit.header.address_size();
         let mut cursor = unit.entries();
         // (depth, node) of the enclosing subroutine DIEs.
         let mut stack: Vec<(isize, u32)> = Vec::new();
@@ -333,26 +381,26 @@ impl<'a> Loader<'a> {
             } else {
                 NO_PARENT
             };
-            let node = info.nodes.len() as u32;
-            info.nodes.push(Node {
+            let node = out.nodes.len() as u32;
+            out.nodes.push(Node {
                 name: name.clone(),
                 decl_line: resolved.decl_line.unwrap_or(0),
                 call_line,
                 call_discriminator,
                 parent,
-                unit: unit_index,
+                unit: 0,
             });
             stack.push((depth, node));
             for &(lo, hi) in &ranges {
                 if hi > lo && lo >= preferred_base {
-                    insert_range(map, lo, hi, node);
+                    out.ranges.push((lo, hi, node));
                 }
             }
             if !inlined
                 && let Some(name) = name
                 && !ranges.is_empty()
             {
-                info.subprograms.push(Subprogram { name, ranges });
+                out.subprograms.push(Subprogram { name, ranges });
             }
         }
         Ok(())
