@@ -122,6 +122,19 @@ fn disassembly_and_source_locations_match_llvm_profgen() {
 }
 
 #[test]
+fn disassembly_of_selected_functions_matches_llvm_profgen() {
+    let b = load("prog_gcc");
+    let opts = DumpOptions {
+        functions: vec!["work.cold".into(), "main".into()],
+        ..Default::default()
+    };
+    assert_eq!(
+        with_short_path(&dump(&b, &opts), "prog_gcc"),
+        read("prog_gcc.funcs")
+    );
+}
+
+#[test]
 fn inline_stacks() {
     let b = load("prog_pie");
     let frames = |a: u64| -> Vec<(String, u32, u32)> {

@@ -6,6 +6,15 @@
 //! table), source locations with inline chains, and decoded pseudo probes.
 //!
 //! All addresses are binary virtual addresses ([`Vaddr`]).
+//!
+//! Loading ([`Binary::load`]) decodes every instruction and reads every subprogram and
+//! inlined-subroutine DIE up front (in parallel); line tables are parsed per unit on first use
+//! and inline stacks are cached per function range, so [`Binary::inline_stack`] is cheap to call
+//! from many threads. Lookups are binary searches over sorted vectors.
+//!
+//! Deliberate difference from llvm-profgen-19: code that no DWARF subprogram covers gets a
+//! [`FuncSource::Symbol`] function from its `STT_FUNC` symbol, whose inline stack is one frame
+//! `(symbol name, 0, 0)`. Split DWARF (`.dwo`/`.dwp`) is not read (a warning says so).
 
 pub mod disasm;
 pub mod dwarf;
