@@ -86,39 +86,49 @@ fn build_id() {
     assert_eq!(hex, "15c64ffe3108131d88bc49faece7f3182cfc8c58");
 }
 
+/// Compares a `--show-source-locations` listing with llvm-profgen's line by line.
+/// llvm-profgen-19 has no location for code without DWARF; profgen gives symbol-table
+/// functions one frame `name:0`.
+fn assert_listing_matches(b: &Binary, name: &str, opts: &DumpOptions, reference: &str) {
+    let mine = with_short_path(&dump(b, opts), name);
+    let reference = read(reference);
+    let (mine, reference): (Vec<_>, Vec<_>) = (mine.lines().collect(), reference.lines().collect());
+    assert_eq!(mine.len(), reference.len(), "{name}: line count");
+    for (m, r) in mine.iter().zip(&reference) {
+        if m == r {
+            continue;
+        }
+        let addr = u64::from_str_radix(r.trim_start().split(':').next().unwrap(), 16).unwrap();
+        let range = b
+            .func_range(Vaddr(addr))
+            .unwrap_or_else(|| panic!("{name}: {m} vs {r}"));
+        let func = b.function(range.func);
+        assert_eq!(func.source, FuncSource::Symbol, "{name}: {m} vs {r}");
+        assert_eq!(*m, format!("{}{}:0", r, func.name), "{name}");
+    }
+}
+
 #[test]
 fn disassembly_and_source_locations_match_llvm_profgen() {
+    let opts = DumpOptions {
+        source_locations: true,
+        ..Default::default()
+    };
     for name in ["prog_pie", "prog_nopie", "prog_gcc"] {
-        let b = load(name);
-        let mine = with_short_path(
-            &dump(
-                &b,
-                &DumpOptions {
-                    source_locations: true,
-                    ..Default::default()
-                },
-            ),
-            name,
-        );
-        let reference = read(&format!("{name}.srcloc"));
-        let (mine, reference): (Vec<_>, Vec<_>) =
-            (mine.lines().collect(), reference.lines().collect());
-        assert_eq!(mine.len(), reference.len(), "{name}: line count");
-        for (m, r) in mine.iter().zip(&reference) {
-            if m == r {
-                continue;
-            }
-            // llvm-profgen-19 has no location for code without DWARF; profgen gives
-            // symbol-table functions one frame `name:0`.
-            let addr = u64::from_str_radix(r.trim_start().split(':').next().unwrap(), 16).unwrap();
-            let range = b
-                .func_range(Vaddr(addr))
-                .unwrap_or_else(|| panic!("{name}: {m} vs {r}"));
-            let func = b.function(range.func);
-            assert_eq!(func.source, FuncSource::Symbol, "{name}: {m} vs {r}");
-            assert_eq!(*m, format!("{}{}:0", r, func.name), "{name}");
-        }
+        assert_listing_matches(&load(name), name, &opts, &format!("{name}.srcloc"));
     }
+    // With probes, line offsets are the probe ids packed in the discriminators.
+    let opts = DumpOptions {
+        source_locations: true,
+        pseudo_probes: true,
+        ..Default::default()
+    };
+    assert_listing_matches(
+        &load("prog_probe"),
+        "prog_probe",
+        &opts,
+        "prog_probe.srcloc",
+    );
 }
 
 #[test]

@@ -465,7 +465,10 @@ impl super::Binary {
                     &f.func_name
                 };
                 let (line, disc) = if opts.pseudo_probes {
-                    ((f.discriminator >> 3) & 0xffff, 0)
+                    (
+                        super::dwarf::probe_index_from_discriminator(f.discriminator),
+                        0,
+                    )
                 } else {
                     (f.line_offset, f.discriminator)
                 };

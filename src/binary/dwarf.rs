@@ -530,9 +530,34 @@ fn parse_line_table(
 }
 
 /// Base discriminator of a raw DWARF discriminator (`DILocation::getBaseDiscriminatorFromDiscriminator`
-/// without FS discriminators).
+/// without FS discriminators). A pseudo-probe discriminator (low bits `0b111`, written by
+/// `-fpseudo-probe-for-profiling`) yields the DWARF base discriminator packed into it (bit 28
+/// set, bits 18:16), else its probe id.
 pub fn base_discriminator(raw: u32) -> u32 {
+    if is_probe_discriminator(raw) {
+        if raw & PROBE_HAS_DWARF_BASE != 0 {
+            return (raw >> 16) & 0x7;
+        }
+        return probe_index_from_discriminator(raw);
+    }
     prefix_decode(raw)
+}
+
+const PROBE_HAS_DWARF_BASE: u32 = 1 << 28;
+
+/// `PseudoProbeDwarfDiscriminator::isPseudoProbeDiscriminator`.
+pub fn is_probe_discriminator(raw: u32) -> bool {
+    raw & 0x7 == 0x7
+}
+
+/// `PseudoProbeDwarfDiscriminator::extractProbeIndex`: bits 18:3, or 15:3 when bits 18:16 hold a
+/// DWARF base discriminator.
+pub fn probe_index_from_discriminator(raw: u32) -> u32 {
+    if raw & PROBE_HAS_DWARF_BASE != 0 {
+        (raw >> 3) & 0x1fff
+    } else {
+        (raw >> 3) & 0xffff
+    }
 }
 
 /// Duplication factor of a raw DWARF discriminator (`getDuplicationFactorFromDiscriminator`).
@@ -621,6 +646,13 @@ mod tests {
     #[test]
     fn discriminator_components() {
         assert_eq!((base_discriminator(2), duplication_factor(2)), (1, 1));
+        // Probe discriminators as clang-19 writes them (prog_probe's line table): DirectCall
+        // probe 2 with DWARF base discriminator 0 packed in; without bit 28, the probe id.
+        assert_eq!(probe_index_from_discriminator(0x1b20_0017), 2);
+        assert_eq!(base_discriminator(0x1b20_0017), 0);
+        assert_eq!(base_discriminator(0x1b23_0017), 3);
+        assert_eq!(probe_index_from_discriminator(0x1b23_0017), 2);
+        assert_eq!(base_discriminator(0x0b23_0017), 0x6002);
         assert_eq!(encode(3, 8), 2054);
         for (bd, df) in [
             (0, 0),
