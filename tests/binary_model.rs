@@ -132,6 +132,56 @@ fn disassembly_and_source_locations_match_llvm_profgen() {
 }
 
 #[test]
+fn split_dwarf_is_read_from_the_dwo() {
+    let b = load("prog_split");
+    assert!(b.warnings().is_empty(), "{:?}", b.warnings());
+    let opts = DumpOptions {
+        source_locations: true,
+        ..Default::default()
+    };
+    assert_listing_matches(&b, "prog_split", &opts, "prog_split.srcloc");
+    let work = b.func_range(Vaddr(0x1150)).unwrap();
+    assert_eq!(b.function(work.func).source, FuncSource::Dwarf);
+
+    // Without its .dwo (name changed in a copy), the functions come from the symbol table.
+    let dir = std::env::temp_dir().join(format!("profgen-split-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut bytes = std::fs::read(fixture("prog_split")).unwrap();
+    let name = b"prog_split-prog.dwo";
+    let at = bytes.windows(name.len()).position(|w| w == name).unwrap();
+    bytes[at + name.len() - 1] = b'X';
+    let copy = dir.join("prog_split");
+    std::fs::write(&copy, &bytes).unwrap();
+    let b = Binary::load(&copy, &LoadOptions::default()).unwrap();
+    assert_eq!(
+        b.warnings(),
+        [format!(
+            "{}: 1 split DWARF unit(s) unreadable, their functions come from the symbol table \
+             (first: prog_split-prog.dwX: not found)",
+            copy.display()
+        )]
+    );
+    assert!(b.functions().iter().all(|f| f.source == FuncSource::Symbol));
+
+    // A checkout elsewhere: comp_dir does not exist, the .dwo is found next to the binary.
+    let mut bytes = std::fs::read(fixture("prog_split")).unwrap();
+    let comp_dir = fixture("").display().to_string();
+    let comp_dir = comp_dir.trim_end_matches('/').as_bytes();
+    let mut patched = 0;
+    while let Some(at) = bytes.windows(comp_dir.len()).position(|w| w == comp_dir) {
+        bytes[at + 1] = b'#';
+        patched += 1;
+    }
+    assert!(patched > 0);
+    std::fs::write(&copy, &bytes).unwrap();
+    std::fs::copy(fixture("prog_split-prog.dwo"), dir.join("prog_split-prog.dwo")).unwrap();
+    let b = Binary::load(&copy, &LoadOptions::default()).unwrap();
+    assert!(b.warnings().is_empty(), "{:?}", b.warnings());
+    assert_eq!(b.inline_stack(Vaddr(0x11ac)).len(), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn disassembly_of_selected_functions_matches_llvm_profgen() {
     let b = load("prog_gcc");
     let opts = DumpOptions {

@@ -6,8 +6,9 @@
 //! keeps a compact copy of every subroutine DIE (name, decl line, call line, call
 //! discriminator, parent) and an address map built like LLVM's `DWARFUnit::AddrDieMap`. Line
 //! tables are parsed lazily per unit on first use, so symbolizing a few hot functions of a huge
-//! binary stays cheap. LLVM does not read `DW_AT_decl_line`/discriminators through addr2line's
-//! API, so this uses gimli directly.
+//! binary stays cheap. Skeleton units of split DWARF are completed from their `.dwo` files.
+//! addr2line's API exposes neither `DW_AT_decl_line` nor discriminators, so this uses gimli
+//! directly.
 
 use super::SourceFrame;
 use super::elf::Elf;
@@ -16,6 +17,7 @@ use hashbrown::HashMap;
 use object::{Object, ObjectSection};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 
@@ -118,6 +120,8 @@ impl<S> Default for Resolved<S> {
 struct Loader<'d, 'a> {
     dwarf: &'d gimli::Dwarf<Reader<'a>>,
     headers: &'d [gimli::UnitHeader<Reader<'a>>],
+    /// Where to look for `.dwo` files besides the skeleton's comp_dir.
+    binary_dir: &'d Path,
     parsed_units: HashMap<usize, Rc<Unit<'a>>>,
     memo: HashMap<usize, Resolved>,
     names: HashMap<String, Arc<str>>,
@@ -132,7 +136,8 @@ struct UnitResult {
     subprograms: Vec<Subprogram>,
     line_offset: Option<gimli::DebugLineOffset<usize>>,
     address_size: u8,
-    split_dwarf: bool,
+    /// A skeleton unit whose `.dwo` could not be read: the reason.
+    missing_dwo: Option<String>,
     error: Option<String>,
 }
 
@@ -143,7 +148,7 @@ impl DebugInfo {
 
     /// Reads all DIEs of `obj`. Address ranges below `preferred_base` (code discarded by the
     /// linker) are left out of the address map.
-    pub fn load(obj: &Elf<'_>, preferred_base: u64) -> DebugInfo {
+    pub fn load(obj: &Elf<'_>, preferred_base: u64, binary_dir: &Path) -> DebugInfo {
         let endian = if obj.is_little_endian() {
             RunTimeEndian::Little
         } else {
@@ -182,6 +187,7 @@ impl DebugInfo {
                 || Loader {
                     dwarf: &dwarf,
                     headers: &headers,
+                    binary_dir,
                     parsed_units: HashMap::new(),
                     memo: HashMap::new(),
                     names: HashMap::new(),
@@ -200,6 +206,7 @@ impl DebugInfo {
         };
         // Merged in unit order, so the address map is built exactly as a sequential walk would.
         let mut map = BTreeMap::new();
+        let (mut missing_dwo, mut missing_dwo_count) = (None, 0);
         for (ui, r) in results.into_iter().enumerate() {
             let first = info.nodes.len() as u32;
             info.nodes.extend(r.nodes.into_iter().map(|mut n| {
@@ -218,12 +225,9 @@ impl DebugInfo {
                 address_size: r.address_size,
                 table: OnceLock::new(),
             });
-            if r.split_dwarf && !info.warnings.iter().any(|w| w.starts_with("split DWARF")) {
-                info.warnings.push(
-                    "split DWARF (.dwo/.dwp) is not supported: functions described only there \
-                     are taken from the symbol table"
-                        .into(),
-                );
+            if let Some(why) = r.missing_dwo {
+                missing_dwo.get_or_insert(why);
+                missing_dwo_count += 1;
             }
             if let Some(e) = r.error {
                 let off = headers[ui].offset().0;
@@ -231,6 +235,12 @@ impl DebugInfo {
                     "malformed DWARF unit at .debug_info offset {off:#x}: {e}"
                 ));
             }
+        }
+        if let Some(first) = missing_dwo {
+            info.warnings.push(format!(
+                "{missing_dwo_count} split DWARF unit(s) unreadable, their functions come from \
+                 the symbol table (first: {first})"
+            ));
         }
         info.addr_map = map
             .into_iter()
@@ -326,10 +336,99 @@ impl<'a> Loader<'_, 'a> {
 
     fn load_unit(&mut self, ui: usize, preferred_base: u64) -> UnitResult {
         let mut out = UnitResult::default();
-        if let Err(e) = self.walk_unit(ui, preferred_base, &mut out) {
+        let unit = match self.unit(ui) {
+            Ok(unit) => unit,
+            Err(e) => {
+                out.error = Some(e.to_string());
+                return out;
+            }
+        };
+        // Line tables stay in the main file even for split units.
+        out.line_offset = unit.line_program.as_ref().map(|p| p.header().offset());
+        out.address_size = unit.header.address_size();
+        let walked = if unit.dwo_id.is_some() {
+            match self.load_dwo(&unit, preferred_base, &mut out) {
+                Ok(()) => Ok(()),
+                Err(why) => {
+                    out.missing_dwo = Some(why);
+                    // The skeleton itself may still describe some code.
+                    self.walk_unit(ui, preferred_base, &mut out)
+                }
+            }
+        } else {
+            self.walk_unit(ui, preferred_base, &mut out)
+        };
+        if let Err(e) = walked {
             out.error = Some(e.to_string());
         }
         out
+    }
+
+    /// Reads the `.dwo` file of skeleton unit `skeleton` (found in its comp_dir, as given, or
+    /// next to the binary) and walks its split compilation unit.
+    fn load_dwo(
+        &self,
+        skeleton: &Unit<'a>,
+        preferred_base: u64,
+        out: &mut UnitResult,
+    ) -> Result<(), String> {
+        let name = skeleton
+            .dwo_name()
+            .ok()
+            .flatten()
+            .and_then(|v| self.dwarf.attr_string(skeleton, v).ok())
+            .map(|s| String::from_utf8_lossy(s.slice()).into_owned())
+            .ok_or("skeleton unit without DW_AT_dwo_name")?;
+        let name_path = Path::new(&name);
+        let mut candidates = Vec::new();
+        if let Some(dir) = &skeleton.comp_dir {
+            candidates.push(Path::new(&*String::from_utf8_lossy(dir.slice())).join(name_path));
+        }
+        candidates.push(name_path.to_path_buf());
+        if let Some(file) = name_path.file_name() {
+            candidates.push(self.binary_dir.join(file));
+        }
+        let (path, file) = candidates
+            .iter()
+            .find_map(|p| Some((p, std::fs::File::open(p).ok()?)))
+            .ok_or_else(|| format!("{name}: not found"))?;
+        let what = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        // SAFETY: read-only mapping, as for the binary itself.
+        let data = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| what(&e))?;
+        let obj = object::File::parse(&*data).map_err(|e| what(&e))?;
+        let endian = gimli::Reader::endian(gimli::Section::reader(&self.dwarf.debug_info));
+        let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, std::convert::Infallible> {
+            let section = id.dwo_name().and_then(|n| obj.section_by_name(n));
+            Ok(section
+                .and_then(|s| s.uncompressed_data().ok())
+                .unwrap_or(Cow::Borrowed(&[])))
+        };
+        let Ok(sections) = gimli::DwarfSections::load(load);
+        let mut dwo = sections.borrow(|s| EndianSlice::new(s, endian));
+        dwo.make_dwo(self.dwarf);
+        let mut headers = Vec::new();
+        let mut iter = dwo.units();
+        while let Some(h) = iter.next().map_err(|e| what(&e))? {
+            headers.push(h);
+        }
+        let index = headers
+            .iter()
+            .position(|h| matches!(h.type_(), gimli::UnitType::SplitCompilation(id) if Some(id) == skeleton.dwo_id))
+            .ok_or_else(|| what(&"no split compilation unit with the skeleton's DWO id"))?;
+        let mut unit = dwo.unit(headers[index]).map_err(|e| what(&e))?;
+        unit.copy_relocated_attributes(skeleton);
+        let mut loader = Loader {
+            dwarf: &dwo,
+            headers: &headers,
+            binary_dir: self.binary_dir,
+            parsed_units: HashMap::new(),
+            memo: HashMap::new(),
+            names: HashMap::new(),
+        };
+        loader.parsed_units.insert(index, Rc::new(unit));
+        loader
+            .walk_unit(index, preferred_base, out)
+            .map_err(|e| what(&e))
     }
 
     fn walk_unit(
@@ -339,9 +438,6 @@ impl<'a> Loader<'_, 'a> {
         out: &mut UnitResult,
     ) -> gimli::Result<()> {
         let unit = self.unit(ui)?;
-        out.split_dwarf = unit.dwo_id.is_some();
-        out.line_offset = unit.line_program.as_ref().map(|p| p.header().offset());
-        out.address_size = unit.header.address_size();
         let mut cursor = unit.entries();
         // (depth, node) of the enclosing subroutine DIEs.
         let mut stack: Vec<(isize, u32)> = Vec::new();

@@ -14,7 +14,9 @@
 //!
 //! Deliberate difference from llvm-profgen-19: code that no DWARF subprogram covers gets a
 //! [`FuncSource::Symbol`] function from its `STT_FUNC` symbol, whose inline stack is one frame
-//! `(symbol name, 0, 0)`. Split DWARF (`.dwo`/`.dwp`) is not read (a warning says so).
+//! `(symbol name, 0, 0)`. Split DWARF is read from `.dwo` files (skeleton comp_dir, the
+//! name as given, or next to the binary); `.dwp` packages are not (a warning names the first
+//! unreadable unit).
 
 pub mod disasm;
 pub mod dwarf;
@@ -180,7 +182,11 @@ impl Binary {
         // Disassembly and DWARF are independent; each is the bulk of the loading time.
         let (code, debug) = rayon::join(
             || disasm::decode(&sections),
-            || dwarf::DebugInfo::load(dbg_obj.as_ref().unwrap_or(&obj), base),
+            || {
+                let dwarf_path = opts.debug_binary.as_deref().unwrap_or(path);
+                let dir = dwarf_path.parent().unwrap_or(Path::new("."));
+                dwarf::DebugInfo::load(dbg_obj.as_ref().unwrap_or(&obj), base, dir)
+            },
         );
         let mut code = code.map_err(bad)?;
         let dwarf_path = opts.debug_binary.as_deref().unwrap_or(path);
