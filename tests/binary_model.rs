@@ -156,8 +156,8 @@ fn split_dwarf_is_read_from_the_dwo() {
     assert_eq!(
         b.warnings(),
         [format!(
-            "{}: 1 split DWARF unit(s) unreadable, their functions come from the symbol table \
-             (first: prog_split-prog.dwX: not found)",
+            "{}: DWO debug information was not loaded for 1 modules. Please check the .o, \
+             .dwo or .dwp path. (first: prog_split-prog.dwX: not found)",
             copy.display()
         )]
     );
@@ -174,7 +174,11 @@ fn split_dwarf_is_read_from_the_dwo() {
     }
     assert!(patched > 0);
     std::fs::write(&copy, &bytes).unwrap();
-    std::fs::copy(fixture("prog_split-prog.dwo"), dir.join("prog_split-prog.dwo")).unwrap();
+    std::fs::copy(
+        fixture("prog_split-prog.dwo"),
+        dir.join("prog_split-prog.dwo"),
+    )
+    .unwrap();
     let b = Binary::load(&copy, &LoadOptions::default()).unwrap();
     assert!(b.warnings().is_empty(), "{:?}", b.warnings());
     assert_eq!(b.inline_stack(Vaddr(0x11ac)).len(), 2);

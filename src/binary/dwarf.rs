@@ -238,8 +238,8 @@ impl DebugInfo {
         }
         if let Some(first) = missing_dwo {
             info.warnings.push(format!(
-                "{missing_dwo_count} split DWARF unit(s) unreadable, their functions come from \
-                 the symbol table (first: {first})"
+                "DWO debug information was not loaded for {missing_dwo_count} modules. Please \
+                 check the .o, .dwo or .dwp path. (first: {first})"
             ));
         }
         info.addr_map = map
