@@ -86,39 +86,116 @@ fn build_id() {
     assert_eq!(hex, "15c64ffe3108131d88bc49faece7f3182cfc8c58");
 }
 
+/// Compares a `--show-source-locations` listing with llvm-profgen's line by line.
+/// llvm-profgen-19 has no location for code without DWARF; profgen gives symbol-table
+/// functions one frame `name:0`.
+fn assert_listing_matches(b: &Binary, name: &str, opts: &DumpOptions, reference: &str) {
+    let mine = with_short_path(&dump(b, opts), name);
+    let reference = read(reference);
+    let (mine, reference): (Vec<_>, Vec<_>) = (mine.lines().collect(), reference.lines().collect());
+    assert_eq!(mine.len(), reference.len(), "{name}: line count");
+    for (m, r) in mine.iter().zip(&reference) {
+        if m == r {
+            continue;
+        }
+        let addr = u64::from_str_radix(r.trim_start().split(':').next().unwrap(), 16).unwrap();
+        let range = b
+            .func_range(Vaddr(addr))
+            .unwrap_or_else(|| panic!("{name}: {m} vs {r}"));
+        let func = b.function(range.func);
+        assert_eq!(func.source, FuncSource::Symbol, "{name}: {m} vs {r}");
+        assert_eq!(*m, format!("{}{}:0", r, func.name), "{name}");
+    }
+}
+
 #[test]
 fn disassembly_and_source_locations_match_llvm_profgen() {
+    let opts = DumpOptions {
+        source_locations: true,
+        ..Default::default()
+    };
     for name in ["prog_pie", "prog_nopie", "prog_gcc"] {
-        let b = load(name);
-        let mine = with_short_path(
-            &dump(
-                &b,
-                &DumpOptions {
-                    source_locations: true,
-                    ..Default::default()
-                },
-            ),
-            name,
-        );
-        let reference = read(&format!("{name}.srcloc"));
-        let (mine, reference): (Vec<_>, Vec<_>) =
-            (mine.lines().collect(), reference.lines().collect());
-        assert_eq!(mine.len(), reference.len(), "{name}: line count");
-        for (m, r) in mine.iter().zip(&reference) {
-            if m == r {
-                continue;
-            }
-            // llvm-profgen-19 has no location for code without DWARF; profgen gives
-            // symbol-table functions one frame `name:0`.
-            let addr = u64::from_str_radix(r.trim_start().split(':').next().unwrap(), 16).unwrap();
-            let range = b
-                .func_range(Vaddr(addr))
-                .unwrap_or_else(|| panic!("{name}: {m} vs {r}"));
-            let func = b.function(range.func);
-            assert_eq!(func.source, FuncSource::Symbol, "{name}: {m} vs {r}");
-            assert_eq!(*m, format!("{}{}:0", r, func.name), "{name}");
-        }
+        assert_listing_matches(&load(name), name, &opts, &format!("{name}.srcloc"));
     }
+    // With probes, line offsets are the probe ids packed in the discriminators.
+    let opts = DumpOptions {
+        source_locations: true,
+        pseudo_probes: true,
+        ..Default::default()
+    };
+    assert_listing_matches(
+        &load("prog_probe"),
+        "prog_probe",
+        &opts,
+        "prog_probe.srcloc",
+    );
+}
+
+#[test]
+fn split_dwarf_is_read_from_the_dwo() {
+    let b = load("prog_split");
+    assert!(b.warnings().is_empty(), "{:?}", b.warnings());
+    let opts = DumpOptions {
+        source_locations: true,
+        ..Default::default()
+    };
+    assert_listing_matches(&b, "prog_split", &opts, "prog_split.srcloc");
+    let work = b.func_range(Vaddr(0x1150)).unwrap();
+    assert_eq!(b.function(work.func).source, FuncSource::Dwarf);
+
+    // Without its .dwo (name changed in a copy), the functions come from the symbol table.
+    let dir = std::env::temp_dir().join(format!("profgen-split-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut bytes = std::fs::read(fixture("prog_split")).unwrap();
+    let name = b"prog_split-prog.dwo";
+    let at = bytes.windows(name.len()).position(|w| w == name).unwrap();
+    bytes[at + name.len() - 1] = b'X';
+    let copy = dir.join("prog_split");
+    std::fs::write(&copy, &bytes).unwrap();
+    let b = Binary::load(&copy, &LoadOptions::default()).unwrap();
+    assert_eq!(
+        b.warnings(),
+        [format!(
+            "{}: DWO debug information was not loaded for 1 modules. Please check the .o, \
+             .dwo or .dwp path. (first: prog_split-prog.dwX: not found)",
+            copy.display()
+        )]
+    );
+    assert!(b.functions().iter().all(|f| f.source == FuncSource::Symbol));
+
+    // A checkout elsewhere: comp_dir (the directory the fixture was built in, recorded in the
+    // skeleton unit) does not exist, the .dwo is found next to the binary.
+    let mut bytes = std::fs::read(fixture("prog_split")).unwrap();
+    let comp_dir_tail = b"tests/fixtures/binary";
+    let mut patched = 0;
+    while let Some(at) = bytes.windows(comp_dir_tail.len()).position(|w| w == comp_dir_tail) {
+        bytes[at] = b'#';
+        patched += 1;
+    }
+    assert!(patched > 0);
+    std::fs::write(&copy, &bytes).unwrap();
+    std::fs::copy(
+        fixture("prog_split-prog.dwo"),
+        dir.join("prog_split-prog.dwo"),
+    )
+    .unwrap();
+    let b = Binary::load(&copy, &LoadOptions::default()).unwrap();
+    assert!(b.warnings().is_empty(), "{:?}", b.warnings());
+    assert_eq!(b.inline_stack(Vaddr(0x11ac)).len(), 2);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn disassembly_of_selected_functions_matches_llvm_profgen() {
+    let b = load("prog_gcc");
+    let opts = DumpOptions {
+        functions: vec!["work.cold".into(), "main".into()],
+        ..Default::default()
+    };
+    assert_eq!(
+        with_short_path(&dump(&b, &opts), "prog_gcc"),
+        read("prog_gcc.funcs")
+    );
 }
 
 #[test]

@@ -465,7 +465,10 @@ impl super::Binary {
                     &f.func_name
                 };
                 let (line, disc) = if opts.pseudo_probes {
-                    ((f.discriminator >> 3) & 0xffff, 0)
+                    (
+                        super::dwarf::probe_index_from_discriminator(f.discriminator),
+                        0,
+                    )
                 } else {
                     (f.line_offset, f.discriminator)
                 };
@@ -607,6 +610,94 @@ mod tests {
         let insns = cs.disasm_count(bytes, 0x1000, 1).unwrap();
         let insn = insns.iter().next().unwrap();
         format_insn(insn).trim_start_matches('\t').to_string()
+    }
+
+    fn kind_of(bytes: &[u8]) -> (InstKind, Option<u64>) {
+        let cs = capstone(false).unwrap();
+        let insns = cs.disasm_count(bytes, 0x1000, 1).unwrap();
+        let insn = insns.iter().next().unwrap();
+        assert_eq!(insn.len(), bytes.len());
+        classify(insn.id().0, insn.bytes(), 0x1000)
+    }
+
+    #[test]
+    fn instruction_kinds() {
+        use InstKind::*;
+        assert_eq!(kind_of(&[0xe8, 0x10, 0, 0, 0]), (Call, Some(0x1015)));
+        assert_eq!(kind_of(&[0xff, 0xd0]), (Call, None));
+        assert_eq!(kind_of(&[0xff, 0x15, 0, 0, 0, 0]), (Call, None));
+        assert_eq!(kind_of(&[0xc3]), (Return, None));
+        assert_eq!(kind_of(&[0xc2, 8, 0]), (Return, None));
+        assert_eq!(kind_of(&[0xf3, 0xc3]), (Return, None));
+        assert_eq!(kind_of(&[0xcb]), (Return, None));
+        assert_eq!(kind_of(&[0x48, 0xcf]), (Return, None));
+        assert_eq!(
+            kind_of(&[0xe9, 0xfb, 0xff, 0xff, 0xff]),
+            (DirectJump, Some(0x1000))
+        );
+        assert_eq!(kind_of(&[0xeb, 0xfe]), (DirectJump, Some(0x1000)));
+        assert_eq!(kind_of(&[0xff, 0xe0]), (IndirectJump, None));
+        assert_eq!(kind_of(&[0x3e, 0xff, 0xe0]), (IndirectJump, None));
+        assert_eq!(kind_of(&[0xff, 0x25, 0, 0, 0, 0]), (IndirectJump, None));
+        assert_eq!(kind_of(&[0x74, 0x02]), (ConditionalJump, None));
+        assert_eq!(kind_of(&[0x0f, 0x8f, 0, 1, 0, 0]), (ConditionalJump, None));
+        assert_eq!(kind_of(&[0xe3, 0x02]), (ConditionalJump, None));
+        assert_eq!(kind_of(&[0x67, 0xe3, 0x02]), (ConditionalJump, None));
+        assert_eq!(kind_of(&[0xe2, 0xfe]), (ConditionalJump, None));
+        assert_eq!(kind_of(&[0xe1, 0xfe]), (ConditionalJump, None));
+        assert_eq!(kind_of(&[0xe0, 0xfe]), (ConditionalJump, None));
+        assert_eq!(kind_of(&[0x90]), (Other, None));
+        assert_eq!(kind_of(&[0x0f, 0x05]), (Other, None));
+    }
+
+    #[test]
+    fn lock_prefix_is_its_own_instruction() {
+        // lock incl (%rax); ret — as llvm-profgen-19 decodes it: lock, incl, ret.
+        let bytes = [0xf0, 0xff, 0x00, 0xc3];
+        let sec = TextSection {
+            name: ".text",
+            addr: 0x1000,
+            bytes: &bytes,
+            skipped: false,
+            symbols: vec![Symbol {
+                addr: 0x1000,
+                size: 4,
+                name: "f",
+                section: SectionIndex(1),
+                is_func: true,
+            }],
+        };
+        let code = decode(std::slice::from_ref(&sec)).unwrap();
+        assert_eq!(code.addrs, [0x1000, 0x1001, 0x1003]);
+        assert_eq!(code.sizes, [1, 2, 1]);
+        assert_eq!(
+            code.kinds,
+            [InstKind::Other, InstKind::Other, InstKind::Return]
+        );
+    }
+
+    #[test]
+    fn undecodable_bytes_are_skipped_one_at_a_time() {
+        // Two invalid bytes (06 is not an x86-64 instruction), then ret.
+        let bytes = [0x06, 0x06, 0xc3];
+        let sec = TextSection {
+            name: ".text",
+            addr: 0x1000,
+            bytes: &bytes,
+            skipped: false,
+            symbols: vec![Symbol {
+                addr: 0x1000,
+                size: 3,
+                name: "f",
+                section: SectionIndex(1),
+                is_func: true,
+            }],
+        };
+        let code = decode(std::slice::from_ref(&sec)).unwrap();
+        assert_eq!(
+            (code.addrs.as_slice(), code.invalid_bytes),
+            (&[0x1002][..], 2)
+        );
     }
 
     #[test]

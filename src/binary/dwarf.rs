@@ -6,8 +6,9 @@
 //! keeps a compact copy of every subroutine DIE (name, decl line, call line, call
 //! discriminator, parent) and an address map built like LLVM's `DWARFUnit::AddrDieMap`. Line
 //! tables are parsed lazily per unit on first use, so symbolizing a few hot functions of a huge
-//! binary stays cheap. LLVM does not read `DW_AT_decl_line`/discriminators through addr2line's
-//! API, so this uses gimli directly.
+//! binary stays cheap. Skeleton units of split DWARF are completed from their `.dwo` files.
+//! addr2line's API exposes neither `DW_AT_decl_line` nor discriminators, so this uses gimli
+//! directly.
 
 use super::SourceFrame;
 use super::elf::Elf;
@@ -16,6 +17,7 @@ use hashbrown::HashMap;
 use object::{Object, ObjectSection};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 
@@ -113,12 +115,30 @@ impl<S> Default for Resolved<S> {
     }
 }
 
-struct Loader<'a> {
-    dwarf: gimli::Dwarf<Reader<'a>>,
-    headers: Vec<gimli::UnitHeader<Reader<'a>>>,
+/// Per-worker DIE reader; caches parsed units and resolved names of the DIEs it visits
+/// (references may cross units).
+struct Loader<'d, 'a> {
+    dwarf: &'d gimli::Dwarf<Reader<'a>>,
+    headers: &'d [gimli::UnitHeader<Reader<'a>>],
+    /// Where to look for `.dwo` files besides the skeleton's comp_dir.
+    binary_dir: &'d Path,
     parsed_units: HashMap<usize, Rc<Unit<'a>>>,
     memo: HashMap<usize, Resolved>,
     names: HashMap<String, Arc<str>>,
+}
+
+/// What one unit contributes; node indices (and parents) are local to the unit.
+#[derive(Default)]
+struct UnitResult {
+    nodes: Vec<Node>,
+    /// `(start, end, node)` in DIE order, parents before children.
+    ranges: Vec<(u64, u64, u32)>,
+    subprograms: Vec<Subprogram>,
+    line_offset: Option<gimli::DebugLineOffset<usize>>,
+    address_size: u8,
+    /// A skeleton unit whose `.dwo` could not be read: the reason.
+    missing_dwo: Option<String>,
+    error: Option<String>,
 }
 
 impl DebugInfo {
@@ -128,7 +148,7 @@ impl DebugInfo {
 
     /// Reads all DIEs of `obj`. Address ranges below `preferred_base` (code discarded by the
     /// linker) are left out of the address map.
-    pub fn load(obj: &Elf<'_>, preferred_base: u64) -> DebugInfo {
+    pub fn load(obj: &Elf<'_>, preferred_base: u64, binary_dir: &Path) -> DebugInfo {
         let endian = if obj.is_little_endian() {
             RunTimeEndian::Little
         } else {
@@ -160,13 +180,21 @@ impl DebugInfo {
             .and_then(|s| s.uncompressed_data().ok())
             .map(Cow::into_owned)
             .unwrap_or_default();
-        let mut loader = Loader {
-            dwarf,
-            headers,
-            parsed_units: HashMap::new(),
-            memo: HashMap::new(),
-            names: HashMap::new(),
-        };
+        use rayon::prelude::*;
+        let results: Vec<UnitResult> = (0..headers.len())
+            .into_par_iter()
+            .map_init(
+                || Loader {
+                    dwarf: &dwarf,
+                    headers: &headers,
+                    binary_dir,
+                    parsed_units: HashMap::new(),
+                    memo: HashMap::new(),
+                    names: HashMap::new(),
+                },
+                |loader, i| loader.load_unit(i, preferred_base),
+            )
+            .collect();
         let mut info = DebugInfo {
             nodes: Vec::new(),
             addr_map: Vec::new(),
@@ -176,14 +204,43 @@ impl DebugInfo {
             subprograms: Vec::new(),
             warnings,
         };
+        // Merged in unit order, so the address map is built exactly as a sequential walk would.
         let mut map = BTreeMap::new();
-        for i in 0..loader.headers.len() {
-            if let Err(e) = loader.load_unit(i, &mut info, &mut map, preferred_base) {
-                let off = loader.headers[i].offset().0;
+        let (mut missing_dwo, mut missing_dwo_count) = (None, 0);
+        for (ui, r) in results.into_iter().enumerate() {
+            let first = info.nodes.len() as u32;
+            info.nodes.extend(r.nodes.into_iter().map(|mut n| {
+                if n.parent != NO_PARENT {
+                    n.parent += first;
+                }
+                n.unit = ui as u32;
+                n
+            }));
+            for (lo, hi, node) in r.ranges {
+                insert_range(&mut map, lo, hi, node + first);
+            }
+            info.subprograms.extend(r.subprograms);
+            info.units.push(UnitLines {
+                offset: r.line_offset,
+                address_size: r.address_size,
+                table: OnceLock::new(),
+            });
+            if let Some(why) = r.missing_dwo {
+                missing_dwo.get_or_insert(why);
+                missing_dwo_count += 1;
+            }
+            if let Some(e) = r.error {
+                let off = headers[ui].offset().0;
                 info.warnings.push(format!(
                     "malformed DWARF unit at .debug_info offset {off:#x}: {e}"
                 ));
             }
+        }
+        if let Some(first) = missing_dwo {
+            info.warnings.push(format!(
+                "DWO debug information was not loaded for {missing_dwo_count} modules. Please \
+                 check the .o, .dwo or .dwp path. (first: {first})"
+            ));
         }
         info.addr_map = map
             .into_iter()
@@ -249,7 +306,7 @@ impl DebugInfo {
     }
 }
 
-impl<'a> Loader<'a> {
+impl<'a> Loader<'_, 'a> {
     fn intern(&mut self, s: Reader<'a>) -> Arc<str> {
         let s = String::from_utf8_lossy(s.slice());
         if let Some(a) = self.names.get(s.as_ref()) {
@@ -277,23 +334,110 @@ impl<'a> Loader<'a> {
         Some(i)
     }
 
-    fn load_unit(
+    fn load_unit(&mut self, ui: usize, preferred_base: u64) -> UnitResult {
+        let mut out = UnitResult::default();
+        let unit = match self.unit(ui) {
+            Ok(unit) => unit,
+            Err(e) => {
+                out.error = Some(e.to_string());
+                return out;
+            }
+        };
+        // Line tables stay in the main file even for split units.
+        out.line_offset = unit.line_program.as_ref().map(|p| p.header().offset());
+        out.address_size = unit.header.address_size();
+        let walked = if unit.dwo_id.is_some() {
+            match self.load_dwo(&unit, preferred_base, &mut out) {
+                Ok(()) => Ok(()),
+                Err(why) => {
+                    out.missing_dwo = Some(why);
+                    // The skeleton itself may still describe some code.
+                    self.walk_unit(ui, preferred_base, &mut out)
+                }
+            }
+        } else {
+            self.walk_unit(ui, preferred_base, &mut out)
+        };
+        if let Err(e) = walked {
+            out.error = Some(e.to_string());
+        }
+        out
+    }
+
+    /// Reads the `.dwo` file of skeleton unit `skeleton` (found in its comp_dir, as given, or
+    /// next to the binary) and walks its split compilation unit.
+    fn load_dwo(
+        &self,
+        skeleton: &Unit<'a>,
+        preferred_base: u64,
+        out: &mut UnitResult,
+    ) -> Result<(), String> {
+        let name = skeleton
+            .dwo_name()
+            .ok()
+            .flatten()
+            .and_then(|v| self.dwarf.attr_string(skeleton, v).ok())
+            .map(|s| String::from_utf8_lossy(s.slice()).into_owned())
+            .ok_or("skeleton unit without DW_AT_dwo_name")?;
+        let name_path = Path::new(&name);
+        let mut candidates = Vec::new();
+        if let Some(dir) = &skeleton.comp_dir {
+            candidates.push(Path::new(&*String::from_utf8_lossy(dir.slice())).join(name_path));
+        }
+        candidates.push(name_path.to_path_buf());
+        if let Some(file) = name_path.file_name() {
+            candidates.push(self.binary_dir.join(file));
+        }
+        let (path, file) = candidates
+            .iter()
+            .find_map(|p| Some((p, std::fs::File::open(p).ok()?)))
+            .ok_or_else(|| format!("{name}: not found"))?;
+        let what = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        // SAFETY: read-only mapping, as for the binary itself.
+        let data = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| what(&e))?;
+        let obj = object::File::parse(&*data).map_err(|e| what(&e))?;
+        let endian = gimli::Reader::endian(gimli::Section::reader(&self.dwarf.debug_info));
+        let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, std::convert::Infallible> {
+            let section = id.dwo_name().and_then(|n| obj.section_by_name(n));
+            Ok(section
+                .and_then(|s| s.uncompressed_data().ok())
+                .unwrap_or(Cow::Borrowed(&[])))
+        };
+        let Ok(sections) = gimli::DwarfSections::load(load);
+        let mut dwo = sections.borrow(|s| EndianSlice::new(s, endian));
+        dwo.make_dwo(self.dwarf);
+        let mut headers = Vec::new();
+        let mut iter = dwo.units();
+        while let Some(h) = iter.next().map_err(|e| what(&e))? {
+            headers.push(h);
+        }
+        let index = headers
+            .iter()
+            .position(|h| matches!(h.type_(), gimli::UnitType::SplitCompilation(id) if Some(id) == skeleton.dwo_id))
+            .ok_or_else(|| what(&"no split compilation unit with the skeleton's DWO id"))?;
+        let mut unit = dwo.unit(headers[index]).map_err(|e| what(&e))?;
+        unit.copy_relocated_attributes(skeleton);
+        let mut loader = Loader {
+            dwarf: &dwo,
+            headers: &headers,
+            binary_dir: self.binary_dir,
+            parsed_units: HashMap::new(),
+            memo: HashMap::new(),
+            names: HashMap::new(),
+        };
+        loader.parsed_units.insert(index, Rc::new(unit));
+        loader
+            .walk_unit(index, preferred_base, out)
+            .map_err(|e| what(&e))
+    }
+
+    fn walk_unit(
         &mut self,
         ui: usize,
-        info: &mut DebugInfo,
-        map: &mut BTreeMap<u64, (u64, u32)>,
         preferred_base: u64,
+        out: &mut UnitResult,
     ) -> gimli::Result<()> {
         let unit = self.unit(ui)?;
-        if unit.dwo_id.is_some() && !info.warnings.iter().any(|w| w.starts_with("split DWARF")) {
-            info.warnings.push("split DWARF (.dwo/.dwp) is not supported: functions described only there are taken from the symbol table".into());
-        }
-        info.units.push(UnitLines {
-            offset: unit.line_program.as_ref().map(|p| p.header().offset()),
-            address_size: unit.header.address_size(),
-            table: OnceLock::new(),
-        });
-        let unit_index = (info.units.len() - 1) as u32;
         let mut cursor = unit.entries();
         // (depth, node) of the enclosing subroutine DIEs.
         let mut stack: Vec<(isize, u32)> = Vec::new();
@@ -333,26 +477,26 @@ impl<'a> Loader<'a> {
             } else {
                 NO_PARENT
             };
-            let node = info.nodes.len() as u32;
-            info.nodes.push(Node {
+            let node = out.nodes.len() as u32;
+            out.nodes.push(Node {
                 name: name.clone(),
                 decl_line: resolved.decl_line.unwrap_or(0),
                 call_line,
                 call_discriminator,
                 parent,
-                unit: unit_index,
+                unit: 0,
             });
             stack.push((depth, node));
             for &(lo, hi) in &ranges {
                 if hi > lo && lo >= preferred_base {
-                    insert_range(map, lo, hi, node);
+                    out.ranges.push((lo, hi, node));
                 }
             }
             if !inlined
                 && let Some(name) = name
                 && !ranges.is_empty()
             {
-                info.subprograms.push(Subprogram { name, ranges });
+                out.subprograms.push(Subprogram { name, ranges });
             }
         }
         Ok(())
@@ -482,10 +626,35 @@ fn parse_line_table(
 }
 
 /// Base discriminator of a raw DWARF discriminator
-/// (`DILocation::getBaseDiscriminatorFromDiscriminator`); flow-sensitive discriminators (`fs`)
-/// are used as they are.
+/// (`DILocation::getBaseDiscriminatorFromDiscriminator`). A pseudo-probe discriminator (low bits
+/// `0b111`, written by `-fpseudo-probe-for-profiling`) yields the DWARF base discriminator packed
+/// into it (bit 28 set, bits 18:16), else its probe id; flow-sensitive discriminators (`fs`) are
+/// used as they are.
 pub fn base_discriminator(raw: u32, fs: bool) -> u32 {
+    if is_probe_discriminator(raw) {
+        if raw & PROBE_HAS_DWARF_BASE != 0 {
+            return (raw >> 16) & 0x7;
+        }
+        return probe_index_from_discriminator(raw);
+    }
     if fs { raw } else { prefix_decode(raw) }
+}
+
+const PROBE_HAS_DWARF_BASE: u32 = 1 << 28;
+
+/// `PseudoProbeDwarfDiscriminator::isPseudoProbeDiscriminator`.
+pub fn is_probe_discriminator(raw: u32) -> bool {
+    raw & 0x7 == 0x7
+}
+
+/// `PseudoProbeDwarfDiscriminator::extractProbeIndex`: bits 18:3, or 15:3 when bits 18:16 hold a
+/// DWARF base discriminator.
+pub fn probe_index_from_discriminator(raw: u32) -> u32 {
+    if raw & PROBE_HAS_DWARF_BASE != 0 {
+        (raw >> 3) & 0x1fff
+    } else {
+        (raw >> 3) & 0xffff
+    }
 }
 
 /// Duplication factor (unroll/vectorization copies) of a raw DWARF discriminator
@@ -574,6 +743,13 @@ mod tests {
     #[test]
     fn discriminator_components() {
         assert_eq!((base_discriminator(2, false), duplication_factor(2, false)), (1, 1));
+        // Probe discriminators as clang-19 writes them (prog_probe's line table): DirectCall
+        // probe 2 with DWARF base discriminator 0 packed in; without bit 28, the probe id.
+        assert_eq!(probe_index_from_discriminator(0x1b20_0017), 2);
+        assert_eq!(base_discriminator(0x1b20_0017, false), 0);
+        assert_eq!(base_discriminator(0x1b23_0017, false), 3);
+        assert_eq!(probe_index_from_discriminator(0x1b23_0017), 2);
+        assert_eq!(base_discriminator(0x0b23_0017, false), 0x6002);
         assert_eq!(encode(3, 8), 2054);
         for (bd, df) in [
             (0, 0),

@@ -6,6 +6,17 @@
 //! table), source locations with inline chains, and decoded pseudo probes.
 //!
 //! All addresses are binary virtual addresses ([`Vaddr`]).
+//!
+//! Loading ([`Binary::load`]) decodes every instruction and reads every subprogram and
+//! inlined-subroutine DIE up front (in parallel); line tables are parsed per unit on first use
+//! and inline stacks are cached per function range, so [`Binary::inline_stack`] is cheap to call
+//! from many threads. Lookups are binary searches over sorted vectors.
+//!
+//! Deliberate difference from llvm-profgen-19: code that no DWARF subprogram covers gets a
+//! [`FuncSource::Symbol`] function from its `STT_FUNC` symbol, whose inline stack is one frame
+//! `(symbol name, 0, 0)`. Split DWARF is read from `.dwo` files (skeleton comp_dir, the
+//! name as given, or next to the binary); `.dwp` packages are not (a warning names the first
+//! unreadable unit).
 
 pub mod disasm;
 pub mod dwarf;
@@ -171,7 +182,11 @@ impl Binary {
         // Disassembly and DWARF are independent; each is the bulk of the loading time.
         let (code, debug) = rayon::join(
             || disasm::decode(&sections),
-            || dwarf::DebugInfo::load(dbg_obj.as_ref().unwrap_or(&obj), base),
+            || {
+                let dwarf_path = opts.debug_binary.as_deref().unwrap_or(path);
+                let dir = dwarf_path.parent().unwrap_or(Path::new("."));
+                dwarf::DebugInfo::load(dbg_obj.as_ref().unwrap_or(&obj), base, dir)
+            },
         );
         let mut code = code.map_err(bad)?;
         let dwarf_path = opts.debug_binary.as_deref().unwrap_or(path);
