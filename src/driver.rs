@@ -274,7 +274,11 @@ fn run_pipeline(cfg: &Config) -> Result<RunReport, Error> {
         &LoadOptions { debug_binary: cfg.debug_binary.clone(), use_dwarf_correlation: cfg.use_dwarf_correlation },
     )?;
     let mut report = RunReport::default();
-    let Some(input) = &cfg.input else {
+    report.warnings.extend(binary.warnings().iter().cloned());
+    if cfg.show_disassembly_only || cfg.show_pseudo_probe {
+        show_binary(cfg, &binary)?;
+    }
+    let Some(input) = cfg.input.as_ref().filter(|_| !cfg.show_disassembly_only) else {
         return Ok(report);
     };
     let counters = match input {
@@ -305,6 +309,26 @@ fn run_pipeline(cfg: &Config) -> Result<RunReport, Error> {
     }
     write_profile(cfg, &profile, &mut report)?;
     Ok(report)
+}
+
+/// `--show-disassembly-only` and `--show-pseudo-probe` output, on stdout.
+fn show_binary(cfg: &Config, binary: &Binary) -> Result<(), Error> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let io_err = |source| Error::Io { path: "<stdout>".into(), source };
+    if cfg.show_pseudo_probe {
+        binary.dump_pseudo_probes(&mut out).map_err(io_err)?;
+    }
+    if cfg.show_disassembly_only {
+        let opts = crate::binary::disasm::DumpOptions {
+            functions: cfg.disassemble_functions.clone(),
+            source_locations: cfg.show_source_locations,
+            pseudo_probes: cfg.show_pseudo_probe,
+            canonical_names: cfg.show_canonical_fname,
+        };
+        binary.dump_disassembly(&mut out, &opts)?;
+    }
+    std::io::Write::flush(&mut out).map_err(io_err)
 }
 
 fn read_samples(cfg: &Config, binary: &Binary, input: &Input, report: &mut RunReport) -> Result<AggregatedSamples, Error> {
