@@ -53,6 +53,8 @@ struct PerfData {
     comms: usize,
     forks: usize,
     exits: usize,
+    /// FINISHED_ROUND records.
+    rounds: usize,
     features: u64,
 }
 
@@ -92,6 +94,7 @@ fn read_perf_data(path: &Path) -> PerfData {
             3 => pd.comms += 1,
             7 => pd.forks += 1,
             4 => pd.exits += 1,
+            68 => pd.rounds += 1,
             9 => {
                 let nr = u64_at(r, 32) as usize;
                 let callchain: Vec<u64> = (0..nr).map(|i| u64_at(r, 40 + 8 * i)).collect();
@@ -228,6 +231,7 @@ fn check_recording(perf_data: &Path, truth: &Path, binary: &Path, period: Option
         "sample count in truth header"
     );
     assert!(pd.comms >= 1 && pd.exits >= 1, "COMM/EXIT records");
+    assert!(pd.rounds >= 1, "FINISHED_ROUND records");
     assert_ne!(pd.features & (1 << 2), 0, "HEADER_BUILD_ID feature");
     // The countdown restarts at each sample: the periods add up to the traced instructions,
     // minus what each thread had not yet counted down at its end.

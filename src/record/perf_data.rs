@@ -241,6 +241,17 @@ pub struct HostInfo {
     pub cmdline: Vec<String>,
 }
 
+/// Records between two FINISHED_ROUND records.
+const ROUND_RECORDS: usize = 4096;
+const RECORD_FINISHED_ROUND: u32 = 68;
+
+fn finished_round() -> Record {
+    let mut bytes = Vec::with_capacity(8);
+    header(&mut bytes, RECORD_FINISHED_ROUND, 0);
+    bytes[6..8].copy_from_slice(&8u16.to_le_bytes());
+    Record { time: u64::MAX, bytes }
+}
+
 /// Writes a complete perf.data: header, attr, `records` sorted by time (stable), features.
 pub fn write(
     out: &mut impl Write,
@@ -250,6 +261,17 @@ pub fn write(
     host: &HostInfo,
 ) -> io::Result<()> {
     records.sort_by_key(|r| r.time);
+    // perf ends each flush of its buffers with FINISHED_ROUND; readers that order events by time
+    // rely on it to release queued records.
+    let mut with_rounds = Vec::with_capacity(records.len() + records.len() / ROUND_RECORDS + 1);
+    for (i, r) in records.into_iter().enumerate() {
+        with_rounds.push(r);
+        if (i + 1) % ROUND_RECORDS == 0 {
+            with_rounds.push(finished_round());
+        }
+    }
+    with_rounds.push(finished_round());
+    let records = with_rounds;
     let attr_offset = FILE_HEADER_SIZE;
     let attr_entry = ATTR_SIZE as u64 + FILE_SECTION_SIZE;
     let data_offset = attr_offset + attr_entry;

@@ -30,6 +30,9 @@ pub(super) struct TimeOrder {
     next_flush: u64,
     max_time: u64,
     seq: u64,
+    /// Bytes of all queued records, copied or not (bounds both memory and the input range that
+    /// must stay mapped).
+    queued_len: usize,
     /// Whether the queue has had to be released early (warned about once).
     pub(super) overflowed: bool,
 }
@@ -53,6 +56,7 @@ impl TimeOrder {
             loc,
         });
         self.seq += 1;
+        self.queued_len += rec.len();
         self.max_time = self.max_time.max(time);
     }
 
@@ -62,7 +66,7 @@ impl TimeOrder {
     }
 
     pub(super) fn queued_bytes(&self) -> usize {
-        self.arena.len()
+        self.queued_len
     }
 
     /// At a FINISHED_ROUND: the limit up to which records may be released now.
@@ -92,6 +96,7 @@ impl TimeOrder {
 
     /// Drops the first `n` (released) records and compacts the arena around the rest.
     pub(super) fn retire(&mut self, n: usize) {
+        self.queued_len -= self.queue[..n].iter().map(|q| q.len).sum::<usize>();
         self.queue.drain(..n);
         self.spare.clear();
         for q in self.queue.iter_mut().filter(|q| !q.in_input) {
