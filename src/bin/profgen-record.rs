@@ -30,6 +30,9 @@ struct Args {
     /// Write pids from this value on instead of the real ones (reproducible files).
     #[arg(long)]
     pid_base: Option<u32>,
+    /// Record branch stacks only, without call stacks (like `perf record -b` without `-g`).
+    #[arg(long)]
+    no_call_stack: bool,
     /// Program and arguments.
     #[arg(required = true, trailing_var_arg = true)]
     command: Vec<String>,
@@ -46,6 +49,7 @@ fn main() {
         valgrind: a.valgrind,
         truth_all: a.truth_all,
         pid_base: a.pid_base,
+        no_call_stack: a.no_call_stack,
     };
     match profgen::record::record(&opts) {
         Ok(s) => {

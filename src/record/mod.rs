@@ -38,6 +38,8 @@ pub struct Options {
     /// Write pids from this value on (forked children +100 each, threads pid + n) instead of
     /// the real ones, so that re-recording gives identical files.
     pub pid_base: Option<u32>,
+    /// Leave call stacks out (`perf record -b` without `-g`).
+    pub no_call_stack: bool,
 }
 
 pub struct Summary {
@@ -181,7 +183,7 @@ fn record_in(opts: &Options, dir: &Path, started: Instant) -> anyhow::Result<Sum
     let out = File::create(&opts.output)
         .with_context(|| format!("creating {}", opts.output.display()))?;
     let mut out = BufWriter::new(out);
-    perf_data::write(&mut out, opts.period, records, &build_ids, &host)?;
+    perf_data::write(&mut out, opts.period, !opts.no_call_stack, records, &build_ids, &host)?;
     out.flush()?;
     if let Some(t) = &opts.truth {
         let f = File::create(t).with_context(|| format!("creating {}", t.display()))?;

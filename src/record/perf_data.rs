@@ -183,13 +183,13 @@ pub fn sample(s: &Sample) -> Record {
     }
 }
 
-fn attr(sample_period: u64) -> Vec<u8> {
+fn attr(sample_period: u64, call_stacks: bool) -> Vec<u8> {
     let mut b = Vec::with_capacity(ATTR_SIZE as usize);
     put_u32(&mut b, 0); // PERF_TYPE_HARDWARE
     put_u32(&mut b, ATTR_SIZE);
     put_u64(&mut b, 0); // PERF_COUNT_HW_CPU_CYCLES
     put_u64(&mut b, sample_period);
-    put_u64(&mut b, SAMPLE_TYPE);
+    put_u64(&mut b, if call_stacks { SAMPLE_TYPE } else { SAMPLE_TYPE & !SAMPLE_CALLCHAIN });
     put_u64(&mut b, 0); // read_format
     // disabled, inherit, exclude_kernel, exclude_hv, mmap, comm, enable_on_exec, task,
     // sample_id_all, exclude_guest, mmap2, comm_exec
@@ -241,6 +241,20 @@ pub struct HostInfo {
     pub cmdline: Vec<String>,
 }
 
+/// Drops the CALLCHAIN field of a SAMPLE record written by [`sample`] (`perf record -b` without
+/// `-g`); other records are left alone.
+fn without_callchain(rec: &mut Vec<u8>) {
+    if u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]) != RECORD_SAMPLE {
+        return;
+    }
+    // header, ip, pid/tid, time, period, then nr and the chain.
+    const NR_AT: usize = 40;
+    let nr = u64::from_le_bytes(rec[NR_AT..NR_AT + 8].try_into().expect("8 bytes")) as usize;
+    rec.drain(NR_AT..NR_AT + 8 + 8 * nr);
+    let size = u16::try_from(rec.len()).unwrap_or(u16::MAX);
+    rec[6..8].copy_from_slice(&size.to_le_bytes());
+}
+
 /// Records between two FINISHED_ROUND records.
 const ROUND_RECORDS: usize = 4096;
 const RECORD_FINISHED_ROUND: u32 = 68;
@@ -256,6 +270,7 @@ fn finished_round() -> Record {
 pub fn write(
     out: &mut impl Write,
     sample_period: u64,
+    call_stacks: bool,
     mut records: Vec<Record>,
     build_ids: &[BuildIdEntry],
     host: &HostInfo,
@@ -264,7 +279,10 @@ pub fn write(
     // perf ends each flush of its buffers with FINISHED_ROUND; readers that order events by time
     // rely on it to release queued records.
     let mut with_rounds = Vec::with_capacity(records.len() + records.len() / ROUND_RECORDS + 1);
-    for (i, r) in records.into_iter().enumerate() {
+    for (i, mut r) in records.into_iter().enumerate() {
+        if !call_stacks {
+            without_callchain(&mut r.bytes);
+        }
         with_rounds.push(r);
         if (i + 1) % ROUND_RECORDS == 0 {
             with_rounds.push(finished_round());
@@ -326,7 +344,7 @@ pub fn write(
         put_u64(&mut h, w);
     }
     out.write_all(&h)?;
-    let mut a = attr(sample_period);
+    let mut a = attr(sample_period, call_stacks);
     put_u64(&mut a, data_offset); // ids section: empty
     put_u64(&mut a, 0);
     out.write_all(&a)?;
