@@ -231,7 +231,6 @@ fn check_recording(perf_data: &Path, truth: &Path, binary: &Path, period: Option
         "sample count in truth header"
     );
     assert!(pd.comms >= 1 && pd.exits >= 1, "COMM/EXIT records");
-    assert!(pd.rounds >= 1, "FINISHED_ROUND records");
     assert_ne!(pd.features & (1 << 2), 0, "HEADER_BUILD_ID feature");
     // The countdown restarts at each sample: the periods add up to the traced instructions,
     // minus what each thread had not yet counted down at its end.
@@ -386,6 +385,8 @@ fn records_corpus_binary_under_valgrind() {
     // The interpreter's dispatch loop dominates: most samples are in the binary itself.
     let pd = read_perf_data(&data);
     assert!(n * 10 > pd.samples.len() * 8, "{n} of {}", pd.samples.len());
+    // Like perf, the recorder closes its rounds, so readers can order events by time.
+    assert!(pd.rounds >= 1, "no FINISHED_ROUND records");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -61,9 +61,6 @@ pub struct ContextCounters {
     pub by_context: HashMap<ContextKey, Counters>,
     /// True when samples had call stacks (CS mode), even if no context survived.
     pub context_sensitive: bool,
-    /// Line-based contexts whose leaf function was inlined at the sampled address
-    /// (llvm-profgen's `WasLeafInlined`, written as the `ContextWasInlined` attribute).
-    pub inlined_leaf: hashbrown::HashSet<ContextKey>,
 }
 
 impl ContextCounters {
@@ -72,7 +69,6 @@ impl ContextCounters {
     }
     pub fn merge(&mut self, other: ContextCounters) {
         self.context_sensitive |= other.context_sensitive;
-        self.inlined_leaf.extend(other.inlined_leaf);
         for (k, c) in other.by_context {
             match self.by_context.get_mut(&k) {
                 Some(mine) => mine.merge(&c),

@@ -275,31 +275,28 @@ fn inline_context_equal(x: &[SourceFrame], y: &[SourceFrame]) -> bool {
 
 /// Symbolized context of a call-site stack (root first, leaf last): every address's inline
 /// frames with base discriminators, recursion-compressed and trimmed except the leaf, whose
-/// location is dropped. Empty when any address lacks line info. Also returns whether the leaf
-/// function was inlined at the last address (`WasLeafInlined`).
-pub fn expanded_context<C: CodeView + ?Sized>(code: &C, stack: &[Vaddr], opts: &UnwindOptions) -> (Vec<ContextFrame>, bool) {
+/// location is dropped. Empty when any address lacks line info.
+pub fn expanded_context<C: CodeView + ?Sized>(code: &C, stack: &[Vaddr], opts: &UnwindOptions) -> Vec<ContextFrame> {
     let mut frames = Vec::new();
-    let mut leaf_inlined = false;
     let fs = code.uses_fs_discriminators();
     for &a in stack {
         let inl = code.inline_stack(a);
         if inl.is_empty() {
-            return (Vec::new(), false);
+            return Vec::new();
         }
-        leaf_inlined = inl.len() > 1;
         frames.extend(inl.iter().map(|f| ContextFrame {
             func: f.func_name.to_string(),
             loc: LineLocation::new(f.line_offset, base_discriminator(f.discriminator, fs)),
         }));
     }
     let Some(mut leaf) = frames.pop() else {
-        return (frames, false);
+        return frames;
     };
     leaf.loc = LineLocation::default();
     compress_recursion(&mut frames, opts.max_compression_size);
     trim_context(&mut frames, opts.max_context_depth);
     frames.push(leaf);
-    (frames, leaf_inlined)
+    frames
 }
 
 const ROOT: usize = 0;
@@ -371,7 +368,7 @@ pub struct Unwinder<'c, C: CodeView + ?Sized> {
     counters: ContextCounters,
     stats: UnwindStats,
     /// Context key (and whether its leaf was inlined) per call-site stack already seen.
-    keys: hashbrown::HashMap<Vec<Vaddr>, (ContextKey, bool)>,
+    keys: hashbrown::HashMap<Vec<Vaddr>, ContextKey>,
 }
 
 impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
@@ -556,15 +553,14 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         }
     }
 
-    fn context_key(&self, stack: &[Vaddr]) -> (ContextKey, bool) {
+    fn context_key(&self, stack: &[Vaddr]) -> ContextKey {
         if self.opts.probe_based {
             let mut addrs = stack.to_vec();
             compress_recursion(&mut addrs, self.opts.max_compression_size);
             trim_context(&mut addrs, self.opts.max_context_depth);
-            (ContextKey::Addrs(addrs), false)
+            ContextKey::Addrs(addrs)
         } else {
-            let (frames, leaf_inlined) = expanded_context(self.code, stack, &self.opts);
-            (ContextKey::Frames(frames), leaf_inlined)
+            ContextKey::Frames(expanded_context(self.code, stack, &self.opts))
         }
     }
 
@@ -576,10 +572,7 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             let k = self.context_key(stack);
             self.keys.insert(stack.to_vec(), k);
         }
-        let (key, leaf_inlined) = &self.keys[stack];
-        if *leaf_inlined && !self.counters.inlined_leaf.contains(key) {
-            self.counters.inlined_leaf.insert(key.clone());
-        }
+        let key = &self.keys[stack];
         if !self.counters.by_context.contains_key(key) {
             self.counters.by_context.insert(key.clone(), Default::default());
         }

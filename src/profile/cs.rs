@@ -196,6 +196,15 @@ fn head_samples_estimate(fs: &FunctionSamples) -> u64 {
 }
 
 /// CS line-based profile (`generateLineNumBasedProfile`) from [`ContextKey::Frames`] counters.
+/// llvm-profgen's `WasLeafInlined` for a line-based context: whether the context's leaf function
+/// is an inlined copy, read off the inline stack of the context's code. Derived from the binary
+/// (not carried by the counters) so that unsymbolized profiles round-trip to the same profile.
+fn leaf_was_inlined<C: CsCodeView + ?Sized>(code: &C, c: &crate::aggregate::Counters) -> bool {
+    let in_range = c.ranges.keys().min().and_then(|&(s, e)| code.insts_in(s, e).next());
+    let at_branch = || c.branches.keys().map(|&(s, _)| s).filter(|s| !s.is_external()).min();
+    in_range.or_else(at_branch).is_some_and(|a| code.inline_stack(a).len() > 1)
+}
+
 pub fn generate_line_cs<C: CsCodeView + ?Sized>(code: &C, counters: &ContextCounters, opts: &CsOptions) -> Profile {
     let fs_discr = code.uses_fs_discriminators();
     let mut profiles = ContextProfiles::default();
@@ -205,7 +214,7 @@ pub fn generate_line_cs<C: CsCodeView + ?Sized>(code: &C, counters: &ContextCoun
         let ContextKey::Frames(ctx) = key else { continue };
         let c = &counters.by_context[key];
         if !ctx.is_empty() {
-            let fs = profiles.get_or_create(ctx, counters.inlined_leaf.contains(key));
+            let fs = profiles.get_or_create(ctx, leaf_was_inlined(code, c));
             for (start, end, n) in disjoint_ranges(c.ranges.iter().map(|(&r, &n)| (r, n))) {
                 // Zero segments are gaps that belong to no range of this context.
                 if n == 0 {

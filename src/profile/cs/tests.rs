@@ -173,7 +173,6 @@ fn line_counters() -> ContextCounters {
     cc.by_context.insert(bar.clone(), counters(&[(0x20c, 0x20c, 15)], &[]));
     cc.by_context.insert(ContextKey::Frames(ctx("main")), counters(&[(0x100, 0x104, 15)], &[(0x104, 0x200, 15)]));
     cc.by_context.insert(ContextKey::Frames(Vec::new()), counters(&[], &[(1, 0x100, 2)]));
-    cc.inlined_leaf.insert(bar);
     cc
 }
 
