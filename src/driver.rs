@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::input::PerfEvent;
 use crate::mapping::{AddressMapper, BinaryIdentity, MatchedBy, file_name_of};
 use crate::postpass;
-use crate::profile::Profile;
+use crate::profile::{Profile, context_size};
 use crate::profile::summary::ProfileSummary;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -353,7 +353,15 @@ fn build_cs_profile(cfg: &Config, binary: &Binary, counters: &ContextCounters, r
     };
     // Thresholds come from the context-less merge of the flat CS profile.
     let thresholds = thresholds(cfg, &postpass::context_less_profile(&profile))?;
-    postpass::post_process_cs(&mut profile, &cfg.postpass, &thresholds, &postpass::NoContextSizes);
+    // The pre-inliner's context costs need every instruction of the profiled functions
+    // symbolized; only pay for it when they are used.
+    if cfg.postpass.preinliner && cfg.postpass.use_context_cost {
+        let profiled = context_size::profiled_functions(binary, counters);
+        let sizes = context_size::ContextSizes::build(binary, &profiled);
+        postpass::post_process_cs(&mut profile, &cfg.postpass, &thresholds, &sizes);
+    } else {
+        postpass::post_process_cs(&mut profile, &cfg.postpass, &thresholds, &postpass::NoContextSizes);
+    }
     Ok(profile)
 }
 

@@ -18,7 +18,7 @@ mod fixups;
 mod llvm_hash;
 mod nest;
 mod preinliner;
-mod trie;
+pub(crate) mod trie;
 mod trim;
 
 pub use context::{compress_recursion, trim_context};

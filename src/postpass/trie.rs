@@ -44,8 +44,9 @@ pub(crate) struct ContextTrie {
 }
 
 impl ContextTrie {
-    /// Builds the trie from a flat CS profile, taking its profiles out of `profile`.
-    pub fn from_profile(profile: &mut Profile) -> Self {
+    /// A trie holding only the root (no profiles): the shape other per-context data (the
+    /// binary's context sizes) is keyed by.
+    pub fn new() -> Self {
         let root = Node {
             func: String::new(),
             callsite: LineLocation::default(),
@@ -53,12 +54,22 @@ impl ContextTrie {
             children: BTreeMap::new(),
             samples: None,
         };
-        let mut trie = ContextTrie {
+        ContextTrie {
             nodes: vec![root],
             samples: Vec::new(),
             sample_node: Vec::new(),
             func_to_profiles: HashMap::new(),
-        };
+        }
+    }
+
+    /// Number of nodes, root included; node ids are `0..node_count()`.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Builds the trie from a flat CS profile, taking its profiles out of `profile`.
+    pub fn from_profile(profile: &mut Profile) -> Self {
+        let mut trie = ContextTrie::new();
         // An empty context has no function to attach to; it is dropped.
         let contexts = std::mem::take(&mut profile.functions)
             .into_iter()
@@ -116,12 +127,14 @@ impl ContextTrie {
         node
     }
 
-    fn child(&self, parent: NodeId, loc: LineLocation, func: &str) -> Option<NodeId> {
+    /// `getChildContext(CallSite, Name)`.
+    pub fn child(&self, parent: NodeId, loc: LineLocation, func: &str) -> Option<NodeId> {
         let key = (callsite_hash(func, loc), func.to_string(), loc);
         self.nodes[parent].children.get(&key).copied()
     }
 
-    fn get_or_create_child(&mut self, parent: NodeId, loc: LineLocation, func: &str) -> NodeId {
+    /// `getOrCreateChildContext(CallSite, Name)`.
+    pub fn get_or_create_child(&mut self, parent: NodeId, loc: LineLocation, func: &str) -> NodeId {
         if let Some(c) = self.child(parent, loc, func) {
             return c;
         }

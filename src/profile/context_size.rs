@@ -1,0 +1,240 @@
+//! Machine-code size of each profiled function under each inline context
+//! (llvm-profgen's `BinarySizeContextTracker`, reference §6.6 step 1), for the pre-inliner's
+//! `--use-context-cost-for-preinliner`.
+//!
+//! In: the [`Binary`] and the functions the samples touch ([`profiled_functions`]). Out:
+//! [`ContextSizes`], a [`ContextSizeOracle`]: every instruction of a profiled function adds its
+//! bytes to the trie node of its symbolized inline stack, stored callee first ("reverse" trie:
+//! the root's children are functions, their children the callers they were inlined into, …), so
+//! that a query finds the longest matching inline context. On probe binaries inlinees that
+//! were optimized away but left probes get a known size of 0.
+//!
+//! The stacks are symbolized the way llvm-profgen's `getFrameLocationStack` does it (not the
+//! way profile contexts are built): linkage names as DWARF gives them, raw DWARF discriminators
+//! (line-based binaries), and on probe binaries the probe id taken from the DWARF discriminator
+//! as line offset with discriminator 0. A context whose call sites do not match is answered
+//! from the longest matching prefix, as in LLVM.
+
+use std::sync::Arc;
+
+use hashbrown::HashMap;
+
+use crate::addr::Vaddr;
+use crate::aggregate::{ContextCounters, ContextKey};
+use crate::binary::probes::{NodeId as ProbeNodeId, ProbeInfo};
+use crate::binary::{Binary, FuncId, SourceFrame};
+use crate::postpass::trie::{ContextTrie, NodeId, ROOT};
+use crate::postpass::ContextSizeOracle;
+use crate::profile::{ContextFrame, LineLocation};
+
+/// The functions llvm-profgen calls "profiled" (`collectFunctionsFromRawProfile`): those
+/// containing a range start, a branch source or a branch target of any context, and for probe
+/// binaries (address-keyed contexts) every call-stack address. Sorted, no duplicates.
+pub fn profiled_functions(binary: &Binary, counters: &ContextCounters) -> Vec<FuncId> {
+    let mut funcs = Vec::new();
+    let mut add = |a: Vaddr| {
+        if let Some(r) = binary.func_range(a) {
+            funcs.push(r.func);
+        }
+    };
+    for (key, c) in &counters.by_context {
+        if let ContextKey::Addrs(stack) = key {
+            stack.iter().for_each(|&a| add(a));
+        }
+        c.ranges.keys().for_each(|&(start, _)| add(start));
+        for &(src, dst) in c.branches.keys() {
+            add(src);
+            add(dst);
+        }
+    }
+    funcs.sort_unstable();
+    funcs.dedup();
+    funcs
+}
+
+/// `PseudoProbeDwarfDiscriminator::extractProbeIndex` (LLVM 19): bits [18:3], or [15:3] when
+/// bit 28 says a DWARF base discriminator is packed into [18:16].
+fn probe_index_from_discriminator(d: u32) -> u32 {
+    if d & 0x1000_0000 != 0 { (d >> 3) & 0x1fff } else { (d >> 3) & 0xffff }
+}
+
+/// Function sizes per inline context; see the module documentation.
+pub struct ContextSizes {
+    trie: ContextTrie,
+    /// Per trie node: the bytes recorded for that context, `None` when nothing was recorded
+    /// (LLVM's `std::optional<uint32_t> FuncSize`).
+    sizes: Vec<Option<u32>>,
+}
+
+impl Default for ContextSizes {
+    fn default() -> Self {
+        ContextSizes { trie: ContextTrie::new(), sizes: vec![None] }
+    }
+}
+
+impl ContextSizes {
+    /// `computeSizeForProfiledFunctions`: every instruction of every range of `profiled`, plus
+    /// `trackInlineesOptimizedAway` for their top-level probe records on probe binaries.
+    pub fn build(binary: &Binary, profiled: &[FuncId]) -> ContextSizes {
+        let mut sizes = ContextSizes::default();
+        let probes = binary.probes();
+        // Neighbouring instructions share one `Arc` when their stacks are equal; equal stacks
+        // elsewhere hash alike. Either way each distinct stack walks the trie once.
+        let mut node_of_stack: HashMap<Arc<[SourceFrame]>, NodeId> = HashMap::new();
+        let mut last: Option<(Arc<[SourceFrame]>, NodeId)> = None;
+        for &f in profiled {
+            for &(start, end) in &binary.function(f).ranges {
+                let Some(last_byte) = end.0.checked_sub(1).filter(|&l| l >= start.0) else { continue };
+                for addr in binary.insts_in(start, Vaddr(last_byte)) {
+                    let stack = binary.inline_stack(addr);
+                    let node = match &last {
+                        Some((s, n)) if Arc::ptr_eq(s, &stack) => *n,
+                        _ => {
+                            let n = match node_of_stack.get(&stack) {
+                                Some(&n) => n,
+                                None => {
+                                    let frames = location_stack(&stack, probes.is_some());
+                                    let n = sizes.node_for_context(&frames);
+                                    node_of_stack.insert(stack.clone(), n);
+                                    n
+                                }
+                            };
+                            last = Some((stack, n));
+                            n
+                        }
+                    };
+                    let size = binary.inst_size(addr).map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX));
+                    sizes.add_size(node, size);
+                }
+            }
+        }
+        if let Some(probes) = probes {
+            sizes.track_inlinees_optimized_away(binary, probes, profiled);
+        }
+        sizes
+    }
+
+    /// `addInstructionForContext`: adds `size` bytes to `context` (root first; the leaf
+    /// frame's location is ignored). Size 0 marks the context as known.
+    pub fn add_instruction_for_context(&mut self, context: &[ContextFrame], size: u32) {
+        let node = self.node_for_context(context);
+        self.add_size(node, size);
+    }
+
+    /// The reverse-trie node of `context`: leaf function at (0, 0) under the root, then each
+    /// caller at its call site.
+    fn node_for_context(&mut self, context: &[ContextFrame]) -> NodeId {
+        let mut node = ROOT;
+        for (i, frame) in context.iter().enumerate().rev() {
+            let loc = if i + 1 == context.len() { LineLocation::default() } else { frame.loc };
+            node = self.trie.get_or_create_child(node, loc, &frame.func);
+        }
+        self.sizes.resize(self.trie.node_count(), None);
+        node
+    }
+
+    fn add_size(&mut self, node: NodeId, size: u32) {
+        let s = self.sizes[node].get_or_insert(0);
+        *s = s.saturating_add(size);
+    }
+
+    /// `trackInlineesOptimizedAway` for each profiled function's top-level probe record: every
+    /// inline-tree node that kept probes gets its context marked known (size 0 added).
+    ///
+    /// llvm-profgen keeps one top-level record per function name (`TopLevelProbeFrameMap`, the
+    /// last one in `unordered_map` order, which for small maps is the first decoded); this
+    /// takes the first decoded record whose GUID and description name match the function.
+    fn track_inlinees_optimized_away(&mut self, binary: &Binary, probes: &ProbeInfo, profiled: &[FuncId]) {
+        let mut top_level: HashMap<&str, ProbeNodeId> = HashMap::new();
+        for (i, node) in probes.nodes().iter().enumerate().skip(1) {
+            if node.parent == ProbeNodeId::ROOT
+                && let Some(desc) = probes.desc(node.guid)
+            {
+                top_level.entry(&*desc.name).or_insert(ProbeNodeId(i as u32));
+            }
+        }
+        let mut selected: Vec<ProbeNodeId> = profiled
+            .iter()
+            .filter_map(|&f| {
+                let name = &*binary.function(f).name;
+                let &top = top_level.get(name)?;
+                // The decoder only keeps records of profiled functions' GUIDs.
+                (probes.node(top).guid == crate::postpass::md5_hash(name)).then_some(top)
+            })
+            .collect();
+        selected.sort_unstable();
+        for i in 1..probes.nodes().len() {
+            let id = ProbeNodeId(i as u32);
+            if probes.node_probes(id).is_empty() || selected.binary_search(&probes.top_level_node(id)).is_err() {
+                continue;
+            }
+            // The probe inline context, leaf first: each frame's location is the call site of
+            // the frame below it.
+            let mut context = Vec::new();
+            let mut cur = id;
+            let mut loc = LineLocation::default();
+            let complete = loop {
+                let n = probes.node(cur);
+                let Some(desc) = probes.desc(n.guid) else { break false };
+                context.push(ContextFrame { func: desc.name.to_string(), loc });
+                if n.parent == ProbeNodeId::ROOT {
+                    break true;
+                }
+                loc = LineLocation::new(n.callsite, 0);
+                cur = n.parent;
+            };
+            if complete {
+                context.reverse();
+                self.add_instruction_for_context(&context, 0);
+            }
+        }
+    }
+
+    /// `getFuncSizeForContext`: the size recorded for the longest match of `context` (root
+    /// first, leaf last) in the trie; when nothing along the matched path has a size, the
+    /// size of the first descendant (in child order) of the deepest matched node that has one;
+    /// 0 when even that fails (LLVM asserts).
+    pub fn func_size_for_context(&self, context: &[ContextFrame]) -> u32 {
+        let mut cur = Some(ROOT);
+        let mut prev = None;
+        let mut size = None;
+        for (i, frame) in context.iter().enumerate().rev() {
+            let Some(node) = cur else { break };
+            prev = Some(node);
+            let loc = if i + 1 == context.len() { LineLocation::default() } else { frame.loc };
+            cur = self.trie.child(node, loc, &frame.func);
+            if let Some(s) = cur.and_then(|n| self.sizes[n]) {
+                size = Some(s);
+            }
+        }
+        // Pivot to the sizes of the same function under other contexts.
+        let mut node = cur.or(prev);
+        while size.is_none() {
+            let Some(first) = node.and_then(|n| self.trie.children(n).next()) else { break };
+            size = self.sizes[first];
+            node = Some(first);
+        }
+        size.unwrap_or(0)
+    }
+}
+
+impl ContextSizeOracle for ContextSizes {
+    fn func_size_for_context(&self, context: &[ContextFrame]) -> u32 {
+        ContextSizes::func_size_for_context(self, context)
+    }
+}
+
+/// `getFrameLocationStack(addr, UseProbeDiscriminator)` from the cached inline stack.
+fn location_stack(stack: &[SourceFrame], probe_discriminators: bool) -> Vec<ContextFrame> {
+    stack
+        .iter()
+        .map(|f| ContextFrame {
+            func: f.func_name.to_string(),
+            loc: if probe_discriminators {
+                LineLocation::new(probe_index_from_discriminator(f.discriminator), 0)
+            } else {
+                LineLocation::new(f.line_offset, f.discriminator)
+            },
+        })
+        .collect()
+}
