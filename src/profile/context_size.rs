@@ -238,3 +238,141 @@ fn location_stack(stack: &[SourceFrame], probe_discriminators: bool) -> Vec<Cont
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::postpass::llvm_hash::callsite_hash;
+
+    /// `"main:3 @ foo:2.1 @ bar"` → frames, root first.
+    fn ctx(s: &str) -> Vec<ContextFrame> {
+        s.split(" @ ")
+            .map(|f| {
+                let (func, loc) = f.split_once(':').unwrap_or((f, "0"));
+                let (line, disc) = loc.split_once('.').unwrap_or((loc, "0"));
+                ContextFrame { func: func.to_string(), loc: LineLocation::new(line.parse().unwrap(), disc.parse().unwrap()) }
+            })
+            .collect()
+    }
+
+    impl ContextSizes {
+        /// Every context with a recorded size, root first, sorted.
+        fn recorded(&self) -> Vec<(String, u32)> {
+            let mut out = Vec::new();
+            for (id, size) in self.sizes.iter().enumerate() {
+                let Some(size) = size else { continue };
+                // The trie path is leaf first; each node's call site is its own frame's location.
+                let mut frames = Vec::new();
+                let mut n = id;
+                while n != ROOT {
+                    let node = self.trie.node(n);
+                    let loc = node.callsite;
+                    frames.push(if loc == LineLocation::default() {
+                        node.func.clone()
+                    } else if loc.discriminator == 0 {
+                        format!("{}:{}", node.func, loc.line_offset)
+                    } else {
+                        format!("{}:{}.{}", node.func, loc.line_offset, loc.discriminator)
+                    });
+                    n = node.parent.unwrap();
+                }
+                out.push((frames.join(" @ "), *size));
+            }
+            out.sort();
+            out
+        }
+    }
+
+    #[test]
+    fn sizes_add_up_per_context_and_leaf_location_is_ignored() {
+        let mut s = ContextSizes::default();
+        s.add_instruction_for_context(&ctx("main:3 @ foo:2.1 @ bar:7"), 4);
+        s.add_instruction_for_context(&ctx("main:3 @ foo:2.1 @ bar:9"), 3);
+        s.add_instruction_for_context(&ctx("bar:1"), 50);
+        assert_eq!(s.func_size_for_context(&ctx("main:3 @ foo:2.1 @ bar")), 7);
+        assert_eq!(s.func_size_for_context(&ctx("bar")), 50);
+        assert_eq!(s.recorded(), [("bar".to_string(), 50), ("main:3 @ foo:2.1 @ bar".to_string(), 7)]);
+    }
+
+    #[test]
+    fn longest_matching_context_wins() {
+        let mut s = ContextSizes::default();
+        s.add_instruction_for_context(&ctx("main:3 @ foo:2 @ bar"), 10);
+        s.add_instruction_for_context(&ctx("foo:2 @ bar"), 20);
+        s.add_instruction_for_context(&ctx("bar"), 50);
+        assert_eq!(s.func_size_for_context(&ctx("main:3 @ foo:2 @ bar")), 10);
+        // More callers than recorded: the deepest recorded context.
+        assert_eq!(s.func_size_for_context(&ctx("start:1 @ main:3 @ foo:2 @ bar")), 10);
+        // A different call site in main: the match stops at `foo:2 @ bar`.
+        assert_eq!(s.func_size_for_context(&ctx("main:4 @ foo:2 @ bar")), 20);
+        // A discriminator is part of the call site.
+        assert_eq!(s.func_size_for_context(&ctx("main:3 @ foo:2.1 @ bar")), 50);
+    }
+
+    #[test]
+    fn known_zero_size_is_not_replaced_by_another_context() {
+        let mut s = ContextSizes::default();
+        s.add_instruction_for_context(&ctx("other:1 @ gone"), 20);
+        s.add_instruction_for_context(&ctx("main:3 @ gone"), 0);
+        assert_eq!(s.func_size_for_context(&ctx("main:3 @ gone")), 0);
+        assert_eq!(s.func_size_for_context(&ctx("other:1 @ gone")), 20);
+    }
+
+    /// Without a size on the matched path, LLVM pivots to the first child (lowest
+    /// `getCallSiteHash`) of the deepest matched node, repeatedly, until one has a size.
+    #[test]
+    fn sibling_pivot_takes_the_first_child_in_hash_order() {
+        let hash = |f: &str, line: u32| callsite_hash(f, LineLocation::new(line, 0));
+        let mut s = ContextSizes::default();
+        s.add_instruction_for_context(&ctx("a:1 @ baz"), 7);
+        s.add_instruction_for_context(&ctx("b:2 @ baz"), 9);
+        assert_ne!(hash("a", 1), hash("b", 2));
+        let first = if hash("a", 1) < hash("b", 2) { 7 } else { 9 };
+        // `baz` matches (without a size), `c:5` does not: pivot below `baz`.
+        assert_eq!(s.func_size_for_context(&ctx("c:5 @ baz")), first);
+        assert_eq!(s.func_size_for_context(&ctx("baz")), first);
+
+        // The pivot descends through size-less nodes.
+        let mut s = ContextSizes::default();
+        s.add_instruction_for_context(&ctx("x:1 @ y:2 @ qux"), 4);
+        assert_eq!(s.func_size_for_context(&ctx("qux")), 4);
+        // A partial match pivots from the last matched node: `y:2 @ qux`, then `x:1`.
+        assert_eq!(s.func_size_for_context(&ctx("z:8 @ y:2 @ qux")), 4);
+        // An unknown function pivots from the root (LLVM asserts instead).
+        assert_eq!(s.func_size_for_context(&ctx("unknown")), 4);
+        assert_eq!(ContextSizes::default().func_size_for_context(&ctx("unknown")), 0);
+    }
+
+    #[test]
+    fn probe_index_from_discriminator_follows_llvm_19() {
+        // id 5, factor 100, direct call: [18:3] holds the id.
+        let plain = (5 << 3) | (100 << 19) | (2 << 26) | 0x7;
+        assert_eq!(probe_index_from_discriminator(plain), 5);
+        // With a DWARF base discriminator (3) packed into [18:16] and bit 28 set.
+        let packed = plain | (1 << 28) | (3 << 16);
+        assert_eq!(probe_index_from_discriminator(packed), 5);
+        // Without bit 28 the same bits belong to the id.
+        assert_eq!(probe_index_from_discriminator(plain | (3 << 16)), 5 | (3 << 13));
+    }
+
+    fn corpus_binary(case: &str) -> Binary {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("perf-samples").join(case).join(case);
+        Binary::load(&path, &Default::default()).unwrap()
+    }
+
+    fn all_dwarf_functions(binary: &Binary) -> Vec<FuncId> {
+        (0..binary.functions().len() as u32)
+            .map(FuncId)
+            .filter(|&f| binary.function(f).source == crate::binary::FuncSource::Dwarf)
+            .collect()
+    }
+
+    #[test]
+    fn dump_for_dev() {
+        for case in ["switch_table", "inline_chain"] {
+            let b = corpus_binary(case);
+            let s = ContextSizes::build(&b, &all_dwarf_functions(&b));
+            eprintln!("{case}: {:#?}", s.recorded());
+        }
+    }
+}
