@@ -174,3 +174,13 @@ corpus_test!(tailcall_default, "tailcall", "default", []);
 corpus_test!(threads_default, "threads", "default", []);
 corpus_test!(fork_default, "fork", "default", []);
 corpus_test!(indirect_calls_default, "indirect_calls", "default", []);
+// `noop` is inlined into `work` without leaving instructions; only its pseudo probe says it was
+// there. With no hot threshold and no bonus for previous inlining, the pre-inliner inlines only
+// zero-cost contexts: `noop` (size known to be 0), not `add1`.
+corpus_test!(optimized_away_default, "optimized_away", "default", []);
+corpus_test!(
+    optimized_away_zero_cost_only,
+    "optimized_away",
+    "zero-cost-only",
+    ["--sample-profile-hot-inline-threshold=0", "--csspgo-preinliner-multiplier-for-previous-inlining=1"]
+);

@@ -367,12 +367,53 @@ mod tests {
             .collect()
     }
 
+    /// Line-based binary without inlining: each function's size is its DWARF range
+    /// (run: 0x401130..0x4011a9, main: 0x4011b0..0x4013f7).
     #[test]
-    fn dump_for_dev() {
-        for case in ["switch_table", "inline_chain"] {
-            let b = corpus_binary(case);
-            let s = ContextSizes::build(&b, &all_dwarf_functions(&b));
-            eprintln!("{case}: {:#?}", s.recorded());
-        }
+    fn line_based_binary_sizes_are_instruction_bytes() {
+        let b = corpus_binary("switch_table");
+        let s = ContextSizes::build(&b, &all_dwarf_functions(&b));
+        assert_eq!(s.recorded(), [("main".to_string(), 583), ("run".to_string(), 121)]);
+    }
+
+    /// Probe binary: call sites are probe ids from the DWARF discriminators; `noop` left no
+    /// instructions, only its probe, and gets a known size of 0. `work` is push/mov/pop/ret
+    /// (6 bytes), `add1` its lea/inc (5 bytes).
+    #[test]
+    fn probe_binary_sizes_include_optimized_away_inlinees() {
+        let b = corpus_binary("optimized_away");
+        let s = ContextSizes::build(&b, &all_dwarf_functions(&b));
+        let uniq = ".__uniq.7287361354840707079468367352127977448";
+        let expected = [
+            ("main".to_string(), 71),
+            ("work".to_string(), 6),
+            (format!("work:2 @ _ZL4noopi{uniq}"), 0),
+            (format!("work:3 @ _ZL4add1i{uniq}"), 5),
+        ];
+        assert_eq!(s.recorded(), expected);
+        // Only profiled functions are measured.
+        let work: Vec<FuncId> = all_dwarf_functions(&b).into_iter().filter(|&f| &*b.function(f).name == "work").collect();
+        let s = ContextSizes::build(&b, &work);
+        assert_eq!(s.recorded(), expected[1..]);
+    }
+
+    /// Range starts, branch ends and (address-keyed contexts only) call-stack addresses.
+    #[test]
+    fn profiled_functions_are_those_the_counters_touch() {
+        let b = corpus_binary("switch_table");
+        let names = |c: &ContextCounters| -> Vec<String> {
+            let mut v: Vec<String> = profiled_functions(&b, c).into_iter().map(|f| b.function(f).name.to_string()).collect();
+            v.sort();
+            v
+        };
+        let (start, run, main) = (Vaddr(0x401050), Vaddr(0x401140), Vaddr(0x401200));
+        let mut c = ContextCounters::default();
+        c.counters_mut(ContextKey::Frames(Vec::new())).add_range(run, Vaddr(0x401150), 3);
+        assert_eq!(names(&c), ["run"]);
+        c.counters_mut(ContextKey::Frames(Vec::new())).add_branch(main, Vaddr(0x401130), 1);
+        assert_eq!(names(&c), ["main", "run"]);
+        let mut c = ContextCounters::default();
+        c.counters_mut(ContextKey::Addrs(vec![start, Vaddr::EXTERNAL])).add_range(run, run, 1);
+        assert_eq!(names(&c), ["_start", "run"]);
     }
 }
