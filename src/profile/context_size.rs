@@ -416,4 +416,22 @@ mod tests {
         c.counters_mut(ContextKey::Addrs(vec![start, Vaddr::EXTERNAL])).add_range(run, run, 1);
         assert_eq!(names(&c), ["_start", "run"]);
     }
+
+    /// Call sites keep their raw DWARF discriminators (6 and 8 = base 3 and 4), as in
+    /// llvm-profgen-19: a query with the base discriminator misses and pivots to the first
+    /// copy in hash order (tests/fixtures/context_size/README.md).
+    #[test]
+    fn line_based_call_sites_keep_raw_discriminators() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/context_size/disc");
+        let b = Binary::load(&path, &Default::default()).unwrap();
+        let s = ContextSizes::build(&b, &all_dwarf_functions(&b));
+        let recorded = s.recorded();
+        let size_of = |c: &str| recorded.iter().find(|(k, _)| k == c).map(|&(_, n)| n);
+        assert_eq!(size_of("work:2.6 @ big"), Some(246), "{recorded:?}");
+        assert_eq!(size_of("work:2.8 @ big"), Some(170), "{recorded:?}");
+        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.6 @ big")), 246);
+        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.8 @ big")), 170);
+        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.3 @ big")), 246);
+        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.4 @ big")), 246);
+    }
 }
