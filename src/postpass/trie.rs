@@ -129,8 +129,14 @@ impl ContextTrie {
 
     /// `getChildContext(CallSite, Name)`.
     pub fn child(&self, parent: NodeId, loc: LineLocation, func: &str) -> Option<NodeId> {
-        let key = (callsite_hash(func, loc), func.to_string(), loc);
-        self.nodes[parent].children.get(&key).copied()
+        // Scan the children with this hash (no key allocation: lookups are hot).
+        let hash = callsite_hash(func, loc);
+        self.nodes[parent]
+            .children
+            .range((hash, String::new(), LineLocation::default())..)
+            .take_while(|((h, _, _), _)| *h == hash)
+            .find(|((_, name, l), _)| name == func && *l == loc)
+            .map(|(_, &id)| id)
     }
 
     /// `getOrCreateChildContext(CallSite, Name)`.

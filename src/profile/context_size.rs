@@ -78,9 +78,11 @@ impl ContextSizes {
     pub fn build(binary: &Binary, profiled: &[FuncId]) -> ContextSizes {
         let mut sizes = ContextSizes::default();
         let probes = binary.probes();
-        // Neighbouring instructions share one `Arc` when their stacks are equal; equal stacks
-        // elsewhere hash alike. Either way each distinct stack walks the trie once.
-        let mut node_of_stack: HashMap<Arc<[SourceFrame]>, NodeId> = HashMap::new();
+        // Neighbouring instructions mostly differ at most in the leaf location, which the trie
+        // ignores; other repeats are found by the address of the binary's shared stack (kept
+        // alive in the map, so the address stays unique). Each distinct context walks the trie
+        // once.
+        let mut node_of_stack: HashMap<*const SourceFrame, (Arc<[SourceFrame]>, NodeId)> = HashMap::new();
         let mut last: Option<(Arc<[SourceFrame]>, NodeId)> = None;
         for &f in profiled {
             for &(start, end) in &binary.function(f).ranges {
@@ -88,14 +90,14 @@ impl ContextSizes {
                 for addr in binary.insts_in(start, Vaddr(last_byte)) {
                     let stack = binary.inline_stack(addr);
                     let node = match &last {
-                        Some((s, n)) if Arc::ptr_eq(s, &stack) => *n,
+                        Some((s, n)) if same_context(s, &stack) => *n,
                         _ => {
-                            let n = match node_of_stack.get(&stack) {
-                                Some(&n) => n,
+                            let n = match node_of_stack.get(&stack.as_ptr()) {
+                                Some(&(_, n)) => n,
                                 None => {
                                     let frames = location_stack(&stack, probes.is_some());
                                     let n = sizes.node_for_context(&frames);
-                                    node_of_stack.insert(stack.clone(), n);
+                                    node_of_stack.insert(stack.as_ptr(), (stack.clone(), n));
                                     n
                                 }
                             };
@@ -222,6 +224,17 @@ impl ContextSizeOracle for ContextSizes {
     fn func_size_for_context(&self, context: &[ContextFrame]) -> u32 {
         ContextSizes::func_size_for_context(self, context)
     }
+}
+
+/// Whether two inline stacks give the same size context: same functions, same call sites (the
+/// leaf location does not count). Discriminators are compared raw, which for probe binaries is
+/// finer than needed and only costs a trie walk.
+fn same_context(a: &[SourceFrame], b: &[SourceFrame]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).enumerate().all(|(i, (x, y))| {
+            x.func_name == y.func_name
+                && (i + 1 == a.len() || (x.line_offset, x.discriminator) == (y.line_offset, y.discriminator))
+        })
 }
 
 /// `getFrameLocationStack(addr, UseProbeDiscriminator)` from the cached inline stack.
