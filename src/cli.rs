@@ -105,6 +105,9 @@ struct Args {
     /// With --show-disassembly-only: print source locations.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     show_source_locations: bool,
+    /// With --show-disassembly-only: print canonical function names.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    show_canonical_fname: bool,
     /// Print the decoded pseudo probes.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     show_pseudo_probe: bool,
@@ -256,7 +259,7 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
     } else {
         a.unsymbolized_profile.map(Input::Unsymbolized)
     };
-    if input.is_none() && !a.show_disassembly_only && !a.show_pseudo_probe {
+    if input.is_none() && !a.show_disassembly_only {
         return Err(usage(
             "Perf input file is missing, please use one of --perfscript, --perfdata and --unsymbolized-profile for the input.",
         ));
@@ -298,6 +301,7 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
         disassemble_functions: a.disassemble_functions,
         show_source_locations: a.show_source_locations,
         show_pseudo_probe: a.show_pseudo_probe,
+        show_canonical_fname: a.show_canonical_fname,
         progress: !a.no_progress,
         compress_recursion: a.compress_recursion,
         max_context_depth: a.csprof_max_context_depth,

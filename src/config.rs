@@ -47,6 +47,7 @@ pub struct Config {
     pub disassemble_functions: Vec<String>,
     pub show_source_locations: bool,
     pub show_pseudo_probe: bool,
+    pub show_canonical_fname: bool,
 
     pub progress: bool,
 

@@ -13,7 +13,9 @@ use crate::binary::{Binary, FuncSource, LoadOptions};
 use crate::config::{Config, Input};
 use crate::error::Error;
 use crate::input::PerfEvent;
-use crate::mapping::{AddressMapper, BinaryIdentity, MatchedBy, file_name_of};
+use crate::aggregate::parallel::aggregate_in_parallel;
+use crate::input::Sample;
+use crate::mapping::{AddressMap, AddressMapper, BinaryIdentity, MatchedBy, file_name_of};
 use crate::postpass;
 use crate::profile::{Profile, context_size};
 use crate::profile::summary::{DEFAULT_CUTOFFS, ProfileSummary};
@@ -74,15 +76,18 @@ impl RunReport {
 /// a terminal: indicatif hides itself then).
 struct Progress {
     enabled: bool,
+    samples: u64,
     start: Instant,
     bar: Option<indicatif::ProgressBar>,
 }
 
 impl Progress {
     fn new(enabled: bool) -> Self {
-        Progress { enabled, start: Instant::now(), bar: None }
+        Progress { enabled, samples: 0, start: Instant::now(), bar: None }
     }
-    fn tick(&mut self, samples: u64) {
+    fn sample(&mut self) {
+        self.samples += 1;
+        let samples = self.samples;
         if !self.enabled || samples % 65536 != 0 {
             return;
         }
@@ -132,76 +137,118 @@ fn sample_mode(cfg: &Config) -> SampleMode {
     }
 }
 
-/// Feeds one input's events through a fresh mapper into a fresh aggregator.
+/// The sequential side of reading one input: mapping state, sample filters, progress, warnings.
+struct EventFront<'c, N> {
+    cfg: &'c Config,
+    binary: &'c Binary,
+    mapper: AddressMapper,
+    event_names: N,
+    /// perf script filters events itself.
+    filter_events: bool,
+    matched: Option<MatchedBy>,
+    progress: Progress,
+    warnings: Vec<String>,
+    warned_no_mmap: bool,
+    /// Samples dropped here, before aggregation.
+    filtered: SampleStats,
+}
+
+impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
+    /// Applies `ev`; samples that pass the filters go to `add` with the current address map.
+    fn handle(&mut self, ev: PerfEvent<'_>, add: &mut impl FnMut(&AddressMap, &Sample<'_>)) {
+        let cfg = self.cfg;
+        match ev {
+            PerfEvent::Mmap(m) => {
+                if let Some(how) = self.mapper.on_mmap(&m) {
+                    if cfg.show_mmap_events {
+                        println!("Mmap: Binary {} loaded at {:#x}: ", m.path, m.start.0);
+                    }
+                    self.matched = Some(self.matched.map_or(how, |h| h.min(how)));
+                }
+            }
+            PerfEvent::Fork { pid, ppid, .. } => self.mapper.on_fork(pid, ppid),
+            PerfEvent::Comm { pid, exec: true, .. } => self.mapper.on_exec(pid),
+            PerfEvent::Comm { .. } | PerfEvent::Exit { .. } => {}
+            PerfEvent::Sample(s) => {
+                if cfg.pid.is_some_and(|p| s.pid.is_some_and(|sp| sp != p)) {
+                    self.filtered.read += 1;
+                    self.filtered.other_process += 1;
+                    return;
+                }
+                if self.filter_events && !cfg.perf_events.is_empty() {
+                    let name = (self.event_names)(s.attr_index);
+                    if !name.is_some_and(|n| cfg.perf_events.iter().any(|e| *e == n)) {
+                        self.filtered.read += 1;
+                        self.filtered.other_event += 1;
+                        return;
+                    }
+                }
+                if s.pid.is_none() && !self.mapper.any_mapping() && !self.warned_no_mmap {
+                    self.warned_no_mmap = true;
+                    self.mapper.assume_preferred_base();
+                    self.warnings.push(format!(
+                        "No relevant mmap event is matched for {}, will use preferred address ({:#x}) as the base loading address!",
+                        self.mapper.binary_file_name(),
+                        self.binary.preferred_base().0
+                    ));
+                }
+                add(self.mapper.map(), &s);
+                self.progress.sample();
+            }
+        }
+    }
+}
+
+/// Feeds one input's events through a fresh mapper into aggregation: on this thread with one
+/// worker, else on `workers` threads fed in batches.
 fn aggregate_events(
     cfg: &Config,
+    workers: usize,
     binary: &Binary,
     read: impl FnOnce(&mut dyn FnMut(PerfEvent<'_>)) -> Result<Vec<String>, Error>,
     event_names: impl Fn(usize) -> Option<String>,
     pidless: bool,
     build_ids: &[(String, Vec<u8>)],
 ) -> Result<InputResult, Error> {
-    let filter_events = !pidless;
     let mut mapper = if pidless {
         AddressMapper::pidless(identity_of(binary), cfg.pid)
     } else {
         AddressMapper::new(identity_of(binary), cfg.pid)
     };
     mapper.add_build_ids(build_ids);
-    let mut agg = Aggregator::new(binary, sample_mode(cfg));
-    let mut matched: Option<MatchedBy> = None;
-    let mut progress = Progress::new(cfg.progress);
-    let mut warnings = Vec::new();
-    let mut warned_no_mmap = false;
-    let mut on_event = |ev: PerfEvent<'_>| match ev {
-        PerfEvent::Mmap(m) => {
-            if let Some(how) = mapper.on_mmap(&m) {
-                if cfg.show_mmap_events {
-                    println!("Mmap: Binary {} loaded at {:#x}: ", m.path, m.start.0);
-                }
-                matched = Some(matched.map_or(how, |h| h.min(how)));
-            }
-        }
-        PerfEvent::Fork { pid, ppid, .. } => mapper.on_fork(pid, ppid),
-        PerfEvent::Comm { pid, exec: true, .. } => mapper.on_exec(pid),
-        PerfEvent::Comm { .. } | PerfEvent::Exit { .. } => {}
-        PerfEvent::Sample(s) => {
-            if cfg.pid.is_some_and(|p| s.pid.is_some_and(|sp| sp != p)) {
-                agg.stats.read += 1;
-                agg.stats.other_process += 1;
-                return;
-            }
-            if filter_events && !cfg.perf_events.is_empty() {
-                let name = event_names(s.attr_index);
-                if !name.is_some_and(|n| cfg.perf_events.iter().any(|e| *e == n)) {
-                    agg.stats.read += 1;
-                    agg.stats.other_event += 1;
-                    return;
-                }
-            }
-            if s.pid.is_none() && !mapper.any_mapping() && !warned_no_mmap {
-                warned_no_mmap = true;
-                mapper.assume_preferred_base();
-                warnings.push(format!(
-                    "No relevant mmap event is matched for {}, will use preferred address ({:#x}) as the base loading address!",
-                    mapper.binary_file_name(),
-                    binary.preferred_base().0
-                ));
-            }
-            agg.add(&mapper, &s);
-            progress.tick(agg.stats.read);
-        }
+    let mut front = EventFront {
+        cfg,
+        binary,
+        mapper,
+        event_names,
+        filter_events: !pidless,
+        matched: None,
+        progress: Progress::new(cfg.progress),
+        warnings: Vec::new(),
+        warned_no_mmap: false,
+        filtered: SampleStats::default(),
     };
-    let mut reader_warnings = read(&mut on_event)?;
-    warnings.append(&mut reader_warnings);
-    if matched.is_none() && agg.stats.read > 0 && mapper.stats.name_match_wrong_build_id > 0 {
+    let (reader_warnings, samples, mut stats) = if workers <= 1 {
+        let mut agg = Aggregator::new(binary, sample_mode(cfg));
+        let r = read(&mut |ev| front.handle(ev, &mut |map, s| agg.add(map, s)));
+        (r, agg.samples, agg.stats)
+    } else {
+        let initial = front.mapper.map().clone();
+        aggregate_in_parallel(binary, sample_mode(cfg), workers, &initial, |sender| {
+            read(&mut |ev| front.handle(ev, &mut |map, s| sender.add(map, s)))
+        })
+    };
+    let mut warnings = front.warnings;
+    warnings.extend(reader_warnings?);
+    stats.merge(&front.filtered);
+    if front.matched.is_none() && stats.read > 0 && front.mapper.stats.name_match_wrong_build_id > 0 {
         warnings.push(format!(
             "{} is mapped in the input, but with a different build id than {}",
-            mapper.binary_file_name(),
+            front.mapper.binary_file_name(),
             binary.path().display()
         ));
     }
-    Ok(InputResult { samples: agg.samples, stats: agg.stats, matched, warnings })
+    Ok(InputResult { samples, stats, matched: front.matched, warnings })
 }
 
 /// Prints llvm-profgen style warning: `warning: 12.34%(n/total) <msg>`.
@@ -209,14 +256,30 @@ pub fn warning_summary(n: u64, total: u64, msg: &str) -> Option<String> {
     (n > 0 && total > 0).then(|| format!("{:.2}%({n}/{total}) {msg}", n as f64 * 100.0 / total as f64))
 }
 
-/// Runs profgen. Warnings are returned in the report (and printed by `main`).
+/// Runs profgen on `cfg.threads` worker threads (default: all cores). Warnings are returned in
+/// the report (and printed by `main`).
 pub fn run(cfg: &Config) -> Result<RunReport, Error> {
+    match cfg.threads {
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .map_err(|e| Error::Usage(format!("cannot start {n} worker threads: {e}")))?
+            .install(|| run_pipeline(cfg)),
+        None => run_pipeline(cfg),
+    }
+}
+
+fn run_pipeline(cfg: &Config) -> Result<RunReport, Error> {
     let binary = Binary::load(
         &cfg.binary,
         &LoadOptions { debug_binary: cfg.debug_binary.clone(), use_dwarf_correlation: cfg.use_dwarf_correlation },
     )?;
     let mut report = RunReport::default();
-    let Some(input) = &cfg.input else {
+    report.warnings.extend(binary.warnings().iter().cloned());
+    if cfg.show_disassembly_only || cfg.show_pseudo_probe {
+        show_binary(cfg, &binary)?;
+    }
+    let Some(input) = cfg.input.as_ref().filter(|_| !cfg.show_disassembly_only) else {
         return Ok(report);
     };
     let counters = match input {
@@ -249,11 +312,33 @@ pub fn run(cfg: &Config) -> Result<RunReport, Error> {
     Ok(report)
 }
 
+/// `--show-disassembly-only` and `--show-pseudo-probe` output, on stdout.
+fn show_binary(cfg: &Config, binary: &Binary) -> Result<(), Error> {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let io_err = |source| Error::Io { path: "<stdout>".into(), source };
+    if cfg.show_pseudo_probe {
+        binary.dump_pseudo_probes(&mut out).map_err(io_err)?;
+    }
+    if cfg.show_disassembly_only {
+        let opts = crate::binary::disasm::DumpOptions {
+            functions: cfg.disassemble_functions.clone(),
+            source_locations: cfg.show_source_locations,
+            pseudo_probes: cfg.show_pseudo_probe,
+            canonical_names: cfg.show_canonical_fname,
+        };
+        binary.dump_disassembly(&mut out, &opts)?;
+    }
+    std::io::Write::flush(&mut out).map_err(io_err)
+}
+
 fn read_samples(cfg: &Config, binary: &Binary, input: &Input, report: &mut RunReport) -> Result<AggregatedSamples, Error> {
     use rayon::prelude::*;
     let results: Vec<Result<InputResult, Error>> = match input {
-        Input::PerfData(paths) => paths.par_iter().map(|p| read_perf_data_file(cfg, binary, p)).collect(),
-        Input::PerfScript(p) => vec![read_perf_script_file(cfg, binary, p)],
+        // Several files: one per worker; one file: all workers on it.
+        Input::PerfData(paths) if paths.len() > 1 => paths.par_iter().map(|p| read_perf_data_file(cfg, 1, binary, p)).collect(),
+        Input::PerfData(paths) => paths.iter().map(|p| read_perf_data_file(cfg, rayon::current_num_threads(), binary, p)).collect(),
+        Input::PerfScript(p) => vec![read_perf_script_file(cfg, rayon::current_num_threads(), binary, p)],
         Input::Unsymbolized(_) => unreachable!("unsymbolized input has no samples"),
     };
     let mut samples = AggregatedSamples::default();
@@ -358,7 +443,7 @@ fn build_cs_profile(cfg: &Config, binary: &Binary, counters: &ContextCounters, r
     // symbolized; only pay for it when they are used.
     if cfg.postpass.preinliner && cfg.postpass.use_context_cost {
         let profiled = context_size::profiled_functions(binary, counters);
-        let sizes = context_size::ContextSizes::build(binary, &profiled);
+        let sizes = context_size::context_sizes(binary, &profiled);
         postpass::post_process_cs(&mut profile, &cfg.postpass, &thresholds, &sizes);
     } else {
         postpass::post_process_cs(&mut profile, &cfg.postpass, &thresholds, &postpass::NoContextSizes);
@@ -436,7 +521,7 @@ fn read_file(path: &Path) -> Result<Vec<u8>, Error> {
     std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })
 }
 
-fn read_perf_script_file(cfg: &Config, binary: &Binary, path: &Path) -> Result<InputResult, Error> {
+fn read_perf_script_file(cfg: &Config, workers: usize, binary: &Binary, path: &Path) -> Result<InputResult, Error> {
     use crate::input::perf_script::{ScriptOptions, read_perf_script};
     let text = read_file(path)?;
     let opts = ScriptOptions { perf_events: cfg.perf_events.clone(), leading_ip_only: cfg.leading_ip_only };
@@ -444,6 +529,7 @@ fn read_perf_script_file(cfg: &Config, binary: &Binary, path: &Path) -> Result<I
     let mut names = Vec::new();
     let result = aggregate_events(
         cfg,
+        workers,
         binary,
         |on_event| {
             let report = read_perf_script(&text, path, &opts, on_event)?;
@@ -462,7 +548,7 @@ fn read_perf_script_file(cfg: &Config, binary: &Binary, path: &Path) -> Result<I
     result
 }
 
-fn read_perf_data_file(cfg: &Config, binary: &Binary, path: &Path) -> Result<InputResult, Error> {
+fn read_perf_data_file(cfg: &Config, workers: usize, binary: &Binary, path: &Path) -> Result<InputResult, Error> {
     use crate::input::perf_data::{PerfData, ReadReport, read_perf_data_stream};
     let io_err = |source| Error::Io { path: path.to_path_buf(), source };
     let finish = |report: ReadReport| -> Vec<String> {
@@ -477,7 +563,7 @@ fn read_perf_data_file(cfg: &Config, binary: &Binary, path: &Path) -> Result<Inp
     };
     if path.as_os_str() == "-" {
         let stdin = std::io::stdin().lock();
-        return aggregate_events(cfg, binary, |on_event| Ok(finish(read_perf_data_stream(stdin, path, on_event)?)), |_| None, false, &[]);
+        return aggregate_events(cfg, workers, binary, |on_event| Ok(finish(read_perf_data_stream(stdin, path, on_event)?)), |_| None, false, &[]);
     }
     let file = std::fs::File::open(path).map_err(io_err)?;
     // SAFETY: the file is only read; profgen does not guard against another process truncating
@@ -487,8 +573,24 @@ fn read_perf_data_file(cfg: &Config, binary: &Binary, path: &Path) -> Result<Inp
     let event_names = data.info().event_names.clone();
     aggregate_events(
         cfg,
+        workers,
         binary,
-        |on_event| Ok(finish(data.decode(data.data_range(), on_event)?)),
+        |on_event| {
+            // Drop the pages already decoded, so resident memory stays flat however large
+            // the file (mapped pages count as resident).
+            let mut released = 0usize;
+            let release = |upto: usize| {
+                let upto = upto & !0xfff;
+                if upto > released {
+                    // SAFETY: the bytes before `upto` are not read again (the reader's
+                    // contract); for a read-only file mapping, DONTNEED only drops pages that
+                    // would be read back from the file unchanged.
+                    let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, released, upto - released) };
+                    released = upto;
+                }
+            };
+            Ok(finish(data.decode_in_time_order_releasing(on_event, release)?))
+        },
         |i| event_names.get(i).cloned(),
         false,
         &data.info().build_ids,

@@ -16,7 +16,9 @@ fn main() -> ExitCode {
             for w in &report.warnings {
                 eprintln!("warning: {w}");
             }
-            eprintln!("{}", report.summary_line());
+            if cfg.input.is_some() && !cfg.show_disassembly_only {
+                eprintln!("{}", report.summary_line());
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {

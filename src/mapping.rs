@@ -14,6 +14,7 @@ use crate::binary::Segment;
 use crate::input::MmapEvent;
 use hashbrown::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 /// How an mmap event was recognised as the profiled binary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -51,17 +52,26 @@ pub struct MappingStats {
     pub other_executables: HashMap<String, u64>,
 }
 
-/// Tracks the binary's mappings per process.
-pub struct AddressMapper {
-    identity: BinaryIdentity,
-    /// Build ids perf recorded for paths (perf.data build-id table).
-    path_build_ids: HashMap<String, Vec<u8>>,
-    pid_filter: Option<i32>,
-    /// Mappings by pid; inputs without pids (perf script) use the `None` key.
+/// The translation state at one point of the input: cheap to clone, so parallel workers can
+/// each get the state that was current when their samples were read.
+#[derive(Clone, Debug)]
+pub struct AddressMap {
+    identity: Arc<BinaryIdentity>,
+    /// Mappings of the binary by pid; inputs without pids (perf script) use the `None` key.
     by_pid: HashMap<Option<i32>, Vec<Mapping>>,
     /// Pid-less inputs with no mmap event of the binary: treat addresses as vaddrs, as
     /// llvm-profgen does with its preferred base.
     assume_preferred_base: bool,
+    /// Changes whenever a translation may change, so callers can cache translations.
+    generation: u64,
+}
+
+/// Tracks the binary's mappings per process through the input's events.
+pub struct AddressMapper {
+    map: AddressMap,
+    /// Build ids perf recorded for paths (perf.data build-id table).
+    path_build_ids: HashMap<String, Vec<u8>>,
+    pid_filter: Option<i32>,
     /// Samples carry no pid (perf script text): every mapping applies to every sample, the last
     /// one mapped winning, as in llvm-profgen.
     pidless: bool,
@@ -80,14 +90,22 @@ impl AddressMapper {
 
     pub fn new(identity: BinaryIdentity, pid_filter: Option<i32>) -> Self {
         AddressMapper {
-            identity,
+            map: AddressMap {
+                identity: Arc::new(identity),
+                by_pid: HashMap::new(),
+                assume_preferred_base: false,
+                generation: 0,
+            },
             path_build_ids: HashMap::new(),
             pid_filter,
-            by_pid: HashMap::new(),
-            assume_preferred_base: false,
             pidless: false,
             stats: MappingStats::default(),
         }
+    }
+
+    /// The current translation state.
+    pub fn map(&self) -> &AddressMap {
+        &self.map
     }
 
     /// Registers the perf.data build-id table (`path → build id`).
@@ -98,15 +116,16 @@ impl AddressMapper {
     }
 
     pub fn binary_file_name(&self) -> &str {
-        &self.identity.file_name
+        &self.map.identity.file_name
     }
 
     /// Whether `ev` maps the profiled binary, and how that was decided.
     pub fn matches(&self, ev: &MmapEvent) -> Option<MatchedBy> {
         let known_id = ev.build_id.as_deref().or_else(|| self.path_build_ids.get(&ev.path).map(|v| &v[..]));
-        match (known_id, self.identity.build_id.as_deref()) {
-            (Some(seen), Some(ours)) => build_ids_equal(seen, ours).then_some(MatchedBy::BuildId),
-            _ => (base_name(&ev.path) == self.identity.file_name).then_some(MatchedBy::FileName),
+        let ours = &self.map.identity;
+        match (known_id, ours.build_id.as_deref()) {
+            (Some(seen), Some(id)) => build_ids_equal(seen, id).then_some(MatchedBy::BuildId),
+            _ => (base_name(&ev.path) == ours.file_name).then_some(MatchedBy::FileName),
         }
     }
 
@@ -120,7 +139,7 @@ impl AddressMapper {
             Some(MatchedBy::BuildId) => self.stats.matched_by_build_id += 1,
             Some(MatchedBy::FileName) => self.stats.matched_by_name += 1,
             None => {
-                if base_name(&ev.path) == self.identity.file_name {
+                if base_name(&ev.path) == self.map.identity.file_name {
                     self.stats.name_match_wrong_build_id += 1;
                 }
                 if !ev.path.starts_with('[') && !ev.path.starts_with("//anon") {
@@ -130,11 +149,20 @@ impl AddressMapper {
         }
         let start = ev.start;
         let end = RuntimeAddr(ev.start.0.saturating_add(ev.len));
-        let maps = self.by_pid.entry(if self.pidless { None } else { ev.pid }).or_default();
+        let key = if self.pidless { None } else { ev.pid };
+        let mut changed = false;
         // A new mapping replaces whatever it overlaps (munmap + mmap, or exec reusing addresses).
-        maps.retain(|m| m.end <= start || m.start >= end);
+        if let Some(maps) = self.map.by_pid.get_mut(&key) {
+            let before = maps.len();
+            maps.retain(|m| m.end <= start || m.start >= end);
+            changed = maps.len() != before;
+        }
         if matched.is_some() {
-            maps.push(Mapping { start, end, pgoff: ev.pgoff });
+            self.map.by_pid.entry(key).or_default().push(Mapping { start, end, pgoff: ev.pgoff });
+            changed = true;
+        }
+        if changed {
+            self.map.generation += 1;
         }
         matched
     }
@@ -144,24 +172,41 @@ impl AddressMapper {
         if pid == ppid {
             return; // a new thread shares the process's mappings
         }
-        let inherited = self.by_pid.get(&Some(ppid)).cloned().unwrap_or_default();
-        self.by_pid.insert(Some(pid), inherited);
+        if let Some(inherited) = self.map.by_pid.get(&Some(ppid)).cloned() {
+            self.map.by_pid.insert(Some(pid), inherited);
+            self.map.generation += 1;
+        }
     }
 
     /// exec replaces the process image: its old mappings are gone.
     pub fn on_exec(&mut self, pid: i32) {
-        self.by_pid.remove(&Some(pid));
+        if self.map.by_pid.remove(&Some(pid)).is_some() {
+            self.map.generation += 1;
+        }
     }
 
     /// Whether any mapping of the binary has been seen.
     pub fn any_mapping(&self) -> bool {
-        self.by_pid.values().any(|m| !m.is_empty())
+        self.map.by_pid.values().any(|m| !m.is_empty())
     }
 
     /// For pid-less inputs without any mmap event of the binary: from now on, addresses outside
     /// every mapping are taken to be binary vaddrs already (right for non-PIE binaries).
     pub fn assume_preferred_base(&mut self) {
-        self.assume_preferred_base = true;
+        self.map.generation += 1;
+        self.map.assume_preferred_base = true;
+    }
+
+    /// See [`AddressMap::to_vaddr`].
+    pub fn to_vaddr(&self, pid: Option<i32>, addr: RuntimeAddr) -> Option<Vaddr> {
+        self.map.to_vaddr(pid, addr)
+    }
+}
+
+impl AddressMap {
+    /// Changes whenever the result of [`to_vaddr`](Self::to_vaddr) may change.
+    pub fn generation(&self) -> u64 {
+        self.generation
     }
 
     /// The binary vaddr of `addr` in process `pid`, or `None` if it is not in the binary.

@@ -261,15 +261,6 @@ fn contextless_thresholds(profile: &Profile) -> Thresholds {
     }
 }
 
-fn run_case(input: &str, expected: &str, opts: PostPassOptions) {
-    let text = std::fs::read_to_string(format!("{FIXTURES}/{input}")).unwrap();
-    let mut profile = read_text(&text);
-    let thresholds = contextless_thresholds(&profile);
-    postpass::post_process_cs(&mut profile, &opts, &thresholds, &NoContextSizes);
-    let want = std::fs::read_to_string(format!("{FIXTURES}/{expected}")).unwrap();
-    assert_eq!(write_text(&profile), want, "{input} → {expected}");
-}
-
 /// `--use-context-cost-for-preinliner=0`, which every fixture uses (the binary has none of the
 /// profiled functions, so context sizes would be undefined in llvm-profgen).
 fn base_opts() -> PostPassOptions {
@@ -279,261 +270,47 @@ fn base_opts() -> PostPassOptions {
     }
 }
 
-#[test]
-fn simple_default() {
-    let o = base_opts();
-    run_case("simple.txt", "simple_default.expected", o);
-}
-#[test]
-fn simple_no_nest() {
-    let mut o = base_opts();
-    o.gen_cs_nested_profile = false;
-    run_case("simple.txt", "simple_no_nest.expected", o);
-}
-#[test]
-fn rich_default() {
-    let o = base_opts();
-    run_case("rich.txt", "rich_default.expected", o);
-}
-#[test]
-fn rich_no_nest() {
-    let mut o = base_opts();
-    o.gen_cs_nested_profile = false;
-    run_case("rich.txt", "rich_no_nest.expected", o);
-}
-#[test]
-fn rich_no_preinliner() {
-    let mut o = base_opts();
-    o.preinliner = false;
-    run_case("rich.txt", "rich_no_preinliner.expected", o);
-}
-#[test]
-fn rich_no_preinliner_no_nest() {
-    let mut o = base_opts();
-    o.preinliner = false;
-    o.gen_cs_nested_profile = false;
-    run_case("rich.txt", "rich_no_preinliner_no_nest.expected", o);
-}
-#[test]
-fn rich_no_preinliner_merge_depth2() {
-    let mut o = base_opts();
-    o.preinliner = false;
-    o.max_cold_context_depth = 2;
-    o.gen_cs_nested_profile = false;
-    run_case("rich.txt", "rich_no_preinliner_merge_depth2.expected", o);
-}
-#[test]
-fn rich_no_preinliner_trim() {
-    let mut o = base_opts();
-    o.preinliner = false;
-    o.trim_cold_profile = true;
-    o.gen_cs_nested_profile = false;
-    run_case("rich.txt", "rich_no_preinliner_trim.expected", o);
-}
-#[test]
-fn rich_no_preinliner_trim_depth2() {
-    let mut o = base_opts();
-    o.preinliner = false;
-    o.trim_cold_profile = true;
-    o.max_cold_context_depth = 2;
-    o.gen_cs_nested_profile = false;
-    run_case("rich.txt", "rich_no_preinliner_trim_depth2.expected", o);
-}
-#[test]
-fn rich_no_preinliner_trim_only() {
-    let mut o = base_opts();
-    o.preinliner = false;
-    o.merge_cold_context = Opt::Given(false);
-    o.trim_cold_profile = true;
-    o.gen_cs_nested_profile = false;
-    run_case("rich.txt", "rich_no_preinliner_trim_only.expected", o);
-}
-#[test]
-fn rich_trim() {
-    let mut o = base_opts();
-    o.trim_cold_profile = true;
-    o.gen_cs_nested_profile = false;
-    run_case("rich.txt", "rich_trim.expected", o);
-}
-#[test]
-fn rich_merge_explicit() {
-    let mut o = base_opts();
-    o.merge_cold_context = Opt::Given(true);
-    o.gen_cs_nested_profile = false;
-    run_case("rich.txt", "rich_merge_explicit.expected", o);
-}
-#[test]
-fn rich_hot_inline_threshold() {
-    let mut o = base_opts();
-    o.hot_inline_threshold = Opt::Given(0);
-    o.gen_cs_nested_profile = false;
-    run_case("rich.txt", "rich_hot_inline_threshold.expected", o);
-}
-#[test]
-fn rich_cold_inline_threshold() {
-    let mut o = base_opts();
-    o.cold_inline_threshold = Opt::Given(2);
-    o.gen_cs_nested_profile = false;
-    run_case("rich.txt", "rich_cold_inline_threshold.expected", o);
-}
-#[test]
-fn rich_size_limits() {
-    let mut o = base_opts();
-    o.inline_limit_max = Opt::Given(125);
-    o.inline_growth_limit = 1;
-    o.gen_cs_nested_profile = false;
-    run_case("rich.txt", "rich_size_limits.expected", o);
-}
-#[test]
-fn rich_limit_min() {
-    let mut o = base_opts();
-    o.inline_limit_min = 1;
-    o.inline_growth_limit = 1;
-    o.gen_cs_nested_profile = false;
-    run_case("rich.txt", "rich_limit_min.expected", o);
-}
-#[test]
-fn rich_multiplier() {
-    let mut o = base_opts();
-    o.hot_inline_threshold = Opt::Given(1);
-    o.multiplier_for_previous_inlining = 1;
-    o.gen_cs_nested_profile = false;
-    run_case("rich.txt", "rich_multiplier.expected", o);
-}
-#[test]
-fn rich_replay() {
-    let mut o = base_opts();
-    o.replay_preinline = true;
-    run_case("rich.txt", "rich_replay.expected", o);
-}
-#[test]
-fn rich_merged_base() {
-    let mut o = base_opts();
-    o.generate_merged_base_profiles = true;
-    run_case("rich.txt", "rich_merged_base.expected", o);
-}
-#[test]
-fn rich_no_sort_scc() {
-    let mut o = base_opts();
-    o.sort_profiled_scc_member = false;
-    o.gen_cs_nested_profile = false;
-    run_case("rich.txt", "rich_no_sort_scc.expected", o);
+/// Runs every `name | input | llvm-profgen options` line of `dir/cases.txt`: the input through
+/// `post_process_cs` (or `post_process_non_cs` for a non-CS input) against `dir/name.expected`.
+/// Returns the failing cases, leaving our output next to the expected one as `name.got`.
+fn run_cases(dir: &str) -> (usize, Vec<String>) {
+    let cases = std::fs::read_to_string(format!("{dir}/cases.txt")).unwrap();
+    let mut count = 0;
+    let mut failures = Vec::new();
+    for line in cases
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+    {
+        let fields: Vec<&str> = line.splitn(3, '|').map(str::trim).collect();
+        let (name, input, flags) = (fields[0], fields[1], fields[2]);
+        let mut profile = read_text(&std::fs::read_to_string(format!("{dir}/{input}")).unwrap());
+        let thresholds = contextless_thresholds(&profile);
+        let opts = opts_from_flags(flags);
+        if profile.kind.context_sensitive {
+            postpass::post_process_cs(&mut profile, &opts, &thresholds, &NoContextSizes);
+        } else {
+            postpass::post_process_non_cs(&mut profile, &opts, &thresholds);
+        }
+        let want = std::fs::read_to_string(format!("{dir}/{name}.expected")).unwrap();
+        let got = write_text(&profile);
+        if got != want {
+            std::fs::write(format!("{dir}/{name}.got"), got).unwrap();
+            failures.push(format!("{name}: {input} [{flags}]"));
+        }
+        count += 1;
+    }
+    (count, failures)
 }
 
 #[test]
-fn ties_one_inline() {
-    let mut o = base_opts();
-    o.inline_growth_limit = 1;
-    o.inline_limit_min = 9;
-    o.gen_cs_nested_profile = false;
-    run_case("ties.txt", "ties_one_inline.expected", o);
-}
-
-#[test]
-fn ties_two_inlines() {
-    let mut o = base_opts();
-    o.inline_growth_limit = 1;
-    o.inline_limit_min = 11;
-    o.gen_cs_nested_profile = false;
-    run_case("ties.txt", "ties_two_inlines.expected", o);
-}
-
-#[test]
-fn ties_nested() {
-    let mut o = base_opts();
-    o.inline_growth_limit = 1;
-    o.inline_limit_min = 9;
-    run_case("ties.txt", "ties_nested.expected", o);
-}
-
-#[test]
-fn orphans_nested() {
-    let mut o = base_opts();
-    o.preinliner = false;
-    o.merge_cold_context = Opt::Given(false);
-    run_case("orphans.txt", "orphans_nested.expected", o);
-}
-
-#[test]
-fn orphans_merged_base() {
-    let mut o = base_opts();
-    o.preinliner = false;
-    o.merge_cold_context = Opt::Given(false);
-    o.generate_merged_base_profiles = true;
-    run_case("orphans.txt", "orphans_merged_base.expected", o);
-}
-
-#[test]
-fn orphans_preinliner() {
-    run_case("orphans.txt", "orphans_preinliner.expected", base_opts());
-}
-
-#[test]
-fn probe_default() {
-    run_case("probe.txt", "probe_default.expected", base_opts());
-}
-
-/// `[main:3 @ foo:2 @ bar]` is cold and merges into `[bar]`, whose checksum differs: LLVM
-/// refuses that merge, so the cold samples vanish.
-#[test]
-fn probe_no_preinliner() {
-    let mut o = base_opts();
-    o.preinliner = false;
-    o.gen_cs_nested_profile = false;
-    run_case("probe.txt", "probe_no_preinliner.expected", o);
-}
-
-#[test]
-fn probe_no_preinliner_nested() {
-    let mut o = base_opts();
-    o.preinliner = false;
-    run_case("probe.txt", "probe_no_preinliner_nested.expected", o);
-}
-
-fn run_non_cs_case(input: &str, expected: &str, opts: PostPassOptions) {
-    let text = std::fs::read_to_string(format!("{FIXTURES}/{input}")).unwrap();
-    let mut profile = read_text(&text);
-    assert!(!profile.kind.context_sensitive);
-    let thresholds = contextless_thresholds(&profile);
-    postpass::post_process_non_cs(&mut profile, &opts, &thresholds);
-    let want = std::fs::read_to_string(format!("{FIXTURES}/{expected}")).unwrap();
-    assert_eq!(write_text(&profile), want, "{input} → {expected}");
-}
-
-#[test]
-fn nested_default() {
-    run_non_cs_case("nested.txt", "nested_default.expected", base_opts());
-}
-
-#[test]
-fn nested_trim() {
-    let mut o = base_opts();
-    o.trim_cold_profile = true;
-    run_non_cs_case("nested.txt", "nested_trim.expected", o);
-}
-
-#[test]
-fn scc_sorted() {
-    let mut o = base_opts();
-    o.inline_growth_limit = 1;
-    o.inline_limit_min = 3;
-    o.gen_cs_nested_profile = false;
-    run_case("scc.txt", "scc_sorted.expected", o);
-}
-
-#[test]
-fn scc_unsorted() {
-    let mut o = base_opts();
-    o.sort_profiled_scc_member = false;
-    o.inline_growth_limit = 1;
-    o.inline_limit_min = 3;
-    o.gen_cs_nested_profile = false;
-    run_case("scc.txt", "scc_unsorted.expected", o);
-}
-
-#[test]
-fn scc_default() {
-    run_case("scc.txt", "scc_default.expected", base_opts());
+fn every_fixture_case_matches_llvm_profgen() {
+    let (count, failures) = run_cases(FIXTURES);
+    assert!(count >= 60, "only {count} cases");
+    assert!(
+        failures.is_empty(),
+        "failing (see tests/fixtures/postpass/*.got):\n{}",
+        failures.join("\n")
+    );
 }
 
 /// The context of the one sampled range in recursion/*.expected: a perf script whose stack is
@@ -541,7 +318,10 @@ fn scc_default() {
 /// `--compress-recursion` / `--csprof-max-context-depth` setting.
 fn recursion_sample_context(name: &str) -> Context {
     let text = std::fs::read_to_string(format!("{FIXTURES}/recursion/{name}.expected")).unwrap();
-    let header = text.lines().find(|l| l.starts_with('[') && l.contains("]:7:")).unwrap();
+    let header = text
+        .lines()
+        .find(|l| l.starts_with('[') && l.contains("]:7:"))
+        .unwrap();
     parse_context(&header[1..header.find("]:").unwrap()])
 }
 
@@ -577,8 +357,58 @@ fn non_cs_update_total_samples_matches_llvm_profgen() {
     let text = std::fs::read_to_string(format!("{FIXTURES}/recursion/lbr_only.expected")).unwrap();
     let mut profile = read_text(&text);
     postpass::update_function_samples(&mut profile, true);
-    let want =
-        std::fs::read_to_string(format!("{FIXTURES}/recursion/lbr_only_update_total.expected"))
-            .unwrap();
+    let want = std::fs::read_to_string(format!(
+        "{FIXTURES}/recursion/lbr_only_update_total.expected"
+    ))
+    .unwrap();
     assert_eq!(write_text(&profile), want);
+}
+
+/// Maps llvm-profgen flags (as in cases.txt) onto [`PostPassOptions`].
+fn opts_from_flags(flags: &str) -> PostPassOptions {
+    let mut o = base_opts();
+    for flag in flags.split_whitespace() {
+        let (name, value) = flag
+            .trim_start_matches('-')
+            .split_once('=')
+            .unwrap_or((flag.trim_start_matches('-'), "1"));
+        let b = value == "1" || value == "true";
+        let n = || value.parse::<u32>().unwrap();
+        match name {
+            "gen-cs-nested-profile" => o.gen_cs_nested_profile = b,
+            "csspgo-preinliner" => o.preinliner = b,
+            "csprof-max-cold-context-depth" => o.max_cold_context_depth = n(),
+            "trim-cold-profile" => o.trim_cold_profile = b,
+            "csprof-merge-cold-context" => o.merge_cold_context = Opt::Given(b),
+            "sample-profile-hot-inline-threshold" => o.hot_inline_threshold = Opt::Given(n()),
+            "sample-profile-cold-inline-threshold" => o.cold_inline_threshold = Opt::Given(n()),
+            "sample-profile-inline-limit-max" => o.inline_limit_max = Opt::Given(n()),
+            "sample-profile-inline-limit-min" => o.inline_limit_min = n(),
+            "sample-profile-inline-growth-limit" => o.inline_growth_limit = n(),
+            "csspgo-preinliner-multiplier-for-previous-inlining" => {
+                o.multiplier_for_previous_inlining = value.parse().unwrap()
+            }
+            "csspgo-replay-preinline" => o.replay_preinline = b,
+            "generate-merged-base-profiles" => o.generate_merged_base_profiles = b,
+            "sort-profiled-scc-member" => o.sort_profiled_scc_member = b,
+            _ => panic!("unmapped flag {flag}"),
+        }
+    }
+    o
+}
+
+/// Differential run over generated cases: `POSTPASS_DIFF_DIR` holds inputs, a cases.txt and
+/// expected outputs as written by tests/fixtures/postpass/gen_random_cases.py. Run with
+/// `--ignored` when changing the post-passes.
+#[test]
+#[ignore]
+fn differential_against_generated_cases() {
+    let dir = std::env::var("POSTPASS_DIFF_DIR").expect("POSTPASS_DIFF_DIR");
+    let (count, failures) = run_cases(&dir);
+    assert!(
+        failures.is_empty(),
+        "{} of {count} failing:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

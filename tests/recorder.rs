@@ -70,11 +70,17 @@ fn read_perf_data(path: &Path) -> PerfData {
     assert_ne!(u64_at(attr, 40) & (1 << 5), 0, "exclude_kernel (cycles:u)");
     assert_eq!(u64_at(attr, 72), 0x9, "branch_sample_type ANY|USER");
     let (data_off, data_size) = (u64_at(&b, 40) as usize, u64_at(&b, 48) as usize);
-    let mut pd = PerfData { features: u64_at(&b, 72), ..Default::default() };
+    let mut pd = PerfData {
+        features: u64_at(&b, 72),
+        ..Default::default()
+    };
     let mut o = data_off;
     while o < data_off + data_size {
         let (kind, size) = (u32_at(&b, o), u16_at(&b, o + 6) as usize);
-        assert!(size >= 8 && o + size <= data_off + data_size, "record at {o}");
+        assert!(
+            size >= 8 && o + size <= data_off + data_size,
+            "record at {o}"
+        );
         let r = &b[o + 8..o + size];
         match kind {
             10 => pd.mmaps.push(Mmap {
@@ -91,9 +97,18 @@ fn read_perf_data(path: &Path) -> PerfData {
                 let callchain: Vec<u64> = (0..nr).map(|i| u64_at(r, 40 + 8 * i)).collect();
                 let bo = 40 + 8 * nr;
                 let nb = u64_at(r, bo) as usize;
-                let branches = (0..nb).map(|i| (u64_at(r, bo + 8 + 24 * i), u64_at(r, bo + 16 + 24 * i))).collect();
+                let branches = (0..nb)
+                    .map(|i| (u64_at(r, bo + 8 + 24 * i), u64_at(r, bo + 16 + 24 * i)))
+                    .collect();
                 assert_eq!(bo + 8 + 24 * nb, r.len(), "sample size at {o}");
-                pd.samples.push(Sample { ip: u64_at(r, 0), pid: u32_at(r, 8), tid: u32_at(r, 12), period: u64_at(r, 24), callchain, branches });
+                pd.samples.push(Sample {
+                    ip: u64_at(r, 0),
+                    pid: u32_at(r, 8),
+                    tid: u32_at(r, 12),
+                    period: u64_at(r, 24),
+                    callchain,
+                    branches,
+                });
             }
             other => panic!("unexpected record type {other} at {o}"),
         }
@@ -130,18 +145,28 @@ fn read_truth(path: &Path) -> Truth {
         let hex = |s: &str| u64::from_str_radix(s, 16).unwrap();
         match f[0] {
             "binary" => {
-                let name = Path::new(f[4]).file_name().unwrap().to_string_lossy().into_owned();
+                let name = Path::new(f[4])
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
                 names.insert(f[1].to_string(), name);
             }
             "I" => {
                 let c: u64 = f[3].parse().unwrap();
                 assert!(c > 0);
-                t.insts.entry(names[f[1]].clone()).or_default().insert(hex(f[2]), c);
+                t.insts
+                    .entry(names[f[1]].clone())
+                    .or_default()
+                    .insert(hex(f[2]), c);
             }
             "B" => {
                 t.branch_total += f[5].parse::<u64>().unwrap();
                 if f[1] == f[3] && f[1] != "-" {
-                    t.branches.entry(names[f[1]].clone()).or_default().insert((hex(f[2]), hex(f[4])));
+                    t.branches
+                        .entry(names[f[1]].clone())
+                        .or_default()
+                        .insert((hex(f[2]), hex(f[4])));
                 }
             }
             other => panic!("bad truth line kind {other}"),
@@ -162,19 +187,32 @@ impl Layout {
         let maps: Vec<_> = pd
             .mmaps
             .iter()
-            .filter(|m| Path::new(&m.path).file_name().is_some_and(|n| n.to_string_lossy() == name))
+            .filter(|m| {
+                Path::new(&m.path)
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy() == name)
+            })
             .map(|m| (m.start, m.len, m.pgoff))
             .collect();
         assert!(!maps.is_empty(), "no MMAP2 for {name}");
         let data = std::fs::read(binary).unwrap();
         let obj = object::File::parse(&*data).unwrap();
-        let segments = obj.segments().map(|s| (s.file_range().0, s.file_range().1, s.address())).collect();
+        let segments = obj
+            .segments()
+            .map(|s| (s.file_range().0, s.file_range().1, s.address()))
+            .collect();
         Layout { maps, segments }
     }
     fn vaddr(&self, addr: u64) -> Option<u64> {
-        let &(start, _, pgoff) = self.maps.iter().find(|&&(s, l, _)| addr >= s && addr < s + l)?;
+        let &(start, _, pgoff) = self
+            .maps
+            .iter()
+            .find(|&&(s, l, _)| addr >= s && addr < s + l)?;
         let off = addr - start + pgoff;
-        let &(fo, _, va) = self.segments.iter().find(|&&(fo, fs, _)| off >= fo && off < fo + fs)?;
+        let &(fo, _, va) = self
+            .segments
+            .iter()
+            .find(|&&(fo, fs, _)| off >= fo && off < fo + fs)?;
         Some(off - fo + va)
     }
 }
@@ -184,7 +222,11 @@ fn check_recording(perf_data: &Path, truth: &Path, binary: &Path, period: Option
     let pd = read_perf_data(perf_data);
     let t = read_truth(truth);
     let name = binary.file_name().unwrap().to_string_lossy().into_owned();
-    assert_eq!(pd.samples.len() as u64, t.samples, "sample count in truth header");
+    assert_eq!(
+        pd.samples.len() as u64,
+        t.samples,
+        "sample count in truth header"
+    );
     assert!(pd.comms >= 1 && pd.exits >= 1, "COMM/EXIT records");
     assert_ne!(pd.features & (1 << 2), 0, "HEADER_BUILD_ID feature");
     // The countdown restarts at each sample: the periods add up to the traced instructions,
@@ -192,9 +234,22 @@ fn check_recording(perf_data: &Path, truth: &Path, binary: &Path, period: Option
     let periods: u64 = pd.samples.iter().map(|s| s.period).sum();
     assert!(periods <= t.instructions, "{periods} > {}", t.instructions);
     if let Some(p) = period {
-        let tasks = pd.samples.iter().map(|s| s.tid).collect::<HashSet<_>>().len() as u64 + 1;
-        assert!(t.instructions - periods <= tasks * (p + p / 8), "unsampled tail too long");
-        assert!(pd.samples.iter().all(|s| s.period >= p - p / 8 && s.period <= p + p / 8));
+        let tasks = pd
+            .samples
+            .iter()
+            .map(|s| s.tid)
+            .collect::<HashSet<_>>()
+            .len() as u64
+            + 1;
+        assert!(
+            t.instructions - periods <= tasks * (p + p / 8),
+            "unsampled tail too long"
+        );
+        assert!(
+            pd.samples
+                .iter()
+                .all(|s| s.period >= p - p / 8 && s.period <= p + p / 8)
+        );
     }
     let layout = Layout::new(&pd, binary);
     let insts = &t.insts[&name];
@@ -206,13 +261,19 @@ fn check_recording(perf_data: &Path, truth: &Path, binary: &Path, period: Option
         assert!(s.branches.len() <= 32 && !s.branches.is_empty());
         if let Some(v) = layout.vaddr(s.ip) {
             in_binary += 1;
-            assert!(insts.contains_key(&v), "sample ip {v:#x} never executed per truth");
+            assert!(
+                insts.contains_key(&v),
+                "sample ip {v:#x} never executed per truth"
+            );
         }
         // Newest first: each branch target runs straight to the next (newer) branch source.
         let mut next_from = s.ip;
         for &(from, to) in &s.branches {
             if let (Some(f), Some(tv)) = (layout.vaddr(from), layout.vaddr(to)) {
-                assert!(branches.contains(&(f, tv)), "LBR {f:#x}->{tv:#x} not in truth");
+                assert!(
+                    branches.contains(&(f, tv)),
+                    "LBR {f:#x}->{tv:#x} not in truth"
+                );
                 checked_lbr += 1;
                 if let Some(nf) = layout.vaddr(next_from) {
                     assert!(tv <= nf, "LBR target {tv:#x} after next source {nf:#x}");
@@ -223,11 +284,22 @@ fn check_recording(perf_data: &Path, truth: &Path, binary: &Path, period: Option
     }
     assert!(checked_lbr > 0, "no LBR entry inside {name}");
     let total_lbr: usize = pd.samples.iter().map(|s| s.branches.len()).sum();
-    assert!(t.branch_total >= total_lbr as u64 / 32, "truth has fewer taken branches than one LBR's worth");
+    assert!(
+        t.branch_total >= total_lbr as u64 / 32,
+        "truth has fewer taken branches than one LBR's worth"
+    );
 
     if on_path("perf") {
-        for args in [&["script", "-F", "ip,brstack"][..], &["report", "--stdio"][..]] {
-            let out = Command::new("perf").args(args).arg("-i").arg(perf_data).output().unwrap();
+        for args in [
+            &["script", "-F", "ip,brstack"][..],
+            &["report", "--stdio"][..],
+        ] {
+            let out = Command::new("perf")
+                .args(args)
+                .arg("-i")
+                .arg(perf_data)
+                .output()
+                .unwrap();
             assert!(out.status.success(), "perf {args:?} failed");
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(err.trim().is_empty(), "perf {args:?} warned: {err}");
@@ -247,15 +319,26 @@ fn check_recording(perf_data: &Path, truth: &Path, binary: &Path, period: Option
             .current_dir(&dir)
             .output()
             .unwrap();
-        assert!(out.status.success(), "llvm-profgen-19: {}", String::from_utf8_lossy(&out.stderr));
-        assert!(std::fs::metadata(&prof).unwrap().len() > 0, "empty llvm-profgen profile");
+        assert!(
+            out.status.success(),
+            "llvm-profgen-19: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            std::fs::metadata(&prof).unwrap().len() > 0,
+            "empty llvm-profgen profile"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
     in_binary
 }
 
 fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("profgen-test-{tag}-{}-{:?}", std::process::id(), std::thread::current().id()));
+    let d = std::env::temp_dir().join(format!(
+        "profgen-test-{tag}-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -288,7 +371,11 @@ fn records_corpus_binary_under_valgrind() {
         .arg(&binary)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains(" samples, 1 process(es), 1 thread(s)"));
     let n = check_recording(&data, &truth, &binary, Some(4999));
     assert!(n > 200, "only {n} samples in the binary");
@@ -313,7 +400,10 @@ fn reports_missing_program() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("profgen-record: error: valgrind exited"), "{err}");
+    assert!(
+        err.contains("profgen-record: error: valgrind exited"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -324,15 +414,32 @@ fn committed_corpus_cases_are_valid() {
         .map(|e| e.unwrap().path())
         .filter(|p| p.join("case.toml").is_file())
         // IP-sampling cases are recorded with perf, not by the recorder.
-        .filter(|p| toml_value(&std::fs::read_to_string(p.join("case.toml")).unwrap(), "kind").as_deref() == Some("lbr-stack"))
+        .filter(|p| {
+            let toml = std::fs::read_to_string(p.join("case.toml")).unwrap();
+            toml_value(&toml, "kind").as_deref() == Some("lbr-stack")
+        })
         .collect();
     cases.sort();
     assert!(cases.len() >= 8, "{} cases", cases.len());
     let mut probes = 0;
     for case in &cases {
         let toml = std::fs::read_to_string(case.join("case.toml")).unwrap();
-        for key in ["description", "binary", "perfdata", "truth", "sources", "build", "record", "probes", "kind"] {
-            assert!(toml_value(&toml, key).is_some(), "{}: no {key}", case.display());
+        for key in [
+            "description",
+            "binary",
+            "perfdata",
+            "truth",
+            "sources",
+            "build",
+            "record",
+            "probes",
+            "kind",
+        ] {
+            assert!(
+                toml_value(&toml, key).is_some(),
+                "{}: no {key}",
+                case.display()
+            );
         }
         assert_eq!(toml_value(&toml, "kind").as_deref(), Some("lbr-stack"));
         if toml_value(&toml, "probes").as_deref() == Some("true") {
@@ -344,14 +451,44 @@ fn committed_corpus_cases_are_valid() {
         let n = check_recording(&data, &truth, &binary, None);
         assert!(n >= 100, "{}: {n} samples in the binary", case.display());
         let pd = read_perf_data(&data);
-        assert!((1000..=2500).contains(&pd.samples.len()), "{}: {} samples", case.display(), pd.samples.len());
+        assert!(
+            (1000..=2500).contains(&pd.samples.len()),
+            "{}: {} samples",
+            case.display(),
+            pd.samples.len()
+        );
     }
     assert!(probes >= 4);
     // Threads and fork are covered by name.
     let threads = read_perf_data(&corpus().join("threads/perf.data"));
     assert_eq!(threads.forks, 1, "one thread created");
-    assert_eq!(threads.samples.iter().map(|s| s.pid).collect::<HashSet<_>>().len(), 1);
-    assert_eq!(threads.samples.iter().map(|s| s.tid).collect::<HashSet<_>>().len(), 2, "both threads sampled");
+    assert_eq!(
+        threads
+            .samples
+            .iter()
+            .map(|s| s.pid)
+            .collect::<HashSet<_>>()
+            .len(),
+        1
+    );
+    assert_eq!(
+        threads
+            .samples
+            .iter()
+            .map(|s| s.tid)
+            .collect::<HashSet<_>>()
+            .len(),
+        2,
+        "both threads sampled"
+    );
     let fork = read_perf_data(&corpus().join("fork/perf.data"));
-    assert_eq!(fork.samples.iter().map(|s| s.pid).collect::<HashSet<_>>().len(), 2, "parent and child sampled");
+    assert_eq!(
+        fork.samples
+            .iter()
+            .map(|s| s.pid)
+            .collect::<HashSet<_>>()
+            .len(),
+        2,
+        "parent and child sampled"
+    );
 }

@@ -6,6 +6,7 @@
 //! [`ContextCounters`], which the profile builders and the unsymbolized writer consume.
 
 pub mod lbr;
+pub mod parallel;
 pub mod samples;
 
 use crate::addr::Vaddr;

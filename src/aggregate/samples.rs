@@ -7,7 +7,7 @@
 use crate::addr::{RuntimeAddr, Vaddr};
 use crate::binary::Binary;
 use crate::input::Sample;
-use crate::mapping::AddressMapper;
+use crate::mapping::AddressMap;
 use hashbrown::HashMap;
 
 /// How samples are to be read.
@@ -117,10 +117,34 @@ impl AggregatedSamples {
     }
 }
 
+/// Remembers recent address translations: LBR entries and call chains repeat the same addresses
+/// over and over, and a translation (mapping lookup + instruction-boundary search) costs far more
+/// than a cache probe. Direct-mapped; flushed when the mapper changes.
+struct TranslationCache {
+    generation: u64,
+    /// (pid or -1, runtime address, translation); the address `u64::MAX` marks an empty slot.
+    slots: Vec<(i64, u64, u64)>,
+}
+
+impl TranslationCache {
+    const SLOTS: usize = 1 << 14;
+
+    fn new() -> Self {
+        TranslationCache { generation: 0, slots: vec![(0, u64::MAX, 0); Self::SLOTS] }
+    }
+
+    #[inline]
+    fn slot(pid: i64, addr: u64) -> usize {
+        let h = (addr ^ (addr >> 14) ^ (pid as u64).wrapping_mul(0x9e37_79b9)).wrapping_mul(0x2545_f491_4f6c_dd1d);
+        (h >> 50) as usize & (Self::SLOTS - 1)
+    }
+}
+
 /// Reduces samples to binary addresses and counts them.
 pub struct Aggregator<'b> {
     binary: &'b Binary,
     mode: SampleMode,
+    cache: TranslationCache,
     key: Vec<u64>,
     pub samples: AggregatedSamples,
     pub stats: SampleStats,
@@ -128,20 +152,32 @@ pub struct Aggregator<'b> {
 
 impl<'b> Aggregator<'b> {
     pub fn new(binary: &'b Binary, mode: SampleMode) -> Self {
-        Aggregator { binary, mode, key: Vec::new(), samples: AggregatedSamples::default(), stats: SampleStats::default() }
+        Aggregator { binary, mode, cache: TranslationCache::new(), key: Vec::new(), samples: AggregatedSamples::default(), stats: SampleStats::default() }
     }
 
     /// The binary vaddr of `a` if it starts an instruction of the binary, else the external
     /// sentinel (llvm-profgen's `addressIsCode` test).
     #[inline]
-    fn internal(&self, mapper: &AddressMapper, pid: Option<i32>, a: RuntimeAddr) -> u64 {
-        match mapper.to_vaddr(pid, a) {
+    fn internal(&mut self, mapper: &AddressMap, pid: Option<i32>, a: RuntimeAddr) -> u64 {
+        if self.cache.generation != mapper.generation() {
+            self.cache.generation = mapper.generation();
+            self.cache.slots.fill((0, u64::MAX, 0));
+        }
+        let pid_key = pid.map_or(-1, i64::from);
+        let slot = TranslationCache::slot(pid_key, a.0);
+        let (p, addr, v) = self.cache.slots[slot];
+        if addr == a.0 && p == pid_key {
+            return v;
+        }
+        let v = match mapper.to_vaddr(pid, a) {
             Some(v) if self.binary.is_code(v) => v.0,
             _ => Vaddr::EXTERNAL.0,
-        }
+        };
+        self.cache.slots[slot] = (pid_key, a.0, v);
+        v
     }
 
-    pub fn add(&mut self, mapper: &AddressMapper, s: &Sample<'_>) {
+    pub fn add(&mut self, mapper: &AddressMap, s: &Sample<'_>) {
         self.stats.read += 1;
         let ext = Vaddr::EXTERNAL.0;
         let mut key = std::mem::take(&mut self.key);

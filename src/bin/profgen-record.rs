@@ -27,6 +27,9 @@ struct Args {
     /// Keep ground truth for system libraries too.
     #[arg(long)]
     truth_all: bool,
+    /// Write pids from this value on instead of the real ones (reproducible files).
+    #[arg(long)]
+    pid_base: Option<u32>,
     /// Program and arguments.
     #[arg(required = true, trailing_var_arg = true)]
     command: Vec<String>,
@@ -42,6 +45,7 @@ fn main() {
         seed: a.seed,
         valgrind: a.valgrind,
         truth_all: a.truth_all,
+        pid_base: a.pid_base,
     };
     match profgen::record::record(&opts) {
         Ok(s) => {

@@ -61,8 +61,18 @@ pub fn text_sections<'data>(
         };
         let idx = section.index();
         let first = by_section.partition_point(|(s, _)| s.0 < idx.0);
-        let syms = by_section[first..].iter().take_while(|(s, _)| *s == idx).map(|(_, sym)| sym.clone()).collect();
-        out.push(TextSection { name, addr: section.address(), bytes, skipped, symbols: syms });
+        let syms = by_section[first..]
+            .iter()
+            .take_while(|(s, _)| *s == idx)
+            .map(|(_, sym)| sym.clone())
+            .collect();
+        out.push(TextSection {
+            name,
+            addr: section.address(),
+            bytes,
+            skipped,
+            symbols: syms,
+        });
     }
     Ok(out)
 }
@@ -72,16 +82,24 @@ pub fn capstone(att_syntax: bool) -> Result<Capstone, String> {
     if att_syntax {
         builder = builder.syntax(ArchSyntax::Att);
     }
-    builder.build().map_err(|e| format!("cannot initialise the disassembler: {e}"))
+    builder
+        .build()
+        .map_err(|e| format!("cannot initialise the disassembler: {e}"))
 }
 
 /// One decoded (or undecodable) instruction as the walk reports it.
 pub struct Decoded<'a> {
     pub addr: u64,
-    /// 1 for an undecodable byte.
+    /// 1 for an undecodable byte or a lock prefix.
     pub size: u64,
-    /// `None` for an undecodable byte.
-    pub insn: Option<&'a capstone::Insn<'a>>,
+    pub insn: DecodedInsn<'a>,
+}
+
+pub enum DecodedInsn<'a> {
+    Insn(&'a capstone::Insn<'a>),
+    /// LLVM's disassembler decodes a `lock` prefix as an instruction of its own.
+    LockPrefix,
+    Invalid,
 }
 
 /// Walks the instructions of symbol `i` of `sec` exactly like llvm-profgen's
@@ -90,26 +108,56 @@ pub struct Decoded<'a> {
 pub fn walk_symbol(cs: &Capstone, sec: &TextSection<'_>, i: usize, mut f: impl FnMut(Decoded<'_>)) {
     let sec_end = sec.addr + sec.bytes.len() as u64;
     let start = sec.symbols[i].addr;
-    let next = sec.symbols.get(i + 1).map_or(sec_end, |s| s.addr).min(sec_end);
+    let next = sec
+        .symbols
+        .get(i + 1)
+        .map_or(sec_end, |s| s.addr)
+        .min(sec_end);
     if start < sec.addr {
         return;
     }
-    let Ok(mut iter) = cs.disasm_iter(&[], 0) else { return };
+    let Ok(mut iter) = cs.disasm_iter(&[], 0) else {
+        return;
+    };
     let mut addr = start;
     let mut restart = true;
     while addr < next {
+        let rest = &sec.bytes[(addr - sec.addr) as usize..];
+        if rest.first() == Some(&0xf0) {
+            f(Decoded {
+                addr,
+                size: 1,
+                insn: DecodedInsn::LockPrefix,
+            });
+            addr += 1;
+            restart = true;
+            continue;
+        }
         if restart {
-            iter.reset(&sec.bytes[(addr - sec.addr) as usize..], addr);
+            iter.reset(rest, addr);
             restart = false;
         }
         match iter.next() {
             Some(insn) => {
                 let size = insn.len() as u64;
-                f(Decoded { addr, size, insn: Some(&insn) });
+                f(Decoded {
+                    addr,
+                    size,
+                    insn: DecodedInsn::Insn(&insn),
+                });
                 addr += size.max(1);
+                // The next instruction may start with a lock prefix; it is checked above
+                // against the bytes, and capstone's position must follow.
+                if sec.bytes.get((addr - sec.addr) as usize) == Some(&0xf0) {
+                    restart = true;
+                }
             }
             None => {
-                f(Decoded { addr, size: 1, insn: None });
+                f(Decoded {
+                    addr,
+                    size: 1,
+                    insn: DecodedInsn::Invalid,
+                });
                 addr += 1;
                 restart = true;
             }
@@ -117,37 +165,71 @@ pub fn walk_symbol(cs: &Capstone, sec: &TextSection<'_>, i: usize, mut f: impl F
     }
 }
 
-/// Decodes every text section.
+/// Address, size, kind and direct target of one instruction.
+type DecodedInst = (u64, u8, InstKind, Option<u64>);
+
+/// Decodes every text section, in parallel over chunks of symbols.
 pub fn decode(sections: &[TextSection<'_>]) -> Result<Code, String> {
-    let cs = capstone(false)?;
-    let mut insts: Vec<(u64, u8, InstKind)> = Vec::new();
-    let mut code = Code::default();
-    for sec in sections.iter().filter(|s| !s.skipped) {
-        for i in 0..sec.symbols.len() {
-            walk_symbol(&cs, sec, i, |d| match d.insn {
-                Some(insn) => {
-                    let (kind, target) = classify(insn.id().0, insn.bytes(), d.addr);
-                    insts.push((d.addr, d.size.min(u64::from(u8::MAX)) as u8, kind));
-                    if let Some(t) = target {
-                        code.branch_targets.push((d.addr, t));
-                    }
+    use rayon::prelude::*;
+    const SYMBOLS_PER_CHUNK: usize = 64;
+    let chunks: Vec<(&TextSection<'_>, std::ops::Range<usize>)> = sections
+        .iter()
+        .filter(|s| !s.skipped)
+        .flat_map(|sec| {
+            (0..sec.symbols.len())
+                .step_by(SYMBOLS_PER_CHUNK)
+                .map(move |i| (sec, i..(i + SYMBOLS_PER_CHUNK).min(sec.symbols.len())))
+        })
+        .collect();
+    capstone(false)?;
+    let decoded: Vec<(Vec<DecodedInst>, u64)> = chunks
+        .par_iter()
+        .map_init(
+            || capstone(false).ok(),
+            |cs, (sec, symbols)| {
+                let mut insts = Vec::new();
+                let mut invalid = 0;
+                let Some(cs) = cs else {
+                    return (insts, invalid);
+                };
+                for i in symbols.clone() {
+                    walk_symbol(cs, sec, i, |d| match d.insn {
+                        DecodedInsn::Insn(insn) => {
+                            let (kind, target) = classify(insn.id().0, insn.bytes(), d.addr);
+                            insts.push((
+                                d.addr,
+                                d.size.min(u64::from(u8::MAX)) as u8,
+                                kind,
+                                target,
+                            ));
+                        }
+                        DecodedInsn::LockPrefix => insts.push((d.addr, 1, InstKind::Other, None)),
+                        DecodedInsn::Invalid => invalid += 1,
+                    });
                 }
-                None => code.invalid_bytes += 1,
-            });
-        }
-    }
+                (insts, invalid)
+            },
+        )
+        .collect();
+    let mut code = Code {
+        invalid_bytes: decoded.iter().map(|d| d.1).sum(),
+        ..Code::default()
+    };
+    let mut insts: Vec<_> = decoded.into_iter().flat_map(|d| d.0).collect();
     // Overlapping symbols can decode an address twice; like llvm-profgen's size map, the last
     // decode wins.
     insts.reverse();
     insts.sort_by_key(|i| i.0);
     insts.dedup_by_key(|i| i.0);
-    code.branch_targets.reverse();
-    code.branch_targets.sort_by_key(|b| b.0);
-    code.branch_targets.dedup_by_key(|b| b.0);
     code.addrs = insts.iter().map(|i| i.0).collect();
     code.sizes = insts.iter().map(|i| i.1).collect();
     code.kinds = insts.iter().map(|i| i.2).collect();
-    code.uncond = insts.iter().filter(|i| i.2.is_unconditional()).map(|i| i.0).collect();
+    code.uncond = insts
+        .iter()
+        .filter(|i| i.2.is_unconditional())
+        .map(|i| i.0)
+        .collect();
+    code.branch_targets = insts.iter().filter_map(|i| Some((i.0, i.3?))).collect();
     Ok(code)
 }
 
@@ -156,11 +238,22 @@ fn classify(id: u32, bytes: &[u8], addr: u64) -> (InstKind, Option<u64>) {
     use X86Insn::*;
     let is = |x: X86Insn| id == x as u32;
     if is(X86_INS_CALL) || is(X86_INS_LCALL) {
-        let target = if is(X86_INS_CALL) { direct_target(bytes, addr, 0xe8) } else { None };
+        let target = if is(X86_INS_CALL) {
+            direct_target(bytes, addr, 0xe8)
+        } else {
+            None
+        };
         (InstKind::Call, target)
-    } else if [X86_INS_RET, X86_INS_RETF, X86_INS_RETFQ, X86_INS_IRET, X86_INS_IRETD, X86_INS_IRETQ]
-        .iter()
-        .any(|&x| is(x))
+    } else if [
+        X86_INS_RET,
+        X86_INS_RETF,
+        X86_INS_RETFQ,
+        X86_INS_IRET,
+        X86_INS_IRETD,
+        X86_INS_IRETQ,
+    ]
+    .iter()
+    .any(|&x| is(x))
     {
         (InstKind::Return, None)
     } else if is(X86_INS_JMP) {
@@ -171,7 +264,9 @@ fn classify(id: u32, bytes: &[u8], addr: u64) -> (InstKind, Option<u64>) {
     } else if is(X86_INS_LJMP) {
         (InstKind::IndirectJump, None)
     } else if (X86_INS_JAE as u32..=X86_INS_JS as u32).contains(&id)
-        || [X86_INS_LOOP, X86_INS_LOOPE, X86_INS_LOOPNE, X86_INS_XBEGIN].iter().any(|&x| is(x))
+        || [X86_INS_LOOP, X86_INS_LOOPE, X86_INS_LOOPNE, X86_INS_XBEGIN]
+            .iter()
+            .any(|&x| is(x))
     {
         (InstKind::ConditionalJump, None)
     } else {
@@ -182,9 +277,7 @@ fn classify(id: u32, bytes: &[u8], addr: u64) -> (InstKind, Option<u64>) {
 /// Target of a relative branch whose opcode byte (after legacy and REX prefixes) is `opcode`;
 /// the displacement is the rest of the instruction.
 fn direct_target(bytes: &[u8], addr: u64, opcode: u8) -> Option<u64> {
-    let pos = bytes.iter().position(|&b| {
-        !matches!(b, 0x66 | 0x67 | 0xf2 | 0xf3 | 0x2e | 0x3e | 0x26 | 0x64 | 0x65 | 0x36 | 0xf0 | 0x40..=0x4f)
-    })?;
+    let pos = bytes.iter().position(|&b| !is_prefix(b))?;
     if bytes[pos] != opcode {
         return None;
     }
@@ -195,7 +288,36 @@ fn direct_target(bytes: &[u8], addr: u64, opcode: u8) -> Option<u64> {
         [a, b, c, d] => i64::from(i32::from_le_bytes([a, b, c, d])),
         _ => return None,
     };
-    Some(addr.wrapping_add(bytes.len() as u64).wrapping_add(rel as u64))
+    Some(
+        addr.wrapping_add(bytes.len() as u64)
+            .wrapping_add(rel as u64),
+    )
+}
+
+/// Legacy prefixes and REX.
+fn is_prefix(b: u8) -> bool {
+    matches!(
+        b,
+        0x66 | 0x67 | 0xf2 | 0xf3 | 0x2e | 0x3e | 0x26 | 0x64 | 0x65 | 0x36 | 0xf0 | 0x40..=0x4f
+    )
+}
+
+/// The first opcode byte after the prefixes.
+fn opcode_byte(bytes: &[u8]) -> Option<u8> {
+    bytes.iter().copied().find(|&b| !is_prefix(b))
+}
+
+/// Whether the instruction ends with `v` encoded at the full operand width (an imm16/imm32
+/// rather than a sign-extended imm8).
+fn full_width_imm(bytes: &[u8], v: u64, width: u32) -> bool {
+    let n = (width / 8) as usize;
+    width > 8
+        && bytes.len() > n
+        && bytes[bytes.len() - n..]
+            .iter()
+            .rev()
+            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
+            == v
 }
 
 impl Code {
@@ -209,7 +331,10 @@ impl Code {
     }
 
     pub fn branch_target(&self, a: u64) -> Option<u64> {
-        self.branch_targets.binary_search_by_key(&a, |b| b.0).ok().map(|i| self.branch_targets[i].1)
+        self.branch_targets
+            .binary_search_by_key(&a, |b| b.0)
+            .ok()
+            .map(|i| self.branch_targets[i].1)
     }
 
     /// Reference §3.4: the first two instructions of every function range, and every return
@@ -254,25 +379,47 @@ impl super::Binary {
     /// llvm-profgen's `--show-disassembly-only` listing. Instruction text is capstone's AT&T
     /// syntax with immediates and displacements in decimal, like LLVM's printer; operand
     /// spelling can still differ in corner cases.
-    pub fn dump_disassembly(&self, w: &mut impl std::io::Write, opts: &DumpOptions) -> Result<(), crate::error::Error> {
+    pub fn dump_disassembly(
+        &self,
+        w: &mut impl std::io::Write,
+        opts: &DumpOptions,
+    ) -> Result<(), crate::error::Error> {
         let path = self.path();
         let data = super::map_file(path)?;
-        let bad = |what: String| crate::error::Error::BadFile { path: path.to_path_buf(), what };
-        let io = |source| crate::error::Error::Io { path: path.to_path_buf(), source };
+        let bad = |what: String| crate::error::Error::BadFile {
+            path: path.to_path_buf(),
+            what,
+        };
+        let io = |source| crate::error::Error::Io {
+            path: path.to_path_buf(),
+            source,
+        };
         let obj = elf::parse(&data).map_err(bad)?;
         let symbols = elf::symbols(&obj);
         let sections = text_sections(&obj, &symbols).map_err(bad)?;
         let cs = capstone(true).map_err(bad)?;
         write!(w, "\nDisassembly of {}:\n", path.display()).map_err(io)?;
         for sec in &sections {
-            let size = obj.section_by_name(sec.name).map_or(sec.bytes.len() as u64, |s| s.size());
-            write!(w, "\nDisassembly of section {} [{:#x}, {:#x}]:\n\n", sec.name, sec.addr, sec.addr + size)
-                .map_err(io)?;
+            let size = obj
+                .section_by_name(sec.name)
+                .map_or(sec.bytes.len() as u64, |s| s.size());
+            write!(
+                w,
+                "\nDisassembly of section {} [{:#x}, {:#x}]:\n\n",
+                sec.name,
+                sec.addr,
+                sec.addr + size
+            )
+            .map_err(io)?;
             if sec.skipped {
                 continue;
             }
             for (i, sym) in sec.symbols.iter().enumerate() {
-                let name = if opts.canonical_names { super::dwarf::canonical_fn_name(sym.name) } else { sym.name };
+                let name = if opts.canonical_names {
+                    super::dwarf::canonical_fn_name(sym.name)
+                } else {
+                    sym.name
+                };
                 if !opts.functions.is_empty() && !opts.functions.iter().any(|f| f == name) {
                     continue;
                 }
@@ -298,16 +445,9 @@ impl super::Binary {
         let _ = write!(out, "{:8x}:", d.addr);
         let start = out.len();
         match d.insn {
-            Some(insn) => {
-                out.push('\t');
-                out.push_str(insn.mnemonic().unwrap_or(""));
-                let ops = insn.op_str().unwrap_or("");
-                if !ops.is_empty() {
-                    out.push('\t');
-                    out.push_str(&llvm_operands(ops, insn.id().0, insn.mnemonic().unwrap_or(""), insn.bytes()));
-                }
-            }
-            None => out.push_str("\t<unknown>"),
+            DecodedInsn::Insn(insn) => out.push_str(&format_insn(insn)),
+            DecodedInsn::LockPrefix => out.push_str("\tlock"),
+            DecodedInsn::Invalid => out.push_str("\t<unknown>"),
         }
         if opts.source_locations {
             let width = out[start..].chars().count();
@@ -319,9 +459,19 @@ impl super::Binary {
                     out.push_str(" @ ");
                 }
                 first = false;
-                let name = if opts.canonical_names { super::dwarf::canonical_fn_name(&f.func_name) } else { &f.func_name };
-                let (line, disc) =
-                    if opts.pseudo_probes { ((f.discriminator >> 3) & 0xffff, 0) } else { (f.line_offset, f.discriminator) };
+                let name = if opts.canonical_names {
+                    super::dwarf::canonical_fn_name(&f.func_name)
+                } else {
+                    &f.func_name
+                };
+                let (line, disc) = if opts.pseudo_probes {
+                    (
+                        super::dwarf::probe_index_from_discriminator(f.discriminator),
+                        0,
+                    )
+                } else {
+                    (f.line_offset, f.discriminator)
+                };
                 let _ = write!(out, "{name}:{line}");
                 if disc != 0 {
                     let _ = write!(out, ".{disc}");
@@ -332,12 +482,51 @@ impl super::Binary {
     }
 }
 
+/// An instruction as LLVM's AT&T printer writes it after the address: `\tmnemonic\toperands`.
+fn format_insn(insn: &capstone::Insn<'_>) -> String {
+    let mut out = String::new();
+    out.push('\t');
+    let mnemonic = insn.mnemonic().unwrap_or("");
+    // LLVM prints a rep prefix as `rep\t` before the instruction's own tab.
+    let (prefix, mnemonic) = match mnemonic.split_once(' ') {
+        Some((p, m)) if p.starts_with("rep") => (Some(p), m),
+        _ => (None, mnemonic),
+    };
+    if let Some(p) = prefix {
+        out.push_str(p);
+        out.push_str("\t\t");
+    }
+    out.push_str(mnemonic);
+    let ops = insn.op_str().unwrap_or("");
+    if !ops.is_empty() {
+        out.push('\t');
+        let mut ops = llvm_operands(ops, insn.id().0, mnemonic, insn.bytes());
+        // String instructions name the destination segment.
+        if matches!(
+            opcode_byte(insn.bytes()),
+            Some(0x6c | 0x6d | 0xa4..=0xa7 | 0xaa..=0xaf)
+        ) {
+            ops = ops.replace("(%rdi)", "%es:(%rdi)");
+        }
+        // For register-register xchg (86/87 /r) LLVM prints `rm, reg`, capstone `reg, rm`.
+        if mnemonic.starts_with("xchg")
+            && matches!(opcode_byte(insn.bytes()), Some(0x86 | 0x87))
+            && let Some((a, b)) = ops.split_once(", ")
+            && a.starts_with('%')
+            && b.starts_with('%')
+        {
+            ops = format!("{b}, {a}");
+        }
+        out.push_str(&ops);
+    }
+    out
+}
+
 /// Rewrites capstone's hexadecimal immediates (`$0x10`) and displacements (`0x10(%rip)`) in
 /// decimal as LLVM prints them; branch targets stay hexadecimal.
-fn llvm_operands(ops: &str, id: u32, mnemonic: &str, bytes: &[u8]) -> String {
+fn llvm_operands(ops: &str, id: u32, mnemonic: &str, insn_bytes: &[u8]) -> String {
     // LLVM prints the shift-by-one forms (D0/D1) without the implicit `$1`.
-    let opcode = bytes.iter().find(|&&b| !matches!(b, 0x66 | 0x67 | 0xf2 | 0xf3 | 0x2e | 0x3e | 0x26 | 0x64 | 0x65 | 0x36 | 0xf0 | 0x40..=0x4f));
-    let ops = match opcode {
+    let ops = match opcode_byte(insn_bytes) {
         Some(0xd0 | 0xd1) => ops.strip_prefix("$1, ").unwrap_or(ops),
         _ => ops,
     };
@@ -348,7 +537,9 @@ fn llvm_operands(ops: &str, id: u32, mnemonic: &str, bytes: &[u8]) -> String {
         _ => 64,
     };
     let is_branch_target = !ops.starts_with('$') && !ops.contains('(') && !ops.contains('%');
-    let relative = [X86Insn::X86_INS_CALL, X86Insn::X86_INS_JMP].iter().any(|&x| id == x as u32)
+    let relative = [X86Insn::X86_INS_CALL, X86Insn::X86_INS_JMP]
+        .iter()
+        .any(|&x| id == x as u32)
         || classify(id, &[], 0).0 == InstKind::ConditionalJump;
     if relative && is_branch_target {
         return ops.to_string();
@@ -357,32 +548,49 @@ fn llvm_operands(ops: &str, id: u32, mnemonic: &str, bytes: &[u8]) -> String {
     let bytes = ops.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
-        let neg = bytes[i] == b'-' && ops[i + 1..].starts_with("0x");
-        let hex_at = if neg { i + 1 } else { i };
+        let neg = bytes[i] == b'-';
+        let num_at = if neg { i + 1 } else { i };
         let boundary = i == 0 || matches!(bytes[i - 1], b'$' | b' ' | b',' | b':' | b'*');
-        if boundary && ops[hex_at..].starts_with("0x") {
-            let digits_end = ops[hex_at + 2..]
-                .find(|c: char| !c.is_ascii_hexdigit())
-                .map_or(ops.len(), |e| hex_at + 2 + e);
-            if let Ok(v) = u64::from_str_radix(&ops[hex_at + 2..digits_end], 16) {
-                // LLVM prints immediates signed at the operand width; capstone prints the bits.
-                let imm = i > 0 && bytes[i - 1] == b'$';
-                if neg {
-                    out.push('-');
-                    out.push_str(&v.to_string());
-                } else if imm && width < 64 && v < 1 << width && v >= 1 << (width - 1) {
-                    out.push_str(&(v as i64 - (1i64 << width)).to_string());
-                } else if imm && v > i64::MAX as u64 {
-                    out.push_str(&(v as i64).to_string());
-                } else {
-                    out.push_str(&v.to_string());
-                }
-                i = digits_end;
-                continue;
+        let (radix, digits_at) = if ops[num_at..].starts_with("0x") {
+            (16, num_at + 2)
+        } else {
+            (10, num_at)
+        };
+        let digits_end = ops[digits_at..]
+            .find(|c: char| !c.is_ascii_hexdigit() || (radix == 10 && !c.is_ascii_digit()))
+            .map_or(ops.len(), |e| digits_at + e);
+        if boundary
+            && digits_end > digits_at
+            && let Ok(v) = u64::from_str_radix(&ops[digits_at..digits_end], radix)
+        {
+            // LLVM prints an immediate sign-extended from its encoding (so imm8 forms and
+            // 64-bit operations show negative values) but a full-width 16/32-bit immediate
+            // unsigned; capstone prints the bits (in hex, or in decimal for some 64-bit values).
+            let imm = i > 0 && bytes[i - 1] == b'$';
+            if neg {
+                out.push('-');
+                out.push_str(&v.to_string());
+            } else if imm
+                && width < 64
+                && v < 1 << width
+                && v >= 1 << (width - 1)
+                && !full_width_imm(insn_bytes, v, width)
+            {
+                out.push_str(&(v as i64 - (1i64 << width)).to_string());
+            } else if imm && v > i64::MAX as u64 {
+                out.push_str(&(v as i64).to_string());
+            } else {
+                out.push_str(&v.to_string());
             }
+            i = digits_end;
+            continue;
         }
         // LLVM writes memory operands without spaces: `(%rax,%rcx,4)`.
-        if bytes[i] == b' ' && i > 0 && bytes[i - 1] == b',' && ops[..i].rfind('(') > ops[..i].rfind(')') {
+        if bytes[i] == b' '
+            && i > 0
+            && bytes[i - 1] == b','
+            && ops[..i].rfind('(') > ops[..i].rfind(')')
+        {
             i += 1;
             continue;
         }
@@ -390,4 +598,145 @@ fn llvm_operands(ops: &str, id: u32, mnemonic: &str, bytes: &[u8]) -> String {
         i += 1;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Decodes one instruction and renders it as the dump does.
+    fn render(bytes: &[u8]) -> String {
+        let cs = capstone(true).unwrap();
+        let insns = cs.disasm_count(bytes, 0x1000, 1).unwrap();
+        let insn = insns.iter().next().unwrap();
+        format_insn(insn).trim_start_matches('\t').to_string()
+    }
+
+    fn kind_of(bytes: &[u8]) -> (InstKind, Option<u64>) {
+        let cs = capstone(false).unwrap();
+        let insns = cs.disasm_count(bytes, 0x1000, 1).unwrap();
+        let insn = insns.iter().next().unwrap();
+        assert_eq!(insn.len(), bytes.len());
+        classify(insn.id().0, insn.bytes(), 0x1000)
+    }
+
+    #[test]
+    fn instruction_kinds() {
+        use InstKind::*;
+        assert_eq!(kind_of(&[0xe8, 0x10, 0, 0, 0]), (Call, Some(0x1015)));
+        assert_eq!(kind_of(&[0xff, 0xd0]), (Call, None));
+        assert_eq!(kind_of(&[0xff, 0x15, 0, 0, 0, 0]), (Call, None));
+        assert_eq!(kind_of(&[0xc3]), (Return, None));
+        assert_eq!(kind_of(&[0xc2, 8, 0]), (Return, None));
+        assert_eq!(kind_of(&[0xf3, 0xc3]), (Return, None));
+        assert_eq!(kind_of(&[0xcb]), (Return, None));
+        assert_eq!(kind_of(&[0x48, 0xcf]), (Return, None));
+        assert_eq!(
+            kind_of(&[0xe9, 0xfb, 0xff, 0xff, 0xff]),
+            (DirectJump, Some(0x1000))
+        );
+        assert_eq!(kind_of(&[0xeb, 0xfe]), (DirectJump, Some(0x1000)));
+        assert_eq!(kind_of(&[0xff, 0xe0]), (IndirectJump, None));
+        assert_eq!(kind_of(&[0x3e, 0xff, 0xe0]), (IndirectJump, None));
+        assert_eq!(kind_of(&[0xff, 0x25, 0, 0, 0, 0]), (IndirectJump, None));
+        assert_eq!(kind_of(&[0x74, 0x02]), (ConditionalJump, None));
+        assert_eq!(kind_of(&[0x0f, 0x8f, 0, 1, 0, 0]), (ConditionalJump, None));
+        assert_eq!(kind_of(&[0xe3, 0x02]), (ConditionalJump, None));
+        assert_eq!(kind_of(&[0x67, 0xe3, 0x02]), (ConditionalJump, None));
+        assert_eq!(kind_of(&[0xe2, 0xfe]), (ConditionalJump, None));
+        assert_eq!(kind_of(&[0xe1, 0xfe]), (ConditionalJump, None));
+        assert_eq!(kind_of(&[0xe0, 0xfe]), (ConditionalJump, None));
+        assert_eq!(kind_of(&[0x90]), (Other, None));
+        assert_eq!(kind_of(&[0x0f, 0x05]), (Other, None));
+    }
+
+    #[test]
+    fn lock_prefix_is_its_own_instruction() {
+        // lock incl (%rax); ret — as llvm-profgen-19 decodes it: lock, incl, ret.
+        let bytes = [0xf0, 0xff, 0x00, 0xc3];
+        let sec = TextSection {
+            name: ".text",
+            addr: 0x1000,
+            bytes: &bytes,
+            skipped: false,
+            symbols: vec![Symbol {
+                addr: 0x1000,
+                size: 4,
+                name: "f",
+                section: SectionIndex(1),
+                is_func: true,
+            }],
+        };
+        let code = decode(std::slice::from_ref(&sec)).unwrap();
+        assert_eq!(code.addrs, [0x1000, 0x1001, 0x1003]);
+        assert_eq!(code.sizes, [1, 2, 1]);
+        assert_eq!(
+            code.kinds,
+            [InstKind::Other, InstKind::Other, InstKind::Return]
+        );
+    }
+
+    #[test]
+    fn undecodable_bytes_are_skipped_one_at_a_time() {
+        // Two invalid bytes (06 is not an x86-64 instruction), then ret.
+        let bytes = [0x06, 0x06, 0xc3];
+        let sec = TextSection {
+            name: ".text",
+            addr: 0x1000,
+            bytes: &bytes,
+            skipped: false,
+            symbols: vec![Symbol {
+                addr: 0x1000,
+                size: 3,
+                name: "f",
+                section: SectionIndex(1),
+                is_func: true,
+            }],
+        };
+        let code = decode(std::slice::from_ref(&sec)).unwrap();
+        assert_eq!(
+            (code.addrs.as_slice(), code.invalid_bytes),
+            (&[0x1002][..], 2)
+        );
+    }
+
+    #[test]
+    fn operands_print_like_llvm() {
+        assert_eq!(
+            render(&[0x48, 0xba, 0, 0, 0, 0, 0, 0, 0, 0x80]),
+            "movabsq\t$-9223372036854775808, %rdx"
+        );
+        assert_eq!(
+            render(&[0x48, 0xc7, 0x44, 0x24, 0x30, 0xff, 0xff, 0xff, 0xff]),
+            "movq\t$-1, 48(%rsp)"
+        );
+        assert_eq!(
+            render(&[0xb8, 0xff, 0xff, 0xff, 0xff]),
+            "movl\t$4294967295, %eax"
+        );
+        assert_eq!(render(&[0x83, 0xe2, 0xfc]), "andl\t$-4, %edx");
+        assert_eq!(render(&[0x66, 0x3d, 0x00, 0xff]), "cmpw\t$65280, %ax");
+        assert_eq!(render(&[0xc6, 0x00, 0xff]), "movb\t$-1, (%rax)");
+        assert_eq!(render(&[0xd1, 0xfe]), "sarl\t%esi");
+        assert_eq!(
+            render(&[0x48, 0x8d, 0x04, 0x40]),
+            "leaq\t(%rax,%rax,2), %rax"
+        );
+        assert_eq!(
+            render(&[0xff, 0x15, 0x3f, 0x2f, 0, 0]),
+            "callq\t*12095(%rip)"
+        );
+        assert_eq!(
+            render(&[0xf3, 0x48, 0xab]),
+            "rep\t\tstosq\t%rax, %es:(%rdi)"
+        );
+        assert_eq!(render(&[0x4c, 0x63, 0x1f]), "movslq\t(%rdi), %r11");
+        assert_eq!(
+            render(&[0xf2, 0x0f, 0x10, 0x47, 0x08]),
+            "movsd\t8(%rdi), %xmm0"
+        );
+        // Expected texts from `llvm-mc-19 --disassemble`.
+        assert_eq!(render(&[0x48, 0x87, 0xde]), "xchgq\t%rsi, %rbx");
+        assert_eq!(render(&[0x48, 0x87, 0xf3]), "xchgq\t%rbx, %rsi");
+    }
 }

@@ -6,16 +6,18 @@
 //! keeps a compact copy of every subroutine DIE (name, decl line, call line, call
 //! discriminator, parent) and an address map built like LLVM's `DWARFUnit::AddrDieMap`. Line
 //! tables are parsed lazily per unit on first use, so symbolizing a few hot functions of a huge
-//! binary stays cheap. LLVM does not read `DW_AT_decl_line`/discriminators through addr2line's
-//! API, so this uses gimli directly.
+//! binary stays cheap. Skeleton units of split DWARF are completed from their `.dwo` files.
+//! addr2line's API exposes neither `DW_AT_decl_line` nor discriminators, so this uses gimli
+//! directly.
 
-use super::elf::Elf;
 use super::SourceFrame;
+use super::elf::Elf;
 use gimli::{AttributeValue, DwAt, EndianSlice, RunTimeEndian, UnitOffset};
 use hashbrown::HashMap;
 use object::{Object, ObjectSection};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::{Arc, OnceLock};
 
@@ -105,16 +107,38 @@ struct Resolved<S = Arc<str>> {
 
 impl<S> Default for Resolved<S> {
     fn default() -> Self {
-        Resolved { linkage: None, name: None, decl_line: None }
+        Resolved {
+            linkage: None,
+            name: None,
+            decl_line: None,
+        }
     }
 }
 
-struct Loader<'a> {
-    dwarf: gimli::Dwarf<Reader<'a>>,
-    headers: Vec<gimli::UnitHeader<Reader<'a>>>,
+/// Per-worker DIE reader; caches parsed units and resolved names of the DIEs it visits
+/// (references may cross units).
+struct Loader<'d, 'a> {
+    dwarf: &'d gimli::Dwarf<Reader<'a>>,
+    headers: &'d [gimli::UnitHeader<Reader<'a>>],
+    /// Where to look for `.dwo` files besides the skeleton's comp_dir.
+    binary_dir: &'d Path,
     parsed_units: HashMap<usize, Rc<Unit<'a>>>,
     memo: HashMap<usize, Resolved>,
     names: HashMap<String, Arc<str>>,
+}
+
+/// What one unit contributes; node indices (and parents) are local to the unit.
+#[derive(Default)]
+struct UnitResult {
+    nodes: Vec<Node>,
+    /// `(start, end, node)` in DIE order, parents before children.
+    ranges: Vec<(u64, u64, u32)>,
+    subprograms: Vec<Subprogram>,
+    line_offset: Option<gimli::DebugLineOffset<usize>>,
+    address_size: u8,
+    /// A skeleton unit whose `.dwo` could not be read: the reason.
+    missing_dwo: Option<String>,
+    error: Option<String>,
 }
 
 impl DebugInfo {
@@ -124,8 +148,12 @@ impl DebugInfo {
 
     /// Reads all DIEs of `obj`. Address ranges below `preferred_base` (code discarded by the
     /// linker) are left out of the address map.
-    pub fn load(obj: &Elf<'_>, preferred_base: u64) -> DebugInfo {
-        let endian = if obj.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
+    pub fn load(obj: &Elf<'_>, preferred_base: u64, binary_dir: &Path) -> DebugInfo {
+        let endian = if obj.is_little_endian() {
+            RunTimeEndian::Little
+        } else {
+            RunTimeEndian::Big
+        };
         let mut warnings = Vec::new();
         let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, std::convert::Infallible> {
             Ok(match obj.section_by_name(id.name()) {
@@ -152,8 +180,21 @@ impl DebugInfo {
             .and_then(|s| s.uncompressed_data().ok())
             .map(Cow::into_owned)
             .unwrap_or_default();
-        let mut loader =
-            Loader { dwarf, headers, parsed_units: HashMap::new(), memo: HashMap::new(), names: HashMap::new() };
+        use rayon::prelude::*;
+        let results: Vec<UnitResult> = (0..headers.len())
+            .into_par_iter()
+            .map_init(
+                || Loader {
+                    dwarf: &dwarf,
+                    headers: &headers,
+                    binary_dir,
+                    parsed_units: HashMap::new(),
+                    memo: HashMap::new(),
+                    names: HashMap::new(),
+                },
+                |loader, i| loader.load_unit(i, preferred_base),
+            )
+            .collect();
         let mut info = DebugInfo {
             nodes: Vec::new(),
             addr_map: Vec::new(),
@@ -163,14 +204,48 @@ impl DebugInfo {
             subprograms: Vec::new(),
             warnings,
         };
+        // Merged in unit order, so the address map is built exactly as a sequential walk would.
         let mut map = BTreeMap::new();
-        for i in 0..loader.headers.len() {
-            if let Err(e) = loader.load_unit(i, &mut info, &mut map, preferred_base) {
-                let off = loader.headers[i].offset().0;
-                info.warnings.push(format!("malformed DWARF unit at .debug_info offset {off:#x}: {e}"));
+        let (mut missing_dwo, mut missing_dwo_count) = (None, 0);
+        for (ui, r) in results.into_iter().enumerate() {
+            let first = info.nodes.len() as u32;
+            info.nodes.extend(r.nodes.into_iter().map(|mut n| {
+                if n.parent != NO_PARENT {
+                    n.parent += first;
+                }
+                n.unit = ui as u32;
+                n
+            }));
+            for (lo, hi, node) in r.ranges {
+                insert_range(&mut map, lo, hi, node + first);
+            }
+            info.subprograms.extend(r.subprograms);
+            info.units.push(UnitLines {
+                offset: r.line_offset,
+                address_size: r.address_size,
+                table: OnceLock::new(),
+            });
+            if let Some(why) = r.missing_dwo {
+                missing_dwo.get_or_insert(why);
+                missing_dwo_count += 1;
+            }
+            if let Some(e) = r.error {
+                let off = headers[ui].offset().0;
+                info.warnings.push(format!(
+                    "malformed DWARF unit at .debug_info offset {off:#x}: {e}"
+                ));
             }
         }
-        info.addr_map = map.into_iter().map(|(start, (end, node))| (start, end, node)).collect();
+        if let Some(first) = missing_dwo {
+            info.warnings.push(format!(
+                "DWO debug information was not loaded for {missing_dwo_count} modules. Please \
+                 check the .o, .dwo or .dwp path. (first: {first})"
+            ));
+        }
+        info.addr_map = map
+            .into_iter()
+            .map(|(start, (end, node))| (start, end, node))
+            .collect();
         info
     }
 
@@ -189,13 +264,16 @@ impl DebugInfo {
         let u = self.units.get(unit as usize)?;
         let offset = u.offset?;
         Some(u.table.get_or_init(|| {
-            parse_line_table(&self.debug_line, self.endian, offset, u.address_size).unwrap_or_default()
+            parse_line_table(&self.debug_line, self.endian, offset, u.address_size)
+                .unwrap_or_default()
         }))
     }
 
     /// Inline frames at `a`, outermost first; empty without a subroutine DIE.
     pub fn inline_stack(&self, a: u64) -> Vec<SourceFrame> {
-        let Some(leaf) = self.node_at(a) else { return Vec::new() };
+        let Some(leaf) = self.node_at(a) else {
+            return Vec::new();
+        };
         // Innermost first, as LLVM's inlined chain.
         let mut chain = vec![leaf];
         let mut n = leaf;
@@ -203,11 +281,15 @@ impl DebugInfo {
             n = self.nodes[n as usize].parent;
             chain.push(n);
         }
-        let leaf_row = self.lines(self.nodes[leaf as usize].unit).and_then(|t| t.lookup(a));
+        let leaf_row = self
+            .lines(self.nodes[leaf as usize].unit)
+            .and_then(|t| t.lookup(a));
         let mut frames = Vec::with_capacity(chain.len());
         for i in (0..chain.len()).rev() {
             let node = &self.nodes[chain[i] as usize];
-            let Some(name) = node.name.as_ref().filter(|n| !n.is_empty()) else { break };
+            let Some(name) = node.name.as_ref().filter(|n| !n.is_empty()) else {
+                break;
+            };
             let (line, discriminator) = if i == 0 {
                 leaf_row.map_or((0, 0), |r| (r.line, r.discriminator))
             } else {
@@ -224,7 +306,7 @@ impl DebugInfo {
     }
 }
 
-impl<'a> Loader<'a> {
+impl<'a> Loader<'_, 'a> {
     fn intern(&mut self, s: Reader<'a>) -> Arc<str> {
         let s = String::from_utf8_lossy(s.slice());
         if let Some(a) = self.names.get(s.as_ref()) {
@@ -252,20 +334,110 @@ impl<'a> Loader<'a> {
         Some(i)
     }
 
-    fn load_unit(
+    fn load_unit(&mut self, ui: usize, preferred_base: u64) -> UnitResult {
+        let mut out = UnitResult::default();
+        let unit = match self.unit(ui) {
+            Ok(unit) => unit,
+            Err(e) => {
+                out.error = Some(e.to_string());
+                return out;
+            }
+        };
+        // Line tables stay in the main file even for split units.
+        out.line_offset = unit.line_program.as_ref().map(|p| p.header().offset());
+        out.address_size = unit.header.address_size();
+        let walked = if unit.dwo_id.is_some() {
+            match self.load_dwo(&unit, preferred_base, &mut out) {
+                Ok(()) => Ok(()),
+                Err(why) => {
+                    out.missing_dwo = Some(why);
+                    // The skeleton itself may still describe some code.
+                    self.walk_unit(ui, preferred_base, &mut out)
+                }
+            }
+        } else {
+            self.walk_unit(ui, preferred_base, &mut out)
+        };
+        if let Err(e) = walked {
+            out.error = Some(e.to_string());
+        }
+        out
+    }
+
+    /// Reads the `.dwo` file of skeleton unit `skeleton` (found in its comp_dir, as given, or
+    /// next to the binary) and walks its split compilation unit.
+    fn load_dwo(
+        &self,
+        skeleton: &Unit<'a>,
+        preferred_base: u64,
+        out: &mut UnitResult,
+    ) -> Result<(), String> {
+        let name = skeleton
+            .dwo_name()
+            .ok()
+            .flatten()
+            .and_then(|v| self.dwarf.attr_string(skeleton, v).ok())
+            .map(|s| String::from_utf8_lossy(s.slice()).into_owned())
+            .ok_or("skeleton unit without DW_AT_dwo_name")?;
+        let name_path = Path::new(&name);
+        let mut candidates = Vec::new();
+        if let Some(dir) = &skeleton.comp_dir {
+            candidates.push(Path::new(&*String::from_utf8_lossy(dir.slice())).join(name_path));
+        }
+        candidates.push(name_path.to_path_buf());
+        if let Some(file) = name_path.file_name() {
+            candidates.push(self.binary_dir.join(file));
+        }
+        let (path, file) = candidates
+            .iter()
+            .find_map(|p| Some((p, std::fs::File::open(p).ok()?)))
+            .ok_or_else(|| format!("{name}: not found"))?;
+        let what = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        // SAFETY: read-only mapping, as for the binary itself.
+        let data = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| what(&e))?;
+        let obj = object::File::parse(&*data).map_err(|e| what(&e))?;
+        let endian = gimli::Reader::endian(gimli::Section::reader(&self.dwarf.debug_info));
+        let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, std::convert::Infallible> {
+            let section = id.dwo_name().and_then(|n| obj.section_by_name(n));
+            Ok(section
+                .and_then(|s| s.uncompressed_data().ok())
+                .unwrap_or(Cow::Borrowed(&[])))
+        };
+        let Ok(sections) = gimli::DwarfSections::load(load);
+        let mut dwo = sections.borrow(|s| EndianSlice::new(s, endian));
+        dwo.make_dwo(self.dwarf);
+        let mut headers = Vec::new();
+        let mut iter = dwo.units();
+        while let Some(h) = iter.next().map_err(|e| what(&e))? {
+            headers.push(h);
+        }
+        let index = headers
+            .iter()
+            .position(|h| matches!(h.type_(), gimli::UnitType::SplitCompilation(id) if Some(id) == skeleton.dwo_id))
+            .ok_or_else(|| what(&"no split compilation unit with the skeleton's DWO id"))?;
+        let mut unit = dwo.unit(headers[index]).map_err(|e| what(&e))?;
+        unit.copy_relocated_attributes(skeleton);
+        let mut loader = Loader {
+            dwarf: &dwo,
+            headers: &headers,
+            binary_dir: self.binary_dir,
+            parsed_units: HashMap::new(),
+            memo: HashMap::new(),
+            names: HashMap::new(),
+        };
+        loader.parsed_units.insert(index, Rc::new(unit));
+        loader
+            .walk_unit(index, preferred_base, out)
+            .map_err(|e| what(&e))
+    }
+
+    fn walk_unit(
         &mut self,
         ui: usize,
-        info: &mut DebugInfo,
-        map: &mut BTreeMap<u64, (u64, u32)>,
         preferred_base: u64,
+        out: &mut UnitResult,
     ) -> gimli::Result<()> {
         let unit = self.unit(ui)?;
-        info.units.push(UnitLines {
-            offset: unit.line_program.as_ref().map(|p| p.header().offset()),
-            address_size: unit.header.address_size(),
-            table: OnceLock::new(),
-        });
-        let unit_index = (info.units.len() - 1) as u32;
         let mut cursor = unit.entries();
         // (depth, node) of the enclosing subroutine DIEs.
         let mut stack: Vec<(isize, u32)> = Vec::new();
@@ -284,29 +456,47 @@ impl<'a> Loader<'a> {
             while let Some(r) = iter.next()? {
                 ranges.push((r.begin, r.end));
             }
-            let udata = |at: DwAt| entry.attr_value(at).and_then(|v| v.udata_value()).unwrap_or(0);
-            let (call_line, call_discriminator) =
-                if inlined { (udata(gimli::DW_AT_call_line), udata(gimli::DW_AT_GNU_discriminator)) } else { (0, 0) };
+            let udata = |at: DwAt| {
+                entry
+                    .attr_value(at)
+                    .and_then(|v| v.udata_value())
+                    .unwrap_or(0)
+            };
+            let (call_line, call_discriminator) = if inlined {
+                (
+                    udata(gimli::DW_AT_call_line),
+                    udata(gimli::DW_AT_GNU_discriminator),
+                )
+            } else {
+                (0, 0)
+            };
             let resolved = self.resolve(ui, entry.offset(), 0);
             let name = resolved.linkage.or(resolved.name);
-            let parent = if inlined { stack.last().map_or(NO_PARENT, |s| s.1) } else { NO_PARENT };
-            let node = info.nodes.len() as u32;
-            info.nodes.push(Node {
+            let parent = if inlined {
+                stack.last().map_or(NO_PARENT, |s| s.1)
+            } else {
+                NO_PARENT
+            };
+            let node = out.nodes.len() as u32;
+            out.nodes.push(Node {
                 name: name.clone(),
                 decl_line: resolved.decl_line.unwrap_or(0),
                 call_line,
                 call_discriminator,
                 parent,
-                unit: unit_index,
+                unit: 0,
             });
             stack.push((depth, node));
             for &(lo, hi) in &ranges {
                 if hi > lo && lo >= preferred_base {
-                    insert_range(map, lo, hi, node);
+                    out.ranges.push((lo, hi, node));
                 }
             }
-            if !inlined && let Some(name) = name && !ranges.is_empty() {
-                info.subprograms.push(Subprogram { name, ranges });
+            if !inlined
+                && let Some(name) = name
+                && !ranges.is_empty()
+            {
+                out.subprograms.push(Subprogram { name, ranges });
             }
         }
         Ok(())
@@ -315,19 +505,27 @@ impl<'a> Loader<'a> {
     /// LLVM's `findRecursively` for the linkage name, name and decl line: the DIE's own
     /// attribute, else its specification's, else its abstract origin's.
     fn resolve(&mut self, ui: usize, off: UnitOffset<usize>, depth: u32) -> Resolved {
-        let Ok(unit) = self.unit(ui) else { return Resolved::default() };
-        let Some(global) = off.to_debug_info_offset(&unit.header) else { return Resolved::default() };
+        let Ok(unit) = self.unit(ui) else {
+            return Resolved::default();
+        };
+        let Some(global) = off.to_debug_info_offset(&unit.header) else {
+            return Resolved::default();
+        };
         if let Some(r) = self.memo.get(&global.0) {
             return r.clone();
         }
         // Placeholder against reference cycles.
         self.memo.insert(global.0, Resolved::default());
-        let Ok(entry) = unit.entry(off) else { return Resolved::default() };
+        let Ok(entry) = unit.entry(off) else {
+            return Resolved::default();
+        };
         let mut r: Resolved<Reader<'a>> = Resolved::default();
         let mut refs = Vec::new();
         for attr in entry.attrs() {
             match attr.name() {
-                gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name if r.linkage.is_none() => {
+                gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name
+                    if r.linkage.is_none() =>
+                {
                     if let Ok(s) = self.dwarf.attr_string(&unit, attr.value()) {
                         r.linkage = Some(s);
                     }
@@ -338,7 +536,9 @@ impl<'a> Loader<'a> {
                     }
                 }
                 gimli::DW_AT_decl_line => r.decl_line = attr.udata_value(),
-                gimli::DW_AT_specification | gimli::DW_AT_abstract_origin => refs.push((attr.name(), attr.value())),
+                gimli::DW_AT_specification | gimli::DW_AT_abstract_origin => {
+                    refs.push((attr.name(), attr.value()))
+                }
                 _ => {}
             }
         }
@@ -350,7 +550,8 @@ impl<'a> Loader<'a> {
         // Specification first, as LLVM's worklist pops it before the abstract origin.
         refs.sort_by_key(|(name, _)| *name != gimli::DW_AT_specification);
         for (_, value) in refs {
-            if out.linkage.is_some() && out.name.is_some() && out.decl_line.is_some() || depth > 64 {
+            if out.linkage.is_some() && out.name.is_some() && out.decl_line.is_some() || depth > 64
+            {
                 break;
             }
             let target = match value {
@@ -404,7 +605,9 @@ fn parse_line_table(
             let first = table.rows.get(seq_start).map(|r| r.addr);
             match first {
                 Some(low) if low < row.address() => {
-                    table.sequences.push((low, row.address(), seq_start, table.rows.len()));
+                    table
+                        .sequences
+                        .push((low, row.address(), seq_start, table.rows.len()));
                     seq_start = table.rows.len();
                 }
                 _ => table.rows.truncate(seq_start),
@@ -423,10 +626,35 @@ fn parse_line_table(
 }
 
 /// Base discriminator of a raw DWARF discriminator
-/// (`DILocation::getBaseDiscriminatorFromDiscriminator`); flow-sensitive discriminators (`fs`)
-/// are used as they are.
+/// (`DILocation::getBaseDiscriminatorFromDiscriminator`). A pseudo-probe discriminator (low bits
+/// `0b111`, written by `-fpseudo-probe-for-profiling`) yields the DWARF base discriminator packed
+/// into it (bit 28 set, bits 18:16), else its probe id; flow-sensitive discriminators (`fs`) are
+/// used as they are.
 pub fn base_discriminator(raw: u32, fs: bool) -> u32 {
+    if is_probe_discriminator(raw) {
+        if raw & PROBE_HAS_DWARF_BASE != 0 {
+            return (raw >> 16) & 0x7;
+        }
+        return probe_index_from_discriminator(raw);
+    }
     if fs { raw } else { prefix_decode(raw) }
+}
+
+const PROBE_HAS_DWARF_BASE: u32 = 1 << 28;
+
+/// `PseudoProbeDwarfDiscriminator::isPseudoProbeDiscriminator`.
+pub fn is_probe_discriminator(raw: u32) -> bool {
+    raw & 0x7 == 0x7
+}
+
+/// `PseudoProbeDwarfDiscriminator::extractProbeIndex`: bits 18:3, or 15:3 when bits 18:16 hold a
+/// DWARF base discriminator.
+pub fn probe_index_from_discriminator(raw: u32) -> u32 {
+    if raw & PROBE_HAS_DWARF_BASE != 0 {
+        (raw >> 3) & 0x1fff
+    } else {
+        (raw >> 3) & 0xffff
+    }
 }
 
 /// Duplication factor (unroll/vectorization copies) of a raw DWARF discriminator
@@ -447,7 +675,11 @@ fn prefix_decode(u: u32) -> u32 {
         return 0;
     }
     let u = u >> 1;
-    if u & 0x20 != 0 { ((u >> 1) & 0xfe0) | (u & 0x1f) } else { u & 0x1f }
+    if u & 0x20 != 0 {
+        ((u >> 1) & 0xfe0) | (u & 0x1f)
+    } else {
+        u & 0x1f
+    }
 }
 
 /// `FunctionSamples::getCanonicalFnName(name, "selected")` with `.__uniq.` suffixes kept:
@@ -455,11 +687,83 @@ fn prefix_decode(u: u32) -> u32 {
 pub fn canonical_fn_name(name: &str) -> &str {
     let mut cand = name;
     for suffix in [".llvm.", ".part."] {
-        let Some(it) = cand.rfind(suffix) else { continue };
+        let Some(it) = cand.rfind(suffix) else {
+            continue;
+        };
         let last_dot = cand.rfind('.');
         if last_dot == Some(it) || last_dot == Some(it + suffix.len() - 1) {
             cand = &cand[..it];
         }
     }
     cand
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_names_strip_selected_suffixes() {
+        assert_eq!(canonical_fn_name("foo.llvm.1234"), "foo");
+        assert_eq!(canonical_fn_name("foo.part.1"), "foo");
+        assert_eq!(canonical_fn_name("foo.part.1.llvm.2"), "foo");
+        assert_eq!(canonical_fn_name("foo.__uniq.123"), "foo.__uniq.123");
+        assert_eq!(canonical_fn_name("foo.__uniq.123.llvm.4"), "foo.__uniq.123");
+        assert_eq!(canonical_fn_name("foo.cold"), "foo.cold");
+        assert_eq!(canonical_fn_name("foo.llvm.1.cold"), "foo.llvm.1.cold");
+        assert_eq!(canonical_fn_name("_ZN3fooEv"), "_ZN3fooEv");
+    }
+
+    /// LLVM's `DILocation::encodeDiscriminator(BD, DF, 0)`.
+    fn encode(bd: u32, df: u32) -> u32 {
+        let prefix = |u: u32| {
+            if u > 0x1f {
+                ((u & 0xfe0) << 1) | (u & 0x1f) | 0x20
+            } else {
+                u
+            }
+        };
+        let component = |c: u32| if c == 0 { 1 } else { prefix(c) << 1 };
+        let bits = |c: u32| {
+            if c == 0 {
+                1
+            } else if c > 0x1f {
+                14
+            } else {
+                7
+            }
+        };
+        if df == 0 {
+            component(bd)
+        } else {
+            component(bd) | (component(df) << bits(bd))
+        }
+    }
+
+    #[test]
+    fn discriminator_components() {
+        assert_eq!((base_discriminator(2, false), duplication_factor(2, false)), (1, 1));
+        // Probe discriminators as clang-19 writes them (prog_probe's line table): DirectCall
+        // probe 2 with DWARF base discriminator 0 packed in; without bit 28, the probe id.
+        assert_eq!(probe_index_from_discriminator(0x1b20_0017), 2);
+        assert_eq!(base_discriminator(0x1b20_0017, false), 0);
+        assert_eq!(base_discriminator(0x1b23_0017, false), 3);
+        assert_eq!(probe_index_from_discriminator(0x1b23_0017), 2);
+        assert_eq!(base_discriminator(0x0b23_0017, false), 0x6002);
+        assert_eq!(encode(3, 8), 2054);
+        for (bd, df) in [
+            (0, 0),
+            (1, 0),
+            (3, 8),
+            (0, 2),
+            (40, 0),
+            (40, 3),
+            (31, 100),
+            (4000, 7),
+        ] {
+            let raw = encode(bd, df);
+            assert_eq!(base_discriminator(raw, false), bd, "{raw}");
+            assert_eq!(duplication_factor(raw, false), df.max(1), "{raw}");
+        }
+    }
 }

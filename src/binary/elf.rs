@@ -33,7 +33,9 @@ pub fn parse(data: &[u8]) -> Result<Elf<'_>, String> {
     let elf = Elf::parse(data).map_err(|e| format!("not a valid 64-bit ELF image: {e}"))?;
     let machine = elf.elf_header().e_machine(elf.endian());
     if machine != elf::EM_X86_64 {
-        return Err(format!("unsupported ELF machine {machine} (only x86-64 is supported)"));
+        return Err(format!(
+            "unsupported ELF machine {machine} (only x86-64 is supported)"
+        ));
     }
     Ok(elf)
 }
@@ -103,9 +105,13 @@ pub struct Symbol<'data> {
 pub fn symbols<'data>(elf: &Elf<'data>) -> Vec<Symbol<'data>> {
     let mut out = Vec::new();
     for sym in elf.symbols() {
-        let Some(section) = sym.section_index() else { continue };
+        let Some(section) = sym.section_index() else {
+            continue;
+        };
         let name = if sym.kind() == SymbolKind::Section {
-            elf.section_by_index(section).ok().and_then(|s| s.name().ok())
+            elf.section_by_index(section)
+                .ok()
+                .and_then(|s| s.name().ok())
         } else {
             sym.name().ok()
         };
@@ -122,6 +128,8 @@ pub fn symbols<'data>(elf: &Elf<'data>) -> Vec<Symbol<'data>> {
 }
 
 /// Whether the section has `SHF_EXECINSTR`.
-pub fn is_exec_section(section: &object::read::elf::ElfSection64<'_, '_, object::Endianness>) -> bool {
+pub fn is_exec_section(
+    section: &object::read::elf::ElfSection64<'_, '_, object::Endianness>,
+) -> bool {
     matches!(section.flags(), object::SectionFlags::Elf { sh_flags, .. } if sh_flags.0 & elf::SHF_EXECINSTR.0 != 0)
 }

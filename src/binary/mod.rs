@@ -6,6 +6,17 @@
 //! table), source locations with inline chains, and decoded pseudo probes.
 //!
 //! All addresses are binary virtual addresses ([`Vaddr`]).
+//!
+//! Loading ([`Binary::load`]) decodes every instruction and reads every subprogram and
+//! inlined-subroutine DIE up front (in parallel); line tables are parsed per unit on first use
+//! and inline stacks are cached per function range, so [`Binary::inline_stack`] is cheap to call
+//! from many threads. Lookups are binary searches over sorted vectors.
+//!
+//! Deliberate difference from llvm-profgen-19: code that no DWARF subprogram covers gets a
+//! [`FuncSource::Symbol`] function from its `STT_FUNC` symbol, whose inline stack is one frame
+//! `(symbol name, 0, 0)`. Split DWARF is read from `.dwo` files (skeleton comp_dir, the
+//! name as given, or next to the binary); `.dwp` packages are not (a warning names the first
+//! unreadable unit).
 
 pub mod disasm;
 pub mod dwarf;
@@ -17,6 +28,7 @@ pub use disasm::DumpOptions;
 use crate::addr::{FileOffset, Vaddr};
 use crate::error::Error;
 use hashbrown::HashMap;
+use object::Object;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -48,7 +60,10 @@ pub enum InstKind {
 impl InstKind {
     /// llvm-profgen's `UncondSet`: calls, returns and direct unconditional jumps.
     pub fn is_unconditional(self) -> bool {
-        matches!(self, InstKind::Call | InstKind::Return | InstKind::DirectJump)
+        matches!(
+            self,
+            InstKind::Call | InstKind::Return | InstKind::DirectJump
+        )
     }
     /// llvm-profgen's `addressIsTransfer`.
     pub fn is_transfer(self) -> bool {
@@ -101,6 +116,9 @@ pub struct SourceFrame {
     pub discriminator: u32,
 }
 
+/// Inline stacks of one function range's instructions, in address order.
+type RangeStacks = Box<[Arc<[SourceFrame]>]>;
+
 /// The profiled binary, loaded once and shared read-only by every worker.
 pub struct Binary {
     path: PathBuf,
@@ -110,7 +128,7 @@ pub struct Binary {
     /// Sorted by start, disjoint starts.
     func_ranges: Vec<FuncRange>,
     /// Per function range, the inline stacks of its instructions, computed on first use.
-    range_frames: Vec<OnceLock<Box<[Arc<[SourceFrame]>]>>>,
+    range_frames: Vec<OnceLock<RangeStacks>>,
     debug: Option<dwarf::DebugInfo>,
     probes: Option<probes::ProbeInfo>,
     fs_discriminators: bool,
@@ -128,7 +146,10 @@ pub struct LoadOptions {
 }
 
 pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap, Error> {
-    let io = |source| Error::Io { path: path.to_path_buf(), source };
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let file = std::fs::File::open(path).map_err(io)?;
     // SAFETY: the file is only read; a concurrent truncation by another process is outside what
     // profgen can defend against (as for every mmap-based reader).
@@ -139,28 +160,50 @@ impl Binary {
     /// Loads the ELF at `path` (and the DWARF of `opts.debug_binary`). Errors name the file.
     pub fn load(path: &Path, opts: &LoadOptions) -> Result<Binary, Error> {
         let data = map_file(path)?;
-        let bad = |what: String| Error::BadFile { path: path.to_path_buf(), what };
+        let bad = |what: String| Error::BadFile {
+            path: path.to_path_buf(),
+            what,
+        };
         let obj = elf::parse(&data).map_err(bad)?;
         let elf_info = elf::info(&obj).map_err(bad)?;
         let symbols = elf::symbols(&obj);
         let sections = disasm::text_sections(&obj, &symbols).map_err(bad)?;
-        let mut code = disasm::decode(&sections).map_err(bad)?;
         let base = elf_info.preferred_base.0;
-
-        let mut warnings = Vec::new();
-        let debug = match &opts.debug_binary {
-            Some(dbg_path) => {
-                let dbg_data = map_file(dbg_path)?;
-                let dbg_obj = elf::parse(&dbg_data)
-                    .map_err(|what| Error::BadFile { path: dbg_path.clone(), what })?;
-                dwarf::DebugInfo::load(&dbg_obj, base)
+        let dbg_data = opts.debug_binary.as_deref().map(map_file).transpose()?;
+        let dbg_obj = match (&dbg_data, &opts.debug_binary) {
+            (Some(data), Some(dbg_path)) => {
+                Some(elf::parse(data).map_err(|what| Error::BadFile {
+                    path: dbg_path.clone(),
+                    what,
+                })?)
             }
-            None => dwarf::DebugInfo::load(&obj, base),
+            _ => None,
         };
-        warnings.extend(debug.warnings.iter().map(|w| format!("{}: {w}", path.display())));
+        // Disassembly and DWARF are independent; each is the bulk of the loading time.
+        let (code, debug) = rayon::join(
+            || disasm::decode(&sections),
+            || {
+                let dwarf_path = opts.debug_binary.as_deref().unwrap_or(path);
+                let dir = dwarf_path.parent().unwrap_or(Path::new("."));
+                dwarf::DebugInfo::load(dbg_obj.as_ref().unwrap_or(&obj), base, dir)
+            },
+        );
+        let mut code = code.map_err(bad)?;
+        let dwarf_path = opts.debug_binary.as_deref().unwrap_or(path);
+        let mut warnings: Vec<String> = debug
+            .warnings
+            .iter()
+            .map(|w| format!("{}: {w}", dwarf_path.display()))
+            .collect();
 
-        let (functions, mut func_ranges) = build_functions(&debug.subprograms, &symbols, &sections, base);
+        let (functions, mut func_ranges) =
+            build_functions(&debug.subprograms, &symbols, &sections, base);
         mark_entries(&functions, &mut func_ranges, &sections);
+        warnings.extend(no_entry_warning(
+            &debug.subprograms,
+            &functions,
+            &func_ranges,
+        ));
         code.compute_prolog_epilog(func_ranges.iter().map(|r| r.start.0));
 
         let probes = if opts.use_dwarf_correlation {
@@ -170,7 +213,9 @@ impl Binary {
         };
         let fs_discriminators = symbols.iter().any(|s| {
             s.name == "__llvm_fs_discriminator__"
-                && !sections.iter().any(|t| t.symbols.first().is_some_and(|f| f.section == s.section))
+                && obj
+                    .section_by_index(s.section)
+                    .is_ok_and(|sec| !elf::is_exec_section(&sec))
         });
         Ok(Binary {
             path: path.to_path_buf(),
@@ -231,12 +276,17 @@ impl Binary {
         self.code.index_of(a.0).map(|i| self.code.kinds[i])
     }
     pub fn inst_size(&self, a: Vaddr) -> Option<u64> {
-        self.code.index_of(a.0).map(|i| u64::from(self.code.sizes[i]))
+        self.code
+            .index_of(a.0)
+            .map(|i| u64::from(self.code.sizes[i]))
     }
     /// Start addresses of all decoded instructions within [start, end] (inclusive), ascending.
     pub fn insts_in(&self, start: Vaddr, end: Vaddr) -> impl Iterator<Item = Vaddr> + '_ {
         let first = self.code.lower_bound(start.0);
-        self.code.addrs[first..].iter().take_while(move |&&a| a <= end.0).map(|&a| Vaddr(a))
+        self.code.addrs[first..]
+            .iter()
+            .take_while(move |&&a| a <= end.0)
+            .map(|&a| Vaddr(a))
     }
     /// The first instruction after `a`.
     pub fn next_inst(&self, a: Vaddr) -> Option<Vaddr> {
@@ -281,7 +331,10 @@ impl Binary {
         &self.func_ranges
     }
     fn func_range_index(&self, a: Vaddr) -> Option<usize> {
-        let i = self.func_ranges.partition_point(|r| r.start <= a).checked_sub(1)?;
+        let i = self
+            .func_ranges
+            .partition_point(|r| r.start <= a)
+            .checked_sub(1)?;
         (a < self.func_ranges[i].end).then_some(i)
     }
     /// The function range containing `a`.
@@ -290,7 +343,10 @@ impl Binary {
     }
     /// The function range starting exactly at `a`.
     pub fn func_range_at_start(&self, a: Vaddr) -> Option<&FuncRange> {
-        let i = self.func_ranges.binary_search_by_key(&a, |r| r.start).ok()?;
+        let i = self
+            .func_ranges
+            .binary_search_by_key(&a, |r| r.start)
+            .ok()?;
         Some(&self.func_ranges[i])
     }
     /// Inline frames of the instruction at `a`, outermost first; empty when `a` has no line info
@@ -318,7 +374,11 @@ impl Binary {
             return stacks[idx - first].clone();
         }
         let frames = self.compute_inline_stack(a);
-        if frames.is_empty() { self.empty_stack.clone() } else { Arc::from(frames) }
+        if frames.is_empty() {
+            self.empty_stack.clone()
+        } else {
+            Arc::from(frames)
+        }
     }
     fn compute_inline_stack(&self, a: Vaddr) -> Vec<SourceFrame> {
         if let Some(debug) = &self.debug
@@ -368,7 +428,11 @@ fn build_functions(
         let i = dwarf_ranges.partition_point(|r| r.0 <= a);
         i > 0 && a < dwarf_ranges[i - 1].1
     };
-    let decoded: Vec<_> = sections.iter().filter(|s| !s.skipped).map(|s| s.symbols.first().map(|f| f.section)).collect();
+    let decoded: Vec<_> = sections
+        .iter()
+        .filter(|s| !s.skipped)
+        .map(|s| s.symbols.first().map(|f| f.section))
+        .collect();
     let mut func_syms: Vec<&elf::Symbol<'_>> = symbols
         .iter()
         .filter(|s| s.is_func && s.size > 0 && s.addr >= base && decoded.contains(&Some(s.section)))
@@ -379,7 +443,9 @@ fn build_functions(
         if sym.addr < last_end || covered(sym.addr) {
             continue;
         }
-        let next_dwarf = dwarf_ranges.get(dwarf_ranges.partition_point(|r| r.0 <= sym.addr)).map_or(u64::MAX, |r| r.0);
+        let next_dwarf = dwarf_ranges
+            .get(dwarf_ranges.partition_point(|r| r.0 <= sym.addr))
+            .map_or(u64::MAX, |r| r.0);
         let end = sym.addr.saturating_add(sym.size).min(next_dwarf);
         last_end = end;
         b.add(&Arc::from(sym.name), FuncSource::Symbol, sym.addr, end);
@@ -403,31 +469,145 @@ struct FunctionsBuilder {
 impl FunctionsBuilder {
     fn add(&mut self, name: &Arc<str>, source: FuncSource, start: u64, end: u64) {
         let functions = &mut self.functions;
-        let id = *self.by_name.entry((name.clone(), source == FuncSource::Symbol)).or_insert_with(|| {
-            functions.push(Function { name: name.clone(), ranges: Vec::new(), source });
-            FuncId((functions.len() - 1) as u32)
-        });
-        functions[id.0 as usize].ranges.push((Vaddr(start), Vaddr(end)));
+        let id = *self
+            .by_name
+            .entry((name.clone(), source == FuncSource::Symbol))
+            .or_insert_with(|| {
+                functions.push(Function {
+                    name: name.clone(),
+                    ranges: Vec::new(),
+                    source,
+                });
+                FuncId((functions.len() - 1) as u32)
+            });
+        functions[id.0 as usize]
+            .ranges
+            .push((Vaddr(start), Vaddr(end)));
         // First DIE wins on a duplicate start.
         if self.starts.insert(start, ()).is_none() {
-            self.ranges.push(FuncRange { start: Vaddr(start), end: Vaddr(end), func: id, is_entry: false });
+            self.ranges.push(FuncRange {
+                start: Vaddr(start),
+                end: Vaddr(end),
+                func: id,
+                is_entry: false,
+            });
         }
     }
+}
+
+/// llvm-profgen-19's `warnNoFuncEntry` summary over the DWARF functions (the total counts every
+/// subprogram name, also those whose ranges were all dropped).
+fn no_entry_warning(
+    subprograms: &[dwarf::Subprogram],
+    functions: &[Function],
+    ranges: &[FuncRange],
+) -> Option<String> {
+    let total = subprograms
+        .iter()
+        .map(|s| &s.name)
+        .collect::<hashbrown::HashSet<_>>()
+        .len();
+    let at_start = |a: Vaddr| {
+        let i = ranges.binary_search_by_key(&a, |r| r.start).ok()?;
+        Some(&ranges[i])
+    };
+    let missing = functions
+        .iter()
+        .filter(|f| f.source == FuncSource::Dwarf)
+        .filter(|f| {
+            !f.ranges
+                .iter()
+                .any(|r| at_start(r.0).is_some_and(|fr| fr.is_entry))
+        })
+        .count();
+    (missing > 0).then(|| {
+        format!(
+            "{:.2}%({missing}/{total}) of functions failed to determine function entry due to \
+             inconsistent name from symbol table and dwarf info.",
+            missing as f64 * 100.0 / total as f64
+        )
+    })
 }
 
 /// llvm-profgen's `setIsFuncEntry`, run for every symbol of every decoded text section: the
 /// range containing the symbol is an entry if its function has one range, or if the symbol's
 /// canonical name is the function's name.
-fn mark_entries(functions: &[Function], ranges: &mut [FuncRange], sections: &[disasm::TextSection<'_>]) {
-    for sym in sections.iter().filter(|s| !s.skipped).flat_map(|s| &s.symbols) {
+fn mark_entries(
+    functions: &[Function],
+    ranges: &mut [FuncRange],
+    sections: &[disasm::TextSection<'_>],
+) {
+    for sym in sections
+        .iter()
+        .filter(|s| !s.skipped)
+        .flat_map(|s| &s.symbols)
+    {
         let i = ranges.partition_point(|r| r.start.0 <= sym.addr);
-        let Some(r) = i.checked_sub(1).map(|i| &mut ranges[i]) else { continue };
+        let Some(r) = i.checked_sub(1).map(|i| &mut ranges[i]) else {
+            continue;
+        };
         if sym.addr >= r.end.0 {
             continue;
         }
         let func = &functions[r.func.0 as usize];
-        if func.ranges.len() == 1 || (!r.is_entry && *func.name == *dwarf::canonical_fn_name(sym.name)) {
+        if func.ranges.len() == 1
+            || (!r.is_entry && *func.name == *dwarf::canonical_fn_name(sym.name))
+        {
             r.is_entry = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_entry_warning_counts_dwarf_functions_without_entry_range() {
+        let name = |s: &str| Arc::<str>::from(s);
+        let subprograms = [
+            dwarf::Subprogram {
+                name: name("foo"),
+                ranges: vec![(0x10, 0x20), (0x40, 0x50)],
+            },
+            dwarf::Subprogram {
+                name: name("bar"),
+                ranges: vec![(0x20, 0x30)],
+            },
+            // All ranges dropped (below the base), still counted by llvm-profgen.
+            dwarf::Subprogram {
+                name: name("gone"),
+                ranges: vec![(0x0, 0x8)],
+            },
+        ];
+        let func = |n: &str, ranges: &[(u64, u64)]| Function {
+            name: name(n),
+            ranges: ranges.iter().map(|&(s, e)| (Vaddr(s), Vaddr(e))).collect(),
+            source: FuncSource::Dwarf,
+        };
+        let functions = [
+            func("foo", &[(0x10, 0x20), (0x40, 0x50)]),
+            func("bar", &[(0x20, 0x30)]),
+        ];
+        let range = |s: u64, e: u64, f: u32, is_entry: bool| FuncRange {
+            start: Vaddr(s),
+            end: Vaddr(e),
+            func: FuncId(f),
+            is_entry,
+        };
+        let mut ranges = vec![
+            range(0x10, 0x20, 0, false),
+            range(0x20, 0x30, 1, true),
+            range(0x40, 0x50, 0, false),
+        ];
+        assert_eq!(
+            no_entry_warning(&subprograms, &functions, &ranges).as_deref(),
+            Some(
+                "33.33%(1/3) of functions failed to determine function entry due to inconsistent \
+                 name from symbol table and dwarf info."
+            )
+        );
+        ranges[2].is_entry = true;
+        assert_eq!(no_entry_warning(&subprograms, &functions, &ranges), None);
     }
 }

@@ -73,6 +73,10 @@ pub struct Probe {
     pub node: NodeId,
 }
 
+/// A frame of a probe's inline context: function name and call-site probe id (or, for the
+/// leaf, the probe's own index).
+pub type ProbeFrame = (Arc<str>, u32);
+
 #[derive(Debug, Default)]
 pub struct ProbeInfo {
     /// Sorted by GUID; the first record wins on a duplicate GUID.
@@ -105,17 +109,28 @@ struct Cursor<'a> {
 
 impl Cursor<'_> {
     fn err(&self, what: &str) -> String {
-        format!("malformed {} at section offset {}: {what}", self.section, self.pos)
+        format!(
+            "malformed {} at section offset {}: {what}",
+            self.section, self.pos
+        )
     }
     fn u8(&mut self) -> Result<u8, String> {
-        let b = *self.data.get(self.pos).ok_or_else(|| self.err("unexpected end"))?;
+        let b = *self
+            .data
+            .get(self.pos)
+            .ok_or_else(|| self.err("unexpected end"))?;
         self.pos += 1;
         Ok(b)
     }
     fn u64(&mut self) -> Result<u64, String> {
-        let bytes = self.data.get(self.pos..self.pos + 8).ok_or_else(|| self.err("unexpected end"))?;
+        let bytes = self
+            .data
+            .get(self.pos..self.pos + 8)
+            .ok_or_else(|| self.err("unexpected end"))?;
         self.pos += 8;
-        Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| self.err("unexpected end"))?))
+        Ok(u64::from_le_bytes(
+            bytes.try_into().map_err(|_| self.err("unexpected end"))?,
+        ))
     }
     fn uleb(&mut self) -> Result<u64, String> {
         let mut value = 0u64;
@@ -180,15 +195,25 @@ impl Decoder<'_> {
         let node = if top_level {
             // Top-level nodes are keyed by a sequence number: repeated GUIDs stay separate.
             self.top_level_count += 1;
-            if !self.addr_based && let Some(&start) = self.func_starts.get(&guid) {
+            if !self.addr_based
+                && let Some(&start) = self.func_starts.get(&guid)
+            {
                 self.last_addr = start;
             }
-            self.add_node(InlineNode { guid, parent, callsite: 0 })
+            self.add_node(InlineNode {
+                guid,
+                parent,
+                callsite: 0,
+            })
         } else {
             match self.children.get(&(parent, guid, site)) {
                 Some(&n) => n,
                 None => {
-                    let n = self.add_node(InlineNode { guid, parent, callsite: site });
+                    let n = self.add_node(InlineNode {
+                        guid,
+                        parent,
+                        callsite: site,
+                    });
                     self.children.insert((parent, guid, site), n);
                     n
                 }
@@ -218,9 +243,21 @@ impl Decoder<'_> {
                     raw
                 }
             };
-            let discriminator = if attr & ATTR_HAS_DISCRIMINATOR != 0 { self.cur.uleb32()? } else { 0 };
+            let discriminator = if attr & ATTR_HAS_DISCRIMINATOR != 0 {
+                self.cur.uleb32()?
+            } else {
+                0
+            };
             if attr & ATTR_SENTINEL == 0 {
-                self.probes.push(Probe { addr: Vaddr(addr), guid, index, kind, attr, discriminator, node });
+                self.probes.push(Probe {
+                    addr: Vaddr(addr),
+                    guid,
+                    index,
+                    kind,
+                    attr,
+                    discriminator,
+                    node,
+                });
             }
             self.last_addr = addr;
         }
@@ -237,17 +274,28 @@ impl Decoder<'_> {
 }
 
 fn parse_descs(data: &[u8]) -> Result<Vec<FuncDesc>, String> {
-    let mut cur = Cursor { data, pos: 0, section: ".pseudo_probe_desc" };
+    let mut cur = Cursor {
+        data,
+        pos: 0,
+        section: ".pseudo_probe_desc",
+    };
     let mut descs = Vec::new();
     while !cur.at_end() {
         let guid = cur.u64()?;
         let hash = cur.u64()?;
         let len = cur.uleb()?;
-        let end = usize::try_from(len).ok().and_then(|l| cur.pos.checked_add(l)).filter(|&e| e <= data.len());
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|l| cur.pos.checked_add(l))
+            .filter(|&e| e <= data.len());
         let end = end.ok_or_else(|| cur.err("function name runs past the section end"))?;
         let name = String::from_utf8_lossy(&data[cur.pos..end]);
         cur.pos = end;
-        descs.push(FuncDesc { guid, hash, name: Arc::from(name.as_ref()) });
+        descs.push(FuncDesc {
+            guid,
+            hash,
+            name: Arc::from(name.as_ref()),
+        });
     }
     descs.sort_by_key(|d| d.guid);
     descs.dedup_by_key(|d| d.guid);
@@ -257,12 +305,18 @@ fn parse_descs(data: &[u8]) -> Result<Vec<FuncDesc>, String> {
 impl ProbeInfo {
     /// Decodes the probe sections; `None` unless both exist.
     pub fn load(obj: &Elf<'_>) -> Result<Option<ProbeInfo>, String> {
-        let (Some(desc), Some(probe)) = (obj.section_by_name(".pseudo_probe_desc"), obj.section_by_name(".pseudo_probe"))
-        else {
+        let (Some(desc), Some(probe)) = (
+            obj.section_by_name(".pseudo_probe_desc"),
+            obj.section_by_name(".pseudo_probe"),
+        ) else {
             return Ok(None);
         };
-        let desc = desc.uncompressed_data().map_err(|e| format!(".pseudo_probe_desc: {e}"))?;
-        let probe = probe.uncompressed_data().map_err(|e| format!(".pseudo_probe: {e}"))?;
+        let desc = desc
+            .uncompressed_data()
+            .map_err(|e| format!(".pseudo_probe_desc: {e}"))?;
+        let probe = probe
+            .uncompressed_data()
+            .map_err(|e| format!(".pseudo_probe: {e}"))?;
         // Every symbol, as llvm-profgen's `populateElfSymbolAddressList`: the last one wins.
         let mut func_starts = HashMap::new();
         for sym in obj.symbols() {
@@ -275,14 +329,26 @@ impl ProbeInfo {
     }
 
     /// Decodes section contents; `func_starts` maps MD5(symbol name) to the symbol address.
-    pub fn decode(desc: &[u8], probe: &[u8], func_starts: &HashMap<u64, u64>) -> Result<ProbeInfo, String> {
+    pub fn decode(
+        desc: &[u8],
+        probe: &[u8],
+        func_starts: &HashMap<u64, u64>,
+    ) -> Result<ProbeInfo, String> {
         let descs = parse_descs(desc)?;
         let mut d = Decoder {
-            cur: Cursor { data: probe, pos: 0, section: ".pseudo_probe" },
+            cur: Cursor {
+                data: probe,
+                pos: 0,
+                section: ".pseudo_probe",
+            },
             func_starts,
             last_addr: 0,
             addr_based: false,
-            nodes: vec![InlineNode { guid: 0, parent: NodeId::ROOT, callsite: 0 }],
+            nodes: vec![InlineNode {
+                guid: 0,
+                parent: NodeId::ROOT,
+                callsite: 0,
+            }],
             children: HashMap::new(),
             probes: Vec::new(),
             top_level_count: 0,
@@ -303,12 +369,16 @@ impl ProbeInfo {
     }
 
     pub fn desc(&self, guid: u64) -> Option<&FuncDesc> {
-        self.descs.binary_search_by_key(&guid, |d| d.guid).ok().map(|i| &self.descs[i])
+        self.descs
+            .binary_search_by_key(&guid, |d| d.guid)
+            .ok()
+            .map(|i| &self.descs[i])
     }
 
     /// The function name of `guid` from the desc section ("" when it has no desc).
     pub fn func_name(&self, guid: u64) -> Arc<str> {
-        self.desc(guid).map_or_else(|| Arc::from(""), |d| d.name.clone())
+        self.desc(guid)
+            .map_or_else(|| Arc::from(""), |d| d.name.clone())
     }
 
     /// All probes, sorted by address.
@@ -357,7 +427,7 @@ impl ProbeInfo {
     /// The probe's inline context as llvm-profgen's `getInlineContextForProbe` builds it:
     /// `(caller name, callsite probe id)` frames root first (a callsite id 0 on a non-last
     /// frame restarts the context), and the leaf `(own function name, probe index)`.
-    pub fn inline_context(&self, probe: &Probe) -> (Vec<(Arc<str>, u32)>, (Arc<str>, u32)) {
+    pub fn inline_context(&self, probe: &Probe) -> (Vec<ProbeFrame>, ProbeFrame) {
         let mut sites = Vec::new();
         let mut n = probe.node;
         while n != NodeId::ROOT && self.node(n).parent != NodeId::ROOT {
@@ -380,7 +450,11 @@ impl ProbeInfo {
 
     /// LLVM's `MCDecodedPseudoProbe::print` line (without the ` [Probe]:\t` prefix).
     pub fn format_probe(&self, probe: &Probe) -> String {
-        let mut s = format!("FUNC: {} Index: {}  ", self.func_name(probe.guid), probe.index);
+        let mut s = format!(
+            "FUNC: {} Index: {}  ",
+            self.func_name(probe.guid),
+            probe.index
+        );
         if probe.discriminator != 0 {
             s += &format!("Discriminator: {}  ", probe.discriminator);
         }
@@ -389,7 +463,11 @@ impl ProbeInfo {
         let mut n = probe.node;
         while n != NodeId::ROOT && self.node(n).parent != NodeId::ROOT {
             let node = self.node(n);
-            sites.push(format!("{}:{}", self.func_name(self.node(node.parent).guid), node.callsite));
+            sites.push(format!(
+                "{}:{}",
+                self.func_name(self.node(node.parent).guid),
+                node.callsite
+            ));
             n = node.parent;
         }
         if !sites.is_empty() {
@@ -404,12 +482,210 @@ impl ProbeInfo {
 impl super::Binary {
     /// The `Pseudo Probe Desc:` listing `--show-pseudo-probe` prints (nothing without probes).
     pub fn dump_pseudo_probes(&self, w: &mut impl std::io::Write) -> std::io::Result<()> {
-        let Some(info) = self.probes() else { return Ok(()) };
+        let Some(info) = self.probes() else {
+            return Ok(());
+        };
         writeln!(w, "Pseudo Probe Desc:")?;
         for d in info.descs() {
             writeln!(w, "GUID: {} Name: {}", d.guid, d.name)?;
             writeln!(w, "Hash: {}", d.hash)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn uleb(mut v: u64, out: &mut Vec<u8>) {
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            out.push(if v == 0 { b } else { b | 0x80 });
+            if v == 0 {
+                return;
+            }
+        }
+    }
+
+    fn sleb(mut v: i64, out: &mut Vec<u8>) {
+        loop {
+            let b = (v & 0x7f) as u8;
+            v >>= 7;
+            let done = (v == 0 && b & 0x40 == 0) || (v == -1 && b & 0x40 != 0);
+            out.push(if done { b } else { b | 0x80 });
+            if done {
+                return;
+            }
+        }
+    }
+
+    fn desc(records: &[(&str, u64)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (name, hash) in records {
+            out.extend(md5_guid(name).to_le_bytes());
+            out.extend(hash.to_le_bytes());
+            uleb(name.len() as u64, &mut out);
+            out.extend(name.as_bytes());
+        }
+        out
+    }
+
+    /// Function record header: GUID, probe count, inlinee count.
+    fn header(name: &str, nprobes: u64, ninlinees: u64, out: &mut Vec<u8>) {
+        out.extend(md5_guid(name).to_le_bytes());
+        uleb(nprobes, out);
+        uleb(ninlinees, out);
+    }
+
+    fn delta_probe(
+        index: u64,
+        kind: u8,
+        attr: u8,
+        delta: i64,
+        disc: Option<u64>,
+        out: &mut Vec<u8>,
+    ) {
+        uleb(index, out);
+        out.push(0x80 | (attr << 4) | kind);
+        sleb(delta, out);
+        if let Some(d) = disc {
+            uleb(d, out);
+        }
+    }
+
+    fn starts() -> HashMap<u64, u64> {
+        [(md5_guid("foo"), 0x1000), (md5_guid("foo.cold"), 0x2000)]
+            .into_iter()
+            .collect()
+    }
+
+    #[test]
+    fn delta_sentinel_discriminator_and_inlinees() {
+        let mut p = Vec::new();
+        header("foo", 2, 2, &mut p);
+        delta_probe(1, 0, 0, 0, None, &mut p);
+        delta_probe(2, 2, ATTR_HAS_DISCRIMINATOR, 5, Some(3), &mut p);
+        // bar inlined at foo:2, twice with the same call site: one node.
+        for delta in [0, 0x10] {
+            uleb(2, &mut p);
+            header("bar", 1, 0, &mut p);
+            delta_probe(1, 0, 0, delta, None, &mut p);
+        }
+        // The split part: a sentinel naming `foo.cold`, then a delta from its start.
+        header("foo", 2, 0, &mut p);
+        uleb(0, &mut p);
+        p.push(ATTR_SENTINEL << 4);
+        p.extend(md5_guid("foo.cold").to_le_bytes());
+        delta_probe(3, 0, 0, 4, None, &mut p);
+
+        let info = ProbeInfo::decode(&desc(&[("foo", 7), ("bar", 9)]), &p, &starts()).unwrap();
+        let got: Vec<_> = info
+            .probes()
+            .iter()
+            .map(|p| (p.addr.0, info.func_name(p.guid).to_string(), p.index))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0x1000, "foo".into(), 1),
+                (0x1005, "foo".into(), 2),
+                (0x1005, "bar".into(), 1),
+                (0x1015, "bar".into(), 1),
+                (0x2004, "foo".into(), 3),
+            ]
+        );
+        let call = info.call_probe_at(Vaddr(0x1005)).unwrap();
+        assert_eq!(
+            (call.index, call.kind, call.discriminator),
+            (2, ProbeType::DirectCall, 3)
+        );
+        assert_eq!(
+            info.format_probe(call),
+            "FUNC: foo Index: 2  Discriminator: 3  Type: DirectCall  "
+        );
+        let bar = &info.probes_at(Vaddr(0x1005))[1];
+        assert_eq!(
+            info.inline_context(bar),
+            (vec![("foo".into(), 2)], ("bar".into(), 1))
+        );
+        assert_eq!(
+            info.format_probe(bar),
+            "FUNC: bar Index: 1  Type: Block  Inlined: @ foo:2"
+        );
+        assert_eq!(bar.node, info.probes_at(Vaddr(0x1015))[0].node);
+        // root, foo, bar, and the second top-level foo record as its own node.
+        assert_eq!(info.nodes().len(), 4);
+        assert_eq!(
+            info.node(info.top_level_node(bar.node)).guid,
+            md5_guid("foo")
+        );
+        assert_ne!(
+            info.probes_at(Vaddr(0x2004))[0].node,
+            info.probes_at(Vaddr(0x1000))[0].node
+        );
+        assert_eq!(info.desc(md5_guid("bar")).map(|d| d.hash), Some(9));
+    }
+
+    #[test]
+    fn legacy_absolute_addresses_disable_symbol_starts() {
+        let mut p = Vec::new();
+        header("foo", 1, 0, &mut p);
+        uleb(1, &mut p);
+        p.push(0);
+        p.extend(0x3000u64.to_le_bytes());
+        header("foo", 1, 0, &mut p);
+        delta_probe(2, 0, 0, 1, None, &mut p);
+        let info = ProbeInfo::decode(&desc(&[("foo", 7)]), &p, &starts()).unwrap();
+        let addrs: Vec<_> = info.probes().iter().map(|p| p.addr.0).collect();
+        assert_eq!(addrs, [0x3000, 0x3001]);
+    }
+
+    #[test]
+    fn callsite_zero_restarts_the_context() {
+        let mut p = Vec::new();
+        header("foo", 0, 1, &mut p);
+        uleb(0, &mut p);
+        header("bar", 0, 1, &mut p);
+        uleb(4, &mut p);
+        header("baz", 1, 0, &mut p);
+        delta_probe(1, 0, 0, 0, None, &mut p);
+        let info =
+            ProbeInfo::decode(&desc(&[("foo", 1), ("bar", 2), ("baz", 3)]), &p, &starts()).unwrap();
+        let probe = &info.probes()[0];
+        assert_eq!(
+            info.inline_context(probe),
+            (vec![("bar".into(), 4)], ("baz".into(), 1))
+        );
+    }
+
+    #[test]
+    fn malformed_sections_are_errors() {
+        let mut p = Vec::new();
+        header("foo", 3, 0, &mut p);
+        delta_probe(1, 0, 0, 0, None, &mut p);
+        let err = ProbeInfo::decode(&[], &p, &starts()).unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "malformed .pseudo_probe at section offset {}: unexpected end",
+                p.len()
+            )
+        );
+        let mut bad_type = Vec::new();
+        header("foo", 1, 0, &mut bad_type);
+        bad_type.extend([1, 0x87, 0]);
+        assert!(
+            ProbeInfo::decode(&[], &bad_type, &starts())
+                .unwrap_err()
+                .contains("unknown probe type 7")
+        );
+        let mut d = desc(&[("foo", 1)]);
+        d.truncate(d.len() - 1);
+        assert_eq!(
+            ProbeInfo::decode(&d, &[], &starts()).unwrap_err(),
+            "malformed .pseudo_probe_desc at section offset 17: function name runs past the section end"
+        );
     }
 }

@@ -9,22 +9,37 @@
 //! the kernel's `perf_event.h` (mirrored by perf's `evsel__parse_sample`).
 //!
 //! Covered: file and pipe mode; attrs of any size; several attrs (event id via
-//! `PERF_SAMPLE_IDENTIFIER`/`PERF_SAMPLE_ID`); `PERF_RECORD_COMPRESSED`/`COMPRESSED2` (one zstd
-//! stream across all compressed records, records may span them); features build-id, cmdline and
+//! `PERF_SAMPLE_IDENTIFIER`/`PERF_SAMPLE_ID`); `PERF_RECORD_COMPRESSED` (one zstd stream across
+//! all compressed records, records may span them) and `COMPRESSED2` (same data after a size
+//! field; newer perf than ours, so untested against a real file); features build-id, cmdline and
 //! event_desc; MMAP/MMAP2 (incl. build-id variant), COMM, FORK, EXIT, SAMPLE, LOST. Other known
 //! record types are skipped, unknown ones are skipped and counted. Little-endian files only.
 //!
-//! Events are delivered in file order. perf writes per-CPU buffers one after another within a
-//! "round", so across CPUs file order is not time order (perf script sorts by time); every
-//! [`Sample`](crate::input::Sample) carries its `time` when the file recorded it.
+//! What the events hold:
+//! - Samples: `callchain` is the user part of PERF_SAMPLE_CALLCHAIN, leaf first, with
+//!   PERF_CONTEXT_* markers and kernel/hypervisor/guest frames removed (frames before the first
+//!   marker count as the sample's cpumode). For a user-mode sample `callchain[0]` is the sample IP;
+//!   for a kernel-mode sample it is the user address the kernel was entered from. `branches` is
+//!   the branch stack in perf order (newest first). `period` is 1 when not recorded.
+//! - Mmaps: `executable` is `prot & PROT_EXEC` for MMAP2 and "not PERF_RECORD_MISC_MMAP_DATA" for
+//!   MMAP (perf's synthesized kernel MMAP2 has prot 0). Build ids from MMAP2 have their real length.
+//! - [`InputInfo::build_ids`]: files without PERF_RECORD_MISC_BUILD_ID_SIZE (older perf) store 20
+//!   bytes, zero-padded, as perf prints them; compare ignoring trailing zero bytes.
+//!
+//! Order: perf writes per-CPU buffers one after another within a "round", so file order is not
+//! time order, and a sample can precede the mmap of its binary. [`read_perf_data`],
+//! [`read_perf_data_stream`] and [`PerfData::decode_in_time_order`] deliver events in time order
+//! exactly like perf script (module `order`); [`PerfData::decode`] keeps file order.
 //!
 //! Parallel decoding (file mode): [`PerfData::split_data`] cuts the data section into ranges of
-//! whole records, and [`PerfData::decode`] decodes one range with its own state.
+//! whole records, and [`PerfData::decode`] decodes one range with its own state (file order; a
+//! caller that needs mmaps before samples can take the mmaps from a first pass).
 
 mod attr;
 mod bytes;
 mod decode;
 mod features;
+mod order;
 #[cfg(test)]
 mod tests;
 
@@ -35,13 +50,15 @@ use std::path::Path;
 
 use attr::Attr;
 use bytes::{u16_at, u32_at, u64_at};
-use decode::{malformed, Decoder, Loc, Sink};
+use decode::{Decoder, Loc, Sink, malformed};
 
 use crate::error::Error;
 use crate::input::{InputInfo, PerfEvent};
 
 const MAGIC: &[u8; 8] = b"PERFILE2";
 const PIPE_HEADER_SIZE: u64 = 16;
+/// How often (in input bytes) [`PerfData::decode_in_time_order_releasing`] reports progress.
+const CONSUMED_STEP: usize = 8 << 20;
 /// magic, size, attr_size, 3 sections of (offset, size), 256-bit feature bitmap.
 const FILE_HEADER_SIZE: usize = 104;
 /// perf's `perf_file_attr`: the attr followed by the (offset, size) section of its ids.
@@ -80,29 +97,35 @@ pub struct Truncation {
 
 impl fmt::Display for Truncation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "input truncated at byte offset {}: {}; using the events before it", self.offset, self.reason)
+        write!(
+            f,
+            "input truncated at byte offset {}: {}; using the events before it",
+            self.offset, self.reason
+        )
     }
 }
 
-/// Reads a whole perf.data held in memory (file or pipe mode).
+/// Reads a whole perf.data held in memory (file or pipe mode), delivering events in time order.
 pub fn read_perf_data(
     bytes: &[u8],
     path: &Path,
     on_event: impl FnMut(PerfEvent<'_>),
 ) -> Result<ReadReport, Error> {
-    let data = PerfData::parse(bytes, path)?;
-    data.decode(data.data_range(), on_event)
+    PerfData::parse(bytes, path)?.decode_in_time_order(on_event)
 }
 
-/// Reads perf.data from a stream such as stdin. Pipe mode is decoded as it arrives, with memory
-/// bounded by the largest record; a file-mode stream is read into memory first (its header points
-/// backwards and forwards).
+/// Reads perf.data from a stream such as stdin, delivering events in time order. Pipe mode is
+/// decoded as it arrives, holding at most about two rounds of records for ordering; a file-mode
+/// stream is read into memory first (its header points backwards and forwards).
 pub fn read_perf_data_stream(
     mut reader: impl Read,
     path: &Path,
     mut on_event: impl FnMut(PerfEvent<'_>),
 ) -> Result<ReadReport, Error> {
-    let io_err = |source| Error::Io { path: path.to_path_buf(), source };
+    let io_err = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let mut header = [0u8; PIPE_HEADER_SIZE as usize];
     let got = read_full(&mut reader, &mut header).map_err(io_err)?;
     let is_pipe = got == header.len() && check_magic(&header, path)? == PIPE_HEADER_SIZE;
@@ -114,6 +137,7 @@ pub fn read_perf_data_stream(
     let mut reader = io::BufReader::with_capacity(1 << 20, reader);
     let mut decoder = Decoder::new(path);
     decoder.report.pipe_mode = true;
+    decoder.order_by_time(&[]);
     let sink: &mut Sink<'_> = &mut on_event;
     let mut offset = PIPE_HEADER_SIZE;
     let mut rec = Vec::with_capacity(usize::from(u16::MAX));
@@ -124,12 +148,20 @@ pub fn read_perf_data_stream(
             break;
         }
         if got < head.len() {
-            decoder.report.truncated = Some(cut(offset, format!("record header cut short ({got} of 8 bytes)")));
+            decoder.report.truncated = Some(cut(
+                offset,
+                format!("record header cut short ({got} of 8 bytes)"),
+            ));
             break;
         }
         let size = usize::from(u16::from_le_bytes([head[6], head[7]]));
         if size < head.len() {
-            return Err(malformed(path, Loc::plain(offset), 6, format!("record size {size} is smaller than its 8-byte header")));
+            return Err(malformed(
+                path,
+                Loc::plain(offset),
+                6,
+                format!("record size {size} is smaller than its 8-byte header"),
+            ));
         }
         rec.clear();
         rec.extend_from_slice(&head);
@@ -137,21 +169,33 @@ pub fn read_perf_data_stream(
         let got = read_full(&mut reader, &mut rec[8..]).map_err(io_err)?;
         if got < size - 8 {
             let rtype = u32::from_le_bytes([head[0], head[1], head[2], head[3]]);
-            decoder.report.truncated = Some(cut(offset, format!("record of type {rtype} and {size} bytes cut short after {} bytes", got + 8)));
+            decoder.report.truncated = Some(cut(
+                offset,
+                format!(
+                    "record of type {rtype} and {size} bytes cut short after {} bytes",
+                    got + 8
+                ),
+            ));
             break;
         }
-        let extra = decoder.record(&rec, Loc::plain(offset), sink)?;
+        let extra = decoder.record(&rec, None, Loc::plain(offset), sink)?;
         offset += size as u64;
         if extra > 0 {
-            let skipped = io::copy(&mut (&mut reader).take(extra), &mut io::sink()).map_err(io_err)?;
+            let skipped =
+                io::copy(&mut (&mut reader).take(extra), &mut io::sink()).map_err(io_err)?;
             if skipped < extra {
-                decoder.report.truncated = Some(cut(offset, format!("payload of {extra} bytes after a record cut short after {skipped} bytes")));
+                decoder.report.truncated = Some(cut(
+                    offset,
+                    format!(
+                        "payload of {extra} bytes after a record cut short after {skipped} bytes"
+                    ),
+                ));
                 break;
             }
             offset += extra;
         }
     }
-    decoder.finish(offset);
+    decoder.finish(offset, sink)?;
     Ok(decoder.report)
 }
 
@@ -170,15 +214,29 @@ impl<'a> PerfData<'a> {
         if header_size == PIPE_HEADER_SIZE {
             template.report.pipe_mode = true;
             let data = PIPE_HEADER_SIZE as usize..bytes.len();
-            return Ok(PerfData { bytes, data, template });
+            return Ok(PerfData {
+                bytes,
+                data,
+                template,
+            });
         }
         if header_size < FILE_HEADER_SIZE as u64 || bytes.len() < FILE_HEADER_SIZE {
-            return Err(malformed(path, Loc::plain(8), 0, format!(
-                "expected a perf.data file header of at least {FILE_HEADER_SIZE} bytes (header says {header_size}, file has {})",
-                bytes.len()
-            )));
+            return Err(malformed(
+                path,
+                Loc::plain(8),
+                0,
+                format!(
+                    "expected a perf.data file header of at least {FILE_HEADER_SIZE} bytes (header says {header_size}, file has {})",
+                    bytes.len()
+                ),
+            ));
         }
-        let section = |at: usize| (u64_at(bytes, at).unwrap_or(0), u64_at(bytes, at + 8).unwrap_or(0));
+        let section = |at: usize| {
+            (
+                u64_at(bytes, at).unwrap_or(0),
+                u64_at(bytes, at + 8).unwrap_or(0),
+            )
+        };
         parse_attrs(bytes, path, section(24), &mut template)?;
 
         let (data_offset, mut data_size) = section(40);
@@ -195,13 +253,19 @@ impl<'a> PerfData<'a> {
         if data_end > len {
             template.report.truncated = Some(cut(
                 len.max(data_offset.min(len)),
-                format!("data section [{data_offset}, {data_end}) extends past the end of the file ({len} bytes)"),
+                format!(
+                    "data section [{data_offset}, {data_end}) extends past the end of the file ({len} bytes)"
+                ),
             ));
         } else {
             parse_features(bytes, path, data_end, &mut template);
         }
         let data = clamp(data_offset, len)..clamp(data_end, len);
-        Ok(PerfData { bytes, data, template })
+        Ok(PerfData {
+            bytes,
+            data,
+            template,
+        })
     }
 
     pub fn info(&self) -> &InputInfo {
@@ -246,35 +310,85 @@ impl<'a> PerfData<'a> {
         cuts.windows(2).map(|w| w[0]..w[1]).collect()
     }
 
+    /// Decodes all records, delivering events in time order like perf script.
+    pub fn decode_in_time_order(
+        &self,
+        mut on_event: impl FnMut(PerfEvent<'_>),
+    ) -> Result<ReadReport, Error> {
+        self.decode_range(self.data_range(), true, &mut on_event, &mut |_| {})
+    }
+
+    /// [`decode_in_time_order`](Self::decode_in_time_order), also telling `on_consumed` from time
+    /// to time that the input before a position will not be read again, so a caller that mapped
+    /// the file can drop those pages and keep its memory flat.
+    pub fn decode_in_time_order_releasing(
+        &self,
+        mut on_event: impl FnMut(PerfEvent<'_>),
+        mut on_consumed: impl FnMut(usize),
+    ) -> Result<ReadReport, Error> {
+        self.decode_range(self.data_range(), true, &mut on_event, &mut on_consumed)
+    }
+
     /// Decodes the records in `range` (the whole [`data_range`](Self::data_range) or a piece from
-    /// [`split_data`](Self::split_data)). The report includes the header's info and warnings.
-    pub fn decode(&self, range: Range<usize>, mut on_event: impl FnMut(PerfEvent<'_>)) -> Result<ReadReport, Error> {
-        let sink: &mut Sink<'_> = &mut on_event;
+    /// [`split_data`](Self::split_data)) in file order. The report includes the header's info and
+    /// warnings.
+    pub fn decode(
+        &self,
+        range: Range<usize>,
+        mut on_event: impl FnMut(PerfEvent<'_>),
+    ) -> Result<ReadReport, Error> {
+        self.decode_range(range, false, &mut on_event, &mut |_| {})
+    }
+
+    fn decode_range(
+        &self,
+        range: Range<usize>,
+        by_time: bool,
+        sink: &mut Sink<'_>,
+        on_consumed: &mut dyn FnMut(usize),
+    ) -> Result<ReadReport, Error> {
         let mut decoder = self.template.fork();
+        if by_time {
+            decoder.order_by_time(self.bytes);
+        }
         let end = range.end.min(self.data.end);
         let data = self.bytes.get(range.start..end).unwrap_or_default();
         let mut pos = 0;
+        let mut reported = 0;
         while pos < data.len() {
             let loc = Loc::plain((range.start + pos) as u64);
             let Some(size) = u16_at(data, pos + 6) else {
                 let left = data.len() - pos;
-                decoder.report.truncated = Some(cut(loc.offset, format!("record header cut short ({left} of 8 bytes)")));
+                decoder.report.truncated = Some(cut(
+                    loc.offset,
+                    format!("record header cut short ({left} of 8 bytes)"),
+                ));
                 break;
             };
             let size = usize::from(size);
             if size < 8 {
-                return Err(malformed(decoder.path, loc, 6, format!("record size {size} is smaller than its 8-byte header")));
+                return Err(malformed(
+                    decoder.path,
+                    loc,
+                    6,
+                    format!("record size {size} is smaller than its 8-byte header"),
+                ));
             }
             let Some(rec) = data.get(pos..pos + size) else {
                 let rtype = u32_at(data, pos).unwrap_or(0);
                 let left = data.len() - pos;
-                decoder.report.truncated = Some(cut(loc.offset, format!(
-                    "record of type {rtype} and {size} bytes cut short after {left} bytes"
-                )));
+                decoder.report.truncated = Some(cut(
+                    loc.offset,
+                    format!("record of type {rtype} and {size} bytes cut short after {left} bytes"),
+                ));
                 break;
             };
-            let extra = decoder.record(rec, loc, sink)?;
+            let extra = decoder.record(rec, Some(range.start + pos), loc, sink)?;
             pos += size;
+            if pos - reported >= CONSUMED_STEP {
+                reported = pos;
+                on_consumed(decoder.oldest_queued_input_pos().unwrap_or(range.start + pos));
+            }
             let left = (data.len() - pos) as u64;
             if extra > left {
                 decoder.report.truncated = Some(cut(
@@ -286,7 +400,7 @@ impl<'a> PerfData<'a> {
             }
             pos += extra as usize;
         }
-        decoder.finish((range.start + pos) as u64);
+        decoder.finish((range.start + pos) as u64, sink)?;
         Ok(decoder.report)
     }
 }
@@ -315,7 +429,10 @@ fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 
 /// Checks the magic and returns the header size (16 in pipe mode).
 fn check_magic(bytes: &[u8], path: &Path) -> Result<u64, Error> {
-    let bad = |what: String| Error::BadFile { path: path.to_path_buf(), what };
+    let bad = |what: String| Error::BadFile {
+        path: path.to_path_buf(),
+        what,
+    };
     if bytes.len() < PIPE_HEADER_SIZE as usize {
         return Err(bad(format!(
             "not a perf.data file: {} bytes is too short for the 16-byte perf.data header",
@@ -325,35 +442,66 @@ fn check_magic(bytes: &[u8], path: &Path) -> Result<u64, Error> {
     match &bytes[..8] {
         m if m == MAGIC => {}
         b"2ELIFREP" => return Err(bad("big-endian perf.data files are not supported".into())),
-        b"PERFFILE" => return Err(bad("version 1 perf.data files are not supported (expected PERFILE2)".into())),
+        b"PERFFILE" => {
+            return Err(bad(
+                "version 1 perf.data files are not supported (expected PERFILE2)".into(),
+            ));
+        }
         m => {
-            return Err(malformed(path, Loc::plain(0), 0, format!(
-                "expected the perf.data magic \"PERFILE2\", found {:?}",
-                String::from_utf8_lossy(m)
-            )));
+            return Err(malformed(
+                path,
+                Loc::plain(0),
+                0,
+                format!(
+                    "expected the perf.data magic \"PERFILE2\", found {:?}",
+                    String::from_utf8_lossy(m)
+                ),
+            ));
         }
     }
     Ok(u64_at(bytes, 8).unwrap_or(0))
 }
 
 /// File-mode attrs section: `perf_file_attr` entries of the header's `attr_size` bytes each.
-fn parse_attrs(bytes: &[u8], path: &Path, (offset, size): (u64, u64), decoder: &mut Decoder<'_>) -> Result<(), Error> {
+fn parse_attrs(
+    bytes: &[u8],
+    path: &Path,
+    (offset, size): (u64, u64),
+    decoder: &mut Decoder<'_>,
+) -> Result<(), Error> {
     let entry_size = u64_at(bytes, 16).unwrap_or(0);
     let min = (attr::ATTR_SIZE_VER0 + IDS_SECTION_SIZE) as u64;
     if entry_size < min || entry_size > u64::from(u16::MAX) {
-        return Err(malformed(path, Loc::plain(16), 0, format!("expected an attr size of at least {min} bytes, found {entry_size}")));
+        return Err(malformed(
+            path,
+            Loc::plain(16),
+            0,
+            format!("expected an attr size of at least {min} bytes, found {entry_size}"),
+        ));
     }
     let section = usize::try_from(offset)
         .ok()
         .zip(usize::try_from(size).ok())
         .and_then(|(o, s)| bytes.get(o..o.checked_add(s)?))
-        .ok_or_else(|| malformed(path, Loc::plain(24), 0, format!(
-            "attrs section [{offset}, +{size}) extends past the end of the file ({} bytes)",
-            bytes.len()
-        )))?;
+        .ok_or_else(|| {
+            malformed(
+                path,
+                Loc::plain(24),
+                0,
+                format!(
+                    "attrs section [{offset}, +{size}) extends past the end of the file ({} bytes)",
+                    bytes.len()
+                ),
+            )
+        })?;
     let entry_size = entry_size as usize;
     if section.is_empty() {
-        return Err(malformed(path, Loc::plain(24), 0, "expected at least one event attr, the attrs section is empty"));
+        return Err(malformed(
+            path,
+            Loc::plain(24),
+            0,
+            "expected at least one event attr, the attrs section is empty",
+        ));
     }
     for (i, entry) in section.chunks_exact(entry_size).enumerate() {
         let at = offset + (i * entry_size) as u64;
@@ -361,7 +509,10 @@ fn parse_attrs(bytes: &[u8], path: &Path, (offset, size): (u64, u64), decoder: &
         let attr = Attr::parse(attr_bytes)
             .ok_or_else(|| malformed(path, Loc::plain(at), 0, "attr shorter than 64 bytes"))?;
         let ids_at = entry_size - IDS_SECTION_SIZE;
-        let (ids_offset, ids_size) = (u64_at(entry, ids_at).unwrap_or(0), u64_at(entry, ids_at + 8).unwrap_or(0));
+        let (ids_offset, ids_size) = (
+            u64_at(entry, ids_at).unwrap_or(0),
+            u64_at(entry, ids_at + 8).unwrap_or(0),
+        );
         let ids = usize::try_from(ids_offset)
             .ok()
             .zip(usize::try_from(ids_size).ok())
@@ -374,7 +525,12 @@ fn parse_attrs(bytes: &[u8], path: &Path, (offset, size): (u64, u64), decoder: &
             decoder.add_attr(attr, []);
             continue;
         };
-        decoder.add_attr(attr, ids.chunks_exact(8).filter_map(|b| u64_at(b, 0)).collect::<Vec<_>>());
+        decoder.add_attr(
+            attr,
+            ids.chunks_exact(8)
+                .filter_map(|b| u64_at(b, 0))
+                .collect::<Vec<_>>(),
+        );
     }
     Ok(())
 }
@@ -389,7 +545,9 @@ fn parse_features(bytes: &[u8], path: &Path, table_at: u64, decoder: &mut Decode
         }
         let at = entry;
         entry += IDS_SECTION_SIZE as u64;
-        let section = usize::try_from(at).ok().and_then(|at| Some((u64_at(bytes, at)?, u64_at(bytes, at + 8)?)));
+        let section = usize::try_from(at)
+            .ok()
+            .and_then(|at| Some((u64_at(bytes, at)?, u64_at(bytes, at + 8)?)));
         let data = section.and_then(|(o, s)| {
             let o = usize::try_from(o).ok()?;
             bytes.get(o..o.checked_add(usize::try_from(s).ok()?)?)
@@ -399,7 +557,10 @@ fn parse_features(bytes: &[u8], path: &Path, table_at: u64, decoder: &mut Decode
             None => Err("section lies outside the file".into()),
         };
         if let Err(e) = result {
-            decoder.report.warnings.push(format!("{}: at byte offset {at}: feature {bit}: {e}", path.display()));
+            decoder.report.warnings.push(format!(
+                "{}: at byte offset {at}: feature {bit}: {e}",
+                path.display()
+            ));
         }
     }
 }

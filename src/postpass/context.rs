@@ -6,6 +6,9 @@
 /// Removes adjacent repeated sequences of up to `max_size` elements (-1: no limit, 0: off), for
 /// lengths 1, 2, … in turn, e.g. `a b a b c` → `a b c`. Same in-place scan as LLVM, so the
 /// surviving copy of each repetition is the one LLVM keeps.
+///
+/// llvm-profgen applies this and then [`trim_context`] to the *callers* only: set the leaf
+/// frame aside (its location becomes (0, 0)), compress, trim, push the leaf back.
 pub fn compress_recursion<T: PartialEq + Clone>(context: &mut Vec<T>, max_size: i32) {
     let half = context.len() / 2;
     let mut max_dedup = if max_size < 0 {

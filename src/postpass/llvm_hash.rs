@@ -18,10 +18,13 @@ pub fn md5_hash(name: &str) -> u64 {
 /// `FunctionSamples::getCallSiteHash(Callee, Callsite)` =
 /// `SampleContextFrame::getHashCode`: name GUID + location id × 33 (wrapping).
 pub fn callsite_hash(callee: &str, loc: LineLocation) -> u64 {
+    callsite_hash_from_guid(md5_hash(callee), loc)
+}
+
+/// [`callsite_hash`] with the callee's GUID already computed.
+pub fn callsite_hash_from_guid(guid: u64, loc: LineLocation) -> u64 {
     let loc_id = (u64::from(loc.discriminator) << 32) | u64::from(loc.line_offset);
-    md5_hash(callee)
-        .wrapping_add(loc_id << 5)
-        .wrapping_add(loc_id)
+    guid.wrapping_add(loc_id << 5).wrapping_add(loc_id)
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //!
 //! In: the [`Profile`] from [`crate::profile`] (flat CS contexts, or nested non-CS profiles), the
 //! [`PostPassOptions`], the summary [`Thresholds`] the caller computed, and for the pre-inliner a
-//! [`ContextSizeOracle`] backed by the binary. Out: the same profile, reshaped in place, and a
+//! [`ContextSizeOracle`] backed by the binary (normally a [`ContextSizeTracker`] the binary model
+//! filled). Out: the same profile, reshaped in place, and a
 //! [`Report`] of what changed.
 //!
 //! CS order (`CSProfileGenerator::postProcessProfiles`): pre-inliner → cold-context trim/merge →
@@ -18,7 +19,8 @@ mod fixups;
 pub(crate) mod llvm_hash;
 mod nest;
 mod preinliner;
-pub(crate) mod trie;
+mod sizes;
+mod trie;
 mod trim;
 
 pub use context::{compress_recursion, trim_context};
@@ -26,6 +28,7 @@ pub use fixups::{filter_ambiguous_profiles, update_function_samples};
 pub use llvm_hash::md5_hash;
 pub use nest::convert_cs_to_nested;
 pub use preinliner::{ContextSizeOracle, PreInlinerStats, run_preinliner};
+pub use sizes::ContextSizeTracker;
 pub use trie::context_less_profile;
 pub use trim::{trim_and_merge_cold_contexts, trim_cold_profiles};
 
@@ -184,8 +187,9 @@ pub fn post_process_non_cs(
     report
 }
 
-/// A size oracle for `--use-context-cost-for-preinliner=0` runs and tests: never consulted
-/// because sizes then come from the profile.
+/// The size oracle for `--use-context-cost-for-preinliner=0`, where sizes come from the profile
+/// (number of body samples) and the oracle is never consulted. With context cost on it would
+/// make every callee free to inline.
 pub struct NoContextSizes;
 
 impl ContextSizeOracle for NoContextSizes {
@@ -210,11 +214,19 @@ mod tests {
         foo.total_samples = 1;
         foo.add_body(LineLocation::new(1, 0), 1);
         let ctx = Context(vec![
-            ContextFrame { func: "main".into(), loc: LineLocation::new(1, 0) },
-            ContextFrame { func: "foo".into(), loc: LineLocation::default() },
+            ContextFrame {
+                func: "main".into(),
+                loc: LineLocation::new(1, 0),
+            },
+            ContextFrame {
+                func: "foo".into(),
+                loc: LineLocation::default(),
+            },
         ]);
         profile.functions.insert(ctx, foo);
-        profile.functions.insert(Context(Vec::new()), FunctionSamples::new(""));
+        profile
+            .functions
+            .insert(Context(Vec::new()), FunctionSamples::new(""));
         profile
     }
 
@@ -222,7 +234,11 @@ mod tests {
     /// top-level profiles; a cold-context depth of 0 keeps the leaf frame.
     #[test]
     fn degenerate_contexts_and_depths_do_not_break_the_passes() {
-        let thresholds = Thresholds { hot: 5, cold: 1, p10_min_count: 10 };
+        let thresholds = Thresholds {
+            hot: 5,
+            cold: 1,
+            p10_min_count: 10,
+        };
         for preinliner in [false, true] {
             let mut profile = cs_profile();
             let opts = PostPassOptions {
@@ -233,8 +249,11 @@ mod tests {
                 ..Default::default()
             };
             post_process_cs(&mut profile, &opts, &thresholds, &NoContextSizes);
-            let names: Vec<(&str, u64)> =
-                profile.functions.values().map(|f| (f.name.as_str(), f.total_samples)).collect();
+            let names: Vec<(&str, u64)> = profile
+                .functions
+                .values()
+                .map(|f| (f.name.as_str(), f.total_samples))
+                .collect();
             assert_eq!(names, [("foo", 1), ("main", 10)], "preinliner {preinliner}");
             assert!(!profile.kind.context_sensitive);
         }

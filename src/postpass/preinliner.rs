@@ -4,8 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
-use super::llvm_hash::md5_hash;
-use super::trie::{ContextTrie, NodeId, ROOT, SampleId, state};
+use super::trie::{ContextTrie, FuncId, NodeId, ROOT, SampleId, state};
 use super::{PostPassOptions, Thresholds};
 use crate::profile::{ContextFrame, FunctionSamples, Profile, attr};
 
@@ -44,7 +43,7 @@ pub fn run_preinliner(
         stats: PreInlinerStats::default(),
     };
     for func in top_down_order(&trie, thresholds.cold, opts.sort_profiled_scc_member) {
-        inliner.process_function(&mut trie, &func);
+        inliner.process_function(&mut trie, func);
     }
     // Contexts not inlined were merged into their base profile: drop them.
     for node in trie.bfs() {
@@ -172,7 +171,7 @@ impl PreInliner<'_> {
                 sample: callee,
                 callsite_count: edge_weight(caller_fs, callee_fs, trie.node(child).callsite),
                 size_cost: self.func_size(trie, child),
-                guid: md5_hash(&callee_fs.name),
+                guid: trie.guid(trie.node(child).func),
             });
         }
     }
@@ -203,7 +202,7 @@ impl PreInliner<'_> {
     }
 
     /// `processFunction`.
-    fn process_function(&mut self, trie: &mut ContextTrie, func: &str) {
+    fn process_function(&mut self, trie: &mut ContextTrie, func: FuncId) {
         let Some(base) = trie.base_samples_for(func) else {
             return;
         };
@@ -266,69 +265,47 @@ pub(crate) fn head_samples_estimate(fs: &FunctionSamples) -> u64 {
     }
 }
 
-/// The profiled call graph (`ProfiledCallGraph` built from the context trie): nodes and edges
-/// ordered by function name (`std::set` keyed on callee name).
-struct CallGraph {
-    /// Function name → callee name → accumulated edge weight (the synthetic root is implicit).
-    edges: BTreeMap<String, BTreeMap<String, u64>>,
-}
-
-impl CallGraph {
-    fn from_trie(trie: &ContextTrie, cold_threshold: u64) -> Self {
-        let mut edges: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-        let mut queue = VecDeque::new();
-        for top in trie.children(ROOT) {
-            edges.entry(trie.node(top).func.clone()).or_default();
-            queue.push_back(top);
-        }
-        while let Some(caller) = queue.pop_front() {
-            let caller_samples = trie.node(caller).samples;
-            for callee in trie.children(caller) {
-                let callee_name = trie.node(callee).func.clone();
-                edges.entry(callee_name.clone()).or_default();
-                queue.push_back(callee);
-                let weight = match (caller_samples, trie.node(callee).samples) {
-                    (Some(cr), Some(ce)) => edge_weight(
-                        &trie.samples[cr].fs,
-                        &trie.samples[ce].fs,
-                        trie.node(callee).callsite,
-                    ),
-                    _ => 0,
-                };
-                let caller_edges = edges
-                    .get_mut(&trie.node(caller).func)
-                    .expect("caller added");
-                let w = caller_edges.entry(callee_name).or_insert(0);
-                *w = w.saturating_add(weight);
-            }
-        }
-        // Trim edges up to the cold threshold (none if it is 0) for a more stable order.
-        if cold_threshold > 0 {
-            for callees in edges.values_mut() {
-                callees.retain(|_, w| *w > cold_threshold);
-            }
-        }
-        CallGraph { edges }
-    }
-}
-
-/// `CSPreInliner::buildTopDownOrder`: Tarjan SCCs from the synthetic root (children by name),
+/// `CSPreInliner::buildTopDownOrder` on the profiled call graph (`ProfiledCallGraph` built
+/// from the context trie, edges up to the cold threshold trimmed): Tarjan SCCs from a synthetic
+/// root, nodes and edges visited in function-name order (LLVM's `std::set`s are keyed by name),
 /// members of each SCC optionally ordered by `scc_member_iterator`, whole order reversed.
-fn top_down_order(trie: &ContextTrie, cold_threshold: u64, sort_scc: bool) -> Vec<String> {
-    let graph = CallGraph::from_trie(trie, cold_threshold);
-    // Node 0 is the root, whose children are all functions; the rest are indexed by name order.
-    let names: Vec<&String> = graph.edges.keys().collect();
-    let index: HashMap<&str, usize> = names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.as_str(), i + 1))
-        .collect();
-    let mut adj: Vec<Vec<(usize, u64)>> = vec![(1..=names.len()).map(|i| (i, 0)).collect()];
-    for callees in graph.edges.values() {
+fn top_down_order(trie: &ContextTrie, cold_threshold: u64, sort_scc: bool) -> Vec<FuncId> {
+    // Graph node 0 is the root; function `f` is node `rank[f] + 1`, ranks in name order.
+    let mut by_name: Vec<FuncId> = (0..trie.func_count() as FuncId).collect();
+    by_name.sort_by(|&a, &b| trie.name(a).cmp(trie.name(b)));
+    let mut rank = vec![0usize; by_name.len()];
+    for (r, &f) in by_name.iter().enumerate() {
+        rank[f as usize] = r;
+    }
+
+    // Edge weights, accumulated over every trie edge between the two functions.
+    let mut weights: Vec<BTreeMap<usize, u64>> = vec![BTreeMap::new(); by_name.len()];
+    let mut queue: VecDeque<NodeId> = trie.children(ROOT).collect();
+    while let Some(caller) = queue.pop_front() {
+        let caller_samples = trie.node(caller).samples;
+        for callee in trie.children(caller) {
+            queue.push_back(callee);
+            let weight = match (caller_samples, trie.node(callee).samples) {
+                (Some(cr), Some(ce)) => edge_weight(
+                    &trie.samples[cr].fs,
+                    &trie.samples[ce].fs,
+                    trie.node(callee).callsite,
+                ),
+                _ => 0,
+            };
+            let w = weights[rank[trie.node(caller).func as usize]]
+                .entry(rank[trie.node(callee).func as usize] + 1)
+                .or_insert(0);
+            *w = w.saturating_add(weight);
+        }
+    }
+    let mut adj: Vec<Vec<(usize, u64)>> = vec![(1..=by_name.len()).map(|n| (n, 0)).collect()];
+    for callees in weights {
+        // Trimming stabilises the order from run to run; a threshold of 0 trims nothing.
         adj.push(
             callees
-                .iter()
-                .map(|(c, w)| (index[c.as_str()], *w))
+                .into_iter()
+                .filter(|&(_, w)| cold_threshold == 0 || w > cold_threshold)
                 .collect(),
         );
     }
@@ -344,7 +321,7 @@ fn top_down_order(trie: &ContextTrie, cold_threshold: u64, sort_scc: bool) -> Ve
             members
                 .into_iter()
                 .filter(|&n| n != 0)
-                .map(|n| names[n - 1].clone()),
+                .map(|n| by_name[n - 1]),
         );
     }
     order.reverse();

@@ -3,8 +3,9 @@
 //! promote-and-merge operation the pre-inliner uses to build base profiles.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound::{Excluded, Unbounded};
 
-use super::llvm_hash::callsite_hash;
+use super::llvm_hash::{callsite_hash_from_guid, md5_hash};
 use crate::profile::{Context, ContextFrame, FunctionSamples, LineLocation, Profile};
 
 /// `ContextStateMask` bits.
@@ -17,13 +18,16 @@ pub(crate) mod state {
 
 pub(crate) type NodeId = usize;
 pub(crate) type SampleId = usize;
+/// An interned function name.
+pub(crate) type FuncId = u32;
 pub(crate) const ROOT: NodeId = 0;
 
-/// Child key: LLVM keys by the hash alone; name and location only break (theoretical) ties.
-type ChildKey = (u64, String, LineLocation);
+/// Child key: LLVM keys by the call-site hash alone; name and location only break
+/// (theoretical) ties.
+type ChildKey = (u64, FuncId, LineLocation);
 
 pub(crate) struct Node {
-    pub func: String,
+    pub func: FuncId,
     pub callsite: LineLocation,
     pub parent: Option<NodeId>,
     children: BTreeMap<ChildKey, NodeId>,
@@ -39,37 +43,33 @@ pub(crate) struct ContextTrie {
     nodes: Vec<Node>,
     pub samples: Vec<Sample>,
     sample_node: Vec<NodeId>,
+    names: Vec<String>,
+    /// GUID (`MD5Hash`) of each interned name.
+    guids: Vec<u64>,
+    name_ids: HashMap<String, FuncId>,
     /// `FuncToCtxtProfiles`: every profile of a function, in breadth-first trie order.
-    func_to_profiles: HashMap<String, Vec<SampleId>>,
+    func_to_profiles: Vec<Vec<SampleId>>,
 }
 
 impl ContextTrie {
-    /// A trie holding only the root (no profiles): the shape other per-context data (the
-    /// binary's context sizes) is keyed by.
-    pub fn new() -> Self {
+    /// Builds the trie from a flat CS profile, taking its profiles out of `profile`.
+    pub fn from_profile(profile: &mut Profile) -> Self {
         let root = Node {
-            func: String::new(),
+            func: 0,
             callsite: LineLocation::default(),
             parent: None,
             children: BTreeMap::new(),
             samples: None,
         };
-        ContextTrie {
+        let mut trie = ContextTrie {
             nodes: vec![root],
             samples: Vec::new(),
             sample_node: Vec::new(),
-            func_to_profiles: HashMap::new(),
-        }
-    }
-
-    /// Number of nodes, root included; node ids are `0..node_count()`.
-    pub fn node_count(&self) -> usize {
-        self.nodes.len()
-    }
-
-    /// Builds the trie from a flat CS profile, taking its profiles out of `profile`.
-    pub fn from_profile(profile: &mut Profile) -> Self {
-        let mut trie = ContextTrie::new();
+            names: Vec::new(),
+            guids: Vec::new(),
+            name_ids: HashMap::new(),
+            func_to_profiles: Vec::new(),
+        };
         // An empty context has no function to attach to; it is dropped.
         let contexts = std::mem::take(&mut profile.functions)
             .into_iter()
@@ -84,10 +84,11 @@ impl ContextTrie {
             trie.sample_node.push(node);
             trie.nodes[node].samples = Some(id);
         }
+        trie.func_to_profiles = vec![Vec::new(); trie.names.len()];
         for node in trie.bfs() {
             if let Some(s) = trie.nodes[node].samples {
-                let name = trie.nodes[node].func.clone();
-                trie.func_to_profiles.entry(name).or_default().push(s);
+                let func = trie.nodes[node].func as usize;
+                trie.func_to_profiles[func].push(s);
             }
         }
         trie
@@ -95,6 +96,34 @@ impl ContextTrie {
 
     pub fn node(&self, id: NodeId) -> &Node {
         &self.nodes[id]
+    }
+
+    pub fn name(&self, func: FuncId) -> &str {
+        &self.names[func as usize]
+    }
+
+    pub fn guid(&self, func: FuncId) -> u64 {
+        self.guids[func as usize]
+    }
+
+    /// Interned functions, by id.
+    pub fn func_count(&self) -> usize {
+        self.names.len()
+    }
+
+    fn intern(&mut self, name: &str) -> FuncId {
+        if let Some(&id) = self.name_ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as FuncId;
+        self.names.push(name.to_string());
+        self.guids.push(md5_hash(name));
+        self.name_ids.insert(name.to_string(), id);
+        id
+    }
+
+    fn key(&self, func: FuncId, loc: LineLocation) -> ChildKey {
+        (callsite_hash_from_guid(self.guid(func), loc), func, loc)
     }
 
     pub fn node_of(&self, sample: SampleId) -> NodeId {
@@ -121,32 +150,27 @@ impl ContextTrie {
         let mut node = ROOT;
         let mut loc = LineLocation::default();
         for frame in &context.0 {
-            node = self.get_or_create_child(node, loc, &frame.func);
+            let func = self.intern(&frame.func);
+            node = self.get_or_create_child(node, loc, func);
             loc = frame.loc;
         }
         node
     }
 
-    /// `getChildContext(CallSite, Name)`.
-    pub fn child(&self, parent: NodeId, loc: LineLocation, func: &str) -> Option<NodeId> {
-        // Scan the children with this hash (no key allocation: lookups are hot).
-        let hash = callsite_hash(func, loc);
+    fn child(&self, parent: NodeId, loc: LineLocation, func: FuncId) -> Option<NodeId> {
         self.nodes[parent]
             .children
-            .range((hash, String::new(), LineLocation::default())..)
-            .take_while(|((h, _, _), _)| *h == hash)
-            .find(|((_, name, l), _)| name == func && *l == loc)
-            .map(|(_, &id)| id)
+            .get(&self.key(func, loc))
+            .copied()
     }
 
-    /// `getOrCreateChildContext(CallSite, Name)`.
-    pub fn get_or_create_child(&mut self, parent: NodeId, loc: LineLocation, func: &str) -> NodeId {
+    fn get_or_create_child(&mut self, parent: NodeId, loc: LineLocation, func: FuncId) -> NodeId {
         if let Some(c) = self.child(parent, loc, func) {
             return c;
         }
         let id = self.nodes.len();
         self.nodes.push(Node {
-            func: func.to_string(),
+            func,
             callsite: loc,
             parent: Some(parent),
             children: BTreeMap::new(),
@@ -157,24 +181,14 @@ impl ContextTrie {
     }
 
     fn attach(&mut self, parent: NodeId, child: NodeId) {
-        let n = &self.nodes[child];
-        let key = (
-            callsite_hash(&n.func, n.callsite),
-            n.func.clone(),
-            n.callsite,
-        );
+        let key = self.key(self.nodes[child].func, self.nodes[child].callsite);
         self.nodes[parent].children.insert(key, child);
         self.nodes[child].parent = Some(parent);
     }
 
     fn detach(&mut self, child: NodeId) {
         if let Some(parent) = self.nodes[child].parent.take() {
-            let n = &self.nodes[child];
-            let key = (
-                callsite_hash(&n.func, n.callsite),
-                n.func.clone(),
-                n.callsite,
-            );
+            let key = self.key(self.nodes[child].func, self.nodes[child].callsite);
             self.nodes[parent].children.remove(&key);
         }
     }
@@ -186,7 +200,7 @@ impl ContextTrie {
         while node != ROOT {
             let n = &self.nodes[node];
             frames.push(ContextFrame {
-                func: n.func.clone(),
+                func: self.name(n.func).to_string(),
                 loc,
             });
             loc = n.callsite;
@@ -201,10 +215,10 @@ impl ContextTrie {
 
     /// `getBaseSamplesFor(Name, MergeContext=true)`: promotes every context profile of `name`
     /// that is neither inlined nor already merged to the top level, merging them there.
-    pub fn base_samples_for(&mut self, name: &str) -> Option<SampleId> {
-        let mut base = self.child(ROOT, LineLocation::default(), name);
-        let profiles = self.func_to_profiles.get(name).cloned().unwrap_or_default();
-        for s in profiles {
+    pub fn base_samples_for(&mut self, func: FuncId) -> Option<SampleId> {
+        let mut base = self.child(ROOT, LineLocation::default(), func);
+        for i in 0..self.func_to_profiles[func as usize].len() {
+            let s = self.func_to_profiles[func as usize][i];
             if self.samples[s].state & (state::INLINED | state::MERGED) != 0 {
                 continue;
             }
@@ -218,6 +232,15 @@ impl ContextTrie {
     }
 
     /// `promoteMergeContextSamplesTree(FromNode, ToNodeParent)`.
+    ///
+    /// Mirrors LLVM's container semantics, which matter when a recursive context is promoted
+    /// into its own ancestor: a moved subtree is *copied* and the original stays in its parent's
+    /// child map until that map is cleared, and the children of `from` are walked like a
+    /// `std::map` iterator, so nodes inserted behind the cursor during the walk are visited too.
+    /// One divergence: LLVM then destroys copies whose profiles a later promotion still points
+    /// to (use after free; llvm-profgen 19 crashes on some such inputs, which need recursive
+    /// contexts that recursion compression would have removed). Here those profiles stay
+    /// reachable and end up in their base profile.
     fn promote_merge(&mut self, from: NodeId, to_parent: NodeId) -> NodeId {
         let move_to_root = to_parent == ROOT;
         let new_loc = if move_to_root {
@@ -225,36 +248,63 @@ impl ContextTrie {
         } else {
             self.nodes[from].callsite
         };
-        let func = self.nodes[from].func.clone();
-        match self.child(to_parent, new_loc, &func) {
-            None => {
-                // `moveContextSamples`: the whole subtree moves; its profiles become synthetic.
-                self.detach(from);
-                self.nodes[from].callsite = new_loc;
-                self.attach(to_parent, from);
-                let mut queue = VecDeque::from([from]);
-                while let Some(n) = queue.pop_front() {
-                    if let Some(s) = self.nodes[n].samples {
-                        self.sample_node[s] = n;
-                        self.samples[s].state |= state::SYNTHETIC;
-                    }
-                    queue.extend(self.children(n));
-                }
-                from
-            }
+        let func = self.nodes[from].func;
+        let to = match self.child(to_parent, new_loc, func) {
+            None => self.move_subtree(from, to_parent, new_loc),
             Some(to) => {
                 self.merge_node(from, to);
-                let children: Vec<NodeId> = self.children(from).collect();
-                for child in children {
+                let mut cursor: Option<ChildKey> = None;
+                loop {
+                    let children = &self.nodes[from].children;
+                    let next = match cursor {
+                        None => children.iter().next(),
+                        Some(key) => children.range((Excluded(key), Unbounded)).next(),
+                    };
+                    let Some((&key, &child)) = next else { break };
+                    cursor = Some(key);
                     self.promote_merge(child, to);
                 }
                 self.nodes[from].children.clear();
-                if move_to_root {
-                    self.detach(from);
-                }
                 to
             }
+        };
+        if move_to_root {
+            self.detach(from);
         }
+        to
+    }
+
+    /// `moveContextSamples`: copies the subtree under `to_parent` at `loc`; its profiles now
+    /// live in the copy and become synthetic.
+    fn move_subtree(&mut self, from: NodeId, to_parent: NodeId, loc: LineLocation) -> NodeId {
+        let copy = self.copy_subtree(from, loc);
+        self.attach(to_parent, copy);
+        let mut queue = VecDeque::from([copy]);
+        while let Some(n) = queue.pop_front() {
+            if let Some(s) = self.nodes[n].samples {
+                self.sample_node[s] = n;
+                self.samples[s].state |= state::SYNTHETIC;
+            }
+            queue.extend(self.children(n));
+        }
+        copy
+    }
+
+    fn copy_subtree(&mut self, node: NodeId, callsite: LineLocation) -> NodeId {
+        let copy = self.nodes.len();
+        self.nodes.push(Node {
+            func: self.nodes[node].func,
+            callsite,
+            parent: None,
+            children: BTreeMap::new(),
+            samples: self.nodes[node].samples,
+        });
+        let children: Vec<NodeId> = self.children(node).collect();
+        for child in children {
+            let child_copy = self.copy_subtree(child, self.nodes[child].callsite);
+            self.attach(copy, child_copy);
+        }
+        copy
     }
 
     /// `mergeContextNode`.
@@ -336,29 +386,26 @@ pub(crate) fn merge_samples(to: &mut FunctionSamples, from: &FunctionSamples) {
 pub fn context_less_profile(profile: &Profile) -> Profile {
     // Breadth-first order of a trie whose children are ordered by key = depth first, then the
     // keys along the path.
-    let mut ordered: Vec<(usize, Vec<ChildKey>, &FunctionSamples)> = profile
-        .functions
-        .iter()
-        .filter(|(context, _)| !context.0.is_empty())
-        .map(|(context, fs)| {
-            let mut loc = LineLocation::default();
-            let keys = context
-                .0
-                .iter()
-                .map(|frame| {
-                    let key = (callsite_hash(&frame.func, loc), frame.func.clone(), loc);
-                    loc = frame.loc;
-                    key
-                })
-                .collect();
-            (context.0.len(), keys, fs)
-        })
-        .collect();
-    ordered.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-    let mut merged: BTreeMap<String, FunctionSamples> = BTreeMap::new();
-    for (_, keys, fs) in ordered {
-        let name = &keys.last().expect("a context has a leaf frame").1;
-        merge_samples(merged.entry(name.clone()).or_default(), fs);
+    let mut guids: HashMap<&str, u64> = HashMap::new();
+    type PathKeys<'a> = Vec<(u64, &'a str, LineLocation)>;
+    let mut ordered: Vec<(PathKeys, &FunctionSamples)> = Vec::new();
+    for (context, fs) in profile.functions.iter().filter(|(c, _)| !c.0.is_empty()) {
+        let mut loc = LineLocation::default();
+        let mut keys = Vec::with_capacity(context.0.len());
+        for frame in &context.0 {
+            let guid = *guids
+                .entry(&frame.func)
+                .or_insert_with(|| md5_hash(&frame.func));
+            keys.push((callsite_hash_from_guid(guid, loc), frame.func.as_str(), loc));
+            loc = frame.loc;
+        }
+        ordered.push((keys, fs));
+    }
+    ordered.sort_by(|a, b| (a.0.len(), &a.0).cmp(&(b.0.len(), &b.0)));
+    let mut merged: BTreeMap<&str, FunctionSamples> = BTreeMap::new();
+    for (keys, fs) in ordered {
+        let name = keys.last().expect("a context has a leaf frame").1;
+        merge_samples(merged.entry(name).or_default(), fs);
     }
     Profile {
         kind: crate::profile::ProfileKind {
@@ -367,7 +414,7 @@ pub fn context_less_profile(profile: &Profile) -> Profile {
         },
         functions: merged
             .into_iter()
-            .map(|(name, fs)| (Context::base(&name), fs))
+            .map(|(name, fs)| (Context::base(name), fs))
             .collect(),
         symbol_list: None,
     }

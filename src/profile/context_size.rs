@@ -2,12 +2,10 @@
 //! (llvm-profgen's `BinarySizeContextTracker`, reference §6.6 step 1), for the pre-inliner's
 //! `--use-context-cost-for-preinliner`.
 //!
-//! In: the [`Binary`] and the functions the samples touch ([`profiled_functions`]). Out:
-//! [`ContextSizes`], a [`ContextSizeOracle`]: every instruction of a profiled function adds its
-//! bytes to the trie node of its symbolized inline stack, stored callee first ("reverse" trie:
-//! the root's children are functions, their children the callers they were inlined into, …), so
-//! that a query finds the longest matching inline context. On probe binaries inlinees that
-//! were optimized away but left probes get a known size of 0.
+//! In: the [`Binary`] and the functions the samples touch ([`profiled_functions`]). Out: a
+//! [`ContextSizeTracker`] (the pre-inliner's `ContextSizeOracle`) holding, per symbolized inline
+//! context, the bytes of the instructions there; on probe binaries inlinees that were optimized
+//! away but left probes get a known size of 0.
 //!
 //! The stacks are symbolized the way llvm-profgen's `getFrameLocationStack` does it (not the
 //! way profile contexts are built): linkage names as DWARF gives them, raw DWARF discriminators
@@ -22,9 +20,9 @@ use hashbrown::HashMap;
 use crate::addr::Vaddr;
 use crate::aggregate::{ContextCounters, ContextKey};
 use crate::binary::probes::{NodeId as ProbeNodeId, ProbeInfo};
+use crate::binary::dwarf::probe_index_from_discriminator;
 use crate::binary::{Binary, FuncId, SourceFrame};
-use crate::postpass::trie::{ContextTrie, NodeId, ROOT};
-use crate::postpass::ContextSizeOracle;
+use crate::postpass::ContextSizeTracker;
 use crate::profile::{ContextFrame, LineLocation};
 
 /// The functions llvm-profgen calls "profiled" (`collectFunctionsFromRawProfile`): those
@@ -52,178 +50,109 @@ pub fn profiled_functions(binary: &Binary, counters: &ContextCounters) -> Vec<Fu
     funcs
 }
 
-/// `PseudoProbeDwarfDiscriminator::extractProbeIndex` (LLVM 19): bits [18:3], or [15:3] when
-/// bit 28 says a DWARF base discriminator is packed into [18:16].
-fn probe_index_from_discriminator(d: u32) -> u32 {
-    if d & 0x1000_0000 != 0 { (d >> 3) & 0x1fff } else { (d >> 3) & 0xffff }
+/// `computeSizeForProfiledFunctions`: the size tracker for `profiled` (see the module
+/// documentation).
+pub fn context_sizes(binary: &Binary, profiled: &[FuncId]) -> ContextSizeTracker {
+    let mut tracker = ContextSizeTracker::default();
+    for (context, size) in instruction_bytes_per_context(binary, profiled) {
+        tracker.add_instruction(&context, size);
+    }
+    if let Some(probes) = binary.probes() {
+        for context in inlinees_with_probes(binary, probes, profiled) {
+            tracker.mark_known(&context);
+        }
+    }
+    tracker
 }
 
-/// Function sizes per inline context; see the module documentation.
-pub struct ContextSizes {
-    trie: ContextTrie,
-    /// Per trie node: the bytes recorded for that context, `None` when nothing was recorded
-    /// (LLVM's `std::optional<uint32_t> FuncSize`).
-    sizes: Vec<Option<u32>>,
+/// `computeInlinedContextSizeForFunc` without the tracker: the inline contexts
+/// (`getFrameLocationStack`, root first) of every instruction in the ranges of `profiled`, with
+/// the bytes of the instructions under each. A context may come more than once (its sizes add
+/// up in the tracker).
+fn instruction_bytes_per_context(binary: &Binary, profiled: &[FuncId]) -> Vec<(Vec<ContextFrame>, u32)> {
+    let probe_discriminators = binary.probes().is_some();
+    // Neighbouring instructions mostly differ at most in the leaf location, which does not
+    // count; other repeats are found by the address of the binary's shared stack (kept alive
+    // here, so the address stays unique).
+    let mut index_of_stack: HashMap<*const SourceFrame, usize> = HashMap::new();
+    let mut groups: Vec<(Arc<[SourceFrame]>, u32)> = Vec::new();
+    let mut last: Option<usize> = None;
+    for &f in profiled {
+        for &(start, end) in &binary.function(f).ranges {
+            let Some(last_byte) = end.0.checked_sub(1).filter(|&l| l >= start.0) else { continue };
+            for addr in binary.insts_in(start, Vaddr(last_byte)) {
+                let stack = binary.inline_stack(addr);
+                let group = match last {
+                    Some(g) if same_context(&groups[g].0, &stack) => g,
+                    _ => {
+                        let g = *index_of_stack.entry(stack.as_ptr()).or_insert_with(|| {
+                            groups.push((stack.clone(), 0));
+                            groups.len() - 1
+                        });
+                        last = Some(g);
+                        g
+                    }
+                };
+                let size = binary.inst_size(addr).map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX));
+                groups[group].1 = groups[group].1.saturating_add(size);
+            }
+        }
+    }
+    groups.into_iter().map(|(stack, size)| (location_stack(&stack, probe_discriminators), size)).collect()
 }
 
-impl Default for ContextSizes {
-    fn default() -> Self {
-        ContextSizes { trie: ContextTrie::new(), sizes: vec![None] }
+/// `trackInlineesOptimizedAway` for each profiled function's top-level probe record: the
+/// context (root first) of every inline-tree node that kept probes, which the tracker marks as
+/// known even when no instruction is left there.
+///
+/// llvm-profgen keeps one top-level record per function name (`TopLevelProbeFrameMap`, the last
+/// one in `unordered_map` order, which for small maps is the first decoded); this takes the
+/// first decoded record whose GUID and description name match the function.
+fn inlinees_with_probes(binary: &Binary, probes: &ProbeInfo, profiled: &[FuncId]) -> Vec<Vec<ContextFrame>> {
+    let mut top_level: HashMap<&str, ProbeNodeId> = HashMap::new();
+    for (i, node) in probes.nodes().iter().enumerate().skip(1) {
+        if node.parent == ProbeNodeId::ROOT
+            && let Some(desc) = probes.desc(node.guid)
+        {
+            top_level.entry(&*desc.name).or_insert(ProbeNodeId(i as u32));
+        }
     }
-}
-
-impl ContextSizes {
-    /// `computeSizeForProfiledFunctions`: every instruction of every range of `profiled`, plus
-    /// `trackInlineesOptimizedAway` for their top-level probe records on probe binaries.
-    pub fn build(binary: &Binary, profiled: &[FuncId]) -> ContextSizes {
-        let mut sizes = ContextSizes::default();
-        let probes = binary.probes();
-        // Neighbouring instructions mostly differ at most in the leaf location, which the trie
-        // ignores; other repeats are found by the address of the binary's shared stack (kept
-        // alive in the map, so the address stays unique). Each distinct context walks the trie
-        // once.
-        let mut node_of_stack: HashMap<*const SourceFrame, (Arc<[SourceFrame]>, NodeId)> = HashMap::new();
-        let mut last: Option<(Arc<[SourceFrame]>, NodeId)> = None;
-        for &f in profiled {
-            for &(start, end) in &binary.function(f).ranges {
-                let Some(last_byte) = end.0.checked_sub(1).filter(|&l| l >= start.0) else { continue };
-                for addr in binary.insts_in(start, Vaddr(last_byte)) {
-                    let stack = binary.inline_stack(addr);
-                    let node = match &last {
-                        Some((s, n)) if same_context(s, &stack) => *n,
-                        _ => {
-                            let n = match node_of_stack.get(&stack.as_ptr()) {
-                                Some(&(_, n)) => n,
-                                None => {
-                                    let frames = location_stack(&stack, probes.is_some());
-                                    let n = sizes.node_for_context(&frames);
-                                    node_of_stack.insert(stack.as_ptr(), (stack.clone(), n));
-                                    n
-                                }
-                            };
-                            last = Some((stack, n));
-                            n
-                        }
-                    };
-                    let size = binary.inst_size(addr).map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX));
-                    sizes.add_size(node, size);
-                }
+    let mut selected: Vec<ProbeNodeId> = profiled
+        .iter()
+        .filter_map(|&f| {
+            let name = &*binary.function(f).name;
+            let &top = top_level.get(name)?;
+            // The decoder only keeps records of profiled functions' GUIDs.
+            (probes.node(top).guid == crate::postpass::md5_hash(name)).then_some(top)
+        })
+        .collect();
+    selected.sort_unstable();
+    let mut contexts = Vec::new();
+    for i in 1..probes.nodes().len() {
+        let id = ProbeNodeId(i as u32);
+        if probes.node_probes(id).is_empty() || selected.binary_search(&probes.top_level_node(id)).is_err() {
+            continue;
+        }
+        // Leaf first: each caller frame's location is the call site of the frame below it.
+        let mut context = Vec::new();
+        let mut cur = id;
+        let mut loc = LineLocation::default();
+        let complete = loop {
+            let n = probes.node(cur);
+            let Some(desc) = probes.desc(n.guid) else { break false };
+            context.push(ContextFrame { func: desc.name.to_string(), loc });
+            if n.parent == ProbeNodeId::ROOT {
+                break true;
             }
-        }
-        if let Some(probes) = probes {
-            sizes.track_inlinees_optimized_away(binary, probes, profiled);
-        }
-        sizes
-    }
-
-    /// `addInstructionForContext`: adds `size` bytes to `context` (root first; the leaf
-    /// frame's location is ignored). Size 0 marks the context as known.
-    pub fn add_instruction_for_context(&mut self, context: &[ContextFrame], size: u32) {
-        let node = self.node_for_context(context);
-        self.add_size(node, size);
-    }
-
-    /// The reverse-trie node of `context`: leaf function at (0, 0) under the root, then each
-    /// caller at its call site.
-    fn node_for_context(&mut self, context: &[ContextFrame]) -> NodeId {
-        let mut node = ROOT;
-        for (i, frame) in context.iter().enumerate().rev() {
-            let loc = if i + 1 == context.len() { LineLocation::default() } else { frame.loc };
-            node = self.trie.get_or_create_child(node, loc, &frame.func);
-        }
-        self.sizes.resize(self.trie.node_count(), None);
-        node
-    }
-
-    fn add_size(&mut self, node: NodeId, size: u32) {
-        let s = self.sizes[node].get_or_insert(0);
-        *s = s.saturating_add(size);
-    }
-
-    /// `trackInlineesOptimizedAway` for each profiled function's top-level probe record: every
-    /// inline-tree node that kept probes gets its context marked known (size 0 added).
-    ///
-    /// llvm-profgen keeps one top-level record per function name (`TopLevelProbeFrameMap`, the
-    /// last one in `unordered_map` order, which for small maps is the first decoded); this
-    /// takes the first decoded record whose GUID and description name match the function.
-    fn track_inlinees_optimized_away(&mut self, binary: &Binary, probes: &ProbeInfo, profiled: &[FuncId]) {
-        let mut top_level: HashMap<&str, ProbeNodeId> = HashMap::new();
-        for (i, node) in probes.nodes().iter().enumerate().skip(1) {
-            if node.parent == ProbeNodeId::ROOT
-                && let Some(desc) = probes.desc(node.guid)
-            {
-                top_level.entry(&*desc.name).or_insert(ProbeNodeId(i as u32));
-            }
-        }
-        let mut selected: Vec<ProbeNodeId> = profiled
-            .iter()
-            .filter_map(|&f| {
-                let name = &*binary.function(f).name;
-                let &top = top_level.get(name)?;
-                // The decoder only keeps records of profiled functions' GUIDs.
-                (probes.node(top).guid == crate::postpass::md5_hash(name)).then_some(top)
-            })
-            .collect();
-        selected.sort_unstable();
-        for i in 1..probes.nodes().len() {
-            let id = ProbeNodeId(i as u32);
-            if probes.node_probes(id).is_empty() || selected.binary_search(&probes.top_level_node(id)).is_err() {
-                continue;
-            }
-            // The probe inline context, leaf first: each frame's location is the call site of
-            // the frame below it.
-            let mut context = Vec::new();
-            let mut cur = id;
-            let mut loc = LineLocation::default();
-            let complete = loop {
-                let n = probes.node(cur);
-                let Some(desc) = probes.desc(n.guid) else { break false };
-                context.push(ContextFrame { func: desc.name.to_string(), loc });
-                if n.parent == ProbeNodeId::ROOT {
-                    break true;
-                }
-                loc = LineLocation::new(n.callsite, 0);
-                cur = n.parent;
-            };
-            if complete {
-                context.reverse();
-                self.add_instruction_for_context(&context, 0);
-            }
+            loc = LineLocation::new(n.callsite, 0);
+            cur = n.parent;
+        };
+        if complete {
+            context.reverse();
+            contexts.push(context);
         }
     }
-
-    /// `getFuncSizeForContext`: the size recorded for the longest match of `context` (root
-    /// first, leaf last) in the trie; when nothing along the matched path has a size, the
-    /// size of the first descendant (in child order) of the deepest matched node that has one;
-    /// 0 when even that fails (LLVM asserts).
-    pub fn func_size_for_context(&self, context: &[ContextFrame]) -> u32 {
-        let mut cur = Some(ROOT);
-        let mut prev = None;
-        let mut size = None;
-        for (i, frame) in context.iter().enumerate().rev() {
-            let Some(node) = cur else { break };
-            prev = Some(node);
-            let loc = if i + 1 == context.len() { LineLocation::default() } else { frame.loc };
-            cur = self.trie.child(node, loc, &frame.func);
-            if let Some(s) = cur.and_then(|n| self.sizes[n]) {
-                size = Some(s);
-            }
-        }
-        // Pivot to the sizes of the same function under other contexts.
-        let mut node = cur.or(prev);
-        while size.is_none() {
-            let Some(first) = node.and_then(|n| self.trie.children(n).next()) else { break };
-            size = self.sizes[first];
-            node = Some(first);
-        }
-        size.unwrap_or(0)
-    }
-}
-
-impl ContextSizeOracle for ContextSizes {
-    fn func_size_for_context(&self, context: &[ContextFrame]) -> u32 {
-        ContextSizes::func_size_for_context(self, context)
-    }
+    contexts
 }
 
 /// Whether two inline stacks give the same size context: same functions, same call sites (the
@@ -255,6 +184,7 @@ fn location_stack(stack: &[SourceFrame], probe_discriminators: bool) -> Vec<Cont
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::postpass::ContextSizeOracle;
     use crate::postpass::llvm_hash::callsite_hash;
 
     /// `"main:3 @ foo:2.1 @ bar"` → frames, root first.
@@ -268,67 +198,48 @@ mod tests {
             .collect()
     }
 
-    impl ContextSizes {
-        /// Every context with a recorded size, root first, sorted.
-        fn recorded(&self) -> Vec<(String, u32)> {
-            let mut out = Vec::new();
-            for (id, size) in self.sizes.iter().enumerate() {
-                let Some(size) = size else { continue };
-                // The trie path is leaf first; each node's call site is its own frame's location.
-                let mut frames = Vec::new();
-                let mut n = id;
-                while n != ROOT {
-                    let node = self.trie.node(n);
-                    let loc = node.callsite;
-                    frames.push(if loc == LineLocation::default() {
-                        node.func.clone()
-                    } else if loc.discriminator == 0 {
-                        format!("{}:{}", node.func, loc.line_offset)
-                    } else {
-                        format!("{}:{}.{}", node.func, loc.line_offset, loc.discriminator)
-                    });
-                    n = node.parent.unwrap();
-                }
-                out.push((frames.join(" @ "), *size));
-            }
-            out.sort();
-            out
-        }
+    fn show(context: &[ContextFrame]) -> String {
+        let n = context.len();
+        let frames: Vec<String> = context
+            .iter()
+            .enumerate()
+            .map(|(i, f)| match (i + 1 == n, f.loc.discriminator) {
+                (true, _) => f.func.clone(),
+                (false, 0) => format!("{}:{}", f.func, f.loc.line_offset),
+                (false, d) => format!("{}:{}.{d}", f.func, f.loc.line_offset),
+            })
+            .collect();
+        frames.join(" @ ")
     }
 
-    #[test]
-    fn sizes_add_up_per_context_and_leaf_location_is_ignored() {
-        let mut s = ContextSizes::default();
-        s.add_instruction_for_context(&ctx("main:3 @ foo:2.1 @ bar:7"), 4);
-        s.add_instruction_for_context(&ctx("main:3 @ foo:2.1 @ bar:9"), 3);
-        s.add_instruction_for_context(&ctx("bar:1"), 50);
-        assert_eq!(s.func_size_for_context(&ctx("main:3 @ foo:2.1 @ bar")), 7);
-        assert_eq!(s.func_size_for_context(&ctx("bar")), 50);
-        assert_eq!(s.recorded(), [("bar".to_string(), 50), ("main:3 @ foo:2.1 @ bar".to_string(), 7)]);
+    /// What [`context_sizes`] feeds the tracker, merged per context and sorted.
+    fn recorded(binary: &Binary, profiled: &[FuncId]) -> Vec<(String, u32)> {
+        let mut merged: std::collections::BTreeMap<String, u32> = std::collections::BTreeMap::new();
+        for (context, size) in instruction_bytes_per_context(binary, profiled) {
+            *merged.entry(show(&context)).or_default() += size;
+        }
+        if let Some(probes) = binary.probes() {
+            for context in inlinees_with_probes(binary, probes, profiled) {
+                merged.entry(show(&context)).or_default();
+            }
+        }
+        merged.into_iter().collect()
     }
 
     #[test]
     fn longest_matching_context_wins() {
-        let mut s = ContextSizes::default();
-        s.add_instruction_for_context(&ctx("main:3 @ foo:2 @ bar"), 10);
-        s.add_instruction_for_context(&ctx("foo:2 @ bar"), 20);
-        s.add_instruction_for_context(&ctx("bar"), 50);
+        let mut s = ContextSizeTracker::default();
+        s.add_instruction(&ctx("main:3 @ foo:2 @ bar"), 10);
+        s.add_instruction(&ctx("foo:2 @ bar"), 20);
+        s.add_instruction(&ctx("bar:7"), 30);
+        s.add_instruction(&ctx("bar:9"), 20);
         assert_eq!(s.func_size_for_context(&ctx("main:3 @ foo:2 @ bar")), 10);
         // More callers than recorded: the deepest recorded context.
         assert_eq!(s.func_size_for_context(&ctx("start:1 @ main:3 @ foo:2 @ bar")), 10);
         // A different call site in main: the match stops at `foo:2 @ bar`.
         assert_eq!(s.func_size_for_context(&ctx("main:4 @ foo:2 @ bar")), 20);
-        // A discriminator is part of the call site.
-        assert_eq!(s.func_size_for_context(&ctx("main:3 @ foo:2.1 @ bar")), 50);
-    }
-
-    #[test]
-    fn known_zero_size_is_not_replaced_by_another_context() {
-        let mut s = ContextSizes::default();
-        s.add_instruction_for_context(&ctx("other:1 @ gone"), 20);
-        s.add_instruction_for_context(&ctx("main:3 @ gone"), 0);
-        assert_eq!(s.func_size_for_context(&ctx("main:3 @ gone")), 0);
-        assert_eq!(s.func_size_for_context(&ctx("other:1 @ gone")), 20);
+        // A discriminator is part of the call site; the leaf location is not.
+        assert_eq!(s.func_size_for_context(&ctx("foo:2.1 @ bar")), 50);
     }
 
     /// Without a size on the matched path, LLVM pivots to the first child (lowest
@@ -336,9 +247,9 @@ mod tests {
     #[test]
     fn sibling_pivot_takes_the_first_child_in_hash_order() {
         let hash = |f: &str, line: u32| callsite_hash(f, LineLocation::new(line, 0));
-        let mut s = ContextSizes::default();
-        s.add_instruction_for_context(&ctx("a:1 @ baz"), 7);
-        s.add_instruction_for_context(&ctx("b:2 @ baz"), 9);
+        let mut s = ContextSizeTracker::default();
+        s.add_instruction(&ctx("a:1 @ baz"), 7);
+        s.add_instruction(&ctx("b:2 @ baz"), 9);
         assert_ne!(hash("a", 1), hash("b", 2));
         let first = if hash("a", 1) < hash("b", 2) { 7 } else { 9 };
         // `baz` matches (without a size), `c:5` does not: pivot below `baz`.
@@ -346,26 +257,16 @@ mod tests {
         assert_eq!(s.func_size_for_context(&ctx("baz")), first);
 
         // The pivot descends through size-less nodes.
-        let mut s = ContextSizes::default();
-        s.add_instruction_for_context(&ctx("x:1 @ y:2 @ qux"), 4);
+        let mut s = ContextSizeTracker::default();
+        s.add_instruction(&ctx("x:1 @ y:2 @ qux"), 4);
         assert_eq!(s.func_size_for_context(&ctx("qux")), 4);
         // A partial match pivots from the last matched node: `y:2 @ qux`, then `x:1`.
         assert_eq!(s.func_size_for_context(&ctx("z:8 @ y:2 @ qux")), 4);
         // An unknown function pivots from the root (LLVM asserts instead).
         assert_eq!(s.func_size_for_context(&ctx("unknown")), 4);
-        assert_eq!(ContextSizes::default().func_size_for_context(&ctx("unknown")), 0);
-    }
-
-    #[test]
-    fn probe_index_from_discriminator_follows_llvm_19() {
-        // id 5, factor 100, direct call: [18:3] holds the id.
-        let plain = (5 << 3) | (100 << 19) | (2 << 26) | 0x7;
-        assert_eq!(probe_index_from_discriminator(plain), 5);
-        // With a DWARF base discriminator (3) packed into [18:16] and bit 28 set.
-        let packed = plain | (1 << 28) | (3 << 16);
-        assert_eq!(probe_index_from_discriminator(packed), 5);
-        // Without bit 28 the same bits belong to the id.
-        assert_eq!(probe_index_from_discriminator(plain | (3 << 16)), 5 | (3 << 13));
+        // A known size of 0 is not replaced by another context's.
+        s.mark_known(&ctx("main:3 @ qux"));
+        assert_eq!(s.func_size_for_context(&ctx("main:3 @ qux")), 0);
     }
 
     fn corpus_binary(case: &str) -> Binary {
@@ -385,8 +286,10 @@ mod tests {
     #[test]
     fn line_based_binary_sizes_are_instruction_bytes() {
         let b = corpus_binary("switch_table");
-        let s = ContextSizes::build(&b, &all_dwarf_functions(&b));
-        assert_eq!(s.recorded(), [("main".to_string(), 583), ("run".to_string(), 121)]);
+        let all = all_dwarf_functions(&b);
+        assert_eq!(recorded(&b, &all), [("main".to_string(), 583), ("run".to_string(), 121)]);
+        let s = context_sizes(&b, &all);
+        assert_eq!(s.func_size_for_context(&ctx("main:6 @ run")), 121);
     }
 
     /// Probe binary: call sites are probe ids from the DWARF discriminators; `noop` left no
@@ -395,7 +298,6 @@ mod tests {
     #[test]
     fn probe_binary_sizes_include_optimized_away_inlinees() {
         let b = corpus_binary("optimized_away");
-        let s = ContextSizes::build(&b, &all_dwarf_functions(&b));
         let uniq = ".__uniq.7287361354840707079468367352127977448";
         let expected = [
             ("main".to_string(), 71),
@@ -403,11 +305,31 @@ mod tests {
             (format!("work:2 @ _ZL4noopi{uniq}"), 0),
             (format!("work:3 @ _ZL4add1i{uniq}"), 5),
         ];
-        assert_eq!(s.recorded(), expected);
+        assert_eq!(recorded(&b, &all_dwarf_functions(&b)), expected);
+        let s = context_sizes(&b, &all_dwarf_functions(&b));
+        assert_eq!(s.func_size_for_context(&ctx(&format!("main:5 @ work:2 @ _ZL4noopi{uniq}"))), 0);
         // Only profiled functions are measured.
         let work: Vec<FuncId> = all_dwarf_functions(&b).into_iter().filter(|&f| &*b.function(f).name == "work").collect();
-        let s = ContextSizes::build(&b, &work);
-        assert_eq!(s.recorded(), expected[1..]);
+        assert_eq!(recorded(&b, &work), expected[1..]);
+    }
+
+    /// Call sites keep their raw DWARF discriminators (6 and 8 = base 3 and 4), as in
+    /// llvm-profgen-19: a query with the base discriminator misses and pivots to the first
+    /// copy in hash order (tests/fixtures/context_size/README.md).
+    #[test]
+    fn line_based_call_sites_keep_raw_discriminators() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/context_size/disc");
+        let b = Binary::load(&path, &Default::default()).unwrap();
+        let all = all_dwarf_functions(&b);
+        let recorded = recorded(&b, &all);
+        let size_of = |c: &str| recorded.iter().find(|(k, _)| k == c).map(|&(_, n)| n);
+        assert_eq!(size_of("work:2.6 @ big"), Some(246), "{recorded:?}");
+        assert_eq!(size_of("work:2.8 @ big"), Some(170), "{recorded:?}");
+        let s = context_sizes(&b, &all);
+        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.6 @ big")), 246);
+        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.8 @ big")), 170);
+        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.3 @ big")), 246);
+        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.4 @ big")), 246);
     }
 
     /// Range starts, branch ends and (address-keyed contexts only) call-stack addresses.
@@ -428,23 +350,5 @@ mod tests {
         let mut c = ContextCounters::default();
         c.counters_mut(ContextKey::Addrs(vec![start, Vaddr::EXTERNAL])).add_range(run, run, 1);
         assert_eq!(names(&c), ["_start", "run"]);
-    }
-
-    /// Call sites keep their raw DWARF discriminators (6 and 8 = base 3 and 4), as in
-    /// llvm-profgen-19: a query with the base discriminator misses and pivots to the first
-    /// copy in hash order (tests/fixtures/context_size/README.md).
-    #[test]
-    fn line_based_call_sites_keep_raw_discriminators() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/context_size/disc");
-        let b = Binary::load(&path, &Default::default()).unwrap();
-        let s = ContextSizes::build(&b, &all_dwarf_functions(&b));
-        let recorded = s.recorded();
-        let size_of = |c: &str| recorded.iter().find(|(k, _)| k == c).map(|&(_, n)| n);
-        assert_eq!(size_of("work:2.6 @ big"), Some(246), "{recorded:?}");
-        assert_eq!(size_of("work:2.8 @ big"), Some(170), "{recorded:?}");
-        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.6 @ big")), 246);
-        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.8 @ big")), 170);
-        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.3 @ big")), 246);
-        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.4 @ big")), 246);
     }
 }

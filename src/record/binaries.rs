@@ -34,7 +34,9 @@ pub struct BinaryFile {
 
 impl BinaryFile {
     fn open(path: &str, tracked: bool) -> BinaryFile {
-        let data = File::open(path).ok().and_then(|f| unsafe { Mmap::map(&f) }.ok());
+        let data = File::open(path)
+            .ok()
+            .and_then(|f| unsafe { Mmap::map(&f) }.ok());
         let mut build_id = None;
         let mut segments = Vec::new();
         if let Some(obj) = data.as_deref().and_then(|d| object::File::parse(d).ok()) {
@@ -44,7 +46,13 @@ impl BinaryFile {
                 segments.push((off, size, s.address()));
             }
         }
-        BinaryFile { path: path.to_string(), build_id, data, segments, tracked }
+        BinaryFile {
+            path: path.to_string(),
+            build_id,
+            data,
+            segments,
+            tracked,
+        }
     }
 
     /// ELF virtual address of a file offset, if a PT_LOAD covers it.
@@ -83,8 +91,16 @@ pub struct Binaries {
 
 impl Binaries {
     pub fn new(track_all: bool) -> anyhow::Result<Binaries> {
-        let cs = Capstone::new().x86().mode(arch::x86::ArchMode::Mode64).build()?;
-        Ok(Binaries { files: Vec::new(), by_path: HashMap::new(), cs, track_all })
+        let cs = Capstone::new()
+            .x86()
+            .mode(arch::x86::ArchMode::Mode64)
+            .build()?;
+        Ok(Binaries {
+            files: Vec::new(),
+            by_path: HashMap::new(),
+            cs,
+            track_all,
+        })
     }
 
     fn intern(&mut self, path: &str) -> usize {
@@ -92,8 +108,11 @@ impl Binaries {
             return i;
         }
         // System libraries are mapped and sampled but their truth would dwarf the case's own.
-        let system = ["/usr/", "/lib", "/etc/"].iter().any(|p| path.starts_with(p));
-        self.files.push(BinaryFile::open(path, self.track_all || !system));
+        let system = ["/usr/", "/lib", "/etc/"]
+            .iter()
+            .any(|p| path.starts_with(p));
+        self.files
+            .push(BinaryFile::open(path, self.track_all || !system));
         self.by_path.insert(path.to_string(), self.files.len() - 1);
         self.files.len() - 1
     }
@@ -116,7 +135,9 @@ impl Binaries {
             if path.contains("/valgrind/") && !path.ends_with(".so") {
                 continue;
             }
-            let Some((s, e)) = range.split_once('-') else { continue };
+            let Some((s, e)) = range.split_once('-') else {
+                continue;
+            };
             let (Ok(start), Ok(end), Ok(pgoff)) = (
                 u64::from_str_radix(s, 16),
                 u64::from_str_radix(e, 16),
@@ -127,20 +148,37 @@ impl Binaries {
             let (maj, min) = dev
                 .split_once(':')
                 .map(|(a, b)| {
-                    (u32::from_str_radix(a, 16).unwrap_or(0), u32::from_str_radix(b, 16).unwrap_or(0))
+                    (
+                        u32::from_str_radix(a, 16).unwrap_or(0),
+                        u32::from_str_radix(b, 16).unwrap_or(0),
+                    )
                 })
                 .unwrap_or((0, 0));
             let bin = self.intern(path);
-            out.push(Mapping { start, end, pgoff, maj, min, ino: ino.parse().unwrap_or(0), bin });
+            out.push(Mapping {
+                start,
+                end,
+                pgoff,
+                maj,
+                min,
+                ino: ino.parse().unwrap_or(0),
+                bin,
+            });
         }
         out
     }
 
     /// Decodes the instruction at file offset `offset` of binary `bin`.
     pub fn decode(&self, bin: usize, offset: u64) -> Kind {
-        let Some(bytes) = self.files[bin].bytes_at(offset) else { return Kind::Other };
-        let Ok(insns) = self.cs.disasm_count(bytes, offset, 1) else { return Kind::Other };
-        let Some(i) = insns.iter().next() else { return Kind::Other };
+        let Some(bytes) = self.files[bin].bytes_at(offset) else {
+            return Kind::Other;
+        };
+        let Ok(insns) = self.cs.disasm_count(bytes, offset, 1) else {
+            return Kind::Other;
+        };
+        let Some(i) = insns.iter().next() else {
+            return Kind::Other;
+        };
         // Prefixes (`bnd`, `notrack`, `rep`) come first in capstone mnemonics.
         let m = i.mnemonic().unwrap_or("").rsplit(' ').next().unwrap_or("");
         let ops = i.op_str().unwrap_or("");

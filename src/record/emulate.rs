@@ -13,6 +13,8 @@ use super::perf_data::{self, BuildIdEntry, Record};
 const LBR_SIZE: usize = 32;
 const MAX_STACK: usize = 127;
 const NO_BIN: u32 = u32::MAX;
+/// Valgrind's `--max-threads` default is 500; larger ids in a trace line are garbage.
+const MAX_VG_THREADS: usize = 10_000;
 
 #[derive(Clone, Copy)]
 struct Inst {
@@ -67,7 +69,10 @@ impl Thread {
 }
 
 pub struct Process {
+    /// The pid written to perf.data (the real one unless pids are renumbered).
     pub pid: u32,
+    /// The pid of the traced process (its `/proc` entry and trace file name).
+    pub real_pid: u32,
     ppid: u32,
     ptid: u32,
     comm: String,
@@ -88,9 +93,10 @@ pub struct Process {
 }
 
 impl Process {
-    pub fn new_root(pid: u32, comm: &str) -> Process {
+    pub fn new_root(real_pid: u32, pid: u32, comm: &str) -> Process {
         Process {
             pid,
+            real_pid,
             ppid: pid,
             ptid: pid,
             comm: comm.chars().take(15).collect(),
@@ -105,6 +111,11 @@ impl Process {
             live: true,
             fork_thread: None,
         }
+    }
+
+    /// The pid to show for the root process.
+    pub fn root_pid(real_pid: u32, pid_base: Option<u32>) -> u32 {
+        pid_base.unwrap_or(real_pid)
     }
 
     pub fn thread_count(&self) -> usize {
@@ -132,11 +143,18 @@ pub struct Recorder {
     rng: u64,
     instructions: u64,
     samples: u64,
+    /// Renumber processes from this pid (threads: pid + n) for reproducible files.
+    pid_base: Option<u32>,
     pub pending_children: VecDeque<Process>,
 }
 
 impl Recorder {
-    pub fn new(period: u64, seed: u64, truth_all: bool) -> anyhow::Result<Recorder> {
+    pub fn new(
+        period: u64,
+        seed: u64,
+        truth_all: bool,
+        pid_base: Option<u32>,
+    ) -> anyhow::Result<Recorder> {
         Ok(Recorder {
             bins: Binaries::new(truth_all)?,
             records: Vec::new(),
@@ -147,6 +165,7 @@ impl Recorder {
             rng: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
             instructions: 0,
             samples: 0,
+            pid_base,
             pending_children: VecDeque::new(),
         })
     }
@@ -162,9 +181,11 @@ impl Recorder {
 
     pub fn start_process(&mut self, p: &mut Process) {
         if p.fork_thread.is_none() {
-            self.records.push(perf_data::comm(p.pid, p.pid, &p.comm, true, 0));
+            self.records
+                .push(perf_data::comm(p.pid, p.pid, &p.comm, true, 0));
         } else {
-            self.records.push(perf_data::task(false, p.pid, p.ppid, p.pid, p.ptid, p.time));
+            self.records
+                .push(perf_data::task(false, p.pid, p.ppid, p.pid, p.ptid, p.time));
         }
     }
 
@@ -172,13 +193,14 @@ impl Recorder {
         for t in p.threads.iter_mut().flatten() {
             if !t.exited {
                 t.exited = true;
-                self.records.push(perf_data::task(true, p.pid, p.pid, t.tid, t.tid, p.time));
+                self.records
+                    .push(perf_data::task(true, p.pid, p.pid, t.tid, t.tid, p.time));
             }
         }
     }
 
     fn refresh_maps(&mut self, p: &mut Process) {
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{}/maps", p.pid)) else {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{}/maps", p.real_pid)) else {
             p.live = false;
             return;
         };
@@ -186,30 +208,30 @@ impl Recorder {
         maps.sort_by_key(|m| m.start);
         p.maps = maps;
         p.cache.clear();
-        self.emit_new_maps(p);
     }
 
-    fn emit_new_maps(&mut self, p: &mut Process) {
-        for m in &p.maps {
-            if p.emitted.insert(m.start) {
-                self.used_bins.insert(m.bin);
-                let path = &self.bins.files[m.bin].path;
-                self.records.push(perf_data::mmap2(
-                    &perf_data::Mmap2 {
-                        pid: p.pid,
-                        tid: p.pid,
-                        start: m.start,
-                        len: m.end - m.start,
-                        pgoff: m.pgoff,
-                        maj: m.maj,
-                        min: m.min,
-                        ino: m.ino,
-                        path,
-                    },
-                    p.time,
-                ));
-            }
+    /// MMAP2 for a mapping when its first instruction runs: how far valgrind ran ahead of the
+    /// `/proc` snapshot then cannot change the output.
+    fn emit_map(&mut self, p: &mut Process, m: &Mapping) {
+        if !p.emitted.insert(m.start) {
+            return;
         }
+        self.used_bins.insert(m.bin);
+        let path = &self.bins.files[m.bin].path;
+        self.records.push(perf_data::mmap2(
+            &perf_data::Mmap2 {
+                pid: p.pid,
+                tid: p.pid,
+                start: m.start,
+                len: m.end - m.start,
+                pgoff: m.pgoff,
+                maj: m.maj,
+                min: m.min,
+                ino: m.ino,
+                path,
+            },
+            p.time,
+        ));
     }
 
     fn find_map(p: &Process, addr: u64) -> Option<&Mapping> {
@@ -224,16 +246,29 @@ impl Recorder {
         if Self::find_map(p, addr).is_none() && p.live && p.checked_pages.insert(addr >> 12) {
             self.refresh_maps(p);
         }
-        let inst = match Self::find_map(p, addr) {
+        let inst = match Self::find_map(p, addr).cloned() {
             Some(m) => {
+                self.emit_map(p, &m);
                 let off = addr - m.start + m.pgoff;
                 let f = &self.bins.files[m.bin];
                 match f.vaddr(off) {
-                    Some(vaddr) => Inst { kind: self.bins.decode(m.bin, off), bin: m.bin as u32, vaddr },
-                    None => Inst { kind: Kind::Other, bin: NO_BIN, vaddr: addr },
+                    Some(vaddr) => Inst {
+                        kind: self.bins.decode(m.bin, off),
+                        bin: m.bin as u32,
+                        vaddr,
+                    },
+                    None => Inst {
+                        kind: Kind::Other,
+                        bin: NO_BIN,
+                        vaddr: addr,
+                    },
                 }
             }
-            None => Inst { kind: Kind::Other, bin: NO_BIN, vaddr: addr },
+            None => Inst {
+                kind: Kind::Other,
+                bin: NO_BIN,
+                vaddr: addr,
+            },
         };
         p.cache.insert(addr, inst);
         inst
@@ -261,9 +296,15 @@ impl Recorder {
                     None => Thread::new(p.pid),
                 }
             } else {
-                let tid = p.pending_tids.pop_front().unwrap_or(p.pid + n as u32 - 1);
-                self.records.push(perf_data::task(false, p.pid, p.pid, tid, p.pid, p.time));
-                self.records.push(perf_data::comm(p.pid, tid, &p.comm, false, p.time));
+                let real = p.pending_tids.pop_front();
+                let tid = match (self.pid_base, real) {
+                    (None, Some(tid)) => tid,
+                    _ => p.pid.wrapping_add(n as u32 - 1),
+                };
+                self.records
+                    .push(perf_data::task(false, p.pid, p.pid, tid, p.pid, p.time));
+                self.records
+                    .push(perf_data::comm(p.pid, tid, &p.comm, false, p.time));
                 Thread::new(tid)
             };
             p.threads[n] = Some(t);
@@ -288,7 +329,10 @@ impl Recorder {
             let fall = paddr.wrapping_add(psize);
             let taken = addr != fall || matches!(pinst.kind, Kind::Call | Kind::Ret | Kind::Jump);
             match pinst.kind {
-                Kind::Call => t.stack.push(Frame { ret: fall, fp: false }),
+                Kind::Call => t.stack.push(Frame {
+                    ret: fall,
+                    fp: false,
+                }),
                 Kind::Ret => t.pop_to(addr),
                 Kind::FpSet => t.stack.last_mut().expect("root frame").fp = true,
                 Kind::FpClear => t.stack.last_mut().expect("root frame").fp = false,
@@ -325,7 +369,14 @@ impl Recorder {
             // An FP unwinder finds a frame's return address only once that frame set rbp.
             let mut chain = Vec::with_capacity(16);
             chain.push(addr);
-            chain.extend(t.stack[1..].iter().rev().filter(|f| f.fp).map(|f| f.ret).take(MAX_STACK - 1));
+            chain.extend(
+                t.stack[1..]
+                    .iter()
+                    .rev()
+                    .filter(|f| f.fp)
+                    .map(|f| f.ret)
+                    .take(MAX_STACK - 1),
+            );
             let branches: Vec<(u64, u64)> = t.lbr.iter().rev().copied().collect();
             let (tid, period) = (t.tid, t.period);
             self.records.push(perf_data::sample(&perf_data::Sample {
@@ -348,8 +399,6 @@ impl Recorder {
     pub fn run_stream(&mut self, p: &mut Process, mut r: impl BufRead) -> anyhow::Result<()> {
         if p.live {
             self.refresh_maps(p);
-        } else {
-            self.emit_new_maps(p);
         }
         let mut line = Vec::with_capacity(256);
         loop {
@@ -379,6 +428,7 @@ impl Recorder {
             let rest = &text[i + 6..];
             if rest.contains("acquired lock")
                 && let Some(n) = rest.split(']').next().and_then(|n| n.parse::<usize>().ok())
+                && n <= MAX_VG_THREADS
             {
                 p.cur = n;
             }
@@ -387,15 +437,23 @@ impl Recorder {
 
     fn syscall(&mut self, p: &mut Process, s: &str) {
         // SYSCALL[pid,vgtid](nr) name ( args ) --> result
-        let Some((head, rest)) = s.split_once(')') else { return };
-        let Some((ids, nr)) = head.split_once("](") else { return };
+        let Some((head, rest)) = s.split_once(')') else {
+            return;
+        };
+        let Some((ids, nr)) = head.split_once("](") else {
+            return;
+        };
         let Ok(nr) = nr.parse::<u32>() else { return };
-        let Some(vgtid) = ids.split(',').nth(1).and_then(|t| t.parse::<usize>().ok()) else { return };
+        let Some(vgtid) = ids.split(',').nth(1).and_then(|t| t.parse::<usize>().ok()) else {
+            return;
+        };
         match nr {
             56 | 435 => {
                 if let Some(i) = rest.find("created child ") {
-                    let child: String =
-                        rest[i + 14..].chars().take_while(|c| c.is_ascii_digit()).collect();
+                    let child: String = rest[i + 14..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_digit())
+                        .collect();
                     if let Ok(child) = child.parse::<u32>() {
                         self.fork(p, vgtid, child);
                     }
@@ -408,11 +466,11 @@ impl Recorder {
                     .and_then(|a| a.split(',').next())
                     .and_then(|f| u64::from_str_radix(f.trim(), 16).ok());
                 let is_thread = flags.is_none_or(|f| f & 0x10000 != 0);
-                if is_thread
-                    && let Some(i) = rest.find("Success(0x")
-                {
-                    let hex: String =
-                        rest[i + 10..].chars().take_while(|c| c.is_ascii_hexdigit()).collect();
+                if is_thread && let Some(i) = rest.find("Success(0x") {
+                    let hex: String = rest[i + 10..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_hexdigit())
+                        .collect();
                     if let Ok(tid) = u32::from_str_radix(&hex, 16)
                         && tid != 0
                     {
@@ -425,7 +483,8 @@ impl Recorder {
                     && !t.exited
                 {
                     t.exited = true;
-                    self.records.push(perf_data::task(true, p.pid, p.pid, t.tid, t.tid, p.time));
+                    self.records
+                        .push(perf_data::task(true, p.pid, p.pid, t.tid, t.tid, p.time));
                 }
             }
             231 => self.end_process(p),
@@ -436,16 +495,23 @@ impl Recorder {
     fn fork(&mut self, p: &mut Process, vgtid: usize, child: u32) {
         let forking = p.threads.get(vgtid).and_then(|t| t.clone());
         let ptid = forking.as_ref().map_or(p.pid, |t| t.tid);
-        let mut c = Process::new_root(child, &p.comm);
+        let shown = match self.pid_base.as_mut() {
+            Some(next) => {
+                *next += 100;
+                *next
+            }
+            None => child,
+        };
+        let mut c = Process::new_root(child, shown, &p.comm);
         c.ppid = p.pid;
         c.ptid = ptid;
         c.maps = p.maps.clone();
         // perf copies the parent's maps into the child on FORK: no MMAP2 needed for them.
-        c.emitted = p.maps.iter().map(|m| m.start).collect();
+        c.emitted = p.emitted.clone();
         c.cache = p.cache.clone();
         c.time = p.time;
         c.live = false;
-        c.fork_thread = Some(forking.unwrap_or_else(|| Thread::new(child)));
+        c.fork_thread = Some(forking.unwrap_or_else(|| Thread::new(shown)));
         self.start_process(&mut c);
         self.pending_children.push_back(c);
     }
@@ -458,15 +524,22 @@ impl Recorder {
             .iter()
             .filter_map(|&b| {
                 let f = &self.bins.files[b];
-                f.build_id.as_ref().map(|id| BuildIdEntry { build_id: id.clone(), path: f.path.clone() })
+                f.build_id.as_ref().map(|id| BuildIdEntry {
+                    build_id: id.clone(),
+                    path: f.path.clone(),
+                })
             })
             .collect();
         let mut insts: Vec<_> = self.insts.into_iter().collect();
         insts.sort_unstable();
         let mut branches: Vec<_> = self.branches.into_iter().collect();
         branches.sort_unstable();
-        let binaries =
-            self.bins.files.iter().map(|f| (f.path.clone(), f.build_id.clone(), f.tracked)).collect();
+        let binaries = self
+            .bins
+            .files
+            .iter()
+            .map(|f| (f.path.clone(), f.build_id.clone(), f.tracked))
+            .collect();
         let truth = TruthData {
             binaries,
             insts,
@@ -501,6 +574,71 @@ fn parse_inst(line: &[u8]) -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn offline(pid: u32) -> Process {
+        let mut p = Process::new_root(pid, pid, "t");
+        p.live = false;
+        p
+    }
+
+    #[test]
+    fn follows_threads_and_forks_from_control_lines() {
+        let mut r = Recorder::new(1000, 1, false, None).unwrap();
+        let mut p = offline(100);
+        let trace = "\
+SYSCALL[100,1](56) sys_clone ( 3d0f00, 0x5229f70, 0x522a990 ) --> [pre-success] Success(0x2957) --100--   SCHED[1]: releasing lock (VG_(vg_yield)) -> VgTs_Yielding
+--100--   SCHED[2]:  acquired lock (thread_wrapper(starting new thread))
+I  1000,2
+SYSCALL[100,2](60) exit( 0 ) --> [pre-success] Success(0x0)
+--100--   SCHED[1]:  acquired lock (VG_(vg_yield))
+SYSCALL[100,1](56) sys_clone ( 1200011, 0x0, 0x0, 0x4a27a10, 0x0 )   clone(fork): process 100 created child 200
+SYSCALL[100,1](231) exit_group( 0 ) --> [pre-success] Success(0x0)
+";
+        r.run_stream(&mut p, trace.as_bytes()).unwrap();
+        assert_eq!(p.cur, 1);
+        let tids: Vec<(u32, bool)> = p
+            .threads
+            .iter()
+            .flatten()
+            .map(|t| (t.tid, t.exited))
+            .collect();
+        assert_eq!(tids, [(0x2957, true)]);
+        assert_eq!(r.pending_children.len(), 1);
+        assert_eq!(
+            (r.pending_children[0].pid, r.pending_children[0].ppid),
+            (200, 100)
+        );
+        // COMM of the new thread, FORK (thread), EXIT (thread), FORK (child process).
+        let kinds: Vec<u32> = r
+            .records
+            .iter()
+            .map(|rec| u32::from_le_bytes(rec.bytes[0..4].try_into().unwrap()))
+            .collect();
+        assert_eq!(kinds, [7, 3, 4, 7]);
+    }
+
+    #[test]
+    fn lbr_holds_taken_branches_newest_first() {
+        let mut r = Recorder::new(4, 1, false, None).unwrap();
+        let mut p = offline(100);
+        // 1000 (2 bytes) falls through to 1002; 1002 jumps to 2000; 2000 jumps back to 1000.
+        let trace = "I  1000,2\nI  1002,3\nI  2000,1\nI  1000,2\nI  1002,3\nI  2000,1\n";
+        r.run_stream(&mut p, trace.as_bytes()).unwrap();
+        assert_eq!(r.instructions, 6);
+        // Period 4 with jitter ±0: one sample, at the 4th instruction (1000).
+        assert_eq!(r.samples, 1);
+        let b = &r.records[0].bytes;
+        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
+        assert_eq!(u64_at(8), 0x1000, "ip");
+        assert_eq!(u64_at(40), 2, "callchain: PERF_CONTEXT_USER, ip");
+        assert_eq!(
+            (u64_at(48), u64_at(56)),
+            (perf_data::PERF_CONTEXT_USER, 0x1000)
+        );
+        assert_eq!(u64_at(64), 2, "two taken branches");
+        assert_eq!((u64_at(72), u64_at(80)), (0x2000, 0x1000));
+        assert_eq!((u64_at(96), u64_at(104)), (0x1002, 0x2000));
+    }
 
     #[test]
     fn parses_instruction_lines() {

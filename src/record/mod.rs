@@ -35,6 +35,9 @@ pub struct Options {
     pub valgrind: String,
     /// Keep ground truth for system libraries too.
     pub truth_all: bool,
+    /// Write pids from this value on (forked children +100 each, threads pid + n) instead of
+    /// the real ones, so that re-recording gives identical files.
+    pub pid_base: Option<u32>,
 }
 
 pub struct Summary {
@@ -46,7 +49,11 @@ pub struct Summary {
 }
 
 fn scratch_dir() -> anyhow::Result<PathBuf> {
-    let base = if Path::new("/dev/shm").is_dir() { PathBuf::from("/dev/shm") } else { std::env::temp_dir() };
+    let base = if Path::new("/dev/shm").is_dir() {
+        PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
@@ -80,7 +87,12 @@ fn record_in(opts: &Options, dir: &Path, started: Instant) -> anyhow::Result<Sum
         .arg(r#"mkfifo "$0/t.$$" && exec "$@""#)
         .arg(dir)
         .arg(&opts.valgrind)
-        .args(["--tool=lackey", "--trace-mem=yes", "--trace-syscalls=yes", "--trace-sched=yes"])
+        .args([
+            "--tool=lackey",
+            "--trace-mem=yes",
+            "--trace-syscalls=yes",
+            "--trace-sched=yes",
+        ])
         .arg(log)
         .args(&opts.command)
         .spawn()
@@ -113,8 +125,9 @@ fn record_in(opts: &Options, dir: &Path, started: Instant) -> anyhow::Result<Sum
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut rec = emulate::Recorder::new(opts.period, opts.seed, opts.truth_all)?;
-    let mut root = emulate::Process::new_root(pid, &comm);
+    let mut rec = emulate::Recorder::new(opts.period, opts.seed, opts.truth_all, opts.pid_base)?;
+    let shown = emulate::Process::root_pid(pid, opts.pid_base);
+    let mut root = emulate::Process::new_root(pid, shown, &comm);
     rec.start_process(&mut root);
     rec.run_stream(&mut root, BufReader::with_capacity(1 << 20, file))?;
     rec.end_process(&mut root);
@@ -125,9 +138,12 @@ fn record_in(opts: &Options, dir: &Path, started: Instant) -> anyhow::Result<Sum
     let mut processes = 1;
     let mut threads = root.thread_count();
     while let Some(mut p) = rec.pending_children.pop_front() {
-        let path = dir.join(format!("t.{}", p.pid));
+        let path = dir.join(format!("t.{}", p.real_pid));
         let Ok(file) = File::open(&path) else {
-            eprintln!("profgen-record: warning: no trace for forked child {}", p.pid);
+            eprintln!(
+                "profgen-record: warning: no trace for forked child {}",
+                p.pid
+            );
             continue;
         };
         rec.run_stream(&mut p, BufReader::with_capacity(1 << 20, file))?;
@@ -143,15 +159,27 @@ fn record_in(opts: &Options, dir: &Path, started: Instant) -> anyhow::Result<Sum
         osrelease: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
             .unwrap_or_default(),
-        nrcpus: std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1),
-        cmdline: ["perf", "record", "-e", "cycles:u", "-b", "--call-graph", "fp", "--"]
-            .iter()
-            .map(|s| s.to_string())
-            .chain(opts.command.iter().cloned())
-            .collect(),
+        nrcpus: std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1),
+        cmdline: [
+            "perf",
+            "record",
+            "-e",
+            "cycles:u",
+            "-b",
+            "--call-graph",
+            "fp",
+            "--",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(opts.command.iter().cloned())
+        .collect(),
     };
     let (records, build_ids, summary) = rec.finish();
-    let out = File::create(&opts.output).with_context(|| format!("creating {}", opts.output.display()))?;
+    let out = File::create(&opts.output)
+        .with_context(|| format!("creating {}", opts.output.display()))?;
     let mut out = BufWriter::new(out);
     perf_data::write(&mut out, opts.period, records, &build_ids, &host)?;
     out.flush()?;

@@ -16,12 +16,8 @@ pub const SAMPLE_TIME: u64 = 1 << 2;
 pub const SAMPLE_CALLCHAIN: u64 = 1 << 5;
 pub const SAMPLE_PERIOD: u64 = 1 << 8;
 pub const SAMPLE_BRANCH_STACK: u64 = 1 << 11;
-pub const SAMPLE_TYPE: u64 = SAMPLE_IP
-    | SAMPLE_TID
-    | SAMPLE_TIME
-    | SAMPLE_PERIOD
-    | SAMPLE_CALLCHAIN
-    | SAMPLE_BRANCH_STACK;
+pub const SAMPLE_TYPE: u64 =
+    SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_PERIOD | SAMPLE_CALLCHAIN | SAMPLE_BRANCH_STACK;
 const BRANCH_USER: u64 = 1 << 0;
 const BRANCH_ANY: u64 = 1 << 3;
 
@@ -127,7 +123,10 @@ pub fn mmap2(m: &Mmap2, time: u64) -> Record {
     put_u32(&mut b, 5); // PROT_READ | PROT_EXEC
     put_u32(&mut b, 2); // MAP_PRIVATE
     put_str_aligned(&mut b, m.path, 8);
-    Record { time, bytes: finish(b, m.pid, m.tid, time) }
+    Record {
+        time,
+        bytes: finish(b, m.pid, m.tid, time),
+    }
 }
 
 pub fn comm(pid: u32, tid: u32, name: &str, exec: bool, time: u64) -> Record {
@@ -136,7 +135,10 @@ pub fn comm(pid: u32, tid: u32, name: &str, exec: bool, time: u64) -> Record {
     put_u32(&mut b, pid);
     put_u32(&mut b, tid);
     put_str_aligned(&mut b, name, 8);
-    Record { time, bytes: finish(b, pid, tid, time) }
+    Record {
+        time,
+        bytes: finish(b, pid, tid, time),
+    }
 }
 
 /// FORK (`exit == false`) or EXIT record: (pid, ppid, tid, ptid, time).
@@ -148,7 +150,10 @@ pub fn task(exit: bool, pid: u32, ppid: u32, tid: u32, ptid: u32, time: u64) -> 
     put_u32(&mut b, tid);
     put_u32(&mut b, ptid);
     put_u64(&mut b, time);
-    Record { time, bytes: finish(b, pid, tid, time) }
+    Record {
+        time,
+        bytes: finish(b, pid, tid, time),
+    }
 }
 
 pub fn sample(s: &Sample) -> Record {
@@ -172,7 +177,10 @@ pub fn sample(s: &Sample) -> Record {
     }
     let size = u16::try_from(b.len()).unwrap_or(u16::MAX);
     b[6..8].copy_from_slice(&size.to_le_bytes());
-    Record { time: s.time, bytes: b }
+    Record {
+        time: s.time,
+        bytes: b,
+    }
 }
 
 fn attr(sample_period: u64) -> Vec<u8> {

@@ -49,6 +49,8 @@ pub(super) const ATTR_SIZE_VER0: usize = 64;
 pub(super) struct Attr {
     pub sample_type: u64,
     pub read_format: u64,
+    /// Non-sample records end with a trailer of the sample_type's id fields.
+    pub sample_id_all: bool,
     pub branch_sample_type: u64,
     pub sample_regs_user: u64,
     pub sample_regs_intr: u64,
@@ -64,6 +66,7 @@ impl Attr {
         Some(Attr {
             sample_type: field(24),
             read_format: field(32),
+            sample_id_all: field(40) & (1 << 18) != 0,
             branch_sample_type: field(72),
             sample_regs_user: field(80),
             sample_regs_intr: field(96),
@@ -91,4 +94,18 @@ pub(super) fn sample_id_offset(attr: &Attr) -> Option<usize> {
     } else {
         None
     }
+}
+
+/// Where records carry their timestamp: the offset in a sample body, and the offset counted back
+/// from the end of a non-sample kernel record (the `sample_id_all` trailer is TID, TIME, ID,
+/// STREAM_ID, CPU, IDENTIFIER). Like the id, this is the same for all attrs of a file.
+pub(super) fn time_offsets(attr: &Attr) -> (Option<usize>, Option<usize>) {
+    let has = |bit| attr.sample_type & bit != 0;
+    if !has(SAMPLE_TIME) {
+        return (None, None);
+    }
+    let count = |bits: &[u64]| 8 * bits.iter().filter(|&&b| has(b)).count();
+    let in_sample = count(&[SAMPLE_IDENTIFIER, SAMPLE_IP, SAMPLE_TID]);
+    let from_end = 8 + count(&[SAMPLE_ID, SAMPLE_STREAM_ID, SAMPLE_CPU, SAMPLE_IDENTIFIER]);
+    (Some(in_sample), attr.sample_id_all.then_some(from_end))
 }

@@ -8,8 +8,9 @@ use hashbrown::HashMap;
 use zstd::stream::raw::Operation;
 
 use super::attr::*;
-use super::bytes::{c_str, u16_at, u32_at, u64_at, Cursor};
+use super::bytes::{Cursor, c_str, u16_at, u32_at, u64_at};
 use super::features;
+use super::order::{ARENA_LIMIT, TimeOrder};
 use super::{ReadReport, Truncation};
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::error::Error;
@@ -23,6 +24,7 @@ const RECORD_EXIT: u32 = 4;
 const RECORD_FORK: u32 = 7;
 const RECORD_SAMPLE: u32 = 9;
 const RECORD_MMAP2: u32 = 10;
+const FINISHED_ROUND: u32 = 68;
 const LAST_KERNEL_RECORD: u32 = 21; // PERF_RECORD_AUX_OUTPUT_HW_ID
 const HEADER_ATTR: u32 = 64;
 pub(super) const HEADER_TRACING_DATA: u32 = 66;
@@ -59,7 +61,10 @@ pub(super) struct Loc {
 
 impl Loc {
     pub(super) fn plain(offset: u64) -> Loc {
-        Loc { offset, decompressed: None }
+        Loc {
+            offset,
+            decompressed: None,
+        }
     }
 }
 
@@ -84,10 +89,16 @@ pub(super) fn malformed(path: &Path, loc: Loc, at: usize, what: impl std::fmt::D
 
 pub(super) struct Decoder<'p> {
     pub(super) path: &'p Path,
+    /// The in-memory input whose records `record` may be given by position (empty for streams).
+    input: &'p [u8],
     attrs: Vec<Attr>,
     ids: HashMap<u64, usize>,
     /// Where samples carry their event id (see [`sample_id_offset`]).
     id_offset: Option<usize>,
+    /// Where records carry their timestamp (see [`time_offsets`]).
+    time_offsets: (Option<usize>, Option<usize>),
+    /// Set when events are delivered in time order rather than file order.
+    order: Option<TimeOrder>,
     callchain: Vec<RuntimeAddr>,
     branches: Vec<BranchEntry>,
     zstd: Option<zstd::stream::raw::Decoder<'static>>,
@@ -106,9 +117,12 @@ impl<'p> Decoder<'p> {
     pub(super) fn new(path: &'p Path) -> Self {
         Decoder {
             path,
+            input: &[],
             attrs: Vec::new(),
             ids: HashMap::new(),
             id_offset: None,
+            time_offsets: (None, None),
+            order: None,
             callchain: Vec::new(),
             branches: Vec::new(),
             zstd: None,
@@ -125,6 +139,7 @@ impl<'p> Decoder<'p> {
         d.attrs = self.attrs.clone();
         d.ids = self.ids.clone();
         d.id_offset = self.id_offset;
+        d.time_offsets = self.time_offsets;
         d.report = self.report.clone();
         d
     }
@@ -133,6 +148,7 @@ impl<'p> Decoder<'p> {
         let index = self.attrs.len();
         if index == 0 {
             self.id_offset = sample_id_offset(&attr);
+            self.time_offsets = time_offsets(&attr);
         }
         self.attrs.push(attr);
         for id in ids {
@@ -149,13 +165,92 @@ impl<'p> Decoder<'p> {
             None => format!("byte offset {}", loc.offset),
             Some(d) => format!("byte offset {} (decompressed byte {d})", loc.offset),
         };
-        self.report.warnings.push(format!("{}: at {at}: {what}", self.path.display()));
+        self.report
+            .warnings
+            .push(format!("{}: at {at}: {what}", self.path.display()));
     }
 
-    /// Decodes one whole record (`rec.len()` equals its header's size, which is at least 8).
-    /// Returns how many payload bytes follow the record outside its `size` (HEADER_TRACING_DATA
-    /// and AUXTRACE carry such payloads); the caller skips them.
-    pub(super) fn record(&mut self, rec: &[u8], loc: Loc, sink: &mut Sink<'_>) -> Result<u64, Error> {
+    /// Delivers events in time order from now on (see [`super::order`]). `input` is the
+    /// in-memory input that records passed with a position lie in.
+    pub(super) fn order_by_time(&mut self, input: &'p [u8]) {
+        self.order = Some(TimeOrder::default());
+        self.input = input;
+    }
+
+    /// Takes one whole record (`rec.len()` equals its header's size, which is at least 8):
+    /// decodes it now, or queues it when ordering by time. `input_pos` is the record's position in
+    /// the in-memory input, if it lies there. Returns how many payload bytes follow the record
+    /// outside its `size` (HEADER_TRACING_DATA and AUXTRACE carry such payloads); the caller
+    /// skips them.
+    pub(super) fn record(
+        &mut self,
+        rec: &[u8],
+        input_pos: Option<usize>,
+        loc: Loc,
+        sink: &mut Sink<'_>,
+    ) -> Result<u64, Error> {
+        if self.order.is_some() {
+            let rtype = u32_at(rec, 0).unwrap_or(0);
+            if rtype == FINISHED_ROUND {
+                let limit = self.order.as_mut().map(TimeOrder::end_round);
+                self.release(limit, sink)?;
+            } else if let (Some(time), Some(order)) =
+                (self.record_time(rtype, rec), self.order.as_mut())
+            {
+                order.push(time, rec, input_pos, loc);
+                if order.queued_bytes() > ARENA_LIMIT {
+                    if !std::mem::replace(&mut order.overflowed, true) {
+                        let what = format!(
+                            "over {ARENA_LIMIT} bytes of records without a finished round; time order is approximate"
+                        );
+                        self.warn(loc, what);
+                    }
+                    self.release(None, sink)?;
+                }
+                return Ok(0);
+            }
+        }
+        self.decode_record(rec, loc, sink)
+    }
+
+    /// The timestamp of a record that perf would order by time (kernel records with a time).
+    fn record_time(&self, rtype: u32, rec: &[u8]) -> Option<u64> {
+        match rtype {
+            RECORD_SAMPLE => u64_at(rec, 8 + self.time_offsets.0?),
+            1..=LAST_KERNEL_RECORD => {
+                let at = rec.len().checked_sub(self.time_offsets.1?)?;
+                if at < 8 { None } else { u64_at(rec, at) }
+            }
+            _ => None,
+        }
+    }
+
+    /// The lowest input position still referenced by records queued for time ordering.
+    pub(super) fn oldest_queued_input_pos(&self) -> Option<usize> {
+        self.order.as_ref().and_then(TimeOrder::oldest_input_pos)
+    }
+
+    /// Decodes the queued records up to `limit` (all without one) in time order.
+    fn release(&mut self, limit: Option<u64>, sink: &mut Sink<'_>) -> Result<(), Error> {
+        let Some(mut order) = self.order.take() else {
+            return Ok(());
+        };
+        let ready = order.ready(limit);
+        let mut result = Ok(());
+        for i in 0..ready {
+            let (rec, loc) = order.get(self.input, i);
+            if let Err(e) = self.decode_record(rec, loc, sink) {
+                result = Err(e);
+                break;
+            }
+        }
+        order.retire(ready);
+        self.order = Some(order);
+        result
+    }
+
+    /// Decodes one whole record now.
+    fn decode_record(&mut self, rec: &[u8], loc: Loc, sink: &mut Sink<'_>) -> Result<u64, Error> {
         let rtype = u32_at(rec, 0).unwrap_or(0);
         let misc = u16_at(rec, 4).unwrap_or(0);
         let r = &mut self.report;
@@ -165,17 +260,32 @@ impl<'p> Decoder<'p> {
             RECORD_MMAP | RECORD_MMAP2 => self.mmap(rec, rtype, misc, loc, sink)?,
             RECORD_COMM => {
                 let mut c = Cursor::new(&rec[8..]);
-                let (pid, tid) = c.i32().zip(c.i32()).ok_or_else(|| self.malformed(loc, 8, "COMM record too short for pid/tid"))?;
+                let (pid, tid) = c
+                    .i32()
+                    .zip(c.i32())
+                    .ok_or_else(|| self.malformed(loc, 8, "COMM record too short for pid/tid"))?;
                 let name = c_str(&rec[16..]);
                 let exec = misc & MISC_MMAP_DATA_OR_COMM_EXEC != 0;
-                sink(PerfEvent::Comm { pid, tid, exec, name: &name });
+                sink(PerfEvent::Comm {
+                    pid,
+                    tid,
+                    exec,
+                    name: &name,
+                });
             }
             RECORD_FORK | RECORD_EXIT => {
                 let mut c = Cursor::new(&rec[8..]);
                 let ids = (|| Some([c.i32()?, c.i32()?, c.i32()?, c.i32()?]))();
-                let [pid, ppid, tid, ptid] = ids.ok_or_else(|| self.malformed(loc, 8, "FORK/EXIT record too short for its pids"))?;
+                let [pid, ppid, tid, ptid] = ids.ok_or_else(|| {
+                    self.malformed(loc, 8, "FORK/EXIT record too short for its pids")
+                })?;
                 sink(if rtype == RECORD_FORK {
-                    PerfEvent::Fork { pid, ppid, tid, ptid }
+                    PerfEvent::Fork {
+                        pid,
+                        ppid,
+                        tid,
+                        ptid,
+                    }
                 } else {
                     PerfEvent::Exit { pid, tid }
                 });
@@ -196,25 +306,38 @@ impl<'p> Decoder<'p> {
                 }
             }
             HEADER_TRACING_DATA => {
-                let size = u32_at(rec, 8).ok_or_else(|| self.malformed(loc, 8, "TRACING_DATA record too short"))?;
-                return Ok(u64::from(size).next_multiple_of(8));
+                let size = u32_at(rec, 8)
+                    .ok_or_else(|| self.malformed(loc, 8, "TRACING_DATA record too short"))?;
+                return Ok(u64::from(size)); // perf: the size includes the padding to 8 bytes
             }
             AUXTRACE => {
-                let size = u64_at(rec, 8).ok_or_else(|| self.malformed(loc, 8, "AUXTRACE record too short"))?;
+                let size = u64_at(rec, 8)
+                    .ok_or_else(|| self.malformed(loc, 8, "AUXTRACE record too short"))?;
                 return Ok(size);
             }
             COMPRESSED | COMPRESSED2 => {
                 if loc.decompressed.is_some() {
-                    return Err(self.malformed(loc, 0, "compressed record nested in compressed data"));
+                    return Err(self.malformed(
+                        loc,
+                        0,
+                        "compressed record nested in compressed data",
+                    ));
                 }
                 let data = if rtype == COMPRESSED {
                     &rec[8..]
                 } else {
-                    let size = u64_at(rec, 8).ok_or_else(|| self.malformed(loc, 8, "COMPRESSED2 record too short"))?;
+                    let size = u64_at(rec, 8)
+                        .ok_or_else(|| self.malformed(loc, 8, "COMPRESSED2 record too short"))?;
                     usize::try_from(size)
                         .ok()
                         .and_then(|s| rec.get(16..16usize.checked_add(s)?))
-                        .ok_or_else(|| self.malformed(loc, 8, format!("COMPRESSED2 data size {size} exceeds the record")))?
+                        .ok_or_else(|| {
+                            self.malformed(
+                                loc,
+                                8,
+                                format!("COMPRESSED2 data size {size} exceeds the record"),
+                            )
+                        })?
                 };
                 self.decompress(data, loc, sink)?;
             }
@@ -227,26 +350,38 @@ impl<'p> Decoder<'p> {
     /// Pipe mode attr: the attr (its own `size` long), then the ids of its events.
     fn header_attr(&mut self, rec: &[u8], loc: Loc) -> Result<(), Error> {
         let body = &rec[8..];
-        let size = Attr::self_size(body).ok_or_else(|| self.malformed(loc, 8, "HEADER_ATTR record too short for an attr"))?;
-        let attr = body
-            .get(..size)
-            .and_then(Attr::parse)
-            .ok_or_else(|| self.malformed(loc, 8, format!("HEADER_ATTR record too short for its {size}-byte attr")))?;
+        let size = Attr::self_size(body)
+            .ok_or_else(|| self.malformed(loc, 8, "HEADER_ATTR record too short for an attr"))?;
+        let attr = body.get(..size).and_then(Attr::parse).ok_or_else(|| {
+            self.malformed(
+                loc,
+                8,
+                format!("HEADER_ATTR record too short for its {size}-byte attr"),
+            )
+        })?;
         let ids = body[size..].chunks_exact(8).filter_map(|b| u64_at(b, 0));
         self.add_attr(attr, ids.collect::<Vec<_>>());
         Ok(())
     }
 
-    fn mmap(&mut self, rec: &[u8], rtype: u32, misc: u16, loc: Loc, sink: &mut Sink<'_>) -> Result<(), Error> {
+    fn mmap(
+        &mut self,
+        rec: &[u8],
+        rtype: u32,
+        misc: u16,
+        loc: Loc,
+        sink: &mut Sink<'_>,
+    ) -> Result<(), Error> {
         let mut c = Cursor::new(&rec[8..]);
         let fixed = (|| Some((c.i32()?, c.i32()?, c.u64()?, c.u64()?, c.u64()?)))();
-        let (pid, tid, start, len, pgoff) =
-            fixed.ok_or_else(|| self.malformed(loc, 8, "MMAP record too short for its fixed fields"))?;
+        let (pid, tid, start, len, pgoff) = fixed
+            .ok_or_else(|| self.malformed(loc, 8, "MMAP record too short for its fixed fields"))?;
         let (executable, build_id, name_at) = if rtype == RECORD_MMAP {
             (misc & MISC_MMAP_DATA_OR_COMM_EXEC == 0, None, 40)
         } else {
             // MMAP2: 24 bytes of device/inode or build id, then prot and flags.
-            let prot = u32_at(rec, 64).ok_or_else(|| self.malformed(loc, 64, "MMAP2 record too short for prot"))?;
+            let prot = u32_at(rec, 64)
+                .ok_or_else(|| self.malformed(loc, 64, "MMAP2 record too short for prot"))?;
             let build_id = (misc & MISC_MMAP_BUILD_ID != 0).then(|| {
                 let size = usize::from(rec[40]).min(20);
                 rec[44..44 + size].to_vec()
@@ -275,7 +410,13 @@ impl<'p> Decoder<'p> {
         self.ids.get(&id).copied()
     }
 
-    fn sample(&mut self, rec: &[u8], misc: u16, loc: Loc, sink: &mut Sink<'_>) -> Result<(), Error> {
+    fn sample(
+        &mut self,
+        rec: &[u8],
+        misc: u16,
+        loc: Loc,
+        sink: &mut Sink<'_>,
+    ) -> Result<(), Error> {
         let body = &rec[8..];
         let Some(attr_index) = self.sample_attr(body) else {
             let r = &mut self.report;
@@ -289,7 +430,12 @@ impl<'p> Decoder<'p> {
         let mut c = Cursor::new(body);
         // Names the field a short body failed to hold.
         let short = |c: &Cursor<'_>, field: &str| {
-            malformed(path, loc, 8 + c.pos(), format!("SAMPLE record ends inside its {field} (sample_type {st:#x})"))
+            malformed(
+                path,
+                loc,
+                8 + c.pos(),
+                format!("SAMPLE record ends inside its {field} (sample_type {st:#x})"),
+            )
         };
         macro_rules! field {
             ($read:expr, $name:expr) => {
@@ -346,10 +492,11 @@ impl<'p> Decoder<'p> {
                 field!(c.u64(), "branch hw_idx");
             }
             let entries = field!(array(&mut c, nr, 24), "branch stack");
-            self.branches.extend(entries.chunks_exact(24).map(|e| BranchEntry {
-                from: RuntimeAddr(u64_at(e, 0).unwrap_or(0)),
-                to: RuntimeAddr(u64_at(e, 8).unwrap_or(0)),
-            }));
+            self.branches
+                .extend(entries.chunks_exact(24).map(|e| BranchEntry {
+                    from: RuntimeAddr(u64_at(e, 0).unwrap_or(0)),
+                    to: RuntimeAddr(u64_at(e, 8).unwrap_or(0)),
+                }));
             if attr.branch_sample_type & BRANCH_COUNTERS != 0 {
                 field!(array(&mut c, nr, 8), "branch counters");
             }
@@ -368,7 +515,10 @@ impl<'p> Decoder<'p> {
         u64_if(&mut c, SAMPLE_DATA_SRC, "data_src")?;
         u64_if(&mut c, SAMPLE_TRANSACTION, "transaction")?;
         if has(SAMPLE_REGS_INTR) {
-            field!(skip_regs(&mut c, attr.sample_regs_intr), "interrupt registers");
+            field!(
+                skip_regs(&mut c, attr.sample_regs_intr),
+                "interrupt registers"
+            );
         }
         u64_if(&mut c, SAMPLE_PHYS_ADDR, "phys_addr")?;
         u64_if(&mut c, SAMPLE_CGROUP, "cgroup")?;
@@ -407,8 +557,9 @@ impl<'p> Decoder<'p> {
             Some(z) => z,
             None => {
                 self.zstd_out.resize(ZSTD_CHUNK, 0);
-                zstd::stream::raw::Decoder::new()
-                    .map_err(|e| self.malformed(loc, 0, format!("cannot start zstd decoder: {e}")))?
+                zstd::stream::raw::Decoder::new().map_err(|e| {
+                    self.malformed(loc, 0, format!("cannot start zstd decoder: {e}"))
+                })?
             }
         };
         let mut input = data;
@@ -420,7 +571,8 @@ impl<'p> Decoder<'p> {
                 return Err(self.malformed(loc, 8, "zstd decoder makes no progress on this data"));
             }
             input = &input[status.bytes_read..];
-            self.pending.extend_from_slice(&self.zstd_out[..status.bytes_written]);
+            self.pending
+                .extend_from_slice(&self.zstd_out[..status.bytes_written]);
             self.drain_pending(loc, sink)?;
             // Done once all input is consumed and the decoder had no more output to give.
             if input.is_empty() && status.bytes_written < self.zstd_out.len() {
@@ -436,16 +588,33 @@ impl<'p> Decoder<'p> {
         let pending = std::mem::take(&mut self.pending);
         let mut pos = 0;
         let result = loop {
-            let Some(size) = u16_at(&pending, pos + 6) else { break Ok(()) };
+            let Some(size) = u16_at(&pending, pos + 6) else {
+                break Ok(());
+            };
             let size = usize::from(size);
-            let inner = Loc { offset: loc.offset, decompressed: Some(self.pending_offset + pos as u64) };
+            let inner = Loc {
+                offset: loc.offset,
+                decompressed: Some(self.pending_offset + pos as u64),
+            };
             if size < 8 {
-                break Err(self.malformed(inner, 6, format!("record size {size} is smaller than its 8-byte header")));
+                break Err(self.malformed(
+                    inner,
+                    6,
+                    format!("record size {size} is smaller than its 8-byte header"),
+                ));
             }
-            let Some(rec) = pending.get(pos..pos + size) else { break Ok(()) };
-            match self.record(rec, inner, sink) {
+            let Some(rec) = pending.get(pos..pos + size) else {
+                break Ok(());
+            };
+            match self.record(rec, None, inner, sink) {
                 Ok(0) => pos += size,
-                Ok(_) => break Err(self.malformed(inner, 0, "record with out-of-band payload in compressed data")),
+                Ok(_) => {
+                    break Err(self.malformed(
+                        inner,
+                        0,
+                        "record with out-of-band payload in compressed data",
+                    ));
+                }
                 Err(e) => break Err(e),
             }
         };
@@ -455,9 +624,10 @@ impl<'p> Decoder<'p> {
         result
     }
 
-    /// Called at the end of the input: a partial record left in the decompressed data means the
-    /// compressed stream was cut short.
-    pub(super) fn finish(&mut self, end_offset: u64) {
+    /// Called at the end of the input: releases queued records; a partial record left in the
+    /// decompressed data means the compressed stream was cut short.
+    pub(super) fn finish(&mut self, end_offset: u64, sink: &mut Sink<'_>) -> Result<(), Error> {
+        self.release(None, sink)?;
         if !self.pending.is_empty() && self.report.truncated.is_none() {
             self.report.truncated = Some(Truncation {
                 offset: end_offset,
@@ -468,6 +638,7 @@ impl<'p> Decoder<'p> {
                 ),
             });
         }
+        Ok(())
     }
 }
 

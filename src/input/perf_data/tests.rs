@@ -21,7 +21,13 @@ fn record(rtype: u32, misc: u16, body: &[u8]) -> Vec<u8> {
 }
 
 /// An attr of `size` bytes (any size ≥ 64, like newer perf's bigger attrs).
-fn attr(size: usize, sample_type: u64, read_format: u64, branch_sample_type: u64, regs_user: u64) -> Vec<u8> {
+fn attr(
+    size: usize,
+    sample_type: u64,
+    read_format: u64,
+    branch_sample_type: u64,
+    regs_user: u64,
+) -> Vec<u8> {
     let mut a = vec![0u8; size];
     a[4..8].copy_from_slice(&(size as u32).to_le_bytes());
     a[24..32].copy_from_slice(&sample_type.to_le_bytes());
@@ -118,7 +124,13 @@ fn full_sample(id: u64, ip: u64) -> Vec<u8> {
 
 fn full_attr(size: usize) -> Vec<u8> {
     let read = FORMAT_TOTAL_TIME_ENABLED | FORMAT_ID | FORMAT_LOST | FORMAT_GROUP;
-    attr(size, ALL_FIELDS, read, BRANCH_HW_INDEX | BRANCH_COUNTERS, 0b1011)
+    attr(
+        size,
+        ALL_FIELDS,
+        read,
+        BRANCH_HW_INDEX | BRANCH_COUNTERS,
+        0b1011,
+    )
 }
 
 fn attr_record(attr: Vec<u8>, ids: &[u64]) -> Vec<u8> {
@@ -137,11 +149,21 @@ fn every_sample_field_is_decoded_or_skipped_in_order() {
     ]);
     let (out, report) = run(&bytes);
     let report = report.unwrap();
-    assert_eq!(out, [
-        "sample attr=1 ip=0x401000 pid=Some(5) tid=Some(7) time=Some(1000) period=4242 chain=[401000, 401234] lbr=[(4010, 4020), (4030, 4040)]",
-        "sample attr=0 ip=0xffffffff81000010 pid=Some(5) tid=Some(7) time=Some(1000) period=4242 chain=[ffffffff81000010, 401234] lbr=[(4010, 4020), (4030, 4040)]",
-    ]);
-    assert_eq!((report.samples, report.samples_with_unknown_tail, report.samples_without_attr), (2, 0, 0));
+    assert_eq!(
+        out,
+        [
+            "sample attr=1 ip=0x401000 pid=Some(5) tid=Some(7) time=Some(1000) period=4242 chain=[401000, 401234] lbr=[(4010, 4020), (4030, 4040)]",
+            "sample attr=0 ip=0xffffffff81000010 pid=Some(5) tid=Some(7) time=Some(1000) period=4242 chain=[ffffffff81000010, 401234] lbr=[(4010, 4020), (4030, 4040)]",
+        ]
+    );
+    assert_eq!(
+        (
+            report.samples,
+            report.samples_with_unknown_tail,
+            report.samples_without_attr
+        ),
+        (2, 0, 0)
+    );
 }
 
 #[test]
@@ -153,7 +175,9 @@ fn short_sample_body_names_the_missing_field() {
     assert_eq!(
         err.to_string(),
         // pipe header 16 + attr record 152 + sample header 8 + 9 fields, read group, nr: 18 words.
-        format!("t.data: at byte offset 320: SAMPLE record ends inside its callchain (sample_type {ALL_FIELDS:#x})")
+        format!(
+            "t.data: at byte offset 320: SAMPLE record ends inside its callchain (sample_type {ALL_FIELDS:#x})"
+        )
     );
 }
 
@@ -162,15 +186,27 @@ fn kernel_only_callchain_without_markers_follows_cpumode() {
     let st = SAMPLE_IP | SAMPLE_CALLCHAIN;
     let bytes = pipe(&[
         attr_record(attr(64, st, 0, 0, 0), &[]),
-        record(9, 1, &words(&[0xffffffff81000000, 2, 0xffffffff81000000, 0xffffffff81000100])),
+        record(
+            9,
+            1,
+            &words(&[
+                0xffffffff81000000,
+                2,
+                0xffffffff81000000,
+                0xffffffff81000100,
+            ]),
+        ),
         record(9, 2, &words(&[0x1000, 2, 0x1000, 0x2000])),
     ]);
     let (out, report) = run(&bytes);
     report.unwrap();
-    assert_eq!(out, [
-        "sample attr=0 ip=0xffffffff81000000 pid=None tid=None time=None period=1 chain=[] lbr=[]",
-        "sample attr=0 ip=0x1000 pid=None tid=None time=None period=1 chain=[1000, 2000] lbr=[]",
-    ]);
+    assert_eq!(
+        out,
+        [
+            "sample attr=0 ip=0xffffffff81000000 pid=None tid=None time=None period=1 chain=[] lbr=[]",
+            "sample attr=0 ip=0x1000 pid=None tid=None time=None period=1 chain=[1000, 2000] lbr=[]",
+        ]
+    );
 }
 
 #[test]
@@ -185,8 +221,18 @@ fn unknown_ids_and_record_types_are_counted_and_skipped() {
     ]);
     let (out, report) = run(&bytes);
     let report = report.unwrap();
-    assert_eq!(out, ["sample attr=1 ip=0x2000 pid=None tid=None time=None period=1 chain=[] lbr=[]"]);
-    assert_eq!((report.samples_without_attr, report.unknown_records, report.records), (1, 1, 5));
+    assert_eq!(
+        out,
+        ["sample attr=1 ip=0x2000 pid=None tid=None time=None period=1 chain=[] lbr=[]"]
+    );
+    assert_eq!(
+        (
+            report.samples_without_attr,
+            report.unknown_records,
+            report.records
+        ),
+        (1, 1, 5)
+    );
 }
 
 fn mmap2_body(build_id: Option<&[u8]>, prot: u32, name: &str) -> Vec<u8> {
@@ -240,7 +286,12 @@ fn mmap_variants() {
         path: "/bin/app".into(),
         build_id: Some(vec![0xab; 8]),
     };
-    let data = MmapEvent { executable: false, path: "/lib/data.so".into(), build_id: None, ..app.clone() };
+    let data = MmapEvent {
+        executable: false,
+        path: "/lib/data.so".into(),
+        build_id: None,
+        ..app.clone()
+    };
     let file = MmapEvent {
         pid: Some(-1),
         tid: Some(0),
@@ -261,7 +312,16 @@ fn file_mode(attr_bytes: Vec<u8>, data: &[u8]) -> Vec<u8> {
     let attrs_at = ids_at + 8;
     let data_at = attrs_at + entry as u64;
     let mut f = b"PERFILE2".to_vec();
-    f.extend(words(&[104, entry as u64, attrs_at, entry as u64, data_at, data.len() as u64, 0, 0]));
+    f.extend(words(&[
+        104,
+        entry as u64,
+        attrs_at,
+        entry as u64,
+        data_at,
+        data.len() as u64,
+        0,
+        0,
+    ]));
     f.extend(words(&[(1 << 2) | (1 << 11), 0, 0, 0])); // features: BUILD_ID, CMDLINE
     f.extend(words(&[42])); // the attr's one id
     f.extend(&attr_bytes);
@@ -280,7 +340,12 @@ fn file_mode(attr_bytes: Vec<u8>, data: &[u8]) -> Vec<u8> {
         cmdline.extend(arg.as_bytes());
     }
     let sections_at = features_at + 32;
-    f.extend(words(&[sections_at, build_id.len() as u64, sections_at + build_id.len() as u64, cmdline.len() as u64]));
+    f.extend(words(&[
+        sections_at,
+        build_id.len() as u64,
+        sections_at + build_id.len() as u64,
+        cmdline.len() as u64,
+    ]));
     f.extend(build_id);
     f.extend(cmdline);
     f
@@ -293,10 +358,19 @@ fn file_mode_with_oversized_attr_and_features() {
     let bytes = file_mode(attr(200, st, 0, 0, 0), &data);
     let (out, report) = run(&bytes);
     let report = report.unwrap();
-    assert_eq!(out, ["sample attr=0 ip=0x500 pid=None tid=None time=None period=1 chain=[] lbr=[(510, 520)]"]);
-    assert_eq!(report.info.build_ids, [("/bin/app".to_string(), vec![0x12; 4])]);
+    assert_eq!(
+        out,
+        ["sample attr=0 ip=0x500 pid=None tid=None time=None period=1 chain=[] lbr=[(510, 520)]"]
+    );
+    assert_eq!(
+        report.info.build_ids,
+        [("/bin/app".to_string(), vec![0x12; 4])]
+    );
     assert_eq!(report.info.cmdline, ["perf", "record"]);
-    assert!(report.warnings.is_empty() && report.truncated.is_none(), "{report:?}");
+    assert!(
+        report.warnings.is_empty() && report.truncated.is_none(),
+        "{report:?}"
+    );
 
     // A feature table pointing outside the file is a warning, the samples still decode.
     let mut broken = bytes.clone();
@@ -306,13 +380,64 @@ fn file_mode_with_oversized_attr_and_features() {
     let report = report.unwrap();
     assert_eq!(out.len(), 1);
     assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
-    assert!(report.warnings[0].contains("feature 2: section lies outside the file"), "{:?}", report.warnings);
+    assert!(
+        report.warnings[0].contains("feature 2: section lies outside the file"),
+        "{:?}",
+        report.warnings
+    );
 }
 
 #[test]
 fn oversized_lengths_are_rejected_without_allocating() {
     let st = SAMPLE_IP | SAMPLE_CALLCHAIN;
-    let bytes = pipe(&[attr_record(attr(64, st, 0, 0, 0), &[]), record(9, 2, &words(&[0x1, u64::MAX / 4]))]);
+    let bytes = pipe(&[
+        attr_record(attr(64, st, 0, 0, 0), &[]),
+        record(9, 2, &words(&[0x1, u64::MAX / 4])),
+    ]);
     let err = run(&bytes).1.unwrap_err();
-    assert!(err.to_string().contains("ends inside its callchain"), "{err}");
+    assert!(
+        err.to_string().contains("ends inside its callchain"),
+        "{err}"
+    );
+}
+
+/// perf's ordered delivery: a round's records are held until the next round ends, then released
+/// up to the newest time of the round before, in time order.
+#[test]
+fn events_are_delivered_in_time_order_across_rounds() {
+    let st = SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME;
+    let sample = |time: u64, ip: u64| record(9, 2, &words(&[ip, 1 | (1 << 32), time]));
+    let mut comm = 1i32.to_le_bytes().to_vec();
+    comm.extend(1i32.to_le_bytes());
+    comm.extend(b"app\0\0\0\0\0");
+    comm.extend(words(&[1 | (1 << 32), 10])); // trailer: tid, time 10
+    let round = record(68, 0, &[]);
+    let bytes = pipe(&[
+        attr_record(attr(64, st, 0, 0, 0), &[]),
+        sample(20, 0x20),
+        record(3, 0, &comm),
+        round.clone(),
+        sample(15, 0x15),
+        sample(40, 0x40),
+        round.clone(),
+        sample(30, 0x30),
+        round,
+        sample(35, 0x35),
+    ]);
+    let mut order = Vec::new();
+    let mut push = |e: PerfEvent<'_>| {
+        order.push(match e {
+            PerfEvent::Sample(s) => format!("{:x}", s.ip.0),
+            _ => "comm".into(),
+        })
+    };
+    read_perf_data(&bytes, Path::new("t"), &mut push).unwrap();
+    read_perf_data_stream(&bytes[..], Path::new("t"), &mut push).unwrap();
+    let data = PerfData::parse(&bytes, Path::new("t")).unwrap();
+    data.decode(data.data_range(), &mut push).unwrap();
+    // Rounds end after 20 (releases nothing: no earlier round), after 40 (releases up to 20) and
+    // after 30 (up to 40). 35 comes after 40 was released, so it is late, as in perf.
+    let by_time = ["comm", "15", "20", "30", "40", "35"];
+    let by_file = ["20", "comm", "15", "40", "30", "35"];
+    assert_eq!(order, [&by_time[..], &by_time[..], &by_file[..]].concat());
 }

@@ -1,0 +1,105 @@
+//! Time ordering the way perf script delivers events (perf's `ordered_events`): perf writes each
+//! CPU's buffer in turn, so file order is not time order. Timed records are queued (copied into
+//! one reused arena, so nothing is allocated per record once it has grown); at each
+//! FINISHED_ROUND the records up to the newest timestamp of the *previous* round are released in
+//! time order, because a round can still hold records older than its own newest ones. Records of
+//! an in-memory input are queued by position instead of copied.
+
+use super::decode::Loc;
+
+/// Past this much queued data without a usable round the queue is released early (perf's
+/// ordered_events does the same when it runs out of its memory budget).
+pub(super) const ARENA_LIMIT: usize = 256 << 20;
+
+struct Queued {
+    time: u64,
+    /// Arrival order, so records with equal timestamps keep their file order.
+    seq: u64,
+    /// Whether `start` indexes the caller's input rather than the arena.
+    in_input: bool,
+    start: usize,
+    len: usize,
+    loc: Loc,
+}
+
+#[derive(Default)]
+pub(super) struct TimeOrder {
+    queue: Vec<Queued>,
+    arena: Vec<u8>,
+    spare: Vec<u8>,
+    next_flush: u64,
+    max_time: u64,
+    seq: u64,
+    /// Whether the queue has had to be released early (warned about once).
+    pub(super) overflowed: bool,
+}
+
+impl TimeOrder {
+    /// Queues `rec`; `input_pos` is its position in the input when it lies there (not copied).
+    pub(super) fn push(&mut self, time: u64, rec: &[u8], input_pos: Option<usize>, loc: Loc) {
+        let (in_input, start) = match input_pos {
+            Some(pos) => (true, pos),
+            None => {
+                self.arena.extend_from_slice(rec);
+                (false, self.arena.len() - rec.len())
+            }
+        };
+        self.queue.push(Queued {
+            time,
+            seq: self.seq,
+            in_input,
+            start,
+            len: rec.len(),
+            loc,
+        });
+        self.seq += 1;
+        self.max_time = self.max_time.max(time);
+    }
+
+    /// The lowest input position a queued record still points into.
+    pub(super) fn oldest_input_pos(&self) -> Option<usize> {
+        self.queue.iter().filter(|q| q.in_input).map(|q| q.start).min()
+    }
+
+    pub(super) fn queued_bytes(&self) -> usize {
+        self.arena.len()
+    }
+
+    /// At a FINISHED_ROUND: the limit up to which records may be released now.
+    pub(super) fn end_round(&mut self) -> u64 {
+        std::mem::replace(&mut self.next_flush, self.max_time)
+    }
+
+    /// Sorts the queue and returns how many records (from the front) have `time <= limit`
+    /// (all of them without a limit).
+    pub(super) fn ready(&mut self, limit: Option<u64>) -> usize {
+        self.queue.sort_unstable_by_key(|q| (q.time, q.seq));
+        match limit {
+            Some(limit) => self.queue.partition_point(|q| q.time <= limit),
+            None => self.queue.len(),
+        }
+    }
+
+    /// The `i`th queued record; `input` is the input that `push` positions refer to.
+    pub(super) fn get<'s>(&'s self, input: &'s [u8], i: usize) -> (&'s [u8], Loc) {
+        let q = &self.queue[i];
+        let from = if q.in_input { input } else { &self.arena };
+        (
+            from.get(q.start..q.start + q.len).unwrap_or_default(),
+            q.loc,
+        )
+    }
+
+    /// Drops the first `n` (released) records and compacts the arena around the rest.
+    pub(super) fn retire(&mut self, n: usize) {
+        self.queue.drain(..n);
+        self.spare.clear();
+        for q in self.queue.iter_mut().filter(|q| !q.in_input) {
+            let start = self.spare.len();
+            self.spare
+                .extend_from_slice(&self.arena[q.start..q.start + q.len]);
+            q.start = start;
+        }
+        std::mem::swap(&mut self.arena, &mut self.spare);
+    }
+}
