@@ -8,7 +8,8 @@ use crate::aggregate::samples::{AggregatedSamples, Aggregator, SampleMode, Sampl
 use crate::aggregate::unwinder::{HybridSample, NormalizeStats, UnwindOptions, normalize_hybrid_sample, unwind_all};
 use crate::profile::cs::{CsOptions, generate_line_cs, generate_probe_cs};
 use crate::aggregate::{ContextCounters, ContextKey};
-use crate::binary::{Binary, LoadOptions};
+use crate::binary::dwarf::canonical_fn_name;
+use crate::binary::{Binary, FuncSource, LoadOptions};
 use crate::config::{Config, Input};
 use crate::error::Error;
 use crate::input::PerfEvent;
@@ -16,8 +17,8 @@ use crate::aggregate::parallel::aggregate_in_parallel;
 use crate::input::Sample;
 use crate::mapping::{AddressMap, AddressMapper, BinaryIdentity, MatchedBy, file_name_of};
 use crate::postpass;
-use crate::profile::Profile;
-use crate::profile::summary::ProfileSummary;
+use crate::profile::{Profile, context_size};
+use crate::profile::summary::{DEFAULT_CUTOFFS, ProfileSummary};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -409,7 +410,7 @@ fn build_profile(cfg: &Config, binary: &Binary, counters: &ContextCounters, repo
         ),
     };
     postpass::update_function_samples(&mut profile, cfg.update_total_samples);
-    let thresholds = thresholds(cfg, &profile)?;
+    let thresholds = thresholds(cfg, binary, &profile)?;
     postpass::post_process_non_cs(&mut profile, &cfg.postpass, &thresholds);
     Ok(profile)
 }
@@ -437,14 +438,39 @@ fn build_cs_profile(cfg: &Config, binary: &Binary, counters: &ContextCounters, r
         None => generate_line_cs(binary, counters, &opts),
     };
     // Thresholds come from the context-less merge of the flat CS profile.
-    let thresholds = thresholds(cfg, &postpass::context_less_profile(&profile))?;
-    postpass::post_process_cs(&mut profile, &cfg.postpass, &thresholds, &postpass::NoContextSizes);
+    let thresholds = thresholds(cfg, binary, &postpass::context_less_profile(&profile))?;
+    // The pre-inliner's context costs need every instruction of the profiled functions
+    // symbolized; only pay for it when they are used.
+    if cfg.postpass.preinliner && cfg.postpass.use_context_cost {
+        let profiled = context_size::profiled_functions(binary, counters);
+        let sizes = context_size::context_sizes(binary, &profiled);
+        postpass::post_process_cs(&mut profile, &cfg.postpass, &thresholds, &sizes);
+    } else {
+        postpass::post_process_cs(&mut profile, &cfg.postpass, &thresholds, &postpass::NoContextSizes);
+    }
     Ok(profile)
 }
 
-/// Hot and cold count thresholds from the profile summary (`computeSummaryAndThreshold`).
-fn thresholds(cfg: &Config, profile: &Profile) -> Result<postpass::Thresholds, Error> {
-    let summary = ProfileSummary::compute(profile);
+/// Hot and cold count thresholds from the profile summary (`computeSummaryAndThreshold`) of a
+/// non-CS (or context-less) profile.
+///
+/// Profiles of functions only the symbol table knows (e.g. `_start`) are left out: llvm-profgen
+/// cannot see them, and their counts would move the thresholds and with them the pre-inlining
+/// and trimming of every other function.
+fn thresholds(cfg: &Config, binary: &Binary, profile: &Profile) -> Result<postpass::Thresholds, Error> {
+    let mut symbol_only: hashbrown::HashSet<&str> = binary
+        .functions()
+        .iter()
+        .filter(|f| f.source == FuncSource::Symbol)
+        .map(|f| canonical_fn_name(&f.name))
+        .collect();
+    for f in binary.functions().iter().filter(|f| f.source == FuncSource::Dwarf) {
+        symbol_only.remove(canonical_fn_name(&f.name));
+    }
+    let summary = ProfileSummary::from_top_level(
+        profile.functions.values().filter(|fs| !symbol_only.contains(fs.name.as_str())),
+        &DEFAULT_CUTOFFS,
+    );
     Ok(postpass::Thresholds {
         hot: summary.hot_count_threshold(&cfg.summary)?,
         cold: summary.cold_count_threshold(&cfg.summary)?,

@@ -53,39 +53,32 @@ fn canonical(path: &Path) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
-/// llvm-profgen-19's profile for the case. It reads perf.data through `perf script`, and rejects
-/// IP-only scripts, so IP cases get a script with a dummy branch per sample line (ignored under
-/// --leading-ip-only).
+/// llvm-profgen-19's profile for the case, from the `perf script` text
+/// `scripts/perf-script-for-llvm` writes: its own `--perfdata` runs this machine's perf 6.x,
+/// whose map-relative call-chain addresses llvm-profgen takes as absolute (every frame then
+/// looks external), and it rejects IP-only scripts (the script adds a dummy branch per sample,
+/// ignored under --leading-ip-only). With --ignore-stack-samples the script has no call stacks,
+/// as llvm-profgen's own `perf script -F ip,brstack` run: from a script with stacks it would drop
+/// the samples whose stack does not start in the binary.
 fn llvm_profile(c: &Case, opts: &[&str], work: &Path) -> PathBuf {
+    let script = work.join("llvm.perfscript");
+    let kind = if c.kind == "lbr-stack" && opts.contains(&"--ignore-stack-samples") { "lbr" } else { c.kind.as_str() };
+    let o = Command::new(root().join("scripts").join("perf-script-for-llvm")).arg(&c.perfdata).arg(kind).output().unwrap();
+    assert!(o.status.success(), "perf-script-for-llvm failed: {}", String::from_utf8_lossy(&o.stderr));
+    std::fs::write(&script, o.stdout).unwrap();
     let out = work.join("llvm.prof");
-    let mut cmd = Command::new("llvm-profgen-19");
-    cmd.current_dir(work).arg("--binary").arg(&c.binary).args(opts).arg("--format=text").arg("--output").arg(&out);
-    if c.kind == "ip" {
-        let o = Command::new("perf")
-            .arg("script")
-            .arg("-i")
-            .arg(&c.perfdata)
-            .args(["--show-mmap-events", "-F", "ip,brstack", "-G"])
-            .output()
-            .unwrap();
-        let text = String::from_utf8(o.stdout).unwrap();
-        let fixed: String = text
-            .lines()
-            .map(|l| {
-                let t = l.trim();
-                if !t.is_empty() && t.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    format!("{l} 0x0/0x0/P/-/-/0\n")
-                } else {
-                    format!("{l}\n")
-                }
-            })
-            .collect();
-        std::fs::write(work.join("ip.script"), fixed).unwrap();
-        cmd.arg("--perfscript").arg(work.join("ip.script"));
-    } else {
-        cmd.arg("--perfdata").arg(&c.perfdata);
-    }
-    let o = cmd.output().unwrap();
+    let o = Command::new("llvm-profgen-19")
+        .current_dir(work)
+        .arg("--binary")
+        .arg(&c.binary)
+        .arg("--perfscript")
+        .arg(&script)
+        .args(opts)
+        .arg("--format=text")
+        .arg("--output")
+        .arg(&out)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "llvm-profgen-19 failed: {}", String::from_utf8_lossy(&o.stderr));
     out
 }
@@ -174,3 +167,23 @@ corpus_test!(indirect_calls_ignore_stack, "indirect_calls", "ignore-stack", ["--
 corpus_test!(indirect_calls_ignore_stack_update_total, "indirect_calls", "ignore-stack-update-total", ["--ignore-stack-samples", "--update-total-samples"]);
 corpus_test!(switch_table_ignore_stack_fill_zero, "switch_table", "ignore-stack-fill-zero", ["--ignore-stack-samples", "--fill-zero-for-all-funcs"], profgen_only = ["_start", "_dl_relocate_static_pie"]);
 corpus_test!(tailcall_ignore_stack_trim_cold, "tailcall", "ignore-stack-trim-cold", ["--ignore-stack-samples", "--trim-cold-profile"]);
+
+// Default options: context-sensitive profiles with the pre-inliner using context sizes.
+corpus_test!(inline_chain_default, "inline_chain", "default", []);
+corpus_test!(recursion_default, "recursion", "default", []);
+corpus_test!(shared_lib_default, "shared_lib", "default", []);
+corpus_test!(switch_table_default, "switch_table", "default", [], profgen_only = ["_start"]);
+corpus_test!(tailcall_default, "tailcall", "default", []);
+corpus_test!(threads_default, "threads", "default", []);
+corpus_test!(fork_default, "fork", "default", []);
+corpus_test!(indirect_calls_default, "indirect_calls", "default", []);
+// `noop` is inlined into `work` without leaving instructions; only its pseudo probe says it was
+// there. With no hot threshold and no bonus for previous inlining, the pre-inliner inlines only
+// zero-cost contexts: `noop` (size known to be 0), not `add1`.
+corpus_test!(optimized_away_default, "optimized_away", "default", []);
+corpus_test!(
+    optimized_away_zero_cost_only,
+    "optimized_away",
+    "zero-cost-only",
+    ["--sample-profile-hot-inline-threshold=0", "--csspgo-preinliner-multiplier-for-previous-inlining=1"]
+);

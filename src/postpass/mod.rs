@@ -16,7 +16,7 @@
 
 mod context;
 mod fixups;
-mod llvm_hash;
+pub(crate) mod llvm_hash;
 mod nest;
 mod preinliner;
 mod sizes;

@@ -5,6 +5,7 @@
 //! post-passes reshape and the writers encode.
 
 pub mod builder;
+pub mod context_size;
 pub mod cs;
 pub mod line;
 pub mod model;

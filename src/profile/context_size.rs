@@ -1,0 +1,354 @@
+//! Machine-code size of each profiled function under each inline context
+//! (llvm-profgen's `BinarySizeContextTracker`, reference §6.6 step 1), for the pre-inliner's
+//! `--use-context-cost-for-preinliner`.
+//!
+//! In: the [`Binary`] and the functions the samples touch ([`profiled_functions`]). Out: a
+//! [`ContextSizeTracker`] (the pre-inliner's `ContextSizeOracle`) holding, per symbolized inline
+//! context, the bytes of the instructions there; on probe binaries inlinees that were optimized
+//! away but left probes get a known size of 0.
+//!
+//! The stacks are symbolized the way llvm-profgen's `getFrameLocationStack` does it (not the
+//! way profile contexts are built): linkage names as DWARF gives them, raw DWARF discriminators
+//! (line-based binaries), and on probe binaries the probe id taken from the DWARF discriminator
+//! as line offset with discriminator 0. A context whose call sites do not match is answered
+//! from the longest matching prefix, as in LLVM.
+
+use std::sync::Arc;
+
+use hashbrown::HashMap;
+
+use crate::addr::Vaddr;
+use crate::aggregate::{ContextCounters, ContextKey};
+use crate::binary::probes::{NodeId as ProbeNodeId, ProbeInfo};
+use crate::binary::dwarf::probe_index_from_discriminator;
+use crate::binary::{Binary, FuncId, SourceFrame};
+use crate::postpass::ContextSizeTracker;
+use crate::profile::{ContextFrame, LineLocation};
+
+/// The functions llvm-profgen calls "profiled" (`collectFunctionsFromRawProfile`): those
+/// containing a range start, a branch source or a branch target of any context, and for probe
+/// binaries (address-keyed contexts) every call-stack address. Sorted, no duplicates.
+pub fn profiled_functions(binary: &Binary, counters: &ContextCounters) -> Vec<FuncId> {
+    let mut funcs = Vec::new();
+    let mut add = |a: Vaddr| {
+        if let Some(r) = binary.func_range(a) {
+            funcs.push(r.func);
+        }
+    };
+    for (key, c) in &counters.by_context {
+        if let ContextKey::Addrs(stack) = key {
+            stack.iter().for_each(|&a| add(a));
+        }
+        c.ranges.keys().for_each(|&(start, _)| add(start));
+        for &(src, dst) in c.branches.keys() {
+            add(src);
+            add(dst);
+        }
+    }
+    funcs.sort_unstable();
+    funcs.dedup();
+    funcs
+}
+
+/// `computeSizeForProfiledFunctions`: the size tracker for `profiled` (see the module
+/// documentation).
+pub fn context_sizes(binary: &Binary, profiled: &[FuncId]) -> ContextSizeTracker {
+    let mut tracker = ContextSizeTracker::default();
+    for (context, size) in instruction_bytes_per_context(binary, profiled) {
+        tracker.add_instruction(&context, size);
+    }
+    if let Some(probes) = binary.probes() {
+        for context in inlinees_with_probes(binary, probes, profiled) {
+            tracker.mark_known(&context);
+        }
+    }
+    tracker
+}
+
+/// `computeInlinedContextSizeForFunc` without the tracker: the inline contexts
+/// (`getFrameLocationStack`, root first) of every instruction in the ranges of `profiled`, with
+/// the bytes of the instructions under each. A context may come more than once (its sizes add
+/// up in the tracker).
+fn instruction_bytes_per_context(binary: &Binary, profiled: &[FuncId]) -> Vec<(Vec<ContextFrame>, u32)> {
+    let probe_discriminators = binary.probes().is_some();
+    // Neighbouring instructions mostly differ at most in the leaf location, which does not
+    // count; other repeats are found by the address of the binary's shared stack (kept alive
+    // here, so the address stays unique).
+    let mut index_of_stack: HashMap<*const SourceFrame, usize> = HashMap::new();
+    let mut groups: Vec<(Arc<[SourceFrame]>, u32)> = Vec::new();
+    let mut last: Option<usize> = None;
+    for &f in profiled {
+        for &(start, end) in &binary.function(f).ranges {
+            let Some(last_byte) = end.0.checked_sub(1).filter(|&l| l >= start.0) else { continue };
+            for addr in binary.insts_in(start, Vaddr(last_byte)) {
+                let stack = binary.inline_stack(addr);
+                let group = match last {
+                    Some(g) if same_context(&groups[g].0, &stack) => g,
+                    _ => {
+                        let g = *index_of_stack.entry(stack.as_ptr()).or_insert_with(|| {
+                            groups.push((stack.clone(), 0));
+                            groups.len() - 1
+                        });
+                        last = Some(g);
+                        g
+                    }
+                };
+                let size = binary.inst_size(addr).map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX));
+                groups[group].1 = groups[group].1.saturating_add(size);
+            }
+        }
+    }
+    groups.into_iter().map(|(stack, size)| (location_stack(&stack, probe_discriminators), size)).collect()
+}
+
+/// `trackInlineesOptimizedAway` for each profiled function's top-level probe record: the
+/// context (root first) of every inline-tree node that kept probes, which the tracker marks as
+/// known even when no instruction is left there.
+///
+/// llvm-profgen keeps one top-level record per function name (`TopLevelProbeFrameMap`, the last
+/// one in `unordered_map` order, which for small maps is the first decoded); this takes the
+/// first decoded record whose GUID and description name match the function.
+fn inlinees_with_probes(binary: &Binary, probes: &ProbeInfo, profiled: &[FuncId]) -> Vec<Vec<ContextFrame>> {
+    let mut top_level: HashMap<&str, ProbeNodeId> = HashMap::new();
+    for (i, node) in probes.nodes().iter().enumerate().skip(1) {
+        if node.parent == ProbeNodeId::ROOT
+            && let Some(desc) = probes.desc(node.guid)
+        {
+            top_level.entry(&*desc.name).or_insert(ProbeNodeId(i as u32));
+        }
+    }
+    let mut selected: Vec<ProbeNodeId> = profiled
+        .iter()
+        .filter_map(|&f| {
+            let name = &*binary.function(f).name;
+            let &top = top_level.get(name)?;
+            // The decoder only keeps records of profiled functions' GUIDs.
+            (probes.node(top).guid == crate::postpass::md5_hash(name)).then_some(top)
+        })
+        .collect();
+    selected.sort_unstable();
+    let mut contexts = Vec::new();
+    for i in 1..probes.nodes().len() {
+        let id = ProbeNodeId(i as u32);
+        if probes.node_probes(id).is_empty() || selected.binary_search(&probes.top_level_node(id)).is_err() {
+            continue;
+        }
+        // Leaf first: each caller frame's location is the call site of the frame below it.
+        let mut context = Vec::new();
+        let mut cur = id;
+        let mut loc = LineLocation::default();
+        let complete = loop {
+            let n = probes.node(cur);
+            let Some(desc) = probes.desc(n.guid) else { break false };
+            context.push(ContextFrame { func: desc.name.to_string(), loc });
+            if n.parent == ProbeNodeId::ROOT {
+                break true;
+            }
+            loc = LineLocation::new(n.callsite, 0);
+            cur = n.parent;
+        };
+        if complete {
+            context.reverse();
+            contexts.push(context);
+        }
+    }
+    contexts
+}
+
+/// Whether two inline stacks give the same size context: same functions, same call sites (the
+/// leaf location does not count). Discriminators are compared raw, which for probe binaries is
+/// finer than needed and only costs a trie walk.
+fn same_context(a: &[SourceFrame], b: &[SourceFrame]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).enumerate().all(|(i, (x, y))| {
+            x.func_name == y.func_name
+                && (i + 1 == a.len() || (x.line_offset, x.discriminator) == (y.line_offset, y.discriminator))
+        })
+}
+
+/// `getFrameLocationStack(addr, UseProbeDiscriminator)` from the cached inline stack.
+fn location_stack(stack: &[SourceFrame], probe_discriminators: bool) -> Vec<ContextFrame> {
+    stack
+        .iter()
+        .map(|f| ContextFrame {
+            func: f.func_name.to_string(),
+            loc: if probe_discriminators {
+                LineLocation::new(probe_index_from_discriminator(f.discriminator), 0)
+            } else {
+                LineLocation::new(f.line_offset, f.discriminator)
+            },
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::postpass::ContextSizeOracle;
+    use crate::postpass::llvm_hash::callsite_hash;
+
+    /// `"main:3 @ foo:2.1 @ bar"` → frames, root first.
+    fn ctx(s: &str) -> Vec<ContextFrame> {
+        s.split(" @ ")
+            .map(|f| {
+                let (func, loc) = f.split_once(':').unwrap_or((f, "0"));
+                let (line, disc) = loc.split_once('.').unwrap_or((loc, "0"));
+                ContextFrame { func: func.to_string(), loc: LineLocation::new(line.parse().unwrap(), disc.parse().unwrap()) }
+            })
+            .collect()
+    }
+
+    fn show(context: &[ContextFrame]) -> String {
+        let n = context.len();
+        let frames: Vec<String> = context
+            .iter()
+            .enumerate()
+            .map(|(i, f)| match (i + 1 == n, f.loc.discriminator) {
+                (true, _) => f.func.clone(),
+                (false, 0) => format!("{}:{}", f.func, f.loc.line_offset),
+                (false, d) => format!("{}:{}.{d}", f.func, f.loc.line_offset),
+            })
+            .collect();
+        frames.join(" @ ")
+    }
+
+    /// What [`context_sizes`] feeds the tracker, merged per context and sorted.
+    fn recorded(binary: &Binary, profiled: &[FuncId]) -> Vec<(String, u32)> {
+        let mut merged: std::collections::BTreeMap<String, u32> = std::collections::BTreeMap::new();
+        for (context, size) in instruction_bytes_per_context(binary, profiled) {
+            *merged.entry(show(&context)).or_default() += size;
+        }
+        if let Some(probes) = binary.probes() {
+            for context in inlinees_with_probes(binary, probes, profiled) {
+                merged.entry(show(&context)).or_default();
+            }
+        }
+        merged.into_iter().collect()
+    }
+
+    #[test]
+    fn longest_matching_context_wins() {
+        let mut s = ContextSizeTracker::default();
+        s.add_instruction(&ctx("main:3 @ foo:2 @ bar"), 10);
+        s.add_instruction(&ctx("foo:2 @ bar"), 20);
+        s.add_instruction(&ctx("bar:7"), 30);
+        s.add_instruction(&ctx("bar:9"), 20);
+        assert_eq!(s.func_size_for_context(&ctx("main:3 @ foo:2 @ bar")), 10);
+        // More callers than recorded: the deepest recorded context.
+        assert_eq!(s.func_size_for_context(&ctx("start:1 @ main:3 @ foo:2 @ bar")), 10);
+        // A different call site in main: the match stops at `foo:2 @ bar`.
+        assert_eq!(s.func_size_for_context(&ctx("main:4 @ foo:2 @ bar")), 20);
+        // A discriminator is part of the call site; the leaf location is not.
+        assert_eq!(s.func_size_for_context(&ctx("foo:2.1 @ bar")), 50);
+    }
+
+    /// Without a size on the matched path, LLVM pivots to the first child (lowest
+    /// `getCallSiteHash`) of the deepest matched node, repeatedly, until one has a size.
+    #[test]
+    fn sibling_pivot_takes_the_first_child_in_hash_order() {
+        let hash = |f: &str, line: u32| callsite_hash(f, LineLocation::new(line, 0));
+        let mut s = ContextSizeTracker::default();
+        s.add_instruction(&ctx("a:1 @ baz"), 7);
+        s.add_instruction(&ctx("b:2 @ baz"), 9);
+        assert_ne!(hash("a", 1), hash("b", 2));
+        let first = if hash("a", 1) < hash("b", 2) { 7 } else { 9 };
+        // `baz` matches (without a size), `c:5` does not: pivot below `baz`.
+        assert_eq!(s.func_size_for_context(&ctx("c:5 @ baz")), first);
+        assert_eq!(s.func_size_for_context(&ctx("baz")), first);
+
+        // The pivot descends through size-less nodes.
+        let mut s = ContextSizeTracker::default();
+        s.add_instruction(&ctx("x:1 @ y:2 @ qux"), 4);
+        assert_eq!(s.func_size_for_context(&ctx("qux")), 4);
+        // A partial match pivots from the last matched node: `y:2 @ qux`, then `x:1`.
+        assert_eq!(s.func_size_for_context(&ctx("z:8 @ y:2 @ qux")), 4);
+        // An unknown function pivots from the root (LLVM asserts instead).
+        assert_eq!(s.func_size_for_context(&ctx("unknown")), 4);
+        // A known size of 0 is not replaced by another context's.
+        s.mark_known(&ctx("main:3 @ qux"));
+        assert_eq!(s.func_size_for_context(&ctx("main:3 @ qux")), 0);
+    }
+
+    fn corpus_binary(case: &str) -> Binary {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("perf-samples").join(case).join(case);
+        Binary::load(&path, &Default::default()).unwrap()
+    }
+
+    fn all_dwarf_functions(binary: &Binary) -> Vec<FuncId> {
+        (0..binary.functions().len() as u32)
+            .map(FuncId)
+            .filter(|&f| binary.function(f).source == crate::binary::FuncSource::Dwarf)
+            .collect()
+    }
+
+    /// Line-based binary without inlining: each function's size is its DWARF range
+    /// (run: 0x401130..0x4011a9, main: 0x4011b0..0x4013f7).
+    #[test]
+    fn line_based_binary_sizes_are_instruction_bytes() {
+        let b = corpus_binary("switch_table");
+        let all = all_dwarf_functions(&b);
+        assert_eq!(recorded(&b, &all), [("main".to_string(), 583), ("run".to_string(), 121)]);
+        let s = context_sizes(&b, &all);
+        assert_eq!(s.func_size_for_context(&ctx("main:6 @ run")), 121);
+    }
+
+    /// Probe binary: call sites are probe ids from the DWARF discriminators; `noop` left no
+    /// instructions, only its probe, and gets a known size of 0. `work` is push/mov/pop/ret
+    /// (6 bytes), `add1` its lea/inc (5 bytes).
+    #[test]
+    fn probe_binary_sizes_include_optimized_away_inlinees() {
+        let b = corpus_binary("optimized_away");
+        let uniq = ".__uniq.7287361354840707079468367352127977448";
+        let expected = [
+            ("main".to_string(), 71),
+            ("work".to_string(), 6),
+            (format!("work:2 @ _ZL4noopi{uniq}"), 0),
+            (format!("work:3 @ _ZL4add1i{uniq}"), 5),
+        ];
+        assert_eq!(recorded(&b, &all_dwarf_functions(&b)), expected);
+        let s = context_sizes(&b, &all_dwarf_functions(&b));
+        assert_eq!(s.func_size_for_context(&ctx(&format!("main:5 @ work:2 @ _ZL4noopi{uniq}"))), 0);
+        // Only profiled functions are measured.
+        let work: Vec<FuncId> = all_dwarf_functions(&b).into_iter().filter(|&f| &*b.function(f).name == "work").collect();
+        assert_eq!(recorded(&b, &work), expected[1..]);
+    }
+
+    /// Call sites keep their raw DWARF discriminators (6 and 8 = base 3 and 4), as in
+    /// llvm-profgen-19: a query with the base discriminator misses and pivots to the first
+    /// copy in hash order (tests/fixtures/context_size/README.md).
+    #[test]
+    fn line_based_call_sites_keep_raw_discriminators() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/context_size/disc");
+        let b = Binary::load(&path, &Default::default()).unwrap();
+        let all = all_dwarf_functions(&b);
+        let recorded = recorded(&b, &all);
+        let size_of = |c: &str| recorded.iter().find(|(k, _)| k == c).map(|&(_, n)| n);
+        assert_eq!(size_of("work:2.6 @ big"), Some(246), "{recorded:?}");
+        assert_eq!(size_of("work:2.8 @ big"), Some(170), "{recorded:?}");
+        let s = context_sizes(&b, &all);
+        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.6 @ big")), 246);
+        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.8 @ big")), 170);
+        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.3 @ big")), 246);
+        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.4 @ big")), 246);
+    }
+
+    /// Range starts, branch ends and (address-keyed contexts only) call-stack addresses.
+    #[test]
+    fn profiled_functions_are_those_the_counters_touch() {
+        let b = corpus_binary("switch_table");
+        let names = |c: &ContextCounters| -> Vec<String> {
+            let mut v: Vec<String> = profiled_functions(&b, c).into_iter().map(|f| b.function(f).name.to_string()).collect();
+            v.sort();
+            v
+        };
+        let (start, run, main) = (Vaddr(0x401050), Vaddr(0x401140), Vaddr(0x401200));
+        let mut c = ContextCounters::default();
+        c.counters_mut(ContextKey::Frames(Vec::new())).add_range(run, Vaddr(0x401150), 3);
+        assert_eq!(names(&c), ["run"]);
+        c.counters_mut(ContextKey::Frames(Vec::new())).add_branch(main, Vaddr(0x401130), 1);
+        assert_eq!(names(&c), ["main", "run"]);
+        let mut c = ContextCounters::default();
+        c.counters_mut(ContextKey::Addrs(vec![start, Vaddr::EXTERNAL])).add_range(run, run, 1);
+        assert_eq!(names(&c), ["_start", "run"]);
+    }
+}
