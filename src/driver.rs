@@ -52,10 +52,11 @@ impl RunReport {
             }
         }
         let dropped_total = s.read - s.used;
-        let mut line = format!(
-            "profgen: {} samples read, {} used ({} distinct), {} dropped",
-            s.read, s.used, self.distinct_samples, dropped_total
-        );
+        let mut line = format!("profgen: {} samples read, {} used", s.read, s.used);
+        if self.distinct_samples > 0 {
+            line.push_str(&format!(" ({} distinct stacks)", self.distinct_samples));
+        }
+        line.push_str(&format!(", {dropped_total} dropped"));
         if !dropped.is_empty() {
             line.push_str(&format!(" ({})", dropped.join(", ")));
         }
@@ -369,7 +370,7 @@ fn push_warning_summaries(report: &mut RunReport, lines: Vec<(u64, u64, &'static
 fn samples_to_counters(cfg: &Config, binary: &Binary, samples: &AggregatedSamples, report: &mut RunReport) -> ContextCounters {
     if !samples.has_call_stacks {
         let mut out = ContextCounters::default();
-        *out.counters_mut(ContextKey::None) = lbr_counters(binary, samples, cfg.leading_ip_only);
+        *out.counters_mut(ContextKey::None) = lbr_counters(binary, samples);
         return out;
     }
     // Normalise each distinct sample (return addresses → call sites, leaf → LBR tip), merge the

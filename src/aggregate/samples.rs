@@ -7,6 +7,7 @@
 use crate::addr::{RuntimeAddr, Vaddr};
 use crate::binary::Binary;
 use crate::input::Sample;
+use super::Counters;
 use crate::mapping::AddressMap;
 use hashbrown::HashMap;
 
@@ -73,10 +74,16 @@ impl<'a> SampleView<'a> {
     }
 }
 
-/// Distinct samples and their counts.
+/// What aggregation keeps: samples with call stacks are kept whole (distinct ones, counted) to be
+/// unwound later; LBR-only and IP samples need no context, so they are reduced at once to raw
+/// counters, and memory stays flat however many samples there are.
 #[derive(Default)]
 pub struct AggregatedSamples {
     map: HashMap<Box<[u64]>, u64>,
+    /// Straight-line pairs (target of an entry, source of the next newer one) with both ends in
+    /// the binary, and branches with an internal target, not yet checked for plausibility (see
+    /// [`super::lbr::lbr_counters`]). IP samples give one-instruction pairs.
+    pub raw: Counters,
     /// Whether samples carried call stacks (CS input).
     pub has_call_stacks: bool,
 }
@@ -106,6 +113,7 @@ impl AggregatedSamples {
     }
     pub fn merge(&mut self, other: AggregatedSamples) {
         self.has_call_stacks |= other.has_call_stacks;
+        self.raw.merge(&other.raw);
         for (k, c) in other.map {
             match self.map.get_mut(&k) {
                 Some(mine) => *mine = mine.saturating_add(c),
@@ -191,10 +199,13 @@ impl<'b> Aggregator<'b> {
                 self.key = key;
                 return;
             }
-            key.extend([ip, ip]);
             if let Some(p) = self.mode.sample_period {
                 count = count.saturating_mul(p);
             }
+            self.samples.raw.add_range(Vaddr(ip), Vaddr(ip), count);
+            self.stats.used += 1;
+            self.key = key;
+            return;
         } else {
             if s.branches.is_empty() {
                 self.stats.no_branch_stack += 1;
@@ -230,9 +241,32 @@ impl<'b> Aggregator<'b> {
                     count /= n_entries as u64 - 1;
                 }
             }
+            if !with_stack {
+                self.count_lbr(&key[stack_end..], count);
+                self.stats.used += 1;
+                self.key = key;
+                return;
+            }
         }
         self.stats.used += 1;
         self.samples.add(&key, count);
         self.key = key;
+    }
+
+    /// Branches with an internal target, and the straight-line code between consecutive entries
+    /// (most recent first: entry i's target ran up to entry i-1's source).
+    fn count_lbr(&mut self, entries: &[u64], count: u64) {
+        let ext = Vaddr::EXTERNAL.0;
+        let mut newer_source = ext;
+        for pair in entries.chunks_exact(2) {
+            let (from, to) = (pair[0], pair[1]);
+            if to != ext {
+                self.samples.raw.add_branch(Vaddr(from), Vaddr(to), count);
+                if newer_source != ext {
+                    self.samples.raw.add_range(Vaddr(to), Vaddr(newer_source), count);
+                }
+            }
+            newer_source = from;
+        }
     }
 }
