@@ -3,9 +3,8 @@
 //! Everything user-visible besides the profile (warnings, the summary line) is produced here.
 
 use crate::aggregate::lbr::lbr_counters;
-use crate::addr::Vaddr;
-use crate::aggregate::samples::{AggregatedSamples, Aggregator, SampleMode, SampleStats};
-use crate::aggregate::unwinder::{HybridSample, NormalizeStats, UnwindOptions, normalize_hybrid_sample, unwind_all};
+use crate::aggregate::samples::{AggregatedSamples, Aggregator, SampleMode, SampleStats, SampleView};
+use crate::aggregate::unwinder::{UnwindOptions, unwind_all_with};
 use crate::profile::cs::{CsOptions, generate_line_cs, generate_probe_cs};
 use crate::aggregate::{ContextCounters, ContextKey};
 use crate::binary::dwarf::canonical_fn_name;
@@ -373,20 +372,15 @@ fn samples_to_counters(cfg: &Config, binary: &Binary, samples: &AggregatedSample
         *out.counters_mut(ContextKey::None) = lbr_counters(binary, samples);
         return out;
     }
-    // Normalise each distinct sample (return addresses → call sites, leaf → LBR tip), merge the
-    // ones that became identical, then unwind them in parallel.
-    let mut normalize = NormalizeStats::default();
-    let mut hybrid: hashbrown::HashMap<HybridSample, u64> = hashbrown::HashMap::new();
-    for (view, n) in samples.iter() {
-        let stack: Vec<Vaddr> = view.call_stack().collect();
-        let lbr: Vec<(Vaddr, Vaddr)> = view.branches().collect();
-        if let Some(h) = normalize_hybrid_sample(binary, &stack, &lbr, n, &mut normalize) {
-            let c = hybrid.entry(h).or_default();
-            *c = c.saturating_add(n);
-        }
-    }
-    let hybrid: Vec<(HybridSample, u64)> = hybrid.into_iter().collect();
-    let (counters, unwind) = unwind_all(binary, &hybrid, unwind_options(cfg, binary));
+    // Samples were normalised as they were aggregated; unwind the distinct ones in parallel.
+    let normalize = &samples.normalize;
+    let entries = samples.entries();
+    let (counters, unwind) = unwind_all_with(
+        binary,
+        &entries,
+        |(key, n)| (std::borrow::Cow::Owned(SampleView::of(key).hybrid()), *n),
+        unwind_options(cfg, binary),
+    );
     report.not_unwound = normalize.dropped_prolog_epilog.saturating_add(normalize.dropped_empty_lbr);
     push_warning_summaries(report, normalize.summary(samples.len() as u64));
     push_warning_summaries(report, unwind.summary(counters.by_context.len() as u64));

@@ -8,6 +8,7 @@ use crate::addr::{RuntimeAddr, Vaddr};
 use crate::binary::Binary;
 use crate::input::Sample;
 use super::Counters;
+use super::unwinder::{Branch, HybridSample, NormalizeStats, normalize_hybrid_sample};
 use crate::mapping::AddressMap;
 use hashbrown::HashMap;
 
@@ -61,6 +62,10 @@ pub struct SampleView<'a> {
 }
 
 impl<'a> SampleView<'a> {
+    /// The view of a key from [`AggregatedSamples::entries`].
+    pub fn of(key: &'a [u64]) -> Self {
+        Self::decode(key)
+    }
     fn decode(key: &'a [u64]) -> Self {
         let n = key[0] as usize;
         SampleView { stack: &key[1..1 + n], lbr: &key[1 + n..] }
@@ -71,6 +76,13 @@ impl<'a> SampleView<'a> {
     }
     pub fn call_stack(&self) -> impl ExactSizeIterator<Item = Vaddr> + 'a {
         self.stack.iter().map(|&a| Vaddr(a))
+    }
+    /// The normalised hybrid sample this key stores (call-stack samples are stored normalised).
+    pub fn hybrid(&self) -> HybridSample {
+        HybridSample {
+            stack: self.call_stack().collect(),
+            lbr: self.branches().map(|(source, target)| Branch { source, target }).collect(),
+        }
     }
 }
 
@@ -86,6 +98,8 @@ pub struct AggregatedSamples {
     pub raw: Counters,
     /// Whether samples carried call stacks (CS input).
     pub has_call_stacks: bool,
+    /// What normalising the call stacks changed or dropped.
+    pub normalize: NormalizeStats,
 }
 
 impl AggregatedSamples {
@@ -97,6 +111,10 @@ impl AggregatedSamples {
     }
     pub fn iter(&self) -> impl Iterator<Item = (SampleView<'_>, u64)> + '_ {
         self.map.iter().map(|(k, &c)| (SampleView::decode(k), c))
+    }
+    /// The stored keys and counts, for decoding in parallel ([`SampleView::of`]).
+    pub fn entries(&self) -> Vec<(&[u64], u64)> {
+        self.map.iter().map(|(k, &c)| (&**k, c)).collect()
     }
     /// Distinct samples in a deterministic order (for stable output whatever the hash order).
     pub fn sorted(&self) -> Vec<(SampleView<'_>, u64)> {
@@ -113,6 +131,7 @@ impl AggregatedSamples {
     }
     pub fn merge(&mut self, other: AggregatedSamples) {
         self.has_call_stacks |= other.has_call_stacks;
+        self.normalize.merge(&other.normalize);
         self.raw.merge(&other.raw);
         for (k, c) in other.map {
             match self.map.get_mut(&k) {
@@ -247,6 +266,19 @@ impl<'b> Aggregator<'b> {
                 self.key = key;
                 return;
             }
+            // Normalise now (return addresses → call sites, leaf → newest branch target): more
+            // samples become identical, and only the normalised form is kept.
+            let stack: Vec<Vaddr> = key[1..stack_end].iter().map(|&a| Vaddr(a)).collect();
+            let lbr: Vec<(Vaddr, Vaddr)> = key[stack_end..].chunks_exact(2).map(|p| (Vaddr(p[0]), Vaddr(p[1]))).collect();
+            let Some(h) = normalize_hybrid_sample(self.binary, &stack, &lbr, count, &mut self.samples.normalize) else {
+                self.stats.used += 1;
+                self.key = key;
+                return;
+            };
+            key.clear();
+            key.push(h.stack.len() as u64);
+            key.extend(h.stack.iter().map(|a| a.0));
+            key.extend(h.lbr.iter().flat_map(|b| [b.source.0, b.target.0]));
         }
         self.stats.used += 1;
         self.samples.add(&key, count);

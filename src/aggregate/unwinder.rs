@@ -592,13 +592,26 @@ pub fn unwind_all<C: CodeView + Sync + ?Sized>(
     samples: &[(HybridSample, u64)],
     opts: UnwindOptions,
 ) -> (ContextCounters, UnwindStats) {
+    unwind_all_with(code, samples, |(s, n)| (std::borrow::Cow::Borrowed(s), *n), opts)
+}
+
+/// [`unwind_all`] over any stored form of the samples: `sample` turns an item into a sample and
+/// its count (decoding it if need be), one chunk at a time, so no second copy of all samples is
+/// made.
+pub fn unwind_all_with<'s, C: CodeView + Sync + ?Sized, T: Sync>(
+    code: &C,
+    items: &'s [T],
+    sample: impl Fn(&'s T) -> (std::borrow::Cow<'s, HybridSample>, u64) + Sync,
+    opts: UnwindOptions,
+) -> (ContextCounters, UnwindStats) {
     use rayon::prelude::*;
-    samples
+    items
         .par_chunks(1024)
         .map(|chunk| {
             let mut u = Unwinder::new(code, opts);
-            for (s, n) in chunk {
-                u.unwind(s, *n);
+            for item in chunk {
+                let (s, n) = sample(item);
+                u.unwind(&s, n);
             }
             u.finish()
         })
