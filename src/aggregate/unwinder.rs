@@ -311,20 +311,39 @@ struct Frame {
     branches: Vec<(Vaddr, Vaddr, u64)>,
 }
 
+/// The frames of one sample. Reused from sample to sample (`reset`) so that unwinding allocates
+/// nothing once the frames' vectors have grown: only `frames[..len]` are live.
+#[derive(Default)]
 struct Trie {
     frames: Vec<Frame>,
+    len: usize,
 }
 
 impl Trie {
-    fn new() -> Self {
-        Trie { frames: vec![Frame { addr: Vaddr(0), parent: ROOT, children: Vec::new(), ranges: Vec::new(), branches: Vec::new() }] }
+    fn reset(&mut self) {
+        self.len = 0;
+        self.add(Vaddr(0), ROOT);
+    }
+    fn add(&mut self, addr: Vaddr, parent: usize) -> usize {
+        let id = self.len;
+        self.len += 1;
+        match self.frames.get_mut(id) {
+            Some(f) => {
+                f.addr = addr;
+                f.parent = parent;
+                f.children.clear();
+                f.ranges.clear();
+                f.branches.clear();
+            }
+            None => self.frames.push(Frame { addr, parent, children: Vec::new(), ranges: Vec::new(), branches: Vec::new() }),
+        }
+        id
     }
     fn child(&mut self, parent: usize, addr: Vaddr) -> usize {
         if let Some(&(_, c)) = self.frames[parent].children.iter().find(|(a, _)| *a == addr) {
             return c;
         }
-        let id = self.frames.len();
-        self.frames.push(Frame { addr, parent, children: Vec::new(), ranges: Vec::new(), branches: Vec::new() });
+        let id = self.add(addr, parent);
         self.frames[parent].children.push((addr, id));
         id
     }
@@ -332,7 +351,7 @@ impl Trie {
 
 /// The walk state of one sample.
 struct State<'s> {
-    trie: Trie,
+    trie: &'s mut Trie,
     leaf: usize,
     ip: Vaddr,
     lbr: &'s [Branch],
@@ -367,14 +386,15 @@ pub struct Unwinder<'c, C: CodeView + ?Sized> {
     opts: UnwindOptions,
     counters: ContextCounters,
     stats: UnwindStats,
-    /// Context key (and whether its leaf was inlined) per call-site stack already seen.
+    /// Context key per call-site stack already seen.
     keys: hashbrown::HashMap<Vec<Vaddr>, ContextKey>,
+    trie: Trie,
 }
 
 impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
     pub fn new(code: &'c C, opts: UnwindOptions) -> Self {
         let counters = ContextCounters { context_sensitive: true, ..Default::default() };
-        Unwinder { code, opts, counters, stats: UnwindStats::default(), keys: Default::default() }
+        Unwinder { code, opts, counters, stats: UnwindStats::default(), keys: Default::default(), trie: Trie::default() }
     }
 
     pub fn finish(self) -> (ContextCounters, UnwindStats) {
@@ -392,12 +412,13 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             self.stats.bogus_traces.push((leaf_addr, first.target));
             return false;
         }
-        let mut trie = Trie::new();
+        let mut trie = std::mem::take(&mut self.trie);
+        trie.reset();
         let mut leaf = ROOT;
         for &a in sample.stack.iter().rev() {
             leaf = trie.child(leaf, a);
         }
-        let mut st = State { trie, leaf, ip: leaf_addr, lbr: &sample.lbr, index: 0, invalid: false };
+        let mut st = State { trie: &mut trie, leaf, ip: leaf_addr, lbr: &sample.lbr, index: 0, invalid: false };
         self.stats.total_branches = self.stats.total_branches.saturating_add(sample.lbr.len() as u64);
         while st.index < st.lbr.len() {
             // The range between the newest target and the sample IP is incomplete: skip it.
@@ -421,7 +442,8 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             st.index += 1;
             self.record_branch(&mut st, br, repeat);
         }
-        self.collect(&st.trie, ROOT, &mut Vec::new());
+        self.collect(&trie, ROOT, &mut Vec::new());
+        self.trie = trie;
         true
     }
 
