@@ -8,7 +8,7 @@ use crate::addr::{RuntimeAddr, Vaddr};
 use crate::binary::Binary;
 use crate::input::Sample;
 use super::Counters;
-use super::unwinder::{Branch, HybridSample, NormalizeStats, normalize_hybrid_sample};
+use super::unwinder::{Branch, HybridSample, NormalizeStats, normalize_into};
 use crate::mapping::AddressMap;
 use hashbrown::HashMap;
 
@@ -173,13 +173,15 @@ pub struct Aggregator<'b> {
     mode: SampleMode,
     cache: TranslationCache,
     key: Vec<u64>,
+    /// Reused normalisation buffer.
+    hybrid: HybridSample,
     pub samples: AggregatedSamples,
     pub stats: SampleStats,
 }
 
 impl<'b> Aggregator<'b> {
     pub fn new(binary: &'b Binary, mode: SampleMode) -> Self {
-        Aggregator { binary, mode, cache: TranslationCache::new(), key: Vec::new(), samples: AggregatedSamples::default(), stats: SampleStats::default() }
+        Aggregator { binary, mode, cache: TranslationCache::new(), key: Vec::new(), hybrid: HybridSample { stack: Vec::new(), lbr: Vec::new() }, samples: AggregatedSamples::default(), stats: SampleStats::default() }
     }
 
     /// The binary vaddr of `a` if it starts an instruction of the binary, else the external
@@ -268,13 +270,14 @@ impl<'b> Aggregator<'b> {
             }
             // Normalise now (return addresses → call sites, leaf → newest branch target): more
             // samples become identical, and only the normalised form is kept.
-            let stack: Vec<Vaddr> = key[1..stack_end].iter().map(|&a| Vaddr(a)).collect();
-            let lbr: Vec<(Vaddr, Vaddr)> = key[stack_end..].chunks_exact(2).map(|p| (Vaddr(p[0]), Vaddr(p[1]))).collect();
-            let Some(h) = normalize_hybrid_sample(self.binary, &stack, &lbr, count, &mut self.samples.normalize) else {
+            let stack = key[1..stack_end].iter().map(|&a| Vaddr(a));
+            let lbr = key[stack_end..].chunks_exact(2).map(|p| (Vaddr(p[0]), Vaddr(p[1])));
+            let h = &mut self.hybrid;
+            if !normalize_into(self.binary, stack, lbr, count, &mut self.samples.normalize, h) {
                 self.stats.used += 1;
                 self.key = key;
                 return;
-            };
+            }
             key.clear();
             key.push(h.stack.len() as u64);
             key.extend(h.stack.iter().map(|a| a.0));

@@ -151,9 +151,24 @@ pub fn normalize_hybrid_sample<C: CodeView + ?Sized>(
     repeat: u64,
     stats: &mut NormalizeStats,
 ) -> Option<HybridSample> {
+    let mut out = HybridSample { stack: Vec::with_capacity(raw_stack.len()), lbr: Vec::with_capacity(raw_lbr.len()) };
+    normalize_into(code, raw_stack.iter().copied(), raw_lbr.iter().copied(), repeat, stats, &mut out).then_some(out)
+}
+
+/// [`normalize_hybrid_sample`] into a reused `out` (its vectors keep their capacity); false when
+/// the sample is dropped.
+pub fn normalize_into<C: CodeView + ?Sized>(
+    code: &C,
+    raw_stack: impl Iterator<Item = Vaddr>,
+    raw_lbr: impl Iterator<Item = (Vaddr, Vaddr)>,
+    repeat: u64,
+    stats: &mut NormalizeStats,
+    out: &mut HybridSample,
+) -> bool {
     stats.samples = stats.samples.saturating_add(repeat);
-    let mut stack: Vec<Vaddr> = Vec::with_capacity(raw_stack.len());
-    for &a in raw_stack {
+    let stack = &mut out.stack;
+    stack.clear();
+    for a in raw_stack {
         if !code.is_code(a) {
             if stack.is_empty() {
                 stats.leaf_external = stats.leaf_external.saturating_add(repeat);
@@ -178,19 +193,25 @@ pub fn normalize_hybrid_sample<C: CodeView + ?Sized>(
     if stack.len() > 1 && stack.last() == Some(&Vaddr::EXTERNAL) {
         stack.pop();
     }
-    let leaf = *stack.first()?;
+    let Some(&leaf) = stack.first() else { return false };
     if code.is_prolog_or_epilog(leaf) {
         stats.dropped_prolog_epilog = stats.dropped_prolog_epilog.saturating_add(repeat);
-        return None;
+        return false;
     }
-    let lbr = normalize_lbr(code, raw_lbr.iter().copied());
-    let Some(first) = lbr.first() else {
+    let ext = |a: Vaddr| if code.is_code(a) { a } else { Vaddr::EXTERNAL };
+    out.lbr.clear();
+    out.lbr.extend(
+        raw_lbr
+            .map(|(s, t)| Branch { source: ext(s), target: ext(t) })
+            .filter(|b| !(b.source.is_external() && b.target.is_external())),
+    );
+    let Some(first) = out.lbr.first() else {
         stats.dropped_empty_lbr = stats.dropped_empty_lbr.saturating_add(repeat);
-        return None;
+        return false;
     };
     // The sampled IP skews behind the last branch; the LBR target is the precise leaf.
-    stack[0] = first.target;
-    Some(HybridSample { stack, lbr })
+    out.stack[0] = first.target;
+    true
 }
 
 /// How contexts are keyed and shaped.
