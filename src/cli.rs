@@ -79,9 +79,6 @@ struct Args {
     /// Print every mmap event of the binary as it is applied.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     show_mmap_events: bool,
-    /// Print per-item warnings instead of summaries.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
-    show_detailed_warning: bool,
 
     /// Name table of MD5 hashes (extbinary only).
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
@@ -292,7 +289,6 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
         use_first_loadable_segment_as_base: a.use_first_loadable_segment_as_base,
         use_dwarf_correlation: a.use_dwarf_correlation,
         show_mmap_events: a.show_mmap_events,
-        show_detailed_warning: a.show_detailed_warning,
         use_md5: a.use_md5,
         populate_profile_symbol_list: a.populate_profile_symbol_list,
         fill_zero_for_all_funcs: a.fill_zero_for_all_funcs,

@@ -34,7 +34,6 @@ pub struct Config {
     pub use_first_loadable_segment_as_base: bool,
     pub use_dwarf_correlation: bool,
     pub show_mmap_events: bool,
-    pub show_detailed_warning: bool,
 
     // Profile contents.
     pub use_md5: bool,
