@@ -12,7 +12,7 @@ use crate::binary::{Binary, LoadOptions};
 use crate::config::{Config, Input};
 use crate::error::Error;
 use crate::input::PerfEvent;
-use crate::mapping::{AddressMapper, BinaryIdentity, MatchedBy, file_name_of};
+use crate::mapping::{AddressMapper, BinaryIdentity, MappingStats, MatchedBy, file_name_of};
 use crate::postpass;
 use crate::profile::Profile;
 use crate::profile::summary::ProfileSummary;
@@ -113,6 +113,9 @@ struct InputResult {
     stats: SampleStats,
     matched: Option<MatchedBy>,
     warnings: Vec<String>,
+    mapping: MappingStats,
+    /// The input ended early (truncated perf.data).
+    truncated: bool,
 }
 
 fn identity_of(binary: &Binary) -> BinaryIdentity {
@@ -188,6 +191,9 @@ fn aggregate_events(
                 ));
             }
             agg.add(&mapper, &s);
+            if agg.stats.used == 0 {
+                mapper.note_unused_sample(s.pid, s.ip);
+            }
             progress.tick(agg.stats.read);
         }
     };
@@ -200,7 +206,7 @@ fn aggregate_events(
             binary.path().display()
         ));
     }
-    Ok(InputResult { samples: agg.samples, stats: agg.stats, matched, warnings })
+    Ok(InputResult { samples: agg.samples, stats: agg.stats, matched, warnings, mapping: mapper.stats, truncated: false })
 }
 
 /// Prints llvm-profgen style warning: `warning: 12.34%(n/total) <msg>`.
@@ -268,8 +274,12 @@ fn read_samples(cfg: &Config, binary: &Binary, input: &Input, report: &mut RunRe
         Input::Unsymbolized(_) => unreachable!("unsymbolized input has no samples"),
     };
     let mut samples = AggregatedSamples::default();
+    let mut mapping = MappingStats::default();
+    let mut truncated = false;
     for r in results {
         let r = r?;
+        mapping.merge(r.mapping);
+        truncated |= r.truncated;
         samples.merge(r.samples);
         report.samples.merge(&r.stats);
         report.warnings.extend(r.warnings);
@@ -277,7 +287,64 @@ fn read_samples(cfg: &Config, binary: &Binary, input: &Input, report: &mut RunRe
             report.matched_by = Some(report.matched_by.map_or(m, |h| h.min(m)));
         }
     }
+    if report.samples.read > 0 && report.samples.used == 0 {
+        no_sample_in_binary(cfg, binary, input, &mapping, truncated, report)?;
+    }
     Ok(samples)
+}
+
+/// No sample of the input lands in the binary: say what the input holds instead. A binary the
+/// input never maps is the wrong binary (an error, as llvm-profgen's `No relevant mmap event`);
+/// a mapped binary without samples, or a truncated input, gives a warning and the empty profile.
+fn no_sample_in_binary(
+    cfg: &Config,
+    binary: &Binary,
+    input: &Input,
+    mapping: &MappingStats,
+    truncated: bool,
+    report: &mut RunReport,
+) -> Result<(), Error> {
+    const SHOWN: usize = 5;
+    let hex = |id: &[u8]| id.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let others = mapping.other_executables_by_samples();
+    let mut found: Vec<String> = others
+        .iter()
+        .take(SHOWN)
+        .map(|(path, o)| {
+            let id = o.build_id.as_deref().map_or("no build id".to_string(), |id| format!("build id {}", hex(id)));
+            format!("{path} ({id}, {} samples)", o.unused_samples)
+        })
+        .collect();
+    if others.len() > SHOWN {
+        found.push(format!("{} more", others.len() - SHOWN));
+    }
+    let found = if found.is_empty() {
+        "the input maps no executable file".to_string()
+    } else {
+        format!("executables mapped in the input, most-sampled first: {}", found.join(", "))
+    };
+    let found = match mapping.unused_samples_in_no_file {
+        0 => found,
+        n => format!("{found}; {n} samples are in no mapped file (kernel, anonymous or JIT code)"),
+    };
+    let for_pid = cfg.pid.map_or(String::new(), |p| format!(" for pid {p}"));
+    if mapping.binary_mapped() || truncated {
+        let how = if mapping.binary_mapped() { "is mapped" } else { "is not mapped in the part read" };
+        report.warnings.push(format!(
+            "no sample lands in {} (it {how}{for_pid}); {found}",
+            binary.path().display()
+        ));
+        return Ok(());
+    }
+    let input = match input {
+        Input::PerfData(paths) => paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+        Input::PerfScript(p) | Input::Unsymbolized(p) => p.display().to_string(),
+    };
+    let identity = match binary.build_id() {
+        Some(id) => format!("build id {}, file name {}", hex(id), file_name_of(binary.path())),
+        None => format!("no build id, file name {}", file_name_of(binary.path())),
+    };
+    Err(Error::BinaryNotInInput { binary: binary.path().to_path_buf(), input: format!("{input}{for_pid}"), identity, found })
 }
 
 fn unwind_options(cfg: &Config, binary: &Binary) -> UnwindOptions {
@@ -451,7 +518,9 @@ fn read_perf_script_file(cfg: &Config, binary: &Binary, path: &Path) -> Result<I
 fn read_perf_data_file(cfg: &Config, binary: &Binary, path: &Path) -> Result<InputResult, Error> {
     use crate::input::perf_data::{PerfData, ReadReport, read_perf_data_stream};
     let io_err = |source| Error::Io { path: path.to_path_buf(), source };
+    let truncated = std::cell::Cell::new(false);
     let finish = |report: ReadReport| -> Vec<String> {
+        truncated.set(report.truncated.is_some());
         let mut warnings = report.warnings;
         if let Some(t) = &report.truncated {
             warnings.push(format!("{}: {t}", path.display()));
@@ -461,9 +530,11 @@ fn read_perf_data_file(cfg: &Config, binary: &Binary, path: &Path) -> Result<Inp
         }
         warnings
     };
+    let with_truncation = |r: InputResult| InputResult { truncated: truncated.get(), ..r };
     if path.as_os_str() == "-" {
         let stdin = std::io::stdin().lock();
-        return aggregate_events(cfg, binary, |on_event| Ok(finish(read_perf_data_stream(stdin, path, on_event)?)), |_| None, false, &[]);
+        return aggregate_events(cfg, binary, |on_event| Ok(finish(read_perf_data_stream(stdin, path, on_event)?)), |_| None, false, &[])
+            .map(with_truncation);
     }
     let file = std::fs::File::open(path).map_err(io_err)?;
     // SAFETY: the file is only read; profgen does not guard against another process truncating
@@ -479,4 +550,5 @@ fn read_perf_data_file(cfg: &Config, binary: &Binary, path: &Path) -> Result<Inp
         false,
         &data.info().build_ids,
     )
+    .map(with_truncation)
 }

@@ -47,8 +47,59 @@ pub struct MappingStats {
     pub matched_by_name: u64,
     /// Mappings whose file name matched but whose build id differed.
     pub name_match_wrong_build_id: u64,
-    /// Executable file mappings seen that were not the binary, by path (for error messages).
-    pub other_executables: HashMap<String, u64>,
+    /// Executable files mapped in the input that are not the binary, by path (to say what the
+    /// input holds instead when no sample lands in the binary).
+    pub other_executables: HashMap<String, OtherExecutable>,
+    /// Samples given to [`AddressMapper::note_unused_sample`] whose IP is in no mapped file
+    /// (kernel, anonymous or JIT code).
+    pub unused_samples_in_no_file: u64,
+}
+
+/// An executable file mapped in the input that is not the binary.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OtherExecutable {
+    /// From the mmap event or the perf.data build-id table.
+    pub build_id: Option<Vec<u8>>,
+    pub mappings: u64,
+    /// Samples given to [`AddressMapper::note_unused_sample`] whose IP it holds.
+    pub unused_samples: u64,
+}
+
+impl MappingStats {
+    pub fn merge(&mut self, other: MappingStats) {
+        self.matched_by_build_id = self.matched_by_build_id.saturating_add(other.matched_by_build_id);
+        self.matched_by_name = self.matched_by_name.saturating_add(other.matched_by_name);
+        self.name_match_wrong_build_id = self.name_match_wrong_build_id.saturating_add(other.name_match_wrong_build_id);
+        self.unused_samples_in_no_file = self.unused_samples_in_no_file.saturating_add(other.unused_samples_in_no_file);
+        for (path, o) in other.other_executables {
+            let mine = self.other_executables.entry(path).or_default();
+            mine.build_id = mine.build_id.take().or(o.build_id);
+            mine.mappings = mine.mappings.saturating_add(o.mappings);
+            mine.unused_samples = mine.unused_samples.saturating_add(o.unused_samples);
+        }
+    }
+
+    /// Whether any mmap event mapped the binary.
+    pub fn binary_mapped(&self) -> bool {
+        self.matched_by_build_id > 0 || self.matched_by_name > 0
+    }
+
+    /// The other executables, most-sampled first (then most often mapped, then by path).
+    pub fn other_executables_by_samples(&self) -> Vec<(&str, &OtherExecutable)> {
+        let mut v: Vec<_> = self.other_executables.iter().map(|(p, o)| (p.as_str(), o)).collect();
+        v.sort_unstable_by(|a, b| {
+            (b.1.unused_samples, b.1.mappings).cmp(&(a.1.unused_samples, a.1.mappings)).then(a.0.cmp(b.0))
+        });
+        v
+    }
+}
+
+/// An executable mapping of another file, kept to attribute unused samples to it.
+#[derive(Clone, Debug)]
+struct OtherMapping {
+    start: RuntimeAddr,
+    end: RuntimeAddr,
+    path: String,
 }
 
 /// Tracks the binary's mappings per process.
@@ -59,6 +110,8 @@ pub struct AddressMapper {
     pid_filter: Option<i32>,
     /// Mappings by pid; inputs without pids (perf script) use the `None` key.
     by_pid: HashMap<Option<i32>, Vec<Mapping>>,
+    /// Executable mappings of other files, keyed like `by_pid`.
+    others_by_pid: HashMap<Option<i32>, Vec<OtherMapping>>,
     /// Pid-less inputs with no mmap event of the binary: treat addresses as vaddrs, as
     /// llvm-profgen does with its preferred base.
     assume_preferred_base: bool,
@@ -84,6 +137,7 @@ impl AddressMapper {
             path_build_ids: HashMap::new(),
             pid_filter,
             by_pid: HashMap::new(),
+            others_by_pid: HashMap::new(),
             assume_preferred_base: false,
             pidless: false,
             stats: MappingStats::default(),
@@ -116,25 +170,36 @@ impl AddressMapper {
             return None;
         }
         let matched = self.matches(ev);
+        let start = ev.start;
+        let end = RuntimeAddr(ev.start.0.saturating_add(ev.len));
+        let key = if self.pidless { None } else { ev.pid };
+        // A new mapping replaces whatever it overlaps (munmap + mmap, or exec reusing addresses).
+        let maps = self.by_pid.entry(key).or_default();
+        maps.retain(|m| m.end <= start || m.start >= end);
+        let others = self.others_by_pid.entry(key).or_default();
+        others.retain(|m| m.end <= start || m.start >= end);
         match matched {
-            Some(MatchedBy::BuildId) => self.stats.matched_by_build_id += 1,
-            Some(MatchedBy::FileName) => self.stats.matched_by_name += 1,
+            Some(how) => {
+                match how {
+                    MatchedBy::BuildId => self.stats.matched_by_build_id += 1,
+                    MatchedBy::FileName => self.stats.matched_by_name += 1,
+                }
+                maps.push(Mapping { start, end, pgoff: ev.pgoff });
+            }
             None => {
                 if base_name(&ev.path) == self.identity.file_name {
                     self.stats.name_match_wrong_build_id += 1;
                 }
                 if !ev.path.starts_with('[') && !ev.path.starts_with("//anon") {
-                    *self.stats.other_executables.entry(ev.path.clone()).or_default() += 1;
+                    let known_id = ev.build_id.as_ref().or_else(|| self.path_build_ids.get(&ev.path));
+                    let other = self.stats.other_executables.entry(ev.path.clone()).or_default();
+                    other.mappings = other.mappings.saturating_add(1);
+                    if other.build_id.is_none() {
+                        other.build_id = known_id.cloned();
+                    }
+                    others.push(OtherMapping { start, end, path: ev.path.clone() });
                 }
             }
-        }
-        let start = ev.start;
-        let end = RuntimeAddr(ev.start.0.saturating_add(ev.len));
-        let maps = self.by_pid.entry(if self.pidless { None } else { ev.pid }).or_default();
-        // A new mapping replaces whatever it overlaps (munmap + mmap, or exec reusing addresses).
-        maps.retain(|m| m.end <= start || m.start >= end);
-        if matched.is_some() {
-            maps.push(Mapping { start, end, pgoff: ev.pgoff });
         }
         matched
     }
@@ -146,11 +211,26 @@ impl AddressMapper {
         }
         let inherited = self.by_pid.get(&Some(ppid)).cloned().unwrap_or_default();
         self.by_pid.insert(Some(pid), inherited);
+        let inherited = self.others_by_pid.get(&Some(ppid)).cloned().unwrap_or_default();
+        self.others_by_pid.insert(Some(pid), inherited);
     }
 
     /// exec replaces the process image: its old mappings are gone.
     pub fn on_exec(&mut self, pid: i32) {
         self.by_pid.remove(&Some(pid));
+        self.others_by_pid.remove(&Some(pid));
+    }
+
+    /// Counts a sample that did not land in the binary against the executable holding its IP,
+    /// to say where the samples are when none lands in the binary. The driver calls it only until
+    /// the first sample lands in the binary, which keeps the lookup off the common path.
+    pub fn note_unused_sample(&mut self, pid: Option<i32>, ip: RuntimeAddr) {
+        let others = self.others_by_pid.get(&pid).or_else(|| self.others_by_pid.get(&None));
+        let path = others.and_then(|maps| maps.iter().rev().find(|m| m.start <= ip && ip < m.end)).map(|m| &m.path);
+        match path.and_then(|p| self.stats.other_executables.get_mut(p)) {
+            Some(other) => other.unused_samples = other.unused_samples.saturating_add(1),
+            None => self.stats.unused_samples_in_no_file = self.stats.unused_samples_in_no_file.saturating_add(1),
+        }
     }
 
     /// Whether any mapping of the binary has been seen.
