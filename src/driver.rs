@@ -12,7 +12,7 @@ use crate::binary::{Binary, LoadOptions};
 use crate::config::{Config, Input};
 use crate::error::Error;
 use crate::input::PerfEvent;
-use crate::mapping::{AddressMapper, BinaryIdentity, MappingStats, MatchedBy, file_name_of};
+use crate::mapping::{AddressMapper, BinaryIdentity, MappingStats, MatchedBy, file_name_of, hex};
 use crate::postpass;
 use crate::profile::Profile;
 use crate::profile::summary::ProfileSummary;
@@ -304,29 +304,7 @@ fn no_sample_in_binary(
     truncated: bool,
     report: &mut RunReport,
 ) -> Result<(), Error> {
-    const SHOWN: usize = 5;
-    let hex = |id: &[u8]| id.iter().map(|b| format!("{b:02x}")).collect::<String>();
-    let others = mapping.other_executables_by_samples();
-    let mut found: Vec<String> = others
-        .iter()
-        .take(SHOWN)
-        .map(|(path, o)| {
-            let id = o.build_id.as_deref().map_or("no build id".to_string(), |id| format!("build id {}", hex(id)));
-            format!("{path} ({id}, {} samples)", o.unused_samples)
-        })
-        .collect();
-    if others.len() > SHOWN {
-        found.push(format!("{} more", others.len() - SHOWN));
-    }
-    let found = if found.is_empty() {
-        "the input maps no executable file".to_string()
-    } else {
-        format!("executables mapped in the input, most-sampled first: {}", found.join(", "))
-    };
-    let found = match mapping.unused_samples_in_no_file {
-        0 => found,
-        n => format!("{found}; {n} samples are in no mapped file (kernel, anonymous or JIT code)"),
-    };
+    let found = mapping.what_the_input_maps_instead();
     let for_pid = cfg.pid.map_or(String::new(), |p| format!(" for pid {p}"));
     if mapping.binary_mapped() || truncated {
         let how = if mapping.binary_mapped() { "is mapped" } else { "is not mapped in the part read" };

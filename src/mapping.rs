@@ -92,6 +92,41 @@ impl MappingStats {
         });
         v
     }
+
+    /// For messages when no sample lands in the binary: the other executables (at most five),
+    /// most-sampled first, with their build ids, and the samples in no mapped file.
+    pub fn what_the_input_maps_instead(&self) -> String {
+        const SHOWN: usize = 5;
+        let others = self.other_executables_by_samples();
+        let mut found: Vec<String> = others
+            .iter()
+            .take(SHOWN)
+            .map(|(path, o)| {
+                let id = o.build_id.as_deref().map_or("no build id".to_string(), |id| format!("build id {}", hex(id)));
+                format!("{path} ({id}, {} samples)", o.unused_samples)
+            })
+            .collect();
+        if others.len() > SHOWN {
+            found.push(format!("{} more", others.len() - SHOWN));
+        }
+        let mut text = if found.is_empty() {
+            "the input maps no executable file".to_string()
+        } else {
+            format!("executables mapped in the input, most-sampled first: {}", found.join(", "))
+        };
+        if self.unused_samples_in_no_file > 0 {
+            text.push_str(&format!(
+                "; {} samples are in no mapped file (kernel, anonymous or JIT code)",
+                self.unused_samples_in_no_file
+            ));
+        }
+        text
+    }
+}
+
+/// A build id as perf and `file` print it.
+pub fn hex(id: &[u8]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// An executable mapping of another file, kept to attribute unused samples to it.

@@ -3,8 +3,8 @@
 //!
 //! Input layout: byte 0 picks the binary (bit 0) and the context shaping options (bits 1-7),
 //! byte 1 the call stack length, then 3-byte addresses: the call stack, then LBR (from, to)
-//! pairs. An address is mostly an offset into the binary's executable segment (so it lands on
-//! code), sometimes an address outside it.
+//! pairs. An address is mostly an offset into the binary's executable segment (tags 0 and 1
+//! snap it to an instruction start), sometimes an address outside it.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -31,9 +31,12 @@ fn binaries() -> &'static [Binary] {
 fn addr(binary: &Binary, b: &[u8]) -> Vaddr {
     let v = u64::from(u16::from_le_bytes([b[1], b[2]]));
     let exec = binary.segments().iter().find(|s| s.executable).expect("an executable segment");
+    let inside = Vaddr(exec.vaddr.0 + v % exec.memsz.max(1));
     match b[0] & 3 {
-        3 => Vaddr(v << (b[0] >> 2)),
-        _ => Vaddr(exec.vaddr.0 + v % exec.memsz.max(1)),
+        // Snapped to the next instruction start, as real samples are.
+        0 | 1 => binary.insts_in(inside, Vaddr(inside.0 + 16)).next().unwrap_or(inside),
+        2 => inside,
+        _ => Vaddr(v << (b[0] >> 2)),
     }
 }
 
