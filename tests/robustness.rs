@@ -450,3 +450,29 @@ fn garbage_in_an_unsymbolized_profile_names_the_line() {
     let err = assert_bad_input(&o, &r, &out);
     assert!(err.contains("Invalid raw profile at line 13: garbage"), "{err}");
 }
+
+/// Pipe mode from stdin (`--perfdata -`), cut inside the last record: a warning with the offset,
+/// and the profile of the records before it.
+#[test]
+fn truncated_pipe_on_stdin_warns_and_profiles() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let dir = scratch("stdin");
+    let out = dir.join("out.prof");
+    let bytes = std::fs::read(sample("ip-nopie-pipe-zstd/perf.data")).unwrap();
+    let mut child = Command::new(PROFGEN)
+        .args(["--leading-ip-only", "--perfdata", "-", "--format", "text", "--binary"])
+        .arg(sample("ip-nopie-pipe-zstd/prog"))
+        .arg("--output")
+        .arg(&out)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&bytes[..bytes.len() - 5]).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("warning: -: input truncated at byte offset "), "{err}");
+    assert!(out.exists());
+}
