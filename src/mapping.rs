@@ -388,6 +388,30 @@ mod tests {
     }
 
     #[test]
+    fn unused_samples_are_attributed_to_other_executables_most_sampled_first() {
+        let mut m = AddressMapper::new(identity(), None);
+        m.add_build_ids(&[("/lib/libc.so".to_string(), vec![0x12, 0x34])]);
+        m.on_mmap(&mmap(1, 0x1000_0000, 0, "/bin/other", Some(vec![0xee])));
+        m.on_mmap(&mmap(1, 0x2000_0000, 0, "/lib/libc.so", None));
+        m.on_fork(2, 1);
+        m.note_unused_sample(Some(1), RuntimeAddr(0x1000_0010));
+        m.note_unused_sample(Some(2), RuntimeAddr(0x2000_0010)); // inherited through fork
+        m.note_unused_sample(Some(2), RuntimeAddr(0x2000_0020));
+        m.note_unused_sample(Some(1), RuntimeAddr(0xffff_ffff_8100_0000)); // kernel
+        m.on_exec(2);
+        m.note_unused_sample(Some(2), RuntimeAddr(0x2000_0010)); // gone with the exec
+        let others: Vec<_> = m.stats.other_executables_by_samples().into_iter().map(|(p, o)| (p, o.unused_samples)).collect();
+        assert_eq!(others, [("/lib/libc.so", 2), ("/bin/other", 1)]);
+        assert_eq!(m.stats.unused_samples_in_no_file, 2);
+        assert_eq!(
+            m.stats.what_the_input_maps_instead(),
+            "executables mapped in the input, most-sampled first: /lib/libc.so (build id 1234, 2 samples), \
+             /bin/other (build id ee, 1 samples); 2 samples are in no mapped file (kernel, anonymous or JIT code)"
+        );
+        assert!(!m.stats.binary_mapped());
+    }
+
+    #[test]
     fn pid_filter_ignores_other_processes() {
         let mut m = AddressMapper::new(identity(), Some(2));
         assert_eq!(m.on_mmap(&mmap(1, 0x1000_0000, 0x800, "/x/app", None)), None);
