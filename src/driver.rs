@@ -232,7 +232,7 @@ fn run_pipeline(cfg: &Config) -> Result<RunReport, Error> {
         &cfg.binary,
         &LoadOptions { debug_binary: cfg.debug_binary.clone(), use_dwarf_correlation: cfg.use_dwarf_correlation },
     )?;
-    let mut report = RunReport::default();
+    let mut report = RunReport { warnings: binary.warnings().to_vec(), ..Default::default() };
     let Some(input) = &cfg.input else {
         return Ok(report);
     };

@@ -476,3 +476,21 @@ fn truncated_pipe_on_stdin_warns_and_profiles() {
     assert!(err.contains("warning: -: input truncated at byte offset "), "{err}");
     assert!(out.exists());
 }
+
+/// A compressed debug section claiming 3 GiB from 106 bytes is ignored with a warning instead of
+/// being allocated: allocation sizes taken from input are bounded by the input's size.
+#[test]
+fn compressed_section_size_is_bounded_by_the_file() {
+    use profgen::binary::{Binary, LoadOptions};
+    let path = fixture("robustness/loop_zlib_bomb");
+    let binary = Binary::load(&path, &LoadOptions::default()).unwrap();
+    assert_eq!(
+        binary.warnings(),
+        [format!(
+            "{}: .debug_info: compressed section claims 3221225472 bytes uncompressed from 106 bytes (more than 1032:1); ignored",
+            path.display()
+        )]
+    );
+    // The symbol table still gives the functions.
+    assert!(binary.functions().iter().any(|f| &*f.name == "main"));
+}

@@ -13,7 +13,7 @@ use super::elf::Elf;
 use super::SourceFrame;
 use gimli::{AttributeValue, DwAt, EndianSlice, RunTimeEndian, UnitOffset};
 use hashbrown::HashMap;
-use object::{Object, ObjectSection};
+use object::Object;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -126,14 +126,20 @@ impl DebugInfo {
     /// linker) are left out of the address map.
     pub fn load(obj: &Elf<'_>, preferred_base: u64) -> DebugInfo {
         let endian = if obj.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
-        let mut warnings = Vec::new();
+        let unreadable = std::cell::RefCell::new(Vec::new());
         let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, std::convert::Infallible> {
-            Ok(match obj.section_by_name(id.name()) {
-                Some(s) => s.uncompressed_data().unwrap_or(Cow::Borrowed(&[])),
+            let data = obj.section_by_name(id.name()).map(|s| super::elf::section_data(&s));
+            Ok(match data {
+                Some(Ok(data)) => data,
+                Some(Err(e)) => {
+                    unreadable.borrow_mut().push(format!("{}: {e}; ignored", id.name()));
+                    Cow::Borrowed(&[])
+                }
                 None => Cow::Borrowed(&[]),
             })
         };
         let Ok(sections) = gimli::DwarfSections::load(load);
+        let mut warnings = unreadable.into_inner();
         let dwarf = sections.borrow(|s| EndianSlice::new(s, endian));
         let mut headers = Vec::new();
         let mut iter = dwarf.units();
@@ -149,7 +155,7 @@ impl DebugInfo {
         }
         let debug_line = obj
             .section_by_name(".debug_line")
-            .and_then(|s| s.uncompressed_data().ok())
+            .and_then(|s| super::elf::section_data(&s).ok())
             .map(Cow::into_owned)
             .unwrap_or_default();
         let mut loader =
