@@ -14,6 +14,7 @@ use crate::binary::Segment;
 use crate::input::MmapEvent;
 use hashbrown::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 /// How an mmap event was recognised as the profiled binary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -129,12 +130,13 @@ pub fn hex(id: &[u8]) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// An executable mapping of another file, kept to attribute unused samples to it.
+/// An executable mapping of another file, kept to attribute unused samples to it. The path is
+/// shared: forks copy every mapping of their parent.
 #[derive(Clone, Debug)]
 struct OtherMapping {
     start: RuntimeAddr,
     end: RuntimeAddr,
-    path: String,
+    path: Arc<str>,
 }
 
 /// Tracks the binary's mappings per process.
@@ -232,7 +234,7 @@ impl AddressMapper {
                     if other.build_id.is_none() {
                         other.build_id = known_id.cloned();
                     }
-                    others.push(OtherMapping { start, end, path: ev.path.clone() });
+                    others.push(OtherMapping { start, end, path: Arc::from(ev.path.as_str()) });
                 }
             }
         }
@@ -262,7 +264,7 @@ impl AddressMapper {
     pub fn note_unused_sample(&mut self, pid: Option<i32>, ip: RuntimeAddr) {
         let others = self.others_by_pid.get(&pid).or_else(|| self.others_by_pid.get(&None));
         let path = others.and_then(|maps| maps.iter().rev().find(|m| m.start <= ip && ip < m.end)).map(|m| &m.path);
-        match path.and_then(|p| self.stats.other_executables.get_mut(p)) {
+        match path.and_then(|p| self.stats.other_executables.get_mut(&**p)) {
             Some(other) => other.unused_samples = other.unused_samples.saturating_add(1),
             None => self.stats.unused_samples_in_no_file = self.stats.unused_samples_in_no_file.saturating_add(1),
         }
