@@ -14,7 +14,7 @@ use crate::error::Error;
 use crate::input::PerfEvent;
 use crate::aggregate::parallel::aggregate_in_parallel;
 use crate::input::Sample;
-use crate::mapping::{AddressMap, AddressMapper, BinaryIdentity, MatchedBy, file_name_of};
+use crate::mapping::{AddressMap, AddressMapper, BinaryIdentity, MappingStats, MatchedBy, file_name_of, hex};
 use crate::postpass;
 use crate::profile::{Profile, context_size};
 use crate::profile::summary::{DEFAULT_CUTOFFS, ProfileSummary};
@@ -119,6 +119,9 @@ struct InputResult {
     stats: SampleStats,
     matched: Option<MatchedBy>,
     warnings: Vec<String>,
+    mapping: MappingStats,
+    /// The input ended early (truncated perf.data).
+    truncated: bool,
 }
 
 fn identity_of(binary: &Binary) -> BinaryIdentity {
@@ -151,6 +154,9 @@ struct EventFront<'c, N> {
     warned_no_mmap: bool,
     /// Samples dropped here, before aggregation.
     filtered: SampleStats,
+    /// Whether a sample IP has landed in the binary; until then every sample is attributed to the
+    /// executable it is in, to say what the input holds when none lands in the binary.
+    ip_in_binary: bool,
 }
 
 impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
@@ -192,6 +198,12 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
                         self.binary.preferred_base().0
                     ));
                 }
+                if !self.ip_in_binary {
+                    match self.mapper.to_vaddr(s.pid, s.ip) {
+                        Some(_) => self.ip_in_binary = true,
+                        None => self.mapper.note_unused_sample(s.pid, s.ip),
+                    }
+                }
                 add(self.mapper.map(), &s);
                 self.progress.sample();
             }
@@ -227,6 +239,7 @@ fn aggregate_events(
         warnings: Vec::new(),
         warned_no_mmap: false,
         filtered: SampleStats::default(),
+        ip_in_binary: false,
     };
     let (reader_warnings, samples, mut stats) = if workers <= 1 {
         let mut agg = Aggregator::new(binary, sample_mode(cfg));
@@ -248,7 +261,7 @@ fn aggregate_events(
             binary.path().display()
         ));
     }
-    Ok(InputResult { samples, stats, matched: front.matched, warnings })
+    Ok(InputResult { samples, stats, matched: front.matched, warnings, mapping: front.mapper.stats, truncated: false })
 }
 
 /// Prints llvm-profgen style warning: `warning: 12.34%(n/total) <msg>`.
@@ -342,8 +355,12 @@ fn read_samples(cfg: &Config, binary: &Binary, input: &Input, report: &mut RunRe
         Input::Unsymbolized(_) => unreachable!("unsymbolized input has no samples"),
     };
     let mut samples = AggregatedSamples::default();
+    let mut mapping = MappingStats::default();
+    let mut truncated = false;
     for r in results {
         let r = r?;
+        mapping.merge(r.mapping);
+        truncated |= r.truncated;
         samples.merge(r.samples);
         report.samples.merge(&r.stats);
         report.warnings.extend(r.warnings);
@@ -351,7 +368,42 @@ fn read_samples(cfg: &Config, binary: &Binary, input: &Input, report: &mut RunRe
             report.matched_by = Some(report.matched_by.map_or(m, |h| h.min(m)));
         }
     }
+    if report.samples.read > 0 && report.samples.used == 0 {
+        no_sample_in_binary(cfg, binary, input, &mapping, truncated, report)?;
+    }
     Ok(samples)
+}
+
+/// No sample of the input lands in the binary: say what the input holds instead. A binary the
+/// input never maps is the wrong binary (an error, as llvm-profgen's `No relevant mmap event`);
+/// a mapped binary without samples, or a truncated input, gives a warning and the empty profile.
+fn no_sample_in_binary(
+    cfg: &Config,
+    binary: &Binary,
+    input: &Input,
+    mapping: &MappingStats,
+    truncated: bool,
+    report: &mut RunReport,
+) -> Result<(), Error> {
+    let found = mapping.what_the_input_maps_instead();
+    let for_pid = cfg.pid.map_or(String::new(), |p| format!(" for pid {p}"));
+    if mapping.binary_mapped() || truncated {
+        let how = if mapping.binary_mapped() { "is mapped" } else { "is not mapped in the part read" };
+        report.warnings.push(format!(
+            "no sample lands in {} (it {how}{for_pid}); {found}",
+            binary.path().display()
+        ));
+        return Ok(());
+    }
+    let input = match input {
+        Input::PerfData(paths) => paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+        Input::PerfScript(p) | Input::Unsymbolized(p) => p.display().to_string(),
+    };
+    let identity = match binary.build_id() {
+        Some(id) => format!("build id {}, file name {}", hex(id), file_name_of(binary.path())),
+        None => format!("no build id, file name {}", file_name_of(binary.path())),
+    };
+    Err(Error::BinaryNotInInput { binary: binary.path().to_path_buf(), input: format!("{input}{for_pid}"), identity, found })
 }
 
 fn unwind_options(cfg: &Config, binary: &Binary) -> UnwindOptions {
@@ -546,7 +598,9 @@ fn read_perf_script_file(cfg: &Config, workers: usize, binary: &Binary, path: &P
 fn read_perf_data_file(cfg: &Config, workers: usize, binary: &Binary, path: &Path) -> Result<InputResult, Error> {
     use crate::input::perf_data::{PerfData, ReadReport, read_perf_data_stream};
     let io_err = |source| Error::Io { path: path.to_path_buf(), source };
+    let truncated = std::cell::Cell::new(false);
     let finish = |report: ReadReport| -> Vec<String> {
+        truncated.set(report.truncated.is_some());
         let mut warnings = report.warnings;
         if let Some(t) = &report.truncated {
             warnings.push(format!("{}: {t}", path.display()));
@@ -556,9 +610,11 @@ fn read_perf_data_file(cfg: &Config, workers: usize, binary: &Binary, path: &Pat
         }
         warnings
     };
+    let with_truncation = |r: InputResult| InputResult { truncated: truncated.get(), ..r };
     if path.as_os_str() == "-" {
         let stdin = std::io::stdin().lock();
-        return aggregate_events(cfg, workers, binary, |on_event| Ok(finish(read_perf_data_stream(stdin, path, on_event)?)), |_| None, false, &[]);
+        return aggregate_events(cfg, workers, binary, |on_event| Ok(finish(read_perf_data_stream(stdin, path, on_event)?)), |_| None, false, &[])
+            .map(with_truncation);
     }
     let file = std::fs::File::open(path).map_err(io_err)?;
     // SAFETY: the file is only read; profgen does not guard against another process truncating
@@ -590,4 +646,5 @@ fn read_perf_data_file(cfg: &Config, workers: usize, binary: &Binary, path: &Pat
         false,
         &data.info().build_ids,
     )
+    .map(with_truncation)
 }

@@ -14,6 +14,10 @@ pub enum Error {
     /// A malformed line-oriented text input; `line` is 1-based.
     #[error("{path}:{line}: {what}")]
     BadLine { path: PathBuf, line: u64, what: String },
+    /// The input has samples but maps the binary nowhere: a wrong binary for the input.
+    /// `found` lists what the input maps instead.
+    #[error("{binary}: no mmap event in {input} maps this binary ({identity}), and no sample lands in it; {found}")]
+    BinaryNotInInput { binary: PathBuf, input: String, identity: String, found: String },
     #[error("{0}")]
     Usage(String),
     /// An operation the requested output cannot express (e.g. a CS profile in raw binary).

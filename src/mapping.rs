@@ -48,8 +48,95 @@ pub struct MappingStats {
     pub matched_by_name: u64,
     /// Mappings whose file name matched but whose build id differed.
     pub name_match_wrong_build_id: u64,
-    /// Executable file mappings seen that were not the binary, by path (for error messages).
-    pub other_executables: HashMap<String, u64>,
+    /// Executable files mapped in the input that are not the binary, by path (to say what the
+    /// input holds instead when no sample lands in the binary).
+    pub other_executables: HashMap<String, OtherExecutable>,
+    /// Samples given to [`AddressMapper::note_unused_sample`] whose IP is in no mapped file
+    /// (kernel, anonymous or JIT code).
+    pub unused_samples_in_no_file: u64,
+}
+
+/// An executable file mapped in the input that is not the binary.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OtherExecutable {
+    /// From the mmap event or the perf.data build-id table.
+    pub build_id: Option<Vec<u8>>,
+    pub mappings: u64,
+    /// Samples given to [`AddressMapper::note_unused_sample`] whose IP it holds.
+    pub unused_samples: u64,
+}
+
+impl MappingStats {
+    pub fn merge(&mut self, other: MappingStats) {
+        self.matched_by_build_id = self.matched_by_build_id.saturating_add(other.matched_by_build_id);
+        self.matched_by_name = self.matched_by_name.saturating_add(other.matched_by_name);
+        self.name_match_wrong_build_id = self.name_match_wrong_build_id.saturating_add(other.name_match_wrong_build_id);
+        self.unused_samples_in_no_file = self.unused_samples_in_no_file.saturating_add(other.unused_samples_in_no_file);
+        for (path, o) in other.other_executables {
+            let mine = self.other_executables.entry(path).or_default();
+            mine.build_id = mine.build_id.take().or(o.build_id);
+            mine.mappings = mine.mappings.saturating_add(o.mappings);
+            mine.unused_samples = mine.unused_samples.saturating_add(o.unused_samples);
+        }
+    }
+
+    /// Whether any mmap event mapped the binary.
+    pub fn binary_mapped(&self) -> bool {
+        self.matched_by_build_id > 0 || self.matched_by_name > 0
+    }
+
+    /// The other executables, most-sampled first (then most often mapped, then by path).
+    pub fn other_executables_by_samples(&self) -> Vec<(&str, &OtherExecutable)> {
+        let mut v: Vec<_> = self.other_executables.iter().map(|(p, o)| (p.as_str(), o)).collect();
+        v.sort_unstable_by(|a, b| {
+            (b.1.unused_samples, b.1.mappings).cmp(&(a.1.unused_samples, a.1.mappings)).then(a.0.cmp(b.0))
+        });
+        v
+    }
+
+    /// For messages when no sample lands in the binary: the other executables (at most five),
+    /// most-sampled first, with their build ids, and the samples in no mapped file.
+    pub fn what_the_input_maps_instead(&self) -> String {
+        const SHOWN: usize = 5;
+        let others = self.other_executables_by_samples();
+        let mut found: Vec<String> = others
+            .iter()
+            .take(SHOWN)
+            .map(|(path, o)| {
+                let id = o.build_id.as_deref().map_or("no build id".to_string(), |id| format!("build id {}", hex(id)));
+                format!("{path} ({id}, {} samples)", o.unused_samples)
+            })
+            .collect();
+        if others.len() > SHOWN {
+            found.push(format!("{} more", others.len() - SHOWN));
+        }
+        let mut text = if found.is_empty() {
+            "the input maps no executable file".to_string()
+        } else {
+            format!("executables mapped in the input, most-sampled first: {}", found.join(", "))
+        };
+        if self.unused_samples_in_no_file > 0 {
+            text.push_str(&format!(
+                "; {} samples are in no mapped file (kernel, anonymous or JIT code)",
+                self.unused_samples_in_no_file
+            ));
+        }
+        text
+    }
+}
+
+/// A build id as perf and `file` print it.
+pub fn hex(id: &[u8]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An executable mapping of another file, kept to attribute unused samples to it. The path is
+/// shared: forks copy every mapping of their parent.
+#[derive(Clone, Debug)]
+struct OtherMapping {
+    start: RuntimeAddr,
+    end: RuntimeAddr,
+    path: Arc<str>,
 }
 
 /// The translation state at one point of the input: cheap to clone, so parallel workers can
@@ -72,6 +159,9 @@ pub struct AddressMapper {
     /// Build ids perf recorded for paths (perf.data build-id table).
     path_build_ids: HashMap<String, Vec<u8>>,
     pid_filter: Option<i32>,
+    /// Executable mappings of other files, keyed like the binary's mappings: to attribute
+    /// samples to them when none lands in the binary.
+    others_by_pid: HashMap<Option<i32>, Vec<OtherMapping>>,
     /// Samples carry no pid (perf script text): every mapping applies to every sample, the last
     /// one mapped winning, as in llvm-profgen.
     pidless: bool,
@@ -98,6 +188,7 @@ impl AddressMapper {
             },
             path_build_ids: HashMap::new(),
             pid_filter,
+            others_by_pid: HashMap::new(),
             pidless: false,
             stats: MappingStats::default(),
         }
@@ -135,6 +226,11 @@ impl AddressMapper {
             return None;
         }
         let matched = self.matches(ev);
+        let start = ev.start;
+        let end = RuntimeAddr(ev.start.0.saturating_add(ev.len));
+        let key = if self.pidless { None } else { ev.pid };
+        let others = self.others_by_pid.entry(key).or_default();
+        others.retain(|m| m.end <= start || m.start >= end);
         match matched {
             Some(MatchedBy::BuildId) => self.stats.matched_by_build_id += 1,
             Some(MatchedBy::FileName) => self.stats.matched_by_name += 1,
@@ -143,13 +239,16 @@ impl AddressMapper {
                     self.stats.name_match_wrong_build_id += 1;
                 }
                 if !ev.path.starts_with('[') && !ev.path.starts_with("//anon") {
-                    *self.stats.other_executables.entry(ev.path.clone()).or_default() += 1;
+                    let known_id = ev.build_id.as_ref().or_else(|| self.path_build_ids.get(&ev.path));
+                    let other = self.stats.other_executables.entry(ev.path.clone()).or_default();
+                    other.mappings = other.mappings.saturating_add(1);
+                    if other.build_id.is_none() {
+                        other.build_id = known_id.cloned();
+                    }
+                    others.push(OtherMapping { start, end, path: Arc::from(ev.path.as_str()) });
                 }
             }
         }
-        let start = ev.start;
-        let end = RuntimeAddr(ev.start.0.saturating_add(ev.len));
-        let key = if self.pidless { None } else { ev.pid };
         let mut changed = false;
         // A new mapping replaces whatever it overlaps (munmap + mmap, or exec reusing addresses).
         if let Some(maps) = self.map.by_pid.get_mut(&key) {
@@ -176,12 +275,27 @@ impl AddressMapper {
             self.map.by_pid.insert(Some(pid), inherited);
             self.map.generation += 1;
         }
+        let inherited = self.others_by_pid.get(&Some(ppid)).cloned().unwrap_or_default();
+        self.others_by_pid.insert(Some(pid), inherited);
     }
 
     /// exec replaces the process image: its old mappings are gone.
     pub fn on_exec(&mut self, pid: i32) {
         if self.map.by_pid.remove(&Some(pid)).is_some() {
             self.map.generation += 1;
+        }
+        self.others_by_pid.remove(&Some(pid));
+    }
+
+    /// Counts a sample that did not land in the binary against the executable holding its IP,
+    /// to say where the samples are when none lands in the binary. The driver calls it only until
+    /// the first sample lands in the binary, which keeps the lookup off the common path.
+    pub fn note_unused_sample(&mut self, pid: Option<i32>, ip: RuntimeAddr) {
+        let others = self.others_by_pid.get(&pid).or_else(|| self.others_by_pid.get(&None));
+        let path = others.and_then(|maps| maps.iter().rev().find(|m| m.start <= ip && ip < m.end)).map(|m| &m.path);
+        match path.and_then(|p| self.stats.other_executables.get_mut(&**p)) {
+            Some(other) => other.unused_samples = other.unused_samples.saturating_add(1),
+            None => self.stats.unused_samples_in_no_file = self.stats.unused_samples_in_no_file.saturating_add(1),
         }
     }
 
@@ -315,6 +429,30 @@ mod tests {
         assert_eq!(m.to_vaddr(None, RuntimeAddr(0x1000_0004)), Some(Vaddr(0x1804)));
         m.on_mmap(&mmap(2, 0x2000_0000, 0x800, "/x/app", None));
         assert_eq!(m.to_vaddr(None, RuntimeAddr(0x2000_0004)), Some(Vaddr(0x1804)));
+    }
+
+    #[test]
+    fn unused_samples_are_attributed_to_other_executables_most_sampled_first() {
+        let mut m = AddressMapper::new(identity(), None);
+        m.add_build_ids(&[("/lib/libc.so".to_string(), vec![0x12, 0x34])]);
+        m.on_mmap(&mmap(1, 0x1000_0000, 0, "/bin/other", Some(vec![0xee])));
+        m.on_mmap(&mmap(1, 0x2000_0000, 0, "/lib/libc.so", None));
+        m.on_fork(2, 1);
+        m.note_unused_sample(Some(1), RuntimeAddr(0x1000_0010));
+        m.note_unused_sample(Some(2), RuntimeAddr(0x2000_0010)); // inherited through fork
+        m.note_unused_sample(Some(2), RuntimeAddr(0x2000_0020));
+        m.note_unused_sample(Some(1), RuntimeAddr(0xffff_ffff_8100_0000)); // kernel
+        m.on_exec(2);
+        m.note_unused_sample(Some(2), RuntimeAddr(0x2000_0010)); // gone with the exec
+        let others: Vec<_> = m.stats.other_executables_by_samples().into_iter().map(|(p, o)| (p, o.unused_samples)).collect();
+        assert_eq!(others, [("/lib/libc.so", 2), ("/bin/other", 1)]);
+        assert_eq!(m.stats.unused_samples_in_no_file, 2);
+        assert_eq!(
+            m.stats.what_the_input_maps_instead(),
+            "executables mapped in the input, most-sampled first: /lib/libc.so (build id 1234, 2 samples), \
+             /bin/other (build id ee, 1 samples); 2 samples are in no mapped file (kernel, anonymous or JIT code)"
+        );
+        assert!(!m.stats.binary_mapped());
     }
 
     #[test]

@@ -14,7 +14,7 @@ use super::SourceFrame;
 use super::elf::Elf;
 use gimli::{AttributeValue, DwAt, EndianSlice, RunTimeEndian, UnitOffset};
 use hashbrown::HashMap;
-use object::{Object, ObjectSection};
+use object::Object;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -149,19 +149,21 @@ impl DebugInfo {
     /// Reads all DIEs of `obj`. Address ranges below `preferred_base` (code discarded by the
     /// linker) are left out of the address map.
     pub fn load(obj: &Elf<'_>, preferred_base: u64, binary_dir: &Path) -> DebugInfo {
-        let endian = if obj.is_little_endian() {
-            RunTimeEndian::Little
-        } else {
-            RunTimeEndian::Big
-        };
-        let mut warnings = Vec::new();
+        let endian = if obj.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
+        let unreadable = std::cell::RefCell::new(Vec::new());
         let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, std::convert::Infallible> {
-            Ok(match obj.section_by_name(id.name()) {
-                Some(s) => s.uncompressed_data().unwrap_or(Cow::Borrowed(&[])),
+            let data = obj.section_by_name(id.name()).map(|s| super::elf::section_data(&s));
+            Ok(match data {
+                Some(Ok(data)) => data,
+                Some(Err(e)) => {
+                    unreadable.borrow_mut().push(format!("{}: {e}; ignored", id.name()));
+                    Cow::Borrowed(&[])
+                }
                 None => Cow::Borrowed(&[]),
             })
         };
         let Ok(sections) = gimli::DwarfSections::load(load);
+        let mut warnings = unreadable.into_inner();
         let dwarf = sections.borrow(|s| EndianSlice::new(s, endian));
         let mut headers = Vec::new();
         let mut iter = dwarf.units();
@@ -177,7 +179,7 @@ impl DebugInfo {
         }
         let debug_line = obj
             .section_by_name(".debug_line")
-            .and_then(|s| s.uncompressed_data().ok())
+            .and_then(|s| super::elf::section_data(&s).ok())
             .map(Cow::into_owned)
             .unwrap_or_default();
         use rayon::prelude::*;
@@ -395,12 +397,12 @@ impl<'a> Loader<'_, 'a> {
         let what = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
         // SAFETY: read-only mapping, as for the binary itself.
         let data = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| what(&e))?;
-        let obj = object::File::parse(&*data).map_err(|e| what(&e))?;
+        let obj = super::elf::parse(&data).map_err(|e| what(&e))?;
         let endian = gimli::Reader::endian(gimli::Section::reader(&self.dwarf.debug_info));
         let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, std::convert::Infallible> {
             let section = id.dwo_name().and_then(|n| obj.section_by_name(n));
             Ok(section
-                .and_then(|s| s.uncompressed_data().ok())
+                .and_then(|s| super::elf::section_data(&s).ok())
                 .unwrap_or(Cow::Borrowed(&[])))
         };
         let Ok(sections) = gimli::DwarfSections::load(load);

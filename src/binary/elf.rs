@@ -133,3 +133,25 @@ pub fn is_exec_section(
 ) -> bool {
     matches!(section.flags(), object::SectionFlags::Elf { sh_flags, .. } if sh_flags.0 & elf::SHF_EXECINSTR.0 != 0)
 }
+
+/// Largest uncompressed-to-compressed size ratio accepted for a compressed section: deflate's
+/// maximum, 1032:1 (debug info compresses about 3-10:1). A bigger claim is corrupt, and the
+/// decompressor would allocate (and zero) memory out of all proportion to the file.
+const MAX_COMPRESSION_RATIO: u64 = 1032;
+
+/// A section's bytes, decompressed if it is compressed (`SHF_COMPRESSED` or `.zdebug_*`), with the
+/// uncompressed size the file claims bounded by the compressed size.
+pub fn section_data<'data>(
+    section: &object::read::elf::ElfSection64<'data, '_, object::Endianness>,
+) -> Result<std::borrow::Cow<'data, [u8]>, String> {
+    let compressed = section.compressed_data().map_err(|e| e.to_string())?;
+    let limit = (compressed.data.len() as u64).saturating_mul(MAX_COMPRESSION_RATIO);
+    if compressed.format != object::CompressionFormat::None && compressed.uncompressed_size > limit {
+        return Err(format!(
+            "compressed section claims {} bytes uncompressed from {} bytes (more than {MAX_COMPRESSION_RATIO}:1)",
+            compressed.uncompressed_size,
+            compressed.data.len()
+        ));
+    }
+    compressed.decompress().map_err(|e| e.to_string())
+}

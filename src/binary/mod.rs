@@ -159,12 +159,14 @@ pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap, Error> {
 impl Binary {
     /// Loads the ELF at `path` (and the DWARF of `opts.debug_binary`). Errors name the file.
     pub fn load(path: &Path, opts: &LoadOptions) -> Result<Binary, Error> {
-        let data = map_file(path)?;
-        let bad = |what: String| Error::BadFile {
-            path: path.to_path_buf(),
-            what,
-        };
-        let obj = elf::parse(&data).map_err(bad)?;
+        Self::from_bytes(&map_file(path)?, path, opts)
+    }
+
+    /// Loads the ELF image `data`; `path` names it in errors and warnings (and is what
+    /// [`path`](Self::path) returns). `opts.debug_binary` is still read from its path.
+    pub fn from_bytes(data: &[u8], path: &Path, opts: &LoadOptions) -> Result<Binary, Error> {
+        let bad = |what: String| Error::BadFile { path: path.to_path_buf(), what };
+        let obj = elf::parse(data).map_err(bad)?;
         let elf_info = elf::info(&obj).map_err(bad)?;
         let symbols = elf::symbols(&obj);
         let sections = disasm::text_sections(&obj, &symbols).map_err(bad)?;

@@ -10,7 +10,7 @@ use super::elf::Elf;
 use crate::addr::Vaddr;
 use hashbrown::HashMap;
 use md5::{Digest, Md5};
-use object::{Object, ObjectSection, ObjectSymbol};
+use object::{Object, ObjectSymbol};
 use std::sync::Arc;
 
 /// A `.pseudo_probe_desc` record.
@@ -311,12 +311,8 @@ impl ProbeInfo {
         ) else {
             return Ok(None);
         };
-        let desc = desc
-            .uncompressed_data()
-            .map_err(|e| format!(".pseudo_probe_desc: {e}"))?;
-        let probe = probe
-            .uncompressed_data()
-            .map_err(|e| format!(".pseudo_probe: {e}"))?;
+        let desc = super::elf::section_data(&desc).map_err(|e| format!(".pseudo_probe_desc: {e}"))?;
+        let probe = super::elf::section_data(&probe).map_err(|e| format!(".pseudo_probe: {e}"))?;
         // Every symbol, as llvm-profgen's `populateElfSymbolAddressList`: the last one wins.
         let mut func_starts = HashMap::new();
         for sym in obj.symbols() {

@@ -1,0 +1,496 @@
+//! Bad input never crashes profgen or loses work (issue 7): the real `profgen` binary, and the
+//! library in-process for the many-variant loops, on damaged copies of the committed samples.
+//! Every run ends in exit 0 (with a warning where data was lost) or a clear error (exit 1 for
+//! bad input, 2 for bad usage), never a panic or a signal, and never a partial profile at
+//! `--output`: a failed run leaves whatever was there before untouched.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use profgen::error::Error;
+
+const PROFGEN: &str = env!("CARGO_BIN_EXE_profgen");
+
+fn sample(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("perf-samples").join(rel)
+}
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
+}
+
+/// A fresh, empty scratch directory for one test.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("profgen-robustness-{}-{test}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// Runs the profgen binary; the profile goes to `out` in text format.
+fn profgen(opts: &[&str], files: &[(&str, &Path)], out: &Path) -> Output {
+    let mut cmd = Command::new(PROFGEN);
+    cmd.args(opts);
+    for (opt, path) in files {
+        cmd.arg(opt).arg(path);
+    }
+    cmd.args(["--format", "text", "--output"]).arg(out);
+    let output = cmd.output().unwrap();
+    assert!(output.status.code().is_some(), "killed by a signal: {:?}\n{}", output.status, stderr(&output));
+    assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+    output
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs the pipeline in-process, as `main` does after parsing the command line.
+fn run_lib(opts: &[&str], files: &[(&str, &Path)], out: &Path) -> Result<profgen::driver::RunReport, Error> {
+    let mut argv: Vec<std::ffi::OsString> = vec!["profgen".into(), "--no-progress".into()];
+    argv.extend(opts.iter().map(Into::into));
+    for (opt, path) in files {
+        argv.push(opt.into());
+        argv.push(path.into());
+    }
+    argv.extend(["--format".into(), "text".into(), "--output".into(), out.into()]);
+    let cfg = profgen::cli::parse(argv).expect("valid command line");
+    profgen::driver::run(&cfg)
+}
+
+/// Asserts a failed run: exit 1, `profgen: error: <message naming file>`, nothing at `out`.
+fn assert_bad_input(o: &Output, names: &Path, out: &Path) -> String {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.starts_with("profgen: error: "), "{err}");
+    assert!(err.contains(&names.display().to_string()), "error does not name {}: {err}", names.display());
+    assert!(!out.exists(), "a failed run left {}", out.display());
+    err
+}
+
+/// Files left in `dir` besides `keep` (temporary outputs must not survive a run).
+fn leftovers(dir: &Path, keep: &[&Path]) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !keep.contains(&p.as_path()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Deterministic xorshift64 stream.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn flip_bits(&mut self, bytes: &mut [u8], max_flips: usize) {
+        for _ in 0..1 + self.below(max_flips) {
+            let at = self.below(bytes.len());
+            bytes[at] ^= 1 << self.below(8);
+        }
+    }
+}
+
+/// Offsets of the file-mode data section and of every record start in it.
+fn record_starts(perf_data: &[u8]) -> (usize, usize, Vec<usize>) {
+    let u64_at = |at: usize| u64::from_le_bytes(perf_data[at..at + 8].try_into().unwrap()) as usize;
+    let (data_offset, data_size) = (u64_at(40), u64_at(48));
+    let mut starts = Vec::new();
+    let mut pos = data_offset;
+    while pos < data_offset + data_size {
+        starts.push(pos);
+        pos += usize::from(u16::from_le_bytes([perf_data[pos + 6], perf_data[pos + 7]]));
+    }
+    (data_offset, data_size, starts)
+}
+
+/// A small, complete file-mode perf.data: the first `records` records of a recorded one, with the
+/// header's data size and the feature sections after the data moved to match.
+fn first_records(perf_data: &[u8], records: usize) -> Vec<u8> {
+    let (data_offset, data_size, starts) = record_starts(perf_data);
+    let old_end = data_offset + data_size;
+    let new_end = starts[records];
+    let shift = (old_end - new_end) as u64;
+    let mut out = perf_data[..new_end].to_vec();
+    out[48..56].copy_from_slice(&((new_end - data_offset) as u64).to_le_bytes());
+    let features: u32 = perf_data[72..104].iter().map(|b| b.count_ones()).sum();
+    let mut table = perf_data[old_end..].to_vec();
+    for i in 0..features as usize {
+        let at = 16 * i;
+        let offset = u64::from_le_bytes(table[at..at + 8].try_into().unwrap());
+        table[at..at + 8].copy_from_slice(&(offset - shift).to_le_bytes());
+    }
+    out.extend_from_slice(&table);
+    out
+}
+
+/// A 60-record perf.data of `inline_chain`: its mmaps and 55 LBR + stack samples (6 of them in
+/// the binary, the others in the dynamic loader).
+fn small_perf_data() -> Vec<u8> {
+    first_records(&std::fs::read(sample("inline_chain/perf.data")).unwrap(), 60)
+}
+
+#[test]
+fn small_perf_data_is_complete_and_profiles() {
+    let dir = scratch("small");
+    let data = write(&dir, "small.data", &small_perf_data());
+    let out = dir.join("out.prof");
+    let o = profgen(&[], &[("--binary", &sample("inline_chain/inline_chain")), ("--perfdata", &data)], &out);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.ends_with(
+            "profgen: 55 samples read, 6 used (6 distinct), 49 dropped (49 outside the binary); \
+             binary matched by build id; 2 functions in the profile\n"
+        ),
+        "{err}"
+    );
+    assert!(std::fs::read_to_string(&out).unwrap().starts_with("compute:1731:0\n"));
+}
+
+/// Cutting a perf.data at every record boundary (and inside every record header) gives exit 0,
+/// a warning naming the file and the byte offset of the cut, and the profile of the records
+/// before it.
+#[test]
+fn truncation_at_every_record_boundary_keeps_the_records_before_it() {
+    let dir = scratch("truncation");
+    let whole = small_perf_data();
+    let (_, _, starts) = record_starts(&whole);
+    let binary = sample("inline_chain/inline_chain");
+    let out = dir.join("out.prof");
+    let mut last_used = 0;
+    for &start in &starts[1..] {
+        for cut in [start, start + 3] {
+            let data = write(&dir, "cut.data", &whole[..cut]);
+            let _ = std::fs::remove_file(&out);
+            let report = run_lib(&[], &[("--binary", &binary), ("--perfdata", &data)], &out)
+                .unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+            let expected = format!("{}: input truncated at byte offset {start}: ", data.display());
+            assert!(
+                report.warnings.iter().any(|w| w.starts_with(&expected)),
+                "cut at {cut}: {:?}",
+                report.warnings
+            );
+            assert!(out.exists(), "cut at {cut}: no profile written");
+            assert!(report.samples.used >= last_used, "cut at {cut}: fewer samples than an earlier cut");
+            last_used = report.samples.used;
+        }
+    }
+    assert_eq!(last_used, 5, "the last cut drops only the last sample in the binary");
+
+    // The same through the binary: exit 0, the warning on stderr, a profile at --output.
+    let cut = starts[30];
+    let data = write(&dir, "cut.data", &whole[..cut]);
+    let _ = std::fs::remove_file(&out);
+    let o = profgen(&[], &[("--binary", &binary), ("--perfdata", &data)], &out);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("warning: {}: input truncated at byte offset {cut}: ", data.display())),
+        "{}",
+        stderr(&o)
+    );
+    assert!(out.exists(), "no profile written");
+
+    // A cut inside the header leaves nothing to read: an error, and no output.
+    let data = write(&dir, "cut.data", &whole[..100]);
+    let _ = std::fs::remove_file(&out);
+    let o = profgen(&[], &[("--binary", &binary), ("--perfdata", &data)], &out);
+    assert_bad_input(&o, &data, &out);
+}
+
+/// Random bit flips in the perf.data, the binary, a perf script and an unsymbolized profile:
+/// every run ends in a profile or an error, never a panic, and a failed run writes nothing.
+#[test]
+fn bit_flips_end_in_a_profile_or_an_error() {
+    let dir = scratch("flips");
+    let out = dir.join("out.prof");
+    let perf_data = small_perf_data();
+    let binary = std::fs::read(sample("inline_chain/inline_chain")).unwrap();
+    let loop_bin = fixture("unsymbolized/loop");
+    let script = std::fs::read(fixture("unsymbolized/loop.hybrid.perfscript")).unwrap();
+    let raw = std::fs::read(fixture("unsymbolized/loop.hybrid.raw")).unwrap();
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let (mut ok, mut failed) = (0, 0);
+    let mut check = |result: Result<profgen::driver::RunReport, Error>, what: &str, out: &Path| {
+        match result {
+            Ok(_) => {
+                ok += 1;
+                assert!(out.exists(), "{what}: exit 0 without a profile");
+            }
+            Err(e) => {
+                failed += 1;
+                assert_eq!(e.exit_code(), 1, "{what}: {e}");
+                assert!(!out.exists(), "{what}: a failed run left a profile");
+            }
+        }
+        let _ = std::fs::remove_file(out);
+    };
+    let good_binary = sample("inline_chain/inline_chain");
+    for i in 0..120 {
+        let mut bytes = perf_data.clone();
+        rng.flip_bits(&mut bytes, 4);
+        let data = write(&dir, "flip.data", &bytes);
+        check(run_lib(&[], &[("--binary", &good_binary), ("--perfdata", &data)], &out), &format!("perf.data flip {i}"), &out);
+    }
+    let data = write(&dir, "good.data", &perf_data);
+    for i in 0..60 {
+        let mut bytes = binary.clone();
+        rng.flip_bits(&mut bytes, 4);
+        let bin = write(&dir, "inline_chain", &bytes);
+        check(run_lib(&[], &[("--binary", &bin), ("--perfdata", &data)], &out), &format!("binary flip {i}"), &out);
+    }
+    for i in 0..60 {
+        let mut bytes = script.clone();
+        rng.flip_bits(&mut bytes, 4);
+        let s = write(&dir, "flip.perfscript", &bytes);
+        check(run_lib(&[], &[("--binary", &loop_bin), ("--perfscript", &s)], &out), &format!("perf script flip {i}"), &out);
+    }
+    for i in 0..60 {
+        let mut bytes = raw.clone();
+        rng.flip_bits(&mut bytes, 4);
+        let r = write(&dir, "flip.raw", &bytes);
+        check(
+            run_lib(&[], &[("--binary", &loop_bin), ("--unsymbolized-profile", &r)], &out),
+            &format!("unsymbolized flip {i}"),
+            &out,
+        );
+    }
+    // Both outcomes occur, so the loop exercises both paths.
+    assert!(ok > 0 && failed > 0, "{ok} profiles, {failed} errors");
+    assert_eq!(leftovers(&dir, &[]).len(), 5, "{:?}", leftovers(&dir, &[]));
+}
+
+#[test]
+fn empty_and_junk_files_are_clear_errors() {
+    let dir = scratch("junk");
+    let out = dir.join("out.prof");
+    let binary = sample("inline_chain/inline_chain");
+    let perf_data = sample("inline_chain/perf.data");
+    let empty = write(&dir, "empty", b"");
+    let junk = write(&dir, "junk", &b"\x7fELF? no: just some junk bytes\n\xff\x00".repeat(64));
+    for bad in [&empty, &junk] {
+        let o = profgen(&[], &[("--binary", &binary), ("--perfdata", bad)], &out);
+        let err = assert_bad_input(&o, bad, &out);
+        assert!(err.contains("perf.data"), "{err}");
+        let o = profgen(&[], &[("--binary", bad), ("--perfdata", &perf_data)], &out);
+        let err = assert_bad_input(&o, bad, &out);
+        assert!(err.contains("ELF"), "{err}");
+    }
+    let o = profgen(&[], &[("--binary", &binary), ("--unsymbolized-profile", &junk)], &out);
+    let err = assert_bad_input(&o, &junk, &out);
+    assert!(err.contains("Invalid raw profile at line 1: "), "{err}");
+    // An empty unsymbolized profile has no counters: the empty profile, with a warning.
+    let o = profgen(&[], &[("--binary", &binary), ("--unsymbolized-profile", &empty)], &out);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("warning: the profile is empty"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "");
+    std::fs::remove_file(&out).unwrap();
+    let o = profgen(&[], &[("--binary", &binary), ("--perfdata", &empty)], &out);
+    assert_eq!(
+        stderr(&o),
+        format!("profgen: error: {}: not a perf.data file: 0 bytes is too short for the 16-byte perf.data header\n", empty.display())
+    );
+    // An empty perf script identifies no kind (llvm-profgen's text).
+    let o = profgen(&[], &[("--binary", &binary), ("--perfscript", &empty)], &out);
+    let err = assert_bad_input(&o, &empty, &out);
+    assert!(err.contains("Invalid perf script input!"), "{err}");
+}
+
+#[test]
+fn missing_files_are_clear_errors() {
+    let dir = scratch("missing");
+    let out = dir.join("out.prof");
+    let missing = dir.join("no-such-file");
+    let binary = sample("inline_chain/inline_chain");
+    for files in [
+        [("--binary", missing.as_path()), ("--perfdata", &sample("inline_chain/perf.data"))],
+        [("--binary", &binary), ("--perfdata", &missing)],
+        [("--binary", &binary), ("--perfscript", &missing)],
+        [("--binary", &binary), ("--unsymbolized-profile", &missing)],
+    ] {
+        let o = profgen(&[], &files, &out);
+        let err = assert_bad_input(&o, &missing, &out);
+        assert!(err.ends_with("No such file or directory (os error 2)\n"), "{err}");
+    }
+    // An output directory that does not exist: the error names the output.
+    let nowhere = dir.join("no-such-dir/out.prof");
+    let o = profgen(&[], &[("--binary", &binary), ("--perfdata", &sample("inline_chain/perf.data"))], &nowhere);
+    assert_bad_input(&o, &nowhere, &nowhere);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let o = Command::new(PROFGEN).args(["--binary", "x"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = Command::new(PROFGEN).args(["--binary", "x", "--output", "y", "--no-such-option"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}
+
+#[test]
+fn truncated_and_corrupt_elf_are_clear_errors() {
+    let dir = scratch("elf");
+    let out = dir.join("out.prof");
+    let perf_data = sample("inline_chain/perf.data");
+    let elf = std::fs::read(sample("inline_chain/inline_chain")).unwrap();
+    let u64_at = |at: usize| u64::from_le_bytes(elf[at..at + 8].try_into().unwrap()) as usize;
+    let u16_at = |at: usize| usize::from(u16::from_le_bytes([elf[at], elf[at + 1]]));
+    let (shoff, shentsize, shnum) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c));
+
+    for cut in [16, 64, elf.len() / 2, shoff + 10, elf.len() - 1] {
+        let bin = write(&dir, "inline_chain", &elf[..cut]);
+        let o = profgen(&[], &[("--binary", &bin), ("--perfdata", &perf_data)], &out);
+        let err = assert_bad_input(&o, &bin, &out);
+        assert!(err.contains("ELF"), "cut at {cut}: {err}");
+    }
+
+    // Section headers pointing outside the file, or a section header table past the end.
+    let mut far = elf.clone();
+    far[0x28..0x30].copy_from_slice(&(elf.len() as u64 * 2).to_le_bytes());
+    let mut many = elf.clone();
+    many[0x3c..0x3e].copy_from_slice(&u16::MAX.to_le_bytes());
+    let mut bad_sections = elf.clone();
+    for i in 1..shnum {
+        let sh = shoff + i * shentsize;
+        bad_sections[sh + 0x18..sh + 0x20].copy_from_slice(&(u64::MAX - 7).to_le_bytes()); // sh_offset
+        bad_sections[sh + 0x20..sh + 0x28].copy_from_slice(&(1u64 << 40).to_le_bytes()); // sh_size
+    }
+    for (name, bytes) in [("far", far), ("many", many), ("bad_sections", bad_sections)] {
+        let bin = write(&dir, "inline_chain", &bytes);
+        let o = profgen(&[], &[("--binary", &bin), ("--perfdata", &perf_data)], &out);
+        let err = assert_bad_input(&o, &bin, &out);
+        assert!(err.contains("ELF") || err.contains("section"), "{name}: {err}");
+    }
+}
+
+/// Samples from another program: an error saying what the input maps instead, most-sampled
+/// first, and no profile; an existing profile at --output is left alone.
+#[test]
+fn wrong_binary_says_what_the_input_holds() {
+    let dir = scratch("wrong");
+    let out = write(&dir, "out.prof", b"previous profile\n");
+    let binary = sample("inline_chain/inline_chain");
+    let perf_data = sample("recursion/perf.data");
+    let o = profgen(&[], &[("--binary", &binary), ("--perfdata", &perf_data)], &out);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "profgen: error: {}: no mmap event in {} maps this binary (build id 897d38e34fceaca90e60860b40c301399db5a5e3, \
+             file name inline_chain), and no sample lands in it; executables mapped in the input, most-sampled first: \
+             /work/wt/recorder/perf-samples/recursion/recursion (build id 1c0f5e5cb7aa5011d866cdf7134999149c06afc5, 1169 samples), \
+             /usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 (build id 7ebc65e52f2bbea498b4040fa92f7238377aaba9, 117 samples), \
+             /usr/lib/x86_64-linux-gnu/libc.so.6 (build id 93ac61ec5a8eb1396f9fbd350e3169a558528a40, 5 samples), \
+             /usr/libexec/valgrind/vgpreload_core-amd64-linux.so (build id adf1388be4d8781737b0c83fe111a5a9c6e930aa, 1 samples)\n",
+            binary.display(),
+            perf_data.display()
+        )
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "previous profile\n");
+    assert_eq!(leftovers(&dir, &[&out]), Vec::<PathBuf>::new());
+
+    // The binary is mapped but no sample lands in it (the samples are in the main program):
+    // a warning naming where they are, and the (empty) profile.
+    let lib = sample("shared_lib/libshapes.so");
+    let data = write(&dir, "shared.data", &first_records(&std::fs::read(sample("shared_lib/perf.data")).unwrap(), 70));
+    let report = run_lib(&[], &[("--binary", &lib), ("--perfdata", &data)], &out).unwrap();
+    assert!(report.samples.read > 0 && report.samples.used == 0, "{:?}", report.samples);
+    assert!(
+        report.warnings.iter().any(|w| w.starts_with(&format!("no sample lands in {} (it is mapped); executables mapped in the input, most-sampled first: ", lib.display()))),
+        "{:?}",
+        report.warnings
+    );
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "");
+}
+
+#[test]
+fn garbage_in_a_perf_script_is_warned_about_or_rejected() {
+    let dir = scratch("script");
+    let out = dir.join("out.prof");
+    let binary = fixture("unsymbolized/loop");
+    let mut script = std::fs::read(fixture("unsymbolized/loop.lbr.perfscript")).unwrap();
+    script.extend_from_slice(b"garbage line\n     0xzz 0x1/0x2/P/-/-/0\n\xff\xfe\x00 binary junk\n");
+    let s = write(&dir, "garbage.perfscript", &script);
+    let o = profgen(&[], &[("--binary", &binary), ("--perfscript", &s)], &out);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(out.exists());
+
+    // Only garbage: no line says what the script holds.
+    let s = write(&dir, "only-garbage.perfscript", b"garbage line\n\xff\xfe\x00 binary junk\n");
+    let _ = std::fs::remove_file(&out);
+    let o = profgen(&[], &[("--binary", &binary), ("--perfscript", &s)], &out);
+    let err = assert_bad_input(&o, &s, &out);
+    assert!(err.contains("Invalid perf script input!"), "{err}");
+}
+
+#[test]
+fn garbage_in_an_unsymbolized_profile_names_the_line() {
+    let dir = scratch("raw");
+    let out = dir.join("out.prof");
+    let binary = fixture("unsymbolized/loop");
+    let mut raw = std::fs::read(fixture("unsymbolized/loop.lbr.raw")).unwrap();
+    raw.extend_from_slice(b"garbage\n");
+    let r = write(&dir, "garbage.raw", &raw);
+    let o = profgen(&[], &[("--binary", &binary), ("--unsymbolized-profile", &r)], &out);
+    let err = assert_bad_input(&o, &r, &out);
+    assert!(err.contains("Invalid raw profile at line 13: garbage"), "{err}");
+}
+
+/// Pipe mode from stdin (`--perfdata -`), cut inside the last record: a warning with the offset,
+/// and the profile of the records before it.
+#[test]
+fn truncated_pipe_on_stdin_warns_and_profiles() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let dir = scratch("stdin");
+    let out = dir.join("out.prof");
+    let bytes = std::fs::read(sample("ip-nopie-pipe-zstd/perf.data")).unwrap();
+    let mut child = Command::new(PROFGEN)
+        .args(["--leading-ip-only", "--perfdata", "-", "--format", "text", "--binary"])
+        .arg(sample("ip-nopie-pipe-zstd/prog"))
+        .arg("--output")
+        .arg(&out)
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(&bytes[..bytes.len() - 5]).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("warning: -: input truncated at byte offset "), "{err}");
+    assert!(out.exists());
+}
+
+/// A compressed debug section claiming 3 GiB from 106 bytes is ignored with a warning instead of
+/// being allocated: allocation sizes taken from input are bounded by the input's size.
+#[test]
+fn compressed_section_size_is_bounded_by_the_file() {
+    use profgen::binary::{Binary, LoadOptions};
+    let path = fixture("robustness/loop_zlib_bomb");
+    let binary = Binary::load(&path, &LoadOptions::default()).unwrap();
+    assert_eq!(
+        binary.warnings(),
+        [format!(
+            "{}: .debug_info: compressed section claims 3221225472 bytes uncompressed from 106 bytes (more than 1032:1); ignored",
+            path.display()
+        )]
+    );
+    // The symbol table still gives the functions.
+    assert!(binary.functions().iter().any(|f| &*f.name == "main"));
+}
