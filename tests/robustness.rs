@@ -155,7 +155,7 @@ fn small_perf_data_is_complete_and_profiles() {
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(
         err.ends_with(
-            "profgen: 55 samples read, 6 used (6 distinct), 49 dropped (49 outside the binary); \
+            "profgen: 55 samples read, 6 used (4 distinct stacks), 49 dropped (49 outside the binary); \
              binary matched by build id; 2 functions in the profile\n"
         ),
         "{err}"
@@ -407,7 +407,18 @@ fn wrong_binary_says_what_the_input_holds() {
     // The binary is mapped but no sample lands in it (the samples are in the main program):
     // a warning naming where they are, and the (empty) profile.
     let lib = sample("shared_lib/libshapes.so");
-    let data = write(&dir, "shared.data", &first_records(&std::fs::read(sample("shared_lib/perf.data")).unwrap(), 70));
+    // Cut right after the library's mmap, which the recorder writes when its first instruction
+    // runs: the library is mapped, and no sample has landed in it yet.
+    let full = std::fs::read(sample("shared_lib/perf.data")).unwrap();
+    let (_, _, starts) = record_starts(&full);
+    let lib_mmap = starts
+        .iter()
+        .position(|&at| u32::from_le_bytes(full[at..at + 4].try_into().unwrap()) == 10 && {
+            let size = usize::from(u16::from_le_bytes([full[at + 6], full[at + 7]]));
+            full[at..at + size].windows(12).any(|w| w == b"libshapes.so")
+        })
+        .unwrap();
+    let data = write(&dir, "shared.data", &first_records(&full, lib_mmap + 1));
     let report = run_lib(&[], &[("--binary", &lib), ("--perfdata", &data)], &out).unwrap();
     assert!(report.samples.read > 0 && report.samples.used == 0, "{:?}", report.samples);
     assert!(
