@@ -8,7 +8,8 @@ use crate::addr::{RuntimeAddr, Vaddr};
 use crate::binary::Binary;
 use crate::input::Sample;
 use super::Counters;
-use super::unwinder::{Branch, HybridSample, NormalizeStats, normalize_into};
+use super::unwinder::{Branch, CodeView, HybridSample, NormalizeStats, normalize_into};
+use crate::binary::InstKind;
 use crate::mapping::AddressMap;
 use hashbrown::HashMap;
 
@@ -129,10 +130,14 @@ impl AggregatedSamples {
             self.map.insert(key.into(), count);
         }
     }
-    pub fn merge(&mut self, other: AggregatedSamples) {
+    pub fn merge(&mut self, mut other: AggregatedSamples) {
         self.has_call_stacks |= other.has_call_stacks;
         self.normalize.merge(&other.normalize);
         self.raw.merge(&other.raw);
+        // Fold the smaller map into the larger one (merging into an empty map is a move).
+        if self.map.len() < other.map.len() {
+            std::mem::swap(&mut self.map, &mut other.map);
+        }
         for (k, c) in other.map {
             match self.map.get_mut(&k) {
                 Some(mine) => *mine = mine.saturating_add(c),
@@ -164,6 +169,37 @@ impl TranslationCache {
     fn slot(pid: i64, addr: u64) -> usize {
         let h = (addr ^ (addr >> 14) ^ (pid as u64).wrapping_mul(0x9e37_79b9)).wrapping_mul(0x2545_f491_4f6c_dd1d);
         (h >> 50) as usize & (Self::SLOTS - 1)
+    }
+}
+
+/// The binary seen through addresses this aggregator translated: each is either an instruction
+/// start or [`Vaddr::EXTERNAL`], so "is it code" needs no second search.
+struct Translated<'b>(&'b Binary);
+
+impl CodeView for Translated<'_> {
+    fn is_code(&self, a: Vaddr) -> bool {
+        !a.is_external()
+    }
+    fn inst_kind(&self, a: Vaddr) -> Option<InstKind> {
+        self.0.inst_kind(a)
+    }
+    fn prev_inst(&self, a: Vaddr) -> Option<Vaddr> {
+        self.0.prev_inst(a)
+    }
+    fn call_addr_from_return_addr(&self, ret: Vaddr) -> Option<Vaddr> {
+        self.0.call_addr_from_return_addr(ret)
+    }
+    fn range_crosses_uncond_branch(&self, start: Vaddr, end: Vaddr) -> bool {
+        self.0.range_crosses_uncond_branch(start, end)
+    }
+    fn is_prolog_or_epilog(&self, a: Vaddr) -> bool {
+        self.0.is_prolog_or_epilog(a)
+    }
+    fn inline_stack(&self, a: Vaddr) -> std::sync::Arc<[crate::binary::SourceFrame]> {
+        self.0.inline_stack(a)
+    }
+    fn uses_fs_discriminators(&self) -> bool {
+        self.0.uses_fs_discriminators()
     }
 }
 
@@ -273,7 +309,8 @@ impl<'b> Aggregator<'b> {
             let stack = key[1..stack_end].iter().map(|&a| Vaddr(a));
             let lbr = key[stack_end..].chunks_exact(2).map(|p| (Vaddr(p[0]), Vaddr(p[1])));
             let h = &mut self.hybrid;
-            if !normalize_into(self.binary, stack, lbr, count, &mut self.samples.normalize, h) {
+            let code = Translated(self.binary);
+            if !normalize_into(&code, stack, lbr, count, &mut self.samples.normalize, h) {
                 self.stats.used += 1;
                 self.key = key;
                 return;
