@@ -3,7 +3,7 @@
 //! Everything user-visible besides the profile (warnings, the summary line) is produced here.
 
 use crate::aggregate::lbr::lbr_counters;
-use crate::aggregate::samples::{AggregatedSamples, Aggregator, SampleMode, SampleStats, SampleView};
+use crate::aggregate::samples::{AggregatedSamples, Aggregator, SampleMode, SampleStats, key};
 use crate::aggregate::unwinder::{UnwindOptions, unwind_all_with};
 use crate::profile::cs::{CsOptions, generate_line_cs, generate_probe_cs};
 use crate::aggregate::{ContextCounters, ContextKey};
@@ -430,7 +430,7 @@ fn samples_to_counters(cfg: &Config, binary: &Binary, samples: &AggregatedSample
     let (counters, unwind) = unwind_all_with(
         binary,
         &entries,
-        |(key, n)| (std::borrow::Cow::Owned(SampleView::of(key).hybrid()), *n),
+        |(k, n)| (std::borrow::Cow::Owned(key::decode(k)), *n),
         unwind_options(cfg, binary),
     );
     report.not_unwound = normalize.dropped_prolog_epilog.saturating_add(normalize.dropped_empty_lbr);

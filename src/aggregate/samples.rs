@@ -8,7 +8,7 @@ use crate::addr::{RuntimeAddr, Vaddr};
 use crate::binary::Binary;
 use crate::input::Sample;
 use super::Counters;
-use super::unwinder::{Branch, CodeView, HybridSample, NormalizeStats, normalize_into};
+use super::unwinder::{CodeView, HybridSample, NormalizeStats, normalize_into};
 use crate::binary::InstKind;
 use crate::mapping::AddressMap;
 use hashbrown::HashMap;
@@ -53,36 +53,88 @@ impl SampleStats {
     }
 }
 
-/// A distinct sample as a flat key: `[stack_len, stack..., (from, to)...]`, addresses are binary
-/// vaddrs or [`Vaddr::EXTERNAL`]. The stack is leaf first, exactly as mapped (normalisation of
-/// return addresses happens when the sample is unwound).
-#[derive(Clone, Copy, Debug)]
-pub struct SampleView<'a> {
-    pub stack: &'a [u64],
-    pub lbr: &'a [u64],
-}
+/// Distinct normalised call-stack samples are kept as compact byte keys: the stack length, then
+/// every address (stack leaf first, then the LBR entries' sources and targets, newest first) as
+/// the zigzag LEB128 delta from the previous one. Neighbouring addresses are close, so a key
+/// takes a few bytes per address instead of eight; memory is what bounds CS aggregation.
+pub mod key {
+    use crate::addr::Vaddr;
+    use crate::aggregate::unwinder::{Branch, HybridSample};
 
-impl<'a> SampleView<'a> {
-    /// The view of a key from [`AggregatedSamples::entries`].
-    pub fn of(key: &'a [u64]) -> Self {
-        Self::decode(key)
+    fn put(out: &mut Vec<u8>, mut v: u64) {
+        while v >= 0x80 {
+            out.push(v as u8 | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
     }
-    fn decode(key: &'a [u64]) -> Self {
-        let n = key[0] as usize;
-        SampleView { stack: &key[1..1 + n], lbr: &key[1 + n..] }
+
+    fn get(key: &[u8], at: &mut usize) -> u64 {
+        let mut v = 0u64;
+        let mut shift = 0;
+        while let Some(&b) = key.get(*at) {
+            *at += 1;
+            v |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+        }
+        v
     }
-    /// LBR entries (source, target), most recent first.
-    pub fn branches(&self) -> impl ExactSizeIterator<Item = (Vaddr, Vaddr)> + 'a {
-        self.lbr.chunks_exact(2).map(|p| (Vaddr(p[0]), Vaddr(p[1])))
+
+    /// Encodes `h` into `out` (cleared first).
+    pub fn encode(h: &HybridSample, out: &mut Vec<u8>) {
+        out.clear();
+        put(out, h.stack.len() as u64);
+        let mut prev = 0u64;
+        let addrs = h.stack.iter().copied().chain(h.lbr.iter().flat_map(|b| [b.source, b.target]));
+        for Vaddr(a) in addrs {
+            let d = a.wrapping_sub(prev) as i64;
+            put(out, ((d << 1) ^ (d >> 63)) as u64);
+            prev = a;
+        }
     }
-    pub fn call_stack(&self) -> impl ExactSizeIterator<Item = Vaddr> + 'a {
-        self.stack.iter().map(|&a| Vaddr(a))
+
+    /// The sample [`encode`] stored.
+    pub fn decode(key: &[u8]) -> HybridSample {
+        let mut at = 0;
+        let n_stack = get(key, &mut at) as usize;
+        let mut prev = 0u64;
+        let mut addrs = Vec::with_capacity(key.len());
+        while at < key.len() {
+            let z = get(key, &mut at);
+            let d = ((z >> 1) as i64) ^ -((z & 1) as i64);
+            prev = prev.wrapping_add(d as u64);
+            addrs.push(Vaddr(prev));
+        }
+        let n_stack = n_stack.min(addrs.len());
+        let lbr = addrs[n_stack..].chunks_exact(2).map(|p| Branch { source: p[0], target: p[1] }).collect();
+        addrs.truncate(n_stack);
+        HybridSample { stack: addrs, lbr }
     }
-    /// The normalised hybrid sample this key stores (call-stack samples are stored normalised).
-    pub fn hybrid(&self) -> HybridSample {
-        HybridSample {
-            stack: self.call_stack().collect(),
-            lbr: self.branches().map(|(source, target)| Branch { source, target }).collect(),
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn round_trips_any_addresses() {
+            let h = HybridSample {
+                stack: vec![Vaddr(0x401000), Vaddr::EXTERNAL, Vaddr(u64::MAX), Vaddr(0)],
+                lbr: vec![
+                    Branch { source: Vaddr(0x401010), target: Vaddr(0x400ff0) },
+                    Branch { source: Vaddr::EXTERNAL, target: Vaddr(0xffff_ffff_ff00_0000) },
+                ],
+            };
+            let mut k = Vec::new();
+            encode(&h, &mut k);
+            assert_eq!(decode(&k), h);
+            // Close addresses take one or two bytes each.
+            let near = HybridSample { stack: vec![Vaddr(0x401000)], lbr: vec![Branch { source: Vaddr(0x401020), target: Vaddr(0x401008) }] };
+            encode(&near, &mut k);
+            assert_eq!(k.len(), 1 + 4 + 1 + 1);
+            assert_eq!(decode(&k), near);
         }
     }
 }
@@ -92,7 +144,7 @@ impl<'a> SampleView<'a> {
 /// counters, and memory stays flat however many samples there are.
 #[derive(Default)]
 pub struct AggregatedSamples {
-    map: HashMap<Box<[u64]>, u64>,
+    map: HashMap<Box<[u8]>, u64>,
     /// Straight-line pairs (target of an entry, source of the next newer one) with both ends in
     /// the binary, and branches with an internal target, not yet checked for plausibility (see
     /// [`super::lbr::lbr_counters`]). IP samples give one-instruction pairs.
@@ -110,20 +162,11 @@ impl AggregatedSamples {
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
-    pub fn iter(&self) -> impl Iterator<Item = (SampleView<'_>, u64)> + '_ {
-        self.map.iter().map(|(k, &c)| (SampleView::decode(k), c))
-    }
-    /// The stored keys and counts, for decoding in parallel ([`SampleView::of`]).
-    pub fn entries(&self) -> Vec<(&[u64], u64)> {
+    /// The stored keys (see [`key`]) and counts, for decoding in parallel.
+    pub fn entries(&self) -> Vec<(&[u8], u64)> {
         self.map.iter().map(|(k, &c)| (&**k, c)).collect()
     }
-    /// Distinct samples in a deterministic order (for stable output whatever the hash order).
-    pub fn sorted(&self) -> Vec<(SampleView<'_>, u64)> {
-        let mut v: Vec<_> = self.map.iter().collect();
-        v.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        v.into_iter().map(|(k, &c)| (SampleView::decode(k), c)).collect()
-    }
-    fn add(&mut self, key: &[u64], count: u64) {
+    fn add(&mut self, key: &[u8], count: u64) {
         if let Some(c) = self.map.get_mut(key) {
             *c = c.saturating_add(count);
         } else {
@@ -209,15 +252,16 @@ pub struct Aggregator<'b> {
     mode: SampleMode,
     cache: TranslationCache,
     key: Vec<u64>,
-    /// Reused normalisation buffer.
+    /// Reused normalisation and key buffers.
     hybrid: HybridSample,
+    key_bytes: Vec<u8>,
     pub samples: AggregatedSamples,
     pub stats: SampleStats,
 }
 
 impl<'b> Aggregator<'b> {
     pub fn new(binary: &'b Binary, mode: SampleMode) -> Self {
-        Aggregator { binary, mode, cache: TranslationCache::new(), key: Vec::new(), hybrid: HybridSample { stack: Vec::new(), lbr: Vec::new() }, samples: AggregatedSamples::default(), stats: SampleStats::default() }
+        Aggregator { binary, mode, cache: TranslationCache::new(), key: Vec::new(), hybrid: HybridSample { stack: Vec::new(), lbr: Vec::new() }, key_bytes: Vec::new(), samples: AggregatedSamples::default(), stats: SampleStats::default() }
     }
 
     /// The binary vaddr of `a` if it starts an instruction of the binary, else the external
@@ -315,13 +359,10 @@ impl<'b> Aggregator<'b> {
                 self.key = key;
                 return;
             }
-            key.clear();
-            key.push(h.stack.len() as u64);
-            key.extend(h.stack.iter().map(|a| a.0));
-            key.extend(h.lbr.iter().flat_map(|b| [b.source.0, b.target.0]));
+            key::encode(h, &mut self.key_bytes);
+            self.samples.add(&self.key_bytes, count);
         }
         self.stats.used += 1;
-        self.samples.add(&key, count);
         self.key = key;
     }
 
