@@ -194,3 +194,74 @@ corpus_test!(
 // its pre-inliner inline `accumulate<long>` into main; everything else is identical.
 corpus_test!(cpp_virtual_default, "cpp_virtual", "default", [], deliberately_different = ["_Z10accumulateIlET_PKS0_i", "main"]);
 corpus_test!(cpp_virtual_ignore_stack, "cpp_virtual", "ignore-stack", ["--ignore-stack-samples"]);
+
+/// `--skip-symbolization` then `--unsymbolized-profile` gives the direct run's profile.
+fn check_unsymbolized_round_trip(name: &str, opts: &[&str]) {
+    let c = case(name);
+    let work = tempfile_dir(&format!("{name}-roundtrip"));
+    let perfdata = ["--perfdata", c.perfdata.to_str().unwrap()];
+    let direct = run_profgen(&c.binary, &perfdata, opts, &work.join("direct.prof"));
+    let raw = work.join("unsymbolized.txt");
+    let o = Command::new(env!("CARGO_BIN_EXE_profgen"))
+        .arg("--binary")
+        .arg(&c.binary)
+        .args(perfdata)
+        .args(opts)
+        .arg("--skip-symbolization")
+        .arg("--output")
+        .arg(&raw)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let again = run_profgen(&c.binary, &["--unsymbolized-profile", raw.to_str().unwrap()], opts, &work.join("again.prof"));
+    assert_eq!(again, direct, "{name}: the unsymbolized round trip changed the profile");
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
+fn unsymbolized_round_trip_probe_cs() {
+    check_unsymbolized_round_trip("inline_chain", &[]);
+}
+
+#[test]
+fn unsymbolized_round_trip_line_cs_with_inlined_leaves() {
+    check_unsymbolized_round_trip("cpp_virtual", &[]);
+}
+
+#[test]
+fn unsymbolized_round_trip_lbr_only() {
+    check_unsymbolized_round_trip("switch_table", &["--ignore-stack-samples"]);
+}
+
+#[test]
+fn unsymbolized_round_trip_ip_samples() {
+    check_unsymbolized_round_trip("ip-inline-pie", &["--leading-ip-only"]);
+}
+
+/// `perf script` text of a recording (as llvm-profgen reads it) gives the same profile as the
+/// perf.data itself.
+fn check_perfscript_equals_perfdata(name: &str, opts: &[&str]) {
+    if !have("perf") {
+        eprintln!("note: perf not installed; skipped");
+        return;
+    }
+    let c = case(name);
+    let work = tempfile_dir(&format!("{name}-perfscript"));
+    let script = Command::new(root().join("scripts/perf-script-for-llvm")).arg(&c.perfdata).arg(&c.kind).output().unwrap();
+    assert!(script.status.success(), "{}", String::from_utf8_lossy(&script.stderr));
+    std::fs::write(work.join("in.perfscript"), &script.stdout).unwrap();
+    let from_data = run_profgen(&c.binary, &["--perfdata", c.perfdata.to_str().unwrap()], opts, &work.join("data.prof"));
+    let from_script = run_profgen(&c.binary, &["--perfscript", work.join("in.perfscript").to_str().unwrap()], opts, &work.join("script.prof"));
+    assert_eq!(from_script, from_data, "{name}: --perfscript and --perfdata profiles differ");
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
+fn perfscript_equals_perfdata_cs() {
+    check_perfscript_equals_perfdata("inline_chain", &[]);
+}
+
+#[test]
+fn perfscript_equals_perfdata_ip() {
+    check_perfscript_equals_perfdata("ip-inline-pie", &["--leading-ip-only"]);
+}
