@@ -345,12 +345,48 @@ fn show_binary(cfg: &Config, binary: &Binary) -> Result<(), Error> {
     std::io::Write::flush(&mut out).map_err(io_err)
 }
 
+/// `--perfdata DIR` stands for every perf.data file in DIR (files starting with perf's magic,
+/// in name order), e.g. a directory of recordings collected from many hosts.
+fn expand_perf_data_dirs(given: &[std::path::PathBuf]) -> Result<Vec<std::path::PathBuf>, Error> {
+    let mut out = Vec::new();
+    for path in given {
+        if !path.is_dir() {
+            out.push(path.clone());
+            continue;
+        }
+        let io_err = |source| Error::Io { path: path.clone(), source };
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(io_err)? {
+            let p = entry.map_err(io_err)?.path();
+            let mut magic = [0u8; 8];
+            let is_perf_data = std::fs::File::open(&p)
+                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+                .is_ok_and(|()| &magic == b"PERFILE2");
+            if p.is_file() && is_perf_data {
+                found.push(p);
+            }
+        }
+        if found.is_empty() {
+            return Err(Error::BadFile { path: path.clone(), what: "the directory holds no perf.data file".into() });
+        }
+        found.sort();
+        out.extend(found);
+    }
+    Ok(out)
+}
+
 fn read_samples(cfg: &Config, binary: &Binary, input: &Input, report: &mut RunReport) -> Result<AggregatedSamples, Error> {
     use rayon::prelude::*;
     let results: Vec<Result<InputResult, Error>> = match input {
-        // Several files: one per worker; one file: all workers on it.
-        Input::PerfData(paths) if paths.len() > 1 => paths.par_iter().map(|p| read_perf_data_file(cfg, 1, binary, p)).collect(),
-        Input::PerfData(paths) => paths.iter().map(|p| read_perf_data_file(cfg, rayon::current_num_threads(), binary, p)).collect(),
+        Input::PerfData(given) => {
+            let paths = expand_perf_data_dirs(given)?;
+            // Several files: one per worker; one file: all workers on it.
+            if paths.len() > 1 {
+                paths.par_iter().map(|p| read_perf_data_file(cfg, 1, binary, p)).collect()
+            } else {
+                paths.iter().map(|p| read_perf_data_file(cfg, rayon::current_num_threads(), binary, p)).collect()
+            }
+        }
         Input::PerfScript(p) => vec![read_perf_script_file(cfg, rayon::current_num_threads(), binary, p)],
         Input::Unsymbolized(_) => unreachable!("unsymbolized input has no samples"),
     };

@@ -90,3 +90,30 @@ fn disassembly_listing_with_probes_equals_llvm_profgen_19() {
         .unwrap();
     assert_eq!(ours, String::from_utf8(llvm.stdout).unwrap());
 }
+
+#[test]
+fn a_directory_of_recordings_is_the_same_as_listing_them() {
+    let dir = std::env::temp_dir().join(format!("profgen-cli-dir-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let data = root().join("perf-samples/ip-inline-pie/perf.data");
+    std::fs::copy(&data, dir.join("host1.data")).unwrap();
+    std::fs::copy(&data, dir.join("host2.data")).unwrap();
+    std::fs::write(dir.join("notes.txt"), "not a recording\n").unwrap();
+    let run = |inputs: &[&str], out: &str| {
+        let mut args = vec!["--binary", "perf-samples/ip-inline-pie/prog", "--leading-ip-only", "--format=text", "-o", out];
+        for i in inputs {
+            args.extend(["--perfdata", i]);
+        }
+        let o = profgen(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        (std::fs::read_to_string(out).unwrap(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let listed_out = dir.join("listed.prof");
+    let dir_out = dir.join("dir.prof");
+    let d = data.to_str().unwrap();
+    let (listed, _) = run(&[d, d], listed_out.to_str().unwrap());
+    let (from_dir, stderr) = run(&[dir.to_str().unwrap()], dir_out.to_str().unwrap());
+    assert_eq!(from_dir, listed);
+    assert!(stderr.contains("9448 samples read"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
