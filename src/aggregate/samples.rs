@@ -145,6 +145,10 @@ pub mod key {
 #[derive(Default)]
 pub struct AggregatedSamples {
     map: HashMap<Box<[u8]>, u64>,
+    /// Maps of other workers, kept apart rather than merged: unwinding is linear in the counts,
+    /// so a stack counted in two maps gives the same result as its summed count, and re-hashing
+    /// every key into one map would cost more than unwinding a few stacks twice.
+    merged: Vec<HashMap<Box<[u8]>, u64>>,
     /// Straight-line pairs (target of an entry, source of the next newer one) with both ends in
     /// the binary, and branches with an internal target, not yet checked for plausibility (see
     /// [`super::lbr::lbr_counters`]). IP samples give one-instruction pairs.
@@ -156,15 +160,19 @@ pub struct AggregatedSamples {
 }
 
 impl AggregatedSamples {
+    /// Distinct stacks, counted once per worker that saw them.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.maps().map(HashMap::len).sum()
     }
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len() == 0
+    }
+    fn maps(&self) -> impl Iterator<Item = &HashMap<Box<[u8]>, u64>> {
+        std::iter::once(&self.map).chain(&self.merged)
     }
     /// The stored keys (see [`key`]) and counts, for decoding in parallel.
     pub fn entries(&self) -> Vec<(&[u8], u64)> {
-        self.map.iter().map(|(k, &c)| (&**k, c)).collect()
+        self.maps().flat_map(|m| m.iter().map(|(k, &c)| (&**k, c))).collect()
     }
     fn add(&mut self, key: &[u8], count: u64) {
         if let Some(c) = self.map.get_mut(key) {
@@ -177,16 +185,11 @@ impl AggregatedSamples {
         self.has_call_stacks |= other.has_call_stacks;
         self.normalize.merge(&other.normalize);
         self.raw.merge(&other.raw);
-        // Fold the smaller map into the larger one (merging into an empty map is a move).
-        if self.map.len() < other.map.len() {
-            std::mem::swap(&mut self.map, &mut other.map);
-        }
-        for (k, c) in other.map {
-            match self.map.get_mut(&k) {
-                Some(mine) => *mine = mine.saturating_add(c),
-                None => {
-                    self.map.insert(k, c);
-                }
+        for m in std::iter::once(std::mem::take(&mut other.map)).chain(other.merged) {
+            if self.map.is_empty() {
+                self.map = m;
+            } else if !m.is_empty() {
+                self.merged.push(m);
             }
         }
     }
