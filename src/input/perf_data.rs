@@ -35,6 +35,7 @@
 //! whole records, and [`PerfData::decode`] decodes one range with its own state (file order; a
 //! caller that needs mmaps before samples can take the mmaps from a first pass).
 
+pub mod abi;
 mod attr;
 mod bytes;
 mod decode;
@@ -48,19 +49,16 @@ use std::io::{self, Read};
 use std::ops::Range;
 use std::path::Path;
 
+use abi::{FILE_HEADER_SIZE, MAGIC};
 use attr::Attr;
 use bytes::{u16_at, u32_at, u64_at};
 use decode::{Decoder, Loc, Sink, malformed};
 
 use crate::error::Error;
 use crate::input::{InputInfo, PerfEvent};
-
-const MAGIC: &[u8; 8] = b"PERFILE2";
 const PIPE_HEADER_SIZE: u64 = 16;
 /// How often (in input bytes) [`PerfData::decode_in_time_order_releasing`] reports progress.
 const CONSUMED_STEP: usize = 8 << 20;
-/// magic, size, attr_size, 3 sections of (offset, size), 256-bit feature bitmap.
-const FILE_HEADER_SIZE: usize = 104;
 /// perf's `perf_file_attr`: the attr followed by the (offset, size) section of its ids.
 const IDS_SECTION_SIZE: usize = 16;
 
@@ -295,10 +293,10 @@ impl<'a> PerfData<'a> {
         while pos < self.data.end {
             let rtype = u32_at(self.bytes, pos).unwrap_or(0);
             let size = usize::from(u16_at(self.bytes, pos + 6).unwrap_or(0));
-            if rtype == decode::COMPRESSED || rtype == decode::COMPRESSED2 {
+            if rtype == abi::COMPRESSED || rtype == abi::COMPRESSED2 {
                 return whole;
             }
-            if size < 8 || rtype == decode::HEADER_TRACING_DATA || rtype == decode::AUXTRACE {
+            if size < 8 || rtype == abi::HEADER_TRACING_DATA || rtype == abi::AUXTRACE {
                 break; // let one decoder meet (and report) it
             }
             pos += size;
@@ -470,7 +468,7 @@ fn parse_attrs(
     decoder: &mut Decoder<'_>,
 ) -> Result<(), Error> {
     let entry_size = u64_at(bytes, 16).unwrap_or(0);
-    let min = (attr::ATTR_SIZE_VER0 + IDS_SECTION_SIZE) as u64;
+    let min = (abi::ATTR_SIZE_VER0 + IDS_SECTION_SIZE) as u64;
     if entry_size < min || entry_size > u64::from(u16::MAX) {
         return Err(malformed(
             path,

@@ -633,7 +633,7 @@ SYSCALL[100,1](231) exit_group( 0 ) --> [pre-success] Success(0x0)
         assert_eq!(u64_at(40), 2, "callchain: PERF_CONTEXT_USER, ip");
         assert_eq!(
             (u64_at(48), u64_at(56)),
-            (perf_data::PERF_CONTEXT_USER, 0x1000)
+            (crate::input::perf_data::abi::CONTEXT_USER, 0x1000)
         );
         assert_eq!(u64_at(64), 2, "two taken branches");
         assert_eq!((u64_at(72), u64_at(80)), (0x2000, 0x1000));

@@ -3,42 +3,15 @@
 //! sample_id_all), then MMAP2/COMM/FORK/EXIT/SAMPLE records, then the BUILD_ID, CMDLINE and a
 //! few descriptive feature sections. Layout follows linux `tools/perf/util/header.c`.
 
+use crate::input::perf_data::abi::*;
+
 use std::io::{self, Write};
 
 const PERF_MAGIC: u64 = 0x3245_4c49_4652_4550; // "PERFILE2"
 const FILE_HEADER_SIZE: u64 = 104;
 const ATTR_SIZE: u32 = 128; // PERF_ATTR_SIZE_VER7
-const FILE_SECTION_SIZE: u64 = 16;
-
-pub const SAMPLE_IP: u64 = 1 << 0;
-pub const SAMPLE_TID: u64 = 1 << 1;
-pub const SAMPLE_TIME: u64 = 1 << 2;
-pub const SAMPLE_CALLCHAIN: u64 = 1 << 5;
-pub const SAMPLE_PERIOD: u64 = 1 << 8;
-pub const SAMPLE_BRANCH_STACK: u64 = 1 << 11;
 pub const SAMPLE_TYPE: u64 =
     SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_PERIOD | SAMPLE_CALLCHAIN | SAMPLE_BRANCH_STACK;
-const BRANCH_USER: u64 = 1 << 0;
-const BRANCH_ANY: u64 = 1 << 3;
-
-pub const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
-
-const RECORD_MMAP2: u32 = 10;
-const RECORD_COMM: u32 = 3;
-const RECORD_EXIT: u32 = 4;
-const RECORD_FORK: u32 = 7;
-const RECORD_SAMPLE: u32 = 9;
-const MISC_USER: u16 = 2;
-const MISC_COMM_EXEC: u16 = 1 << 13;
-const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
-
-const FEAT_BUILD_ID: u32 = 2;
-const FEAT_HOSTNAME: u32 = 3;
-const FEAT_OSRELEASE: u32 = 4;
-const FEAT_VERSION: u32 = 5;
-const FEAT_ARCH: u32 = 6;
-const FEAT_NRCPUS: u32 = 7;
-const FEAT_CMDLINE: u32 = 11;
 
 /// One record of the data section, kept with its timestamp so that records produced out of
 /// order (forked children are replayed after their parent) can be sorted before writing.
@@ -71,7 +44,7 @@ pub struct Sample<'a> {
     pub tid: u32,
     pub time: u64,
     pub period: u64,
-    /// Without PERF_CONTEXT_USER (added here).
+    /// Without CONTEXT_USER (added here).
     pub callchain: &'a [u64],
     /// Newest first.
     pub branches: &'a [(u64, u64)],
@@ -165,7 +138,7 @@ pub fn sample(s: &Sample) -> Record {
     put_u64(&mut b, s.time);
     put_u64(&mut b, s.period);
     put_u64(&mut b, s.callchain.len() as u64 + 1);
-    put_u64(&mut b, PERF_CONTEXT_USER);
+    put_u64(&mut b, CONTEXT_USER);
     for &a in s.callchain {
         put_u64(&mut b, a);
     }
@@ -257,11 +230,10 @@ fn without_callchain(rec: &mut Vec<u8>) {
 
 /// Records between two FINISHED_ROUND records.
 const ROUND_RECORDS: usize = 4096;
-const RECORD_FINISHED_ROUND: u32 = 68;
 
 fn finished_round() -> Record {
     let mut bytes = Vec::with_capacity(8);
-    header(&mut bytes, RECORD_FINISHED_ROUND, 0);
+    header(&mut bytes, FINISHED_ROUND, 0);
     bytes[6..8].copy_from_slice(&8u16.to_le_bytes());
     Record { time: u64::MAX, bytes }
 }

@@ -2,48 +2,15 @@
 //! laid out. Attrs of any size are accepted: fields past the end of a short (older) attr read as
 //! zero, and bytes past the fields we know (newer perf) are ignored.
 
+use super::abi::*;
+
 use super::bytes::{u32_at, u64_at};
 
 // sample_type bits (include/uapi/linux/perf_event.h).
-pub(super) const SAMPLE_IP: u64 = 1 << 0;
-pub(super) const SAMPLE_TID: u64 = 1 << 1;
-pub(super) const SAMPLE_TIME: u64 = 1 << 2;
-pub(super) const SAMPLE_ADDR: u64 = 1 << 3;
-pub(super) const SAMPLE_READ: u64 = 1 << 4;
-pub(super) const SAMPLE_CALLCHAIN: u64 = 1 << 5;
-pub(super) const SAMPLE_ID: u64 = 1 << 6;
-pub(super) const SAMPLE_CPU: u64 = 1 << 7;
-pub(super) const SAMPLE_PERIOD: u64 = 1 << 8;
-pub(super) const SAMPLE_STREAM_ID: u64 = 1 << 9;
-pub(super) const SAMPLE_RAW: u64 = 1 << 10;
-pub(super) const SAMPLE_BRANCH_STACK: u64 = 1 << 11;
-pub(super) const SAMPLE_REGS_USER: u64 = 1 << 12;
-pub(super) const SAMPLE_STACK_USER: u64 = 1 << 13;
-pub(super) const SAMPLE_WEIGHT: u64 = 1 << 14;
-pub(super) const SAMPLE_DATA_SRC: u64 = 1 << 15;
-pub(super) const SAMPLE_IDENTIFIER: u64 = 1 << 16;
-pub(super) const SAMPLE_TRANSACTION: u64 = 1 << 17;
-pub(super) const SAMPLE_REGS_INTR: u64 = 1 << 18;
-pub(super) const SAMPLE_PHYS_ADDR: u64 = 1 << 19;
-pub(super) const SAMPLE_AUX: u64 = 1 << 20;
-pub(super) const SAMPLE_CGROUP: u64 = 1 << 21;
-pub(super) const SAMPLE_DATA_PAGE_SIZE: u64 = 1 << 22;
-pub(super) const SAMPLE_CODE_PAGE_SIZE: u64 = 1 << 23;
-pub(super) const SAMPLE_WEIGHT_STRUCT: u64 = 1 << 24;
 
 // read_format bits.
-pub(super) const FORMAT_TOTAL_TIME_ENABLED: u64 = 1 << 0;
-pub(super) const FORMAT_TOTAL_TIME_RUNNING: u64 = 1 << 1;
-pub(super) const FORMAT_ID: u64 = 1 << 2;
-pub(super) const FORMAT_GROUP: u64 = 1 << 3;
-pub(super) const FORMAT_LOST: u64 = 1 << 4;
 
 // branch_sample_type bits.
-pub(super) const BRANCH_HW_INDEX: u64 = 1 << 17;
-pub(super) const BRANCH_COUNTERS: u64 = 1 << 19;
-
-/// Size of the first published attr (PERF_ATTR_SIZE_VER0); `size == 0` in an attr means this.
-pub(super) const ATTR_SIZE_VER0: usize = 64;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Attr {

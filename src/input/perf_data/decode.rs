@@ -2,6 +2,8 @@
 //! per-file state that decoding needs (attrs, id → attr map, zstd stream) and reusable buffers so
 //! that samples cost no heap allocation.
 
+use super::abi::*;
+
 use std::path::Path;
 
 use hashbrown::HashMap;
@@ -17,35 +19,8 @@ use crate::error::Error;
 use crate::input::{BranchEntry, MmapEvent, PerfEvent, Sample};
 
 // Record types (kernel: include/uapi/linux/perf_event.h; user: tools/lib/perf/include/perf/event.h).
-const RECORD_MMAP: u32 = 1;
-const RECORD_LOST: u32 = 2;
-const RECORD_COMM: u32 = 3;
-const RECORD_EXIT: u32 = 4;
-const RECORD_FORK: u32 = 7;
-const RECORD_SAMPLE: u32 = 9;
-const RECORD_MMAP2: u32 = 10;
-const FINISHED_ROUND: u32 = 68;
-const LAST_KERNEL_RECORD: u32 = 21; // PERF_RECORD_AUX_OUTPUT_HW_ID
-const HEADER_ATTR: u32 = 64;
-pub(super) const HEADER_TRACING_DATA: u32 = 66;
-const HEADER_BUILD_ID: u32 = 67;
-pub(super) const AUXTRACE: u32 = 71;
-const HEADER_FEATURE: u32 = 80;
-pub(super) const COMPRESSED: u32 = 81;
-pub(super) const COMPRESSED2: u32 = 83;
-const LAST_USER_RECORD: u32 = 84; // PERF_RECORD_BPF_METADATA
 
 // header.misc bits.
-const MISC_CPUMODE_MASK: u16 = 7;
-const MISC_USER: u16 = 2;
-/// On MMAP: a data (non-executable) mapping. On COMM: the name changed because of an exec.
-const MISC_MMAP_DATA_OR_COMM_EXEC: u16 = 1 << 13;
-const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
-const PROT_EXEC: u32 = 4;
-
-/// Callchain entries at or above this are context markers (PERF_CONTEXT_MAX = -4095).
-const CONTEXT_MAX: u64 = -4095i64 as u64;
-const CONTEXT_USER: u64 = -512i64 as u64;
 
 /// Decompressed bytes produced per zstd call; records are cut out of it as they complete.
 const ZSTD_CHUNK: usize = 1 << 20;
@@ -265,7 +240,7 @@ impl<'p> Decoder<'p> {
                     .zip(c.i32())
                     .ok_or_else(|| self.malformed(loc, 8, "COMM record too short for pid/tid"))?;
                 let name = c_str(&rec[16..]);
-                let exec = misc & MISC_MMAP_DATA_OR_COMM_EXEC != 0;
+                let exec = misc & MISC_COMM_EXEC != 0;
                 sink(PerfEvent::Comm {
                     pid,
                     tid,
@@ -377,7 +352,7 @@ impl<'p> Decoder<'p> {
         let (pid, tid, start, len, pgoff) = fixed
             .ok_or_else(|| self.malformed(loc, 8, "MMAP record too short for its fixed fields"))?;
         let (executable, build_id, name_at) = if rtype == RECORD_MMAP {
-            (misc & MISC_MMAP_DATA_OR_COMM_EXEC == 0, None, 40)
+            (misc & MISC_MMAP_DATA == 0, None, 40)
         } else {
             // MMAP2: 24 bytes of device/inode or build id, then prot and flags.
             let prot = u32_at(rec, 64)

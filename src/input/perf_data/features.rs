@@ -1,15 +1,10 @@
 //! Header feature sections (file mode) and their pipe-mode record twins: build ids, command line,
 //! event names. A malformed feature is a warning, not an error: samples do not depend on it.
 
+use super::abi::*;
+
 use super::bytes::{Cursor, c_str, u16_at, u32_at};
 use crate::input::InputInfo;
-
-pub(super) const FEAT_BUILD_ID: u32 = 2;
-pub(super) const FEAT_CMDLINE: u32 = 11;
-pub(super) const FEAT_EVENT_DESC: u32 = 12;
-
-/// `PERF_RECORD_MISC_BUILD_ID_SIZE`: the build id's real length is stored after its 20 bytes.
-const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
 const BUILD_ID_MAX: usize = 20;
 
 /// Decodes one feature section into `info`. Returns a description of what was wrong, if anything.

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::attr::*;
+use super::abi::*;
 use super::*;
 use crate::addr::RuntimeAddr;
 use crate::input::MmapEvent;
