@@ -254,7 +254,8 @@ pub struct Aggregator<'b> {
     binary: &'b Binary,
     mode: SampleMode,
     cache: TranslationCache,
-    key: Vec<u64>,
+    /// Reused buffer: the sample's stack and LBR entries as translated addresses.
+    translated: Vec<u64>,
     /// Reused normalisation and key buffers.
     hybrid: HybridSample,
     key_bytes: Vec<u8>,
@@ -264,7 +265,7 @@ pub struct Aggregator<'b> {
 
 impl<'b> Aggregator<'b> {
     pub fn new(binary: &'b Binary, mode: SampleMode) -> Self {
-        Aggregator { binary, mode, cache: TranslationCache::new(), key: Vec::new(), hybrid: HybridSample { stack: Vec::new(), lbr: Vec::new() }, key_bytes: Vec::new(), samples: AggregatedSamples::default(), stats: SampleStats::default() }
+        Aggregator { binary, mode, cache: TranslationCache::new(), translated: Vec::new(), hybrid: HybridSample { stack: Vec::new(), lbr: Vec::new() }, key_bytes: Vec::new(), samples: AggregatedSamples::default(), stats: SampleStats::default() }
     }
 
     /// The binary vaddr of `a` if it starts an instruction of the binary, else the external
@@ -292,15 +293,15 @@ impl<'b> Aggregator<'b> {
     pub fn add(&mut self, mapper: &AddressMap, s: &Sample<'_>) {
         self.stats.read += 1;
         let ext = Vaddr::EXTERNAL.0;
-        let mut key = std::mem::take(&mut self.key);
-        key.clear();
-        key.push(0);
+        let mut translated = std::mem::take(&mut self.translated);
+        translated.clear();
+        translated.push(0);
         let mut count = s.repeat;
         if self.mode.leading_ip_only {
             let ip = self.internal(mapper, s.pid, s.ip);
             if ip == ext {
                 self.stats.outside_binary += 1;
-                self.key = key;
+                self.translated = translated;
                 return;
             }
             if let Some(p) = self.mode.sample_period {
@@ -308,12 +309,12 @@ impl<'b> Aggregator<'b> {
             }
             self.samples.raw.add_range(Vaddr(ip), Vaddr(ip), count);
             self.stats.used += 1;
-            self.key = key;
+            self.translated = translated;
             return;
         } else {
             if s.branches.is_empty() {
                 self.stats.no_branch_stack += 1;
-                self.key = key;
+                self.translated = translated;
                 return;
             }
             let with_stack = s.has_callchain && !self.mode.ignore_stack && !s.callchain.is_empty();
@@ -321,22 +322,22 @@ impl<'b> Aggregator<'b> {
                 self.samples.has_call_stacks = true;
                 self.stats.with_call_stack += 1;
                 for &f in s.callchain {
-                    key.push(self.internal(mapper, s.pid, f));
+                    translated.push(self.internal(mapper, s.pid, f));
                 }
-                key[0] = s.callchain.len() as u64;
+                translated[0] = s.callchain.len() as u64;
             }
-            let stack_end = key.len();
+            let stack_end = translated.len();
             for b in s.branches {
                 let (from, to) = (self.internal(mapper, s.pid, b.from), self.internal(mapper, s.pid, b.to));
                 // External-to-external entries carry nothing (llvm-profgen drops them too).
                 if from != ext || to != ext {
-                    key.extend([from, to]);
+                    translated.extend([from, to]);
                 }
             }
-            let n_entries = (key.len() - stack_end) / 2;
+            let n_entries = (translated.len() - stack_end) / 2;
             if n_entries == 0 {
                 self.stats.outside_binary += 1;
-                self.key = key;
+                self.translated = translated;
                 return;
             }
             if let Some(p) = self.mode.sample_period {
@@ -346,27 +347,27 @@ impl<'b> Aggregator<'b> {
                 }
             }
             if !with_stack {
-                self.count_lbr(&key[stack_end..], count);
+                self.count_lbr(&translated[stack_end..], count);
                 self.stats.used += 1;
-                self.key = key;
+                self.translated = translated;
                 return;
             }
             // Normalise now (return addresses → call sites, leaf → newest branch target): more
             // samples become identical, and only the normalised form is kept.
-            let stack = key[1..stack_end].iter().map(|&a| Vaddr(a));
-            let lbr = key[stack_end..].chunks_exact(2).map(|p| (Vaddr(p[0]), Vaddr(p[1])));
+            let stack = translated[1..stack_end].iter().map(|&a| Vaddr(a));
+            let lbr = translated[stack_end..].chunks_exact(2).map(|p| (Vaddr(p[0]), Vaddr(p[1])));
             let h = &mut self.hybrid;
             let code = Translated(self.binary);
             if !normalize_into(&code, stack, lbr, count, &mut self.samples.normalize, h) {
                 self.stats.used += 1;
-                self.key = key;
+                self.translated = translated;
                 return;
             }
             key::encode(h, &mut self.key_bytes);
             self.samples.add(&self.key_bytes, count);
         }
         self.stats.used += 1;
-        self.key = key;
+        self.translated = translated;
     }
 
     /// Branches with an internal target, and the straight-line code between consecutive entries

@@ -130,16 +130,6 @@ impl NormalizeStats {
     }
 }
 
-/// LBR entries (newest first, binary addresses) → [`Branch`]es: addresses that are not
-/// instruction starts become [`Vaddr::EXTERNAL`]; entries with both ends external are dropped.
-pub fn normalize_lbr<C: CodeView + ?Sized>(code: &C, entries: impl Iterator<Item = (Vaddr, Vaddr)>) -> Vec<Branch> {
-    let ext = |a: Vaddr| if code.is_code(a) { a } else { Vaddr::EXTERNAL };
-    entries
-        .map(|(s, t)| Branch { source: ext(s), target: ext(t) })
-        .filter(|b| !(b.source.is_external() && b.target.is_external()))
-        .collect()
-}
-
 /// A raw hybrid sample (call stack leaf first as return addresses, LBR newest first, both in
 /// binary addresses; anything that is not an instruction start counts as external) → the
 /// unwinder's [`HybridSample`], or `None` when llvm-profgen drops it. `repeat` weights the
@@ -198,6 +188,8 @@ pub fn normalize_into<C: CodeView + ?Sized>(
         stats.dropped_prolog_epilog = stats.dropped_prolog_epilog.saturating_add(repeat);
         return false;
     }
+    // Addresses that are not instruction starts become external; entries with both ends
+    // external are dropped.
     let ext = |a: Vaddr| if code.is_code(a) { a } else { Vaddr::EXTERNAL };
     out.lbr.clear();
     out.lbr.extend(
