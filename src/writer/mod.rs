@@ -4,8 +4,8 @@
 //! `llvm-profgen` (LLVM 19's `SampleProfWriter`) writes for the same profile, in one of three
 //! encodings: [`text`], [`extbinary`] (the default) and raw [`binary`]. Every encoder builds the
 //! whole output in memory (extbinary needs back-patched offsets anyway); [`write_profile_file`]
-//! then writes it to a temporary file next to the target and renames it, so a failed run never
-//! leaves a partial profile. [`density`] holds the profile density report printed after writing.
+//! then writes it to an exclusively created temporary file next to the target and renames it, so
+//! a failed run never leaves a partial profile and nothing planted in the directory is followed. [`density`] holds the profile density report printed after writing.
 
 pub mod binary;
 pub mod density;
@@ -14,7 +14,7 @@ pub mod text;
 
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::profile::model::{Context, FunctionSamples, Profile};
@@ -95,8 +95,9 @@ pub fn write_profile_file(
     write_bytes_atomically(&bytes, path)
 }
 
-/// Writes `bytes` to `path` through a temporary file in the same directory renamed at the end;
-/// `-` and non-regular destinations are written directly.
+/// Writes `bytes` to `path` through a temporary file in the same directory (created with
+/// `O_EXCL` under a random name, synced, given the permissions of the file it replaces) renamed
+/// at the end; `-` and non-regular destinations are written directly.
 pub fn write_bytes_atomically(bytes: &[u8], path: &Path) -> Result<()> {
     let io_err = |p: &Path| {
         let p = p.to_path_buf();
@@ -109,23 +110,53 @@ pub fn write_bytes_atomically(bytes: &[u8], path: &Path) -> Result<()> {
             .and_then(|()| out.flush())
             .map_err(io_err(path));
     }
-    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+    let existing = std::fs::metadata(path).ok();
+    if existing.as_ref().is_some_and(|m| !m.is_file()) {
         return std::fs::write(path, bytes).map_err(io_err(path));
     }
-    let tmp = temp_path_for(path);
-    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(io_err(path))
-}
-
-fn temp_path_for(path: &Path) -> PathBuf {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    path.with_file_name(format!(".{name}.{}.tmp", std::process::id()))
+    // O_EXCL with a random name, mode 0600 until complete: nothing another user planted in the
+    // directory (a symlink, a FIFO, a file) is opened or followed.
+    let mut tmp = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(io_err(dir))?;
+    let mode = existing.map_or_else(default_file_mode, |m| m.permissions());
+    tmp.write_all(bytes)
+        .and_then(|()| tmp.as_file().set_permissions(mode))
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(io_err(tmp.path()))?;
+    // A failed persist drops (and so removes) the temporary file.
+    tmp.persist(path).map_err(|e| Error::Io {
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    // The rename is durable once the directory is.
+    if let Ok(d) = std::fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// The permissions a newly created file gets: 0666 less the process umask.
+fn default_file_mode() -> std::fs::Permissions {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: umask only swaps the process's file mode mask; the second call restores it. No
+    // other thread creates files while the profile is written.
+    let mask = unsafe {
+        let m = libc::umask(0o022);
+        libc::umask(m);
+        m
+    };
+    std::fs::Permissions::from_mode(0o666 & !u32::from(mask))
 }
 
 fn with_path(e: Error, path: &Path) -> Error {
