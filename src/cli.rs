@@ -209,7 +209,9 @@ pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
     let mut rest = false;
     for (i, a) in args.into_iter().enumerate() {
         let fixed = match a.to_str() {
-            Some(s) if i > 0 && !rest && s.len() > 2 && s.starts_with('-') && !s.starts_with("--") => {
+            Some(s)
+                if i > 0 && !rest && s.len() > 2 && s.starts_with('-') && !s.starts_with("--") =>
+            {
                 if s.starts_with("-o=") {
                     a.clone()
                 } else {
@@ -238,16 +240,18 @@ fn usage(msg: impl Into<String>) -> clap::Error {
 }
 
 fn to_config(a: Args) -> Result<Config, clap::Error> {
-    let binary = a
-        .binary
-        .ok_or_else(|| usage("--binary is required"))?;
-    let output = a.output.ok_or_else(|| usage("for the --output option: must be specified at least once!"))?;
+    let binary = a.binary.ok_or_else(|| usage("--binary is required"))?;
+    let output = a
+        .output
+        .ok_or_else(|| usage("for the --output option: must be specified at least once!"))?;
     let given = [!a.perfdata.is_empty(), a.perfscript.is_some(), a.unsymbolized_profile.is_some()]
         .iter()
         .filter(|g| **g)
         .count();
     if given > 1 {
-        return Err(usage("`--perfscript`, `--perfdata` and `--unsymbolized-profile` cannot be used together."));
+        return Err(usage(
+            "`--perfscript`, `--perfdata` and `--unsymbolized-profile` cannot be used together.",
+        ));
     }
     let input = if !a.perfdata.is_empty() {
         Some(Input::PerfData(a.perfdata))
@@ -262,7 +266,9 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
         ));
     }
     if a.show_source_locations && !a.show_disassembly_only {
-        return Err(usage("--show-source-locations should work together with --show-disassembly-only!"));
+        return Err(usage(
+            "--show-source-locations should work together with --show-disassembly-only!",
+        ));
     }
     if a.compress_recursion < -1 {
         return Err(usage("Value of --compress-recursion should >= -1"));
@@ -308,8 +314,12 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
             use_context_cost: a.use_context_cost_for_preinliner,
             replay_preinline: a.csspgo_replay_preinline,
             multiplier_for_previous_inlining: a.csspgo_preinliner_multiplier_for_previous_inlining,
-            hot_inline_threshold: a.sample_profile_hot_inline_threshold.map_or(Opt::Default, Opt::Given),
-            cold_inline_threshold: a.sample_profile_cold_inline_threshold.map_or(Opt::Default, Opt::Given),
+            hot_inline_threshold: a
+                .sample_profile_hot_inline_threshold
+                .map_or(Opt::Default, Opt::Given),
+            cold_inline_threshold: a
+                .sample_profile_cold_inline_threshold
+                .map_or(Opt::Default, Opt::Given),
             inline_growth_limit: a.sample_profile_inline_growth_limit,
             inline_limit_min: a.sample_profile_inline_limit_min,
             inline_limit_max: a.sample_profile_inline_limit_max.map_or(Opt::Default, Opt::Given),

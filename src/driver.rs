@@ -3,21 +3,23 @@
 //! Everything user-visible besides the profile (warnings, the summary line) is produced here.
 
 use crate::aggregate::lbr::lbr_counters;
+use crate::aggregate::parallel::aggregate_in_parallel;
 use crate::aggregate::samples::{AggregatedSamples, Aggregator, SampleMode, SampleStats, key};
 use crate::aggregate::unwinder::{UnwindOptions, unwind_all_with};
-use crate::profile::cs::{CsOptions, generate_line_cs, generate_probe_cs};
 use crate::aggregate::{ContextCounters, ContextKey};
 use crate::binary::dwarf::canonical_fn_name;
 use crate::binary::{Binary, FuncSource, LoadOptions};
 use crate::config::{Config, Input};
 use crate::error::Error;
 use crate::input::PerfEvent;
-use crate::aggregate::parallel::aggregate_in_parallel;
 use crate::input::Sample;
-use crate::mapping::{AddressMap, AddressMapper, BinaryIdentity, MappingStats, MatchedBy, file_name_of, hex};
+use crate::mapping::{
+    AddressMap, AddressMapper, BinaryIdentity, MappingStats, MatchedBy, file_name_of, hex,
+};
 use crate::postpass;
-use crate::profile::{Profile, context_size};
+use crate::profile::cs::{CsOptions, generate_line_cs, generate_probe_cs};
 use crate::profile::summary::{DEFAULT_CUTOFFS, ProfileSummary};
+use crate::profile::{Profile, context_size};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -94,7 +96,8 @@ impl Progress {
         if self.bar.is_none() && self.start.elapsed() > Duration::from_secs(1) {
             let bar = indicatif::ProgressBar::new_spinner();
             bar.set_style(
-                indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}").expect("static template"),
+                indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}")
+                    .expect("static template"),
             );
             self.bar = Some(bar);
         }
@@ -254,19 +257,28 @@ fn aggregate_events(
     let mut warnings = front.warnings;
     warnings.extend(reader_warnings?);
     stats.merge(&front.filtered);
-    if front.matched.is_none() && stats.read > 0 && front.mapper.stats.name_match_wrong_build_id > 0 {
+    if front.matched.is_none() && stats.read > 0 && front.mapper.stats.name_match_wrong_build_id > 0
+    {
         warnings.push(format!(
             "{} is mapped in the input, but with a different build id than {}",
             front.mapper.binary_file_name(),
             binary.path().display()
         ));
     }
-    Ok(InputResult { samples, stats, matched: front.matched, warnings, mapping: front.mapper.stats, truncated: false })
+    Ok(InputResult {
+        samples,
+        stats,
+        matched: front.matched,
+        warnings,
+        mapping: front.mapper.stats,
+        truncated: false,
+    })
 }
 
 /// Prints llvm-profgen style warning: `warning: 12.34%(n/total) <msg>`.
 pub fn warning_summary(n: u64, total: u64, msg: &str) -> Option<String> {
-    (n > 0 && total > 0).then(|| format!("{:.2}%({n}/{total}) {msg}", n as f64 * 100.0 / total as f64))
+    (n > 0 && total > 0)
+        .then(|| format!("{:.2}%({n}/{total}) {msg}", n as f64 * 100.0 / total as f64))
 }
 
 /// Runs profgen on `cfg.threads` worker threads (default: all cores). Warnings are returned in
@@ -285,7 +297,10 @@ pub fn run(cfg: &Config) -> Result<RunReport, Error> {
 fn run_pipeline(cfg: &Config) -> Result<RunReport, Error> {
     let binary = Binary::load(
         &cfg.binary,
-        &LoadOptions { debug_binary: cfg.debug_binary.clone(), use_dwarf_correlation: cfg.use_dwarf_correlation },
+        &LoadOptions {
+            debug_binary: cfg.debug_binary.clone(),
+            use_dwarf_correlation: cfg.use_dwarf_correlation,
+        },
     )?;
     let mut report = RunReport::default();
     report.warnings.extend(binary.warnings().iter().cloned());
@@ -313,7 +328,9 @@ fn run_pipeline(cfg: &Config) -> Result<RunReport, Error> {
     }
     let density = crate::writer::density::density_report(&profile, &cfg.density);
     print!("{}", density.stdout);
-    report.warnings.extend(density.warnings.lines().map(|l| l.trim_start_matches("warning: ").to_string()));
+    report
+        .warnings
+        .extend(density.warnings.lines().map(|l| l.trim_start_matches("warning: ").to_string()));
     report.functions_in_profile = profile.functions.len();
     if profile.functions.is_empty() {
         report.warnings.push(format!(
@@ -367,7 +384,10 @@ fn expand_perf_data_dirs(given: &[std::path::PathBuf]) -> Result<Vec<std::path::
             }
         }
         if found.is_empty() {
-            return Err(Error::BadFile { path: path.clone(), what: "the directory holds no perf.data file".into() });
+            return Err(Error::BadFile {
+                path: path.clone(),
+                what: "the directory holds no perf.data file".into(),
+            });
         }
         found.sort();
         out.extend(found);
@@ -375,7 +395,12 @@ fn expand_perf_data_dirs(given: &[std::path::PathBuf]) -> Result<Vec<std::path::
     Ok(out)
 }
 
-fn read_samples(cfg: &Config, binary: &Binary, input: &Input, report: &mut RunReport) -> Result<AggregatedSamples, Error> {
+fn read_samples(
+    cfg: &Config,
+    binary: &Binary,
+    input: &Input,
+    report: &mut RunReport,
+) -> Result<AggregatedSamples, Error> {
     use rayon::prelude::*;
     let results: Vec<Result<InputResult, Error>> = match input {
         Input::PerfData(given) => {
@@ -384,10 +409,15 @@ fn read_samples(cfg: &Config, binary: &Binary, input: &Input, report: &mut RunRe
             if paths.len() > 1 {
                 paths.par_iter().map(|p| read_perf_data_file(cfg, 1, binary, p)).collect()
             } else {
-                paths.iter().map(|p| read_perf_data_file(cfg, rayon::current_num_threads(), binary, p)).collect()
+                paths
+                    .iter()
+                    .map(|p| read_perf_data_file(cfg, rayon::current_num_threads(), binary, p))
+                    .collect()
             }
         }
-        Input::PerfScript(p) => vec![read_perf_script_file(cfg, rayon::current_num_threads(), binary, p)],
+        Input::PerfScript(p) => {
+            vec![read_perf_script_file(cfg, rayon::current_num_threads(), binary, p)]
+        }
         Input::Unsymbolized(_) => unreachable!("unsymbolized input has no samples"),
     };
     let mut samples = AggregatedSamples::default();
@@ -424,7 +454,8 @@ fn no_sample_in_binary(
     let found = mapping.what_the_input_maps_instead();
     let for_pid = cfg.pid.map_or(String::new(), |p| format!(" for pid {p}"));
     if mapping.binary_mapped() || truncated {
-        let how = if mapping.binary_mapped() { "is mapped" } else { "is not mapped in the part read" };
+        let how =
+            if mapping.binary_mapped() { "is mapped" } else { "is not mapped in the part read" };
         report.warnings.push(format!(
             "no sample lands in {} (it {how}{for_pid}); {found}",
             binary.path().display()
@@ -432,14 +463,21 @@ fn no_sample_in_binary(
         return Ok(());
     }
     let input = match input {
-        Input::PerfData(paths) => paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+        Input::PerfData(paths) => {
+            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        }
         Input::PerfScript(p) | Input::Unsymbolized(p) => p.display().to_string(),
     };
     let identity = match binary.build_id() {
         Some(id) => format!("build id {}, file name {}", hex(id), file_name_of(binary.path())),
         None => format!("no build id, file name {}", file_name_of(binary.path())),
     };
-    Err(Error::BinaryNotInInput { binary: binary.path().to_path_buf(), input: format!("{input}{for_pid}"), identity, found })
+    Err(Error::BinaryNotInInput {
+        binary: binary.path().to_path_buf(),
+        input: format!("{input}{for_pid}"),
+        identity,
+        found,
+    })
 }
 
 fn unwind_options(cfg: &Config, binary: &Binary) -> UnwindOptions {
@@ -451,10 +489,17 @@ fn unwind_options(cfg: &Config, binary: &Binary) -> UnwindOptions {
 }
 
 fn push_warning_summaries(report: &mut RunReport, lines: Vec<(u64, u64, &'static str)>) {
-    report.warnings.extend(lines.into_iter().filter_map(|(n, total, msg)| warning_summary(n, total, msg)));
+    report
+        .warnings
+        .extend(lines.into_iter().filter_map(|(n, total, msg)| warning_summary(n, total, msg)));
 }
 
-fn samples_to_counters(cfg: &Config, binary: &Binary, samples: &AggregatedSamples, report: &mut RunReport) -> ContextCounters {
+fn samples_to_counters(
+    cfg: &Config,
+    binary: &Binary,
+    samples: &AggregatedSamples,
+    report: &mut RunReport,
+) -> ContextCounters {
     if !samples.has_call_stacks {
         let mut out = ContextCounters::default();
         *out.counters_mut(ContextKey::None) = lbr_counters(binary, samples);
@@ -469,20 +514,28 @@ fn samples_to_counters(cfg: &Config, binary: &Binary, samples: &AggregatedSample
         |(k, n)| (std::borrow::Cow::Owned(key::decode(k)), *n),
         unwind_options(cfg, binary),
     );
-    report.not_unwound = normalize.dropped_prolog_epilog.saturating_add(normalize.dropped_empty_lbr);
+    report.not_unwound =
+        normalize.dropped_prolog_epilog.saturating_add(normalize.dropped_empty_lbr);
     push_warning_summaries(report, normalize.summary(samples.len() as u64));
     push_warning_summaries(report, unwind.summary(counters.by_context.len() as u64));
     counters
 }
 
-fn build_profile(cfg: &Config, binary: &Binary, counters: &ContextCounters, report: &mut RunReport) -> Result<Profile, Error> {
+fn build_profile(
+    cfg: &Config,
+    binary: &Binary,
+    counters: &ContextCounters,
+    report: &mut RunReport,
+) -> Result<Profile, Error> {
     if counters.context_sensitive {
         return build_cs_profile(cfg, binary, counters, report);
     }
     let empty = Default::default();
     let c = counters.by_context.get(&ContextKey::None).unwrap_or(&empty);
     let mut profile = match binary.probes() {
-        Some(probes) => crate::profile::probe::build(binary, probes, c, cfg.fill_zero_for_all_funcs),
+        Some(probes) => {
+            crate::profile::probe::build(binary, probes, c, cfg.fill_zero_for_all_funcs)
+        }
         None => crate::profile::line::build(
             binary,
             c,
@@ -498,7 +551,12 @@ fn build_profile(cfg: &Config, binary: &Binary, counters: &ContextCounters, repo
     Ok(profile)
 }
 
-fn build_cs_profile(cfg: &Config, binary: &Binary, counters: &ContextCounters, report: &mut RunReport) -> Result<Profile, Error> {
+fn build_cs_profile(
+    cfg: &Config,
+    binary: &Binary,
+    counters: &ContextCounters,
+    report: &mut RunReport,
+) -> Result<Profile, Error> {
     let opts = CsOptions {
         update_total_samples: cfg.update_total_samples,
         callee_context_base_discriminator: true,
@@ -529,7 +587,12 @@ fn build_cs_profile(cfg: &Config, binary: &Binary, counters: &ContextCounters, r
         let sizes = context_size::context_sizes(binary, &profiled);
         postpass::post_process_cs(&mut profile, &cfg.postpass, &thresholds, &sizes);
     } else {
-        postpass::post_process_cs(&mut profile, &cfg.postpass, &thresholds, &postpass::NoContextSizes);
+        postpass::post_process_cs(
+            &mut profile,
+            &cfg.postpass,
+            &thresholds,
+            &postpass::NoContextSizes,
+        );
     }
     Ok(profile)
 }
@@ -540,7 +603,11 @@ fn build_cs_profile(cfg: &Config, binary: &Binary, counters: &ContextCounters, r
 /// Profiles of functions only the symbol table knows (e.g. `_start`) are left out: llvm-profgen
 /// cannot see them, and their counts would move the thresholds and with them the pre-inlining
 /// and trimming of every other function.
-fn thresholds(cfg: &Config, binary: &Binary, profile: &Profile) -> Result<postpass::Thresholds, Error> {
+fn thresholds(
+    cfg: &Config,
+    binary: &Binary,
+    profile: &Profile,
+) -> Result<postpass::Thresholds, Error> {
     let mut symbol_only: hashbrown::HashSet<&str> = binary
         .functions()
         .iter()
@@ -563,7 +630,12 @@ fn thresholds(cfg: &Config, binary: &Binary, profile: &Profile) -> Result<postpa
 
 /// The extbinary profile symbol list: every function of the binary with code.
 fn symbol_list(binary: &Binary) -> Vec<String> {
-    let mut names: Vec<String> = binary.functions().iter().filter(|f| !f.ranges.is_empty()).map(|f| f.name.to_string()).collect();
+    let mut names: Vec<String> = binary
+        .functions()
+        .iter()
+        .filter(|f| !f.ranges.is_empty())
+        .map(|f| f.name.to_string())
+        .collect();
     names.sort_unstable();
     names.dedup();
     names
@@ -584,10 +656,18 @@ fn read_unsymbolized(cfg: &Config, binary: &Binary, path: &Path) -> Result<Conte
     crate::input::unsymbolized::read_unsymbolized(&text, path, base, binary.probes().is_some())
 }
 
-fn write_unsymbolized(cfg: &Config, binary: &Binary, counters: &ContextCounters) -> Result<(), Error> {
+fn write_unsymbolized(
+    cfg: &Config,
+    binary: &Binary,
+    counters: &ContextCounters,
+) -> Result<(), Error> {
     let mut text = Vec::new();
-    crate::input::unsymbolized::write_unsymbolized(counters, unsymbolized_base(cfg, binary), &mut text)
-        .expect("writing to memory cannot fail");
+    crate::input::unsymbolized::write_unsymbolized(
+        counters,
+        unsymbolized_base(cfg, binary),
+        &mut text,
+    )
+    .expect("writing to memory cannot fail");
     crate::writer::write_bytes_atomically(&text, &cfg.output)
 }
 
@@ -604,10 +684,18 @@ fn read_file(path: &Path) -> Result<Vec<u8>, Error> {
     std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })
 }
 
-fn read_perf_script_file(cfg: &Config, workers: usize, binary: &Binary, path: &Path) -> Result<InputResult, Error> {
+fn read_perf_script_file(
+    cfg: &Config,
+    workers: usize,
+    binary: &Binary,
+    path: &Path,
+) -> Result<InputResult, Error> {
     use crate::input::perf_script::{ScriptOptions, read_perf_script};
     let text = read_file(path)?;
-    let opts = ScriptOptions { perf_events: cfg.perf_events.clone(), leading_ip_only: cfg.leading_ip_only };
+    let opts = ScriptOptions {
+        perf_events: cfg.perf_events.clone(),
+        leading_ip_only: cfg.leading_ip_only,
+    };
     // perf script filters events itself; the mapper must not filter them again.
     let mut names = Vec::new();
     let result = aggregate_events(
@@ -618,7 +706,8 @@ fn read_perf_script_file(cfg: &Config, workers: usize, binary: &Binary, path: &P
             let report = read_perf_script(&text, path, &opts, on_event)?;
             let mut warnings = report.warnings;
             if report.warnings_omitted > 0 {
-                warnings.push(format!("{} more perf script warnings omitted", report.warnings_omitted));
+                warnings
+                    .push(format!("{} more perf script warnings omitted", report.warnings_omitted));
             }
             names = report.event_names;
             Ok(warnings)
@@ -631,7 +720,12 @@ fn read_perf_script_file(cfg: &Config, workers: usize, binary: &Binary, path: &P
     result
 }
 
-fn read_perf_data_file(cfg: &Config, workers: usize, binary: &Binary, path: &Path) -> Result<InputResult, Error> {
+fn read_perf_data_file(
+    cfg: &Config,
+    workers: usize,
+    binary: &Binary,
+    path: &Path,
+) -> Result<InputResult, Error> {
     use crate::input::perf_data::{PerfData, ReadReport, read_perf_data_stream};
     let io_err = |source| Error::Io { path: path.to_path_buf(), source };
     let truncated = std::cell::Cell::new(false);
@@ -642,15 +736,27 @@ fn read_perf_data_file(cfg: &Config, workers: usize, binary: &Binary, path: &Pat
             warnings.push(format!("{}: {t}", path.display()));
         }
         if report.lost_events > 0 {
-            warnings.push(format!("{}: the kernel lost {} events while recording", path.display(), report.lost_events));
+            warnings.push(format!(
+                "{}: the kernel lost {} events while recording",
+                path.display(),
+                report.lost_events
+            ));
         }
         warnings
     };
     let with_truncation = |r: InputResult| InputResult { truncated: truncated.get(), ..r };
     if path.as_os_str() == "-" {
         let stdin = std::io::stdin().lock();
-        return aggregate_events(cfg, workers, binary, |on_event| Ok(finish(read_perf_data_stream(stdin, path, on_event)?)), |_| None, false, &[])
-            .map(with_truncation);
+        return aggregate_events(
+            cfg,
+            workers,
+            binary,
+            |on_event| Ok(finish(read_perf_data_stream(stdin, path, on_event)?)),
+            |_| None,
+            false,
+            &[],
+        )
+        .map(with_truncation);
     }
     let file = std::fs::File::open(path).map_err(io_err)?;
     // SAFETY: the file is only read; profgen does not guard against another process truncating
@@ -672,7 +778,13 @@ fn read_perf_data_file(cfg: &Config, workers: usize, binary: &Binary, path: &Pat
                     // SAFETY: the bytes before `upto` are not read again (the reader's
                     // contract); for a read-only file mapping, DONTNEED only drops pages that
                     // would be read back from the file unchanged.
-                    let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, released, upto - released) };
+                    let _ = unsafe {
+                        map.unchecked_advise_range(
+                            memmap2::UncheckedAdvice::DontNeed,
+                            released,
+                            upto - released,
+                        )
+                    };
                     released = upto;
                 }
             };

@@ -16,7 +16,9 @@ pub enum Error {
     BadLine { path: PathBuf, line: u64, what: String },
     /// The input has samples but maps the binary nowhere: a wrong binary for the input.
     /// `found` lists what the input maps instead.
-    #[error("{binary}: no mmap event in {input} maps this binary ({identity}), and no sample lands in it; {found}")]
+    #[error(
+        "{binary}: no mmap event in {input} maps this binary ({identity}), and no sample lands in it; {found}"
+    )]
     BinaryNotInInput { binary: PathBuf, input: String, identity: String, found: String },
     #[error("{0}")]
     Usage(String),

@@ -68,10 +68,13 @@ pub struct OtherExecutable {
 
 impl MappingStats {
     pub fn merge(&mut self, other: MappingStats) {
-        self.matched_by_build_id = self.matched_by_build_id.saturating_add(other.matched_by_build_id);
+        self.matched_by_build_id =
+            self.matched_by_build_id.saturating_add(other.matched_by_build_id);
         self.matched_by_name = self.matched_by_name.saturating_add(other.matched_by_name);
-        self.name_match_wrong_build_id = self.name_match_wrong_build_id.saturating_add(other.name_match_wrong_build_id);
-        self.unused_samples_in_no_file = self.unused_samples_in_no_file.saturating_add(other.unused_samples_in_no_file);
+        self.name_match_wrong_build_id =
+            self.name_match_wrong_build_id.saturating_add(other.name_match_wrong_build_id);
+        self.unused_samples_in_no_file =
+            self.unused_samples_in_no_file.saturating_add(other.unused_samples_in_no_file);
         for (path, o) in other.other_executables {
             let mine = self.other_executables.entry(path).or_default();
             mine.build_id = mine.build_id.take().or(o.build_id);
@@ -89,7 +92,9 @@ impl MappingStats {
     pub fn other_executables_by_samples(&self) -> Vec<(&str, &OtherExecutable)> {
         let mut v: Vec<_> = self.other_executables.iter().map(|(p, o)| (p.as_str(), o)).collect();
         v.sort_unstable_by(|a, b| {
-            (b.1.unused_samples, b.1.mappings).cmp(&(a.1.unused_samples, a.1.mappings)).then(a.0.cmp(b.0))
+            (b.1.unused_samples, b.1.mappings)
+                .cmp(&(a.1.unused_samples, a.1.mappings))
+                .then(a.0.cmp(b.0))
         });
         v
     }
@@ -103,7 +108,10 @@ impl MappingStats {
             .iter()
             .take(SHOWN)
             .map(|(path, o)| {
-                let id = o.build_id.as_deref().map_or("no build id".to_string(), |id| format!("build id {}", hex(id)));
+                let id = o
+                    .build_id
+                    .as_deref()
+                    .map_or("no build id".to_string(), |id| format!("build id {}", hex(id)));
                 format!("{path} ({id}, {} samples)", o.unused_samples)
             })
             .collect();
@@ -212,7 +220,8 @@ impl AddressMapper {
 
     /// Whether `ev` maps the profiled binary, and how that was decided.
     pub fn matches(&self, ev: &MmapEvent) -> Option<MatchedBy> {
-        let known_id = ev.build_id.as_deref().or_else(|| self.path_build_ids.get(&ev.path).map(|v| &v[..]));
+        let known_id =
+            ev.build_id.as_deref().or_else(|| self.path_build_ids.get(&ev.path).map(|v| &v[..]));
         let ours = &self.map.identity;
         match (known_id, ours.build_id.as_deref()) {
             (Some(seen), Some(id)) => build_ids_equal(seen, id).then_some(MatchedBy::BuildId),
@@ -239,7 +248,8 @@ impl AddressMapper {
                     self.stats.name_match_wrong_build_id += 1;
                 }
                 if !ev.path.starts_with('[') && !ev.path.starts_with("//anon") {
-                    let known_id = ev.build_id.as_ref().or_else(|| self.path_build_ids.get(&ev.path));
+                    let known_id =
+                        ev.build_id.as_ref().or_else(|| self.path_build_ids.get(&ev.path));
                     let other = self.stats.other_executables.entry(ev.path.clone()).or_default();
                     other.mappings = other.mappings.saturating_add(1);
                     if other.build_id.is_none() {
@@ -292,10 +302,15 @@ impl AddressMapper {
     /// the first sample lands in the binary, which keeps the lookup off the common path.
     pub fn note_unused_sample(&mut self, pid: Option<i32>, ip: RuntimeAddr) {
         let others = self.others_by_pid.get(&pid).or_else(|| self.others_by_pid.get(&None));
-        let path = others.and_then(|maps| maps.iter().rev().find(|m| m.start <= ip && ip < m.end)).map(|m| &m.path);
+        let path = others
+            .and_then(|maps| maps.iter().rev().find(|m| m.start <= ip && ip < m.end))
+            .map(|m| &m.path);
         match path.and_then(|p| self.stats.other_executables.get_mut(&**p)) {
             Some(other) => other.unused_samples = other.unused_samples.saturating_add(1),
-            None => self.stats.unused_samples_in_no_file = self.stats.unused_samples_in_no_file.saturating_add(1),
+            None => {
+                self.stats.unused_samples_in_no_file =
+                    self.stats.unused_samples_in_no_file.saturating_add(1)
+            }
         }
     }
 
@@ -328,10 +343,16 @@ impl AddressMap {
     #[inline]
     pub fn to_vaddr(&self, pid: Option<i32>, addr: RuntimeAddr) -> Option<Vaddr> {
         let mapped = self.by_pid.get(&pid).or_else(|| self.by_pid.get(&None));
-        let Some(m) = mapped.and_then(|maps| maps.iter().find(|m| m.start <= addr && addr < m.end)) else {
-            return (self.assume_preferred_base && pid.is_none())
-                .then_some(Vaddr(addr.0))
-                .filter(|v| self.identity.segments.iter().any(|s| s.executable && s.vaddr <= *v && v.0 < s.vaddr.0 + s.memsz));
+        let Some(m) = mapped.and_then(|maps| maps.iter().find(|m| m.start <= addr && addr < m.end))
+        else {
+            return (self.assume_preferred_base && pid.is_none()).then_some(Vaddr(addr.0)).filter(
+                |v| {
+                    self.identity
+                        .segments
+                        .iter()
+                        .any(|s| s.executable && s.vaddr <= *v && v.0 < s.vaddr.0 + s.memsz)
+                },
+            );
         };
         let off = FileOffset(m.pgoff.0 + (addr.0 - m.start.0));
         self.identity
@@ -366,8 +387,20 @@ mod tests {
             build_id: Some(vec![0xab, 0xcd]),
             file_name: "app".into(),
             segments: vec![
-                Segment { vaddr: Vaddr(0), memsz: 0x800, offset: FileOffset(0), filesz: 0x800, executable: false },
-                Segment { vaddr: Vaddr(0x1800), memsz: 0x1000, offset: FileOffset(0x800), filesz: 0x1000, executable: true },
+                Segment {
+                    vaddr: Vaddr(0),
+                    memsz: 0x800,
+                    offset: FileOffset(0),
+                    filesz: 0x800,
+                    executable: false,
+                },
+                Segment {
+                    vaddr: Vaddr(0x1800),
+                    memsz: 0x1000,
+                    offset: FileOffset(0x800),
+                    filesz: 0x1000,
+                    executable: true,
+                },
             ],
         }
     }
@@ -389,7 +422,10 @@ mod tests {
     fn file_offset_goes_through_program_headers_not_page_arithmetic() {
         let mut m = AddressMapper::new(identity(), None);
         // The exec segment's file offset 0x800 differs from its vaddr 0x1800.
-        assert_eq!(m.on_mmap(&mmap(7, 0x5555_0000_0000, 0x800, "/x/app", None)), Some(MatchedBy::FileName));
+        assert_eq!(
+            m.on_mmap(&mmap(7, 0x5555_0000_0000, 0x800, "/x/app", None)),
+            Some(MatchedBy::FileName)
+        );
         assert_eq!(m.to_vaddr(Some(7), RuntimeAddr(0x5555_0000_0010)), Some(Vaddr(0x1810)));
         assert_eq!(m.to_vaddr(Some(7), RuntimeAddr(0x5555_0000_1000)), None);
     }
@@ -407,7 +443,10 @@ mod tests {
     #[test]
     fn build_id_beats_file_name() {
         let mut m = AddressMapper::new(identity(), None);
-        assert_eq!(m.on_mmap(&mmap(1, 0x1000, 0x800, "/x/renamed.gen", Some(vec![0xab, 0xcd, 0, 0]))), Some(MatchedBy::BuildId));
+        assert_eq!(
+            m.on_mmap(&mmap(1, 0x1000, 0x800, "/x/renamed.gen", Some(vec![0xab, 0xcd, 0, 0]))),
+            Some(MatchedBy::BuildId)
+        );
         assert_eq!(m.on_mmap(&mmap(1, 0x9000, 0x800, "/x/app", Some(vec![0x11]))), None);
         assert_eq!(m.stats.name_match_wrong_build_id, 1);
     }
@@ -444,7 +483,12 @@ mod tests {
         m.note_unused_sample(Some(1), RuntimeAddr(0xffff_ffff_8100_0000)); // kernel
         m.on_exec(2);
         m.note_unused_sample(Some(2), RuntimeAddr(0x2000_0010)); // gone with the exec
-        let others: Vec<_> = m.stats.other_executables_by_samples().into_iter().map(|(p, o)| (p, o.unused_samples)).collect();
+        let others: Vec<_> = m
+            .stats
+            .other_executables_by_samples()
+            .into_iter()
+            .map(|(p, o)| (p, o.unused_samples))
+            .collect();
         assert_eq!(others, [("/lib/libc.so", 2), ("/bin/other", 1)]);
         assert_eq!(m.stats.unused_samples_in_no_file, 2);
         assert_eq!(

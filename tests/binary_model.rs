@@ -7,9 +7,7 @@ use profgen::binary::*;
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/binary")
-        .join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/binary").join(name)
 }
 
 fn load(name: &str) -> Binary {
@@ -45,28 +43,16 @@ fn segments_and_preferred_addresses() {
     // The first PT_LOAD is at 0, so llvm-profgen takes the next one.
     assert_eq!(pie.first_loadable_address(), Vaddr(0x1000));
     assert_eq!(pie.text_segment_offsets(), &[FileOffset(0x1000)]);
-    assert_eq!(
-        pie.file_offset_to_vaddr(FileOffset(0x1010)),
-        Some(Vaddr(0x1010))
-    );
+    assert_eq!(pie.file_offset_to_vaddr(FileOffset(0x1010)), Some(Vaddr(0x1010)));
     // The RW segment starts at file offset 0x2dd0 / vaddr 0x3dd0; its page offset maps too.
-    assert_eq!(
-        pie.file_offset_to_vaddr(FileOffset(0x2dd0)),
-        Some(Vaddr(0x3dd0))
-    );
-    assert_eq!(
-        pie.file_offset_to_vaddr(FileOffset(0x2000)),
-        Some(Vaddr(0x2000))
-    );
+    assert_eq!(pie.file_offset_to_vaddr(FileOffset(0x2dd0)), Some(Vaddr(0x3dd0)));
+    assert_eq!(pie.file_offset_to_vaddr(FileOffset(0x2000)), Some(Vaddr(0x2000)));
     assert_eq!(pie.file_offset_to_vaddr(FileOffset(0x100000)), None);
 
     let nopie = load("prog_nopie");
     assert_eq!(nopie.preferred_base(), Vaddr(0x401000));
     assert_eq!(nopie.first_loadable_address(), Vaddr(0x400000));
-    assert_eq!(
-        nopie.file_offset_to_vaddr(FileOffset(0x1000)),
-        Some(Vaddr(0x401000))
-    );
+    assert_eq!(nopie.file_offset_to_vaddr(FileOffset(0x1000)), Some(Vaddr(0x401000)));
     let text = nopie.segments().iter().find(|s| s.executable).unwrap();
     assert_eq!(
         (text.vaddr, text.offset, text.filesz),
@@ -77,12 +63,8 @@ fn segments_and_preferred_addresses() {
 /// Expected value from `readelf -n`.
 #[test]
 fn build_id() {
-    let hex: String = load("prog_pie")
-        .build_id()
-        .unwrap()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex: String =
+        load("prog_pie").build_id().unwrap().iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(hex, "15c64ffe3108131d88bc49faece7f3182cfc8c58");
 }
 
@@ -99,9 +81,7 @@ fn assert_listing_matches(b: &Binary, name: &str, opts: &DumpOptions, reference:
             continue;
         }
         let addr = u64::from_str_radix(r.trim_start().split(':').next().unwrap(), 16).unwrap();
-        let range = b
-            .func_range(Vaddr(addr))
-            .unwrap_or_else(|| panic!("{name}: {m} vs {r}"));
+        let range = b.func_range(Vaddr(addr)).unwrap_or_else(|| panic!("{name}: {m} vs {r}"));
         let func = b.function(range.func);
         assert_eq!(func.source, FuncSource::Symbol, "{name}: {m} vs {r}");
         assert_eq!(*m, format!("{}{}:0", r, func.name), "{name}");
@@ -110,35 +90,20 @@ fn assert_listing_matches(b: &Binary, name: &str, opts: &DumpOptions, reference:
 
 #[test]
 fn disassembly_and_source_locations_match_llvm_profgen() {
-    let opts = DumpOptions {
-        source_locations: true,
-        ..Default::default()
-    };
+    let opts = DumpOptions { source_locations: true, ..Default::default() };
     for name in ["prog_pie", "prog_nopie", "prog_gcc"] {
         assert_listing_matches(&load(name), name, &opts, &format!("{name}.srcloc"));
     }
     // With probes, line offsets are the probe ids packed in the discriminators.
-    let opts = DumpOptions {
-        source_locations: true,
-        pseudo_probes: true,
-        ..Default::default()
-    };
-    assert_listing_matches(
-        &load("prog_probe"),
-        "prog_probe",
-        &opts,
-        "prog_probe.srcloc",
-    );
+    let opts = DumpOptions { source_locations: true, pseudo_probes: true, ..Default::default() };
+    assert_listing_matches(&load("prog_probe"), "prog_probe", &opts, "prog_probe.srcloc");
 }
 
 #[test]
 fn split_dwarf_is_read_from_the_dwo() {
     let b = load("prog_split");
     assert!(b.warnings().is_empty(), "{:?}", b.warnings());
-    let opts = DumpOptions {
-        source_locations: true,
-        ..Default::default()
-    };
+    let opts = DumpOptions { source_locations: true, ..Default::default() };
     assert_listing_matches(&b, "prog_split", &opts, "prog_split.srcloc");
     let work = b.func_range(Vaddr(0x1150)).unwrap();
     assert_eq!(b.function(work.func).source, FuncSource::Dwarf);
@@ -174,11 +139,7 @@ fn split_dwarf_is_read_from_the_dwo() {
     }
     assert!(patched > 0);
     std::fs::write(&copy, &bytes).unwrap();
-    std::fs::copy(
-        fixture("prog_split-prog.dwo"),
-        dir.join("prog_split-prog.dwo"),
-    )
-    .unwrap();
+    std::fs::copy(fixture("prog_split-prog.dwo"), dir.join("prog_split-prog.dwo")).unwrap();
     let b = Binary::load(&copy, &LoadOptions::default()).unwrap();
     assert!(b.warnings().is_empty(), "{:?}", b.warnings());
     assert_eq!(b.inline_stack(Vaddr(0x11ac)).len(), 2);
@@ -188,14 +149,9 @@ fn split_dwarf_is_read_from_the_dwo() {
 #[test]
 fn disassembly_of_selected_functions_matches_llvm_profgen() {
     let b = load("prog_gcc");
-    let opts = DumpOptions {
-        functions: vec!["work.cold".into(), "main".into()],
-        ..Default::default()
-    };
-    assert_eq!(
-        with_short_path(&dump(&b, &opts), "prog_gcc"),
-        read("prog_gcc.funcs")
-    );
+    let opts =
+        DumpOptions { functions: vec!["work.cold".into(), "main".into()], ..Default::default() };
+    assert_eq!(with_short_path(&dump(&b, &opts), "prog_gcc"), read("prog_gcc.funcs"));
 }
 
 #[test]
@@ -209,10 +165,7 @@ fn inline_stacks() {
     };
     // work (decl line 19) inlines mid (line 21 → offset 3, decl 13), which loops with a
     // vectorizer discriminator.
-    assert_eq!(
-        frames(0x11ac),
-        [("work".into(), 3, 0), ("mid".into(), 2, 2054)]
-    );
+    assert_eq!(frames(0x11ac), [("work".into(), 3, 0), ("mid".into(), 2, 2054)]);
     // A line-0 row before work's decl line wraps.
     assert_eq!(frames(0x1190), [("work".into(), 65518, 0)]);
     assert_eq!(frames(0x1290), [("main".into(), 0, 0)]);
@@ -232,10 +185,7 @@ fn inline_stack_is_consistent_across_threads() {
     let addrs: Vec<Vaddr> = b.insts_in(Vaddr(0), Vaddr(u64::MAX)).collect();
     let sequential: Vec<_> = addrs.iter().map(|&a| b.inline_stack(a).to_vec()).collect();
     let fresh = load("prog_nopie");
-    let parallel: Vec<_> = addrs
-        .par_iter()
-        .map(|&a| fresh.inline_stack(a).to_vec())
-        .collect();
+    let parallel: Vec<_> = addrs.par_iter().map(|&a| fresh.inline_stack(a).to_vec()).collect();
     assert_eq!(sequential, parallel);
 }
 
@@ -272,11 +222,7 @@ fn instruction_kinds_match_objdump() {
             let Some(kind) = b.inst_kind(Vaddr(addr)) else {
                 continue;
             };
-            assert_eq!(
-                kind,
-                objdump_kind(mnemonic, words.next().unwrap_or("")),
-                "{name} {line}"
-            );
+            assert_eq!(kind, objdump_kind(mnemonic, words.next().unwrap_or("")), "{name} {line}");
             if let Some(i) = [
                 InstKind::Call,
                 InstKind::Return,
@@ -291,10 +237,7 @@ fn instruction_kinds_match_objdump() {
             }
             checked += 1;
         }
-        assert!(
-            checked > 100,
-            "{name}: only {checked} instructions compared"
-        );
+        assert!(checked > 100, "{name}: only {checked} instructions compared");
         assert_eq!(seen, [true; 5], "{name}: every transfer kind occurs");
     }
 }
@@ -307,24 +250,11 @@ fn address_helpers() {
     assert_eq!(b.inst_kind(Vaddr(0x1230)), Some(InstKind::Call));
     assert_eq!(b.branch_target(Vaddr(0x1230)), Some(Vaddr(0x1050)));
     assert_eq!(b.branch_target(Vaddr(0x1209)), Some(Vaddr(0x1279)));
-    assert_eq!(
-        b.branch_target(Vaddr(0x1152)),
-        None,
-        "conditional jumps are not recorded"
-    );
-    assert_eq!(
-        b.call_addr_from_return_addr(Vaddr(0x1235)),
-        Some(Vaddr(0x1230))
-    );
-    assert_eq!(
-        b.call_addr_from_return_addr(Vaddr(0x12b5)),
-        Some(Vaddr(0x12b0))
-    );
+    assert_eq!(b.branch_target(Vaddr(0x1152)), None, "conditional jumps are not recorded");
+    assert_eq!(b.call_addr_from_return_addr(Vaddr(0x1235)), Some(Vaddr(0x1230)));
+    assert_eq!(b.call_addr_from_return_addr(Vaddr(0x12b5)), Some(Vaddr(0x12b0)));
     assert_eq!(b.call_addr_from_return_addr(Vaddr(0x12bb)), None);
-    assert_eq!(
-        b.call_addr_from_return_addr(Vaddr::EXTERNAL),
-        Some(Vaddr::EXTERNAL)
-    );
+    assert_eq!(b.call_addr_from_return_addr(Vaddr::EXTERNAL), Some(Vaddr::EXTERNAL));
     assert_eq!(b.next_inst(Vaddr(0x1290)), Some(Vaddr(0x1291)));
     assert_eq!(b.prev_inst(Vaddr(0x1291)), Some(Vaddr(0x1290)));
     assert_eq!(b.prev_inst(Vaddr(0x1292)), Some(Vaddr(0x1291)));
@@ -367,15 +297,9 @@ fn functions_from_dwarf_and_symbols() {
             (0x1290, 0x12bf, "main".into(), FuncSource::Dwarf, true),
         ]
     );
-    assert_eq!(
-        b.func_range(Vaddr(0x1280)).map(|r| r.start),
-        Some(Vaddr(0x1150))
-    );
+    assert_eq!(b.func_range(Vaddr(0x1280)).map(|r| r.start), Some(Vaddr(0x1150)));
     assert_eq!(b.func_range(Vaddr(0x1281)), None);
-    assert_eq!(
-        b.func_range_at_start(Vaddr(0x1290)).map(|r| r.end),
-        Some(Vaddr(0x12bf))
-    );
+    assert_eq!(b.func_range_at_start(Vaddr(0x1290)).map(|r| r.end), Some(Vaddr(0x12bf)));
     assert_eq!(b.func_range_at_start(Vaddr(0x1291)), None);
 }
 
@@ -383,24 +307,10 @@ fn functions_from_dwarf_and_symbols() {
 fn split_function_has_one_entry_range() {
     let b = load("prog_gcc");
     let work = b.functions().iter().find(|f| &*f.name == "work").unwrap();
-    assert_eq!(
-        work.ranges,
-        [
-            (Vaddr(0x1057), Vaddr(0x107a)),
-            (Vaddr(0x11b0), Vaddr(0x1207))
-        ]
-    );
-    assert!(
-        !b.func_range(Vaddr(0x1057)).unwrap().is_entry,
-        "work.cold is not an entry"
-    );
+    assert_eq!(work.ranges, [(Vaddr(0x1057), Vaddr(0x107a)), (Vaddr(0x11b0), Vaddr(0x1207))]);
+    assert!(!b.func_range(Vaddr(0x1057)).unwrap().is_entry, "work.cold is not an entry");
     assert!(b.func_range(Vaddr(0x11b0)).unwrap().is_entry);
-    assert_eq!(
-        b.function(b.func_range(Vaddr(0x1060)).unwrap().func)
-            .name
-            .as_ref(),
-        "work"
-    );
+    assert_eq!(b.function(b.func_range(Vaddr(0x1060)).unwrap().func).name.as_ref(), "work");
 }
 
 #[test]
@@ -408,13 +318,7 @@ fn pseudo_probes_match_llvm_profgen() {
     for name in ["prog_probe", "prog_probe_nopie"] {
         let b = load(name);
         let mine = with_short_path(
-            &dump(
-                &b,
-                &DumpOptions {
-                    pseudo_probes: true,
-                    ..Default::default()
-                },
-            ),
+            &dump(&b, &DumpOptions { pseudo_probes: true, ..Default::default() }),
             name,
         );
         assert_eq!(mine, read(&format!("{name}.probes")), "{name}");
@@ -436,24 +340,13 @@ fn probe_queries() {
     let at = p.probes_at(Vaddr(0x115d));
     assert_eq!(at.iter().map(|p| p.index).collect::<Vec<_>>(), [4, 1, 2]);
     let mid = "_ZL3midi.__uniq.209043448395238328353871160106749095556";
-    assert_eq!(
-        p.inline_context(&at[1]),
-        (vec![("work".into(), 5)], (mid.into(), 1))
-    );
+    assert_eq!(p.inline_context(&at[1]), (vec![("work".into(), 5)], (mid.into(), 1)));
     let top = p.top_level_node(at[1].node);
     assert_eq!(p.node(top).guid, probes::md5_guid("work"));
     assert!(p.call_probe_at(Vaddr(0x115d)).is_none());
     // --use-dwarf-correlation ignores probes.
-    let opts = LoadOptions {
-        use_dwarf_correlation: true,
-        ..Default::default()
-    };
-    assert!(
-        Binary::load(&fixture("prog_probe"), &opts)
-            .unwrap()
-            .probes()
-            .is_none()
-    );
+    let opts = LoadOptions { use_dwarf_correlation: true, ..Default::default() };
+    assert!(Binary::load(&fixture("prog_probe"), &opts).unwrap().probes().is_none());
     assert!(load("prog_pie").probes().is_none());
 }
 
@@ -473,22 +366,11 @@ fn debug_binary_supplies_dwarf() {
     let stripped = dir.join("stripped");
     std::fs::write(&stripped, &bytes).unwrap();
     let alone = Binary::load(&stripped, &LoadOptions::default()).unwrap();
-    assert!(
-        alone
-            .functions()
-            .iter()
-            .all(|f| f.source == FuncSource::Symbol)
-    );
-    let opts = LoadOptions {
-        debug_binary: Some(fixture("prog_pie")),
-        ..Default::default()
-    };
+    assert!(alone.functions().iter().all(|f| f.source == FuncSource::Symbol));
+    let opts = LoadOptions { debug_binary: Some(fixture("prog_pie")), ..Default::default() };
     let with_debug = Binary::load(&stripped, &opts).unwrap();
     assert_eq!(with_debug.inline_stack(Vaddr(0x11ac)).len(), 2);
-    assert_eq!(
-        with_debug.functions().len(),
-        load("prog_pie").functions().len()
-    );
+    assert_eq!(with_debug.functions().len(), load("prog_pie").functions().len());
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -498,32 +380,15 @@ fn truncated_or_corrupt_elf_is_an_error_not_a_panic() {
     std::fs::create_dir_all(&dir).unwrap();
     let bytes = std::fs::read(fixture("prog_probe")).unwrap();
     let path = dir.join("bad");
-    for len in [
-        0,
-        4,
-        63,
-        64,
-        200,
-        1000,
-        4096,
-        8192,
-        bytes.len() / 2,
-        bytes.len() - 1,
-    ] {
+    for len in [0, 4, 63, 64, 200, 1000, 4096, 8192, bytes.len() / 2, bytes.len() - 1] {
         std::fs::write(&path, &bytes[..len]).unwrap();
         if let Err(e) = Binary::load(&path, &LoadOptions::default()) {
             assert!(e.to_string().contains(&path.display().to_string()), "{e}");
         }
     }
     std::fs::write(&path, &bytes[..10]).unwrap();
-    let e = Binary::load(&path, &LoadOptions::default())
-        .err()
-        .expect("10 bytes are no ELF");
-    assert!(
-        e.to_string()
-            .starts_with(&format!("{}: not a valid", path.display())),
-        "{e}"
-    );
+    let e = Binary::load(&path, &LoadOptions::default()).err().expect("10 bytes are no ELF");
+    assert!(e.to_string().starts_with(&format!("{}: not a valid", path.display())), "{e}");
     // Corrupt bytes after the headers (sections, DWARF, probes): any outcome but a panic.
     let mut seed = 0x9e3779b97f4a7c15u64;
     for _ in 0..300 {
@@ -553,34 +418,19 @@ fn propeller_sample_functions_come_from_symbols() {
         return;
     }
     let b = Binary::load(path, &LoadOptions::default()).unwrap();
-    let hex: String = b
-        .build_id()
-        .unwrap()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let hex: String = b.build_id().unwrap().iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(hex, "572ac72487ae1966");
     assert_eq!(b.preferred_base(), Vaddr(0x1000));
     let find = |name: &str| {
-        b.functions()
-            .iter()
-            .find(|f| &*f.name == name)
-            .unwrap_or_else(|| panic!("{name}"))
+        b.functions().iter().find(|f| &*f.name == name).unwrap_or_else(|| panic!("{name}"))
     };
     assert_eq!(find("main").source, FuncSource::Symbol);
     assert_eq!(find("compute_flag").source, FuncSource::Symbol);
-    assert_eq!(
-        find("compute_flag").ranges,
-        [(Vaddr(0x18d0), Vaddr(0x1906))]
-    );
+    assert_eq!(find("compute_flag").ranges, [(Vaddr(0x18d0), Vaddr(0x1906))]);
     assert_eq!(find("__libc_csu_init").source, FuncSource::Dwarf);
     let stack = b.inline_stack(Vaddr(0x18d0));
     assert_eq!(
-        (
-            stack.len(),
-            stack[0].func_name.as_ref(),
-            stack[0].line_offset
-        ),
+        (stack.len(), stack[0].func_name.as_ref(), stack[0].line_offset),
         (1, "compute_flag", 0)
     );
 }

@@ -17,7 +17,14 @@ fn section_names(obj: &Path) -> Vec<String> {
 }
 
 /// Builds `case`'s source with its own flags plus `extra`; returns (stderr, section names).
-fn compile(case: &str, source: &str, flags: &[&str], extra: &[&str], work: &Path, out: &str) -> (String, Vec<String>) {
+fn compile(
+    case: &str,
+    source: &str,
+    flags: &[&str],
+    extra: &[&str],
+    work: &Path,
+    out: &str,
+) -> (String, Vec<String>) {
     let obj = work.join(out);
     let o = Command::new("clang-19")
         .current_dir(root().join("perf-samples").join(case))
@@ -54,7 +61,8 @@ fn check(case: &str, binary: &str, source: &str, flags: &[&str], expected_remark
 
     let (_, plain) = compile(case, source, flags, &[], &work, "plain.o");
     let use_profile = format!("-fprofile-sample-use={}", profile.display());
-    let (stderr, pgo) = compile(case, source, flags, &[&use_profile, "-Rpass=sample-profile.*"], &work, "pgo.o");
+    let (stderr, pgo) =
+        compile(case, source, flags, &[&use_profile, "-Rpass=sample-profile.*"], &work, "pgo.o");
     assert!(!stderr.contains("warning"), "clang-19 warned about the profile:\n{stderr}");
     assert!(stderr.contains(expected_remark), "profile not applied:\n{stderr}");
     assert!(!plain.iter().any(|s| s.starts_with(".text.hot")), "{plain:?}");

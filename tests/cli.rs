@@ -19,21 +19,36 @@ fn have(tool: &str) -> bool {
 fn conflicting_inputs_are_a_usage_error() {
     let o = profgen(&["--binary", "x", "--perfdata", "a", "--perfscript", "b", "-o", "/dev/null"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("`--perfscript`, `--perfdata` and `--unsymbolized-profile` cannot be used together."));
+    assert!(String::from_utf8_lossy(&o.stderr).contains(
+        "`--perfscript`, `--perfdata` and `--unsymbolized-profile` cannot be used together."
+    ));
 }
 
 #[test]
 fn missing_output_is_a_usage_error() {
     let o = profgen(&["--binary", "x", "--perfdata", "a"]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("for the --output option: must be specified at least once!"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("for the --output option: must be specified at least once!")
+    );
 }
 
 #[test]
 fn compress_recursion_below_minus_one_is_rejected() {
-    let o = profgen(&["--binary", "x", "--perfdata", "a", "-o", "/dev/null", "--compress-recursion=-2"]);
+    let o = profgen(&[
+        "--binary",
+        "x",
+        "--perfdata",
+        "a",
+        "-o",
+        "/dev/null",
+        "--compress-recursion=-2",
+    ]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("Value of --compress-recursion should >= -1"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Value of --compress-recursion should >= -1")
+    );
 }
 
 #[test]
@@ -50,7 +65,13 @@ fn llvm_style_single_dash_options_and_boolean_values_are_accepted() {
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let text = std::fs::read_to_string(&out).unwrap();
-    assert_eq!(text, std::fs::read_to_string(root().join("perf-samples/ip-inline-pie/expected/leading-ip-only.txt")).unwrap());
+    assert_eq!(
+        text,
+        std::fs::read_to_string(
+            root().join("perf-samples/ip-inline-pie/expected/leading-ip-only.txt")
+        )
+        .unwrap()
+    );
     std::fs::remove_file(out).unwrap();
 }
 
@@ -67,14 +88,24 @@ fn use_md5_with_text_format_warns_like_llvm_profgen() {
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("warning: -use-md5 is ignored. Specify --format=extbinary to enable it"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("warning: -use-md5 is ignored. Specify --format=extbinary to enable it")
+    );
     std::fs::remove_file(out).unwrap();
 }
 
 #[test]
 fn disassembly_listing_with_probes_equals_llvm_profgen_19() {
     let bin = "perf-samples/inline_chain/inline_chain";
-    let o = profgen(&["--binary", bin, "--show-disassembly-only", "--show-pseudo-probe", "-o", "/dev/null"]);
+    let o = profgen(&[
+        "--binary",
+        bin,
+        "--show-disassembly-only",
+        "--show-pseudo-probe",
+        "-o",
+        "/dev/null",
+    ]);
     assert!(o.status.success());
     assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
     let ours = String::from_utf8(o.stdout).unwrap();
@@ -85,7 +116,14 @@ fn disassembly_listing_with_probes_equals_llvm_profgen_19() {
     }
     let llvm = Command::new("llvm-profgen-19")
         .current_dir(root())
-        .args(["--binary", bin, "--show-disassembly-only", "--show-pseudo-probe", "-o", "/dev/null"])
+        .args([
+            "--binary",
+            bin,
+            "--show-disassembly-only",
+            "--show-pseudo-probe",
+            "-o",
+            "/dev/null",
+        ])
         .output()
         .unwrap();
     assert_eq!(ours, String::from_utf8(llvm.stdout).unwrap());
@@ -100,7 +138,14 @@ fn a_directory_of_recordings_is_the_same_as_listing_them() {
     std::fs::copy(&data, dir.join("host2.data")).unwrap();
     std::fs::write(dir.join("notes.txt"), "not a recording\n").unwrap();
     let run = |inputs: &[&str], out: &str| {
-        let mut args = vec!["--binary", "perf-samples/ip-inline-pie/prog", "--leading-ip-only", "--format=text", "-o", out];
+        let mut args = vec![
+            "--binary",
+            "perf-samples/ip-inline-pie/prog",
+            "--leading-ip-only",
+            "--format=text",
+            "-o",
+            out,
+        ];
         for i in inputs {
             args.extend(["--perfdata", i]);
         }

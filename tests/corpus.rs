@@ -27,7 +27,8 @@ struct Case {
 
 fn case(name: &str) -> Case {
     let dir = root().join("perf-samples").join(name);
-    let toml: toml::Table = std::fs::read_to_string(dir.join("case.toml")).unwrap().parse().unwrap();
+    let toml: toml::Table =
+        std::fs::read_to_string(dir.join("case.toml")).unwrap().parse().unwrap();
     let s = |k: &str| toml[k].as_str().unwrap().to_string();
     Case { binary: dir.join(s("binary")), perfdata: dir.join(s("perfdata")), kind: s("kind"), dir }
 }
@@ -48,8 +49,18 @@ fn run_profgen(binary: &Path, input: &[&str], opts: &[&str], out: &Path) -> Stri
 }
 
 fn canonical(path: &Path) -> String {
-    let o = Command::new("llvm-profdata-19").args(["merge", "--sample", "--text"]).arg(path).args(["-o", "-"]).output().unwrap();
-    assert!(o.status.success(), "llvm-profdata-19 failed on {}: {}", path.display(), String::from_utf8_lossy(&o.stderr));
+    let o = Command::new("llvm-profdata-19")
+        .args(["merge", "--sample", "--text"])
+        .arg(path)
+        .args(["-o", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "llvm-profdata-19 failed on {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
     String::from_utf8(o.stdout).unwrap()
 }
 
@@ -62,9 +73,21 @@ fn canonical(path: &Path) -> String {
 /// the samples whose stack does not start in the binary.
 fn llvm_profile(c: &Case, opts: &[&str], work: &Path) -> PathBuf {
     let script = work.join("llvm.perfscript");
-    let kind = if c.kind == "lbr-stack" && opts.contains(&"--ignore-stack-samples") { "lbr" } else { c.kind.as_str() };
-    let o = Command::new(root().join("scripts").join("perf-script-for-llvm")).arg(&c.perfdata).arg(kind).output().unwrap();
-    assert!(o.status.success(), "perf-script-for-llvm failed: {}", String::from_utf8_lossy(&o.stderr));
+    let kind = if c.kind == "lbr-stack" && opts.contains(&"--ignore-stack-samples") {
+        "lbr"
+    } else {
+        c.kind.as_str()
+    };
+    let o = Command::new(root().join("scripts").join("perf-script-for-llvm"))
+        .arg(&c.perfdata)
+        .arg(kind)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "perf-script-for-llvm failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     std::fs::write(&script, o.stdout).unwrap();
     let out = work.join("llvm.prof");
     let o = Command::new("llvm-profgen-19")
@@ -115,18 +138,28 @@ fn check(name: &str, label: &str, opts: &[&str], deliberately_different: &[&str]
         std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
         std::fs::write(&golden, &ours).unwrap();
     }
-    let expected = std::fs::read_to_string(&golden).unwrap_or_else(|_| panic!("missing {}; run with PROFGEN_BLESS=1", golden.display()));
+    let expected = std::fs::read_to_string(&golden)
+        .unwrap_or_else(|_| panic!("missing {}; run with PROFGEN_BLESS=1", golden.display()));
     assert_eq!(ours, expected, "{name} {label}: profile differs from {}", golden.display());
 
     if have("llvm-profgen-19") && have("llvm-profdata-19") && have("perf") {
         let theirs = llvm_profile(&c, opts, &work);
         let ours = canonical(&ours_path);
         for f in deliberately_different {
-            assert!(ours.lines().any(|l| l.starts_with(&format!("{f}:"))), "{name} {label}: expected a profile of {f}");
+            assert!(
+                ours.lines().any(|l| l.starts_with(&format!("{f}:"))),
+                "{name} {label}: expected a profile of {f}"
+            );
         }
-        assert_eq!(without_functions(&ours, deliberately_different), without_functions(&canonical(&theirs), deliberately_different), "{name} {label}: differs from llvm-profgen-19");
+        assert_eq!(
+            without_functions(&ours, deliberately_different),
+            without_functions(&canonical(&theirs), deliberately_different),
+            "{name} {label}: differs from llvm-profgen-19"
+        );
     } else {
-        eprintln!("note: llvm-profgen-19/llvm-profdata-19/perf not installed; oracle comparison skipped");
+        eprintln!(
+            "note: llvm-profgen-19/llvm-profdata-19/perf not installed; oracle comparison skipped"
+        );
     }
     let _ = std::fs::remove_dir_all(&work);
 }
@@ -149,31 +182,80 @@ macro_rules! corpus_test {
     };
 }
 
-corpus_test!(ip_inline_pie_leading_ip_only, "ip-inline-pie", "leading-ip-only", ["--leading-ip-only"]);
-corpus_test!(ip_nopie_pipe_zstd_leading_ip_only, "ip-nopie-pipe-zstd", "leading-ip-only", ["--leading-ip-only"]);
+corpus_test!(
+    ip_inline_pie_leading_ip_only,
+    "ip-inline-pie",
+    "leading-ip-only",
+    ["--leading-ip-only"]
+);
+corpus_test!(
+    ip_nopie_pipe_zstd_leading_ip_only,
+    "ip-nopie-pipe-zstd",
+    "leading-ip-only",
+    ["--leading-ip-only"]
+);
 
 // LBR-only (non-CS) profiles from the LBR + call-stack recordings.
 corpus_test!(inline_chain_ignore_stack, "inline_chain", "ignore-stack", ["--ignore-stack-samples"]);
 corpus_test!(recursion_ignore_stack, "recursion", "ignore-stack", ["--ignore-stack-samples"]);
 corpus_test!(shared_lib_ignore_stack, "shared_lib", "ignore-stack", ["--ignore-stack-samples"]);
 // `_start` has no DWARF (crt1.o): llvm-profgen-19 knows functions from DWARF only.
-corpus_test!(switch_table_ignore_stack, "switch_table", "ignore-stack", ["--ignore-stack-samples"], deliberately_different = ["_start"]);
+corpus_test!(
+    switch_table_ignore_stack,
+    "switch_table",
+    "ignore-stack",
+    ["--ignore-stack-samples"],
+    deliberately_different = ["_start"]
+);
 corpus_test!(tailcall_ignore_stack, "tailcall", "ignore-stack", ["--ignore-stack-samples"]);
 corpus_test!(threads_ignore_stack, "threads", "ignore-stack", ["--ignore-stack-samples"]);
 // The forked child inherits the mapping without an mmap event of its own; llvm-profgen-19 only
 // reads processes with such an event (`perf script --pid`) and loses the child's samples
 // (all of child_work, and main's code after the fork in the child).
-corpus_test!(fork_ignore_stack, "fork", "ignore-stack", ["--ignore-stack-samples"], deliberately_different = ["child_work", "main"]);
-corpus_test!(indirect_calls_ignore_stack, "indirect_calls", "ignore-stack", ["--ignore-stack-samples"]);
-corpus_test!(indirect_calls_ignore_stack_update_total, "indirect_calls", "ignore-stack-update-total", ["--ignore-stack-samples", "--update-total-samples"]);
-corpus_test!(switch_table_ignore_stack_fill_zero, "switch_table", "ignore-stack-fill-zero", ["--ignore-stack-samples", "--fill-zero-for-all-funcs"], deliberately_different = ["_start", "_dl_relocate_static_pie"]);
-corpus_test!(tailcall_ignore_stack_trim_cold, "tailcall", "ignore-stack-trim-cold", ["--ignore-stack-samples", "--trim-cold-profile"]);
+corpus_test!(
+    fork_ignore_stack,
+    "fork",
+    "ignore-stack",
+    ["--ignore-stack-samples"],
+    deliberately_different = ["child_work", "main"]
+);
+corpus_test!(
+    indirect_calls_ignore_stack,
+    "indirect_calls",
+    "ignore-stack",
+    ["--ignore-stack-samples"]
+);
+corpus_test!(
+    indirect_calls_ignore_stack_update_total,
+    "indirect_calls",
+    "ignore-stack-update-total",
+    ["--ignore-stack-samples", "--update-total-samples"]
+);
+corpus_test!(
+    switch_table_ignore_stack_fill_zero,
+    "switch_table",
+    "ignore-stack-fill-zero",
+    ["--ignore-stack-samples", "--fill-zero-for-all-funcs"],
+    deliberately_different = ["_start", "_dl_relocate_static_pie"]
+);
+corpus_test!(
+    tailcall_ignore_stack_trim_cold,
+    "tailcall",
+    "ignore-stack-trim-cold",
+    ["--ignore-stack-samples", "--trim-cold-profile"]
+);
 
 // Default options: context-sensitive profiles with the pre-inliner using context sizes.
 corpus_test!(inline_chain_default, "inline_chain", "default", []);
 corpus_test!(recursion_default, "recursion", "default", []);
 corpus_test!(shared_lib_default, "shared_lib", "default", []);
-corpus_test!(switch_table_default, "switch_table", "default", [], deliberately_different = ["_start"]);
+corpus_test!(
+    switch_table_default,
+    "switch_table",
+    "default",
+    [],
+    deliberately_different = ["_start"]
+);
 corpus_test!(tailcall_default, "tailcall", "default", []);
 corpus_test!(threads_default, "threads", "default", []);
 corpus_test!(fork_default, "fork", "default", []);
@@ -186,13 +268,22 @@ corpus_test!(
     optimized_away_zero_cost_only,
     "optimized_away",
     "zero-cost-only",
-    ["--sample-profile-hot-inline-threshold=0", "--csspgo-preinliner-multiplier-for-previous-inlining=1"]
+    [
+        "--sample-profile-hot-inline-threshold=0",
+        "--csspgo-preinliner-multiplier-for-previous-inlining=1"
+    ]
 );
 
 // Line-based CS: llvm-profgen-19 files the head samples of calls made at a discriminated line
 // under the wrong context and doubles the call count (README difference 9), which also makes
 // its pre-inliner inline `accumulate<long>` into main; everything else is identical.
-corpus_test!(cpp_virtual_default, "cpp_virtual", "default", [], deliberately_different = ["_Z10accumulateIlET_PKS0_i", "main"]);
+corpus_test!(
+    cpp_virtual_default,
+    "cpp_virtual",
+    "default",
+    [],
+    deliberately_different = ["_Z10accumulateIlET_PKS0_i", "main"]
+);
 corpus_test!(cpp_virtual_ignore_stack, "cpp_virtual", "ignore-stack", ["--ignore-stack-samples"]);
 
 /// `--skip-symbolization` then `--unsymbolized-profile` gives the direct run's profile.
@@ -213,7 +304,12 @@ fn check_unsymbolized_round_trip(name: &str, opts: &[&str]) {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let again = run_profgen(&c.binary, &["--unsymbolized-profile", raw.to_str().unwrap()], opts, &work.join("again.prof"));
+    let again = run_profgen(
+        &c.binary,
+        &["--unsymbolized-profile", raw.to_str().unwrap()],
+        opts,
+        &work.join("again.prof"),
+    );
     assert_eq!(again, direct, "{name}: the unsymbolized round trip changed the profile");
     let _ = std::fs::remove_dir_all(&work);
 }
@@ -247,11 +343,25 @@ fn check_perfscript_equals_perfdata(name: &str, opts: &[&str]) {
     }
     let c = case(name);
     let work = tempfile_dir(&format!("{name}-perfscript"));
-    let script = Command::new(root().join("scripts/perf-script-for-llvm")).arg(&c.perfdata).arg(&c.kind).output().unwrap();
+    let script = Command::new(root().join("scripts/perf-script-for-llvm"))
+        .arg(&c.perfdata)
+        .arg(&c.kind)
+        .output()
+        .unwrap();
     assert!(script.status.success(), "{}", String::from_utf8_lossy(&script.stderr));
     std::fs::write(work.join("in.perfscript"), &script.stdout).unwrap();
-    let from_data = run_profgen(&c.binary, &["--perfdata", c.perfdata.to_str().unwrap()], opts, &work.join("data.prof"));
-    let from_script = run_profgen(&c.binary, &["--perfscript", work.join("in.perfscript").to_str().unwrap()], opts, &work.join("script.prof"));
+    let from_data = run_profgen(
+        &c.binary,
+        &["--perfdata", c.perfdata.to_str().unwrap()],
+        opts,
+        &work.join("data.prof"),
+    );
+    let from_script = run_profgen(
+        &c.binary,
+        &["--perfscript", work.join("in.perfscript").to_str().unwrap()],
+        opts,
+        &work.join("script.prof"),
+    );
     assert_eq!(from_script, from_data, "{name}: --perfscript and --perfdata profiles differ");
     let _ = std::fs::remove_dir_all(&work);
 }

@@ -29,7 +29,11 @@ fn unwinder_matches_llvm_profgen_unsymbolized_output() {
     assert_eq!(distinct, 5);
     assert_eq!(
         stats.summary(distinct as u64)[1],
-        (1, 5, "of truncated stack samples due to invalid return address, likely caused by frame pointer omission.")
+        (
+            1,
+            5,
+            "of truncated stack samples due to invalid return address, likely caused by frame pointer omission."
+        )
     );
     assert_eq!(stats.dropped_prolog_epilog, 1);
     let mut ours = BTreeMap::new();
@@ -44,6 +48,7 @@ fn unwinder_matches_llvm_profgen_unsymbolized_output() {
 fn cs_line_profile_matches_llvm_profgen() {
     let (code, cc, _, _) = unwind();
     let profile = generate_line_cs(&code, &cc, &CsOptions::default());
-    let ours: BTreeMap<String, FunctionSamples> = profile.functions.iter().map(|(c, f)| (context_string(&c.0), f.clone())).collect();
+    let ours: BTreeMap<String, FunctionSamples> =
+        profile.functions.iter().map(|(c, f)| (context_string(&c.0), f.clone())).collect();
     assert_eq!(ours, read_cs_text(&fixture("cs_line", "llvm-profgen-19.cs.txt")));
 }

@@ -13,7 +13,8 @@ use std::collections::BTreeMap;
 fn unwind() -> (CodeMap, ContextCounters) {
     let code = load_code_map("cs_probe");
     let samples = read_samples(&code, "cs_line", &mut NormalizeStats::default());
-    let mut u = Unwinder::new(&code, UnwindOptions { probe_based: true, ..UnwindOptions::default() });
+    let mut u =
+        Unwinder::new(&code, UnwindOptions { probe_based: true, ..UnwindOptions::default() });
     for (s, n) in &samples {
         u.unwind(s, *n);
     }

@@ -24,7 +24,9 @@ fn unwind(dir: &str, probe_based: bool) -> (CodeMap, ContextCounters) {
 fn key_string(key: &ContextKey) -> String {
     match key {
         ContextKey::Frames(f) => context_string(f),
-        ContextKey::Addrs(a) => a.iter().map(|x| format!("0x{:x}", x.0 - BASE)).collect::<Vec<_>>().join(" @ "),
+        ContextKey::Addrs(a) => {
+            a.iter().map(|x| format!("0x{:x}", x.0 - BASE)).collect::<Vec<_>>().join(" @ ")
+        }
         ContextKey::None => unreachable!(),
     }
 }
@@ -37,8 +39,13 @@ fn by_name(p: &profgen::profile::Profile) -> BTreeMap<String, FunctionSamples> {
 fn unwinder_matches_llvm_profgen_for_line_and_probe_builds() {
     for (dir, probe) in [("cs_tail_line", false), ("cs_tail_probe", true)] {
         let (_, cc) = unwind(dir, probe);
-        let ours: BTreeMap<_, _> = cc.by_context.iter().map(|(k, c)| (key_string(k), render_counters(c))).collect();
-        assert_eq!(ours, read_unsymbolized(&fixture(dir, "llvm-profgen-19.unsymbolized.txt")), "{dir}");
+        let ours: BTreeMap<_, _> =
+            cc.by_context.iter().map(|(k, c)| (key_string(k), render_counters(c))).collect();
+        assert_eq!(
+            ours,
+            read_unsymbolized(&fixture(dir, "llvm-profgen-19.unsymbolized.txt")),
+            "{dir}"
+        );
     }
 }
 
@@ -60,7 +67,10 @@ fn cs_line_profile_with_discriminator_fix_has_no_stray_context() {
     // The 30 real calls land on the unrolled call site's context as head samples, and the
     // call-site count is no longer inflated by an inferred estimate.
     assert_eq!(ours["main:4.2 @ leaf"].head_samples, 30);
-    assert_eq!(ours["main"].body[&profgen::profile::LineLocation::new(4, 2)].call_targets["leaf"], 30);
+    assert_eq!(
+        ours["main"].body[&profgen::profile::LineLocation::new(4, 2)].call_targets["leaf"],
+        30
+    );
 }
 
 #[test]

@@ -53,7 +53,10 @@ fn read_fixture_script(rel: &str) -> (Collected, ScriptReport) {
 fn llvm_hybrid_script() {
     let (c, report) = read_fixture_script("perfscript/noinline-cs-pseudoprobe.perfscript");
     assert_eq!(report.kind, ScriptKind::LbrStack);
-    assert_eq!(c.mmaps, [(Some(1243676), 0x301000, 0, "/home/noinline-cs-pseudoprobe.perfbin".to_string())]);
+    assert_eq!(
+        c.mmaps,
+        [(Some(1243676), 0x301000, 0, "/home/noinline-cs-pseudoprobe.perfbin".to_string())]
+    );
     assert_eq!(c.samples.len(), 3);
     let (ip, repeat, chain, lbr) = &c.samples[0];
     assert_eq!((*ip, *repeat), (0x30179e, 1));
@@ -61,7 +64,9 @@ fn llvm_hybrid_script() {
     assert_eq!(lbr.len(), 16);
     assert_eq!((lbr[0], lbr[15]), ((0x3017cf, 0x30179e), (0x3017cf, 0x30179e)));
     assert!(
-        c.samples[1..].iter().all(|s| s.0 == 0x3017c4 && s.2.len() == 4 && s.3[0] == (0x30177f, 0x3017c4))
+        c.samples[1..]
+            .iter()
+            .all(|s| s.0 == 0x3017c4 && s.2.len() == 4 && s.3[0] == (0x30177f, 0x3017c4))
     );
     assert_eq!((report.branches, report.dropped_samples, report.lines), (48, 0, 19));
     assert!(report.warnings.is_empty());
@@ -74,7 +79,10 @@ fn llvm_lbr_script_with_comments() {
     let path = "/home/multi-process-nocs-noprobe.perfbin".to_string();
     assert_eq!(
         c.mmaps,
-        [(Some(149754), 0x5ffeb3637000, 0x1000, path.clone()), (Some(149755), 0x5caa46c41000, 0x1000, path)]
+        [
+            (Some(149754), 0x5ffeb3637000, 0x1000, path.clone()),
+            (Some(149755), 0x5caa46c41000, 0x1000, path)
+        ]
     );
     let ips: Vec<u64> = c.samples.iter().map(|s| s.0).collect();
     assert_eq!(ips, [0x5ffeb3637150, 0x5caa46c41190, 0x5ffeb3637161]);
@@ -142,7 +150,10 @@ fn real_perf_script_of_shared_lbr_data() {
     // The first sample (after three mmaps and four IP-only samples in ld.so).
     let first_lbr = c.samples.iter().find(|s| !s.3.is_empty()).unwrap();
     assert_eq!(first_lbr.0, 0x5629ec742901);
-    assert_eq!(first_lbr.3[..2], [(0x5629ec7428f4, 0x5629ec742901), (0x5629ec742967, 0x5629ec7428d0)]);
+    assert_eq!(
+        first_lbr.3[..2],
+        [(0x5629ec7428f4, 0x5629ec742901), (0x5629ec742967, 0x5629ec7428d0)]
+    );
 }
 
 /// llvm-profgen's bases from the program headers: (page-aligned vaddr of the first executable
@@ -177,7 +188,8 @@ fn unsymbolized_oracle_round_trip() {
             let rel = format!("unsymbolized/{binary}.{kind}.raw");
             let offset = assert_round_trip(&rel, base, probe);
             assert_eq!(offset.context_sensitive, kind == "hybrid", "{rel}");
-            let absolute = assert_round_trip(&format!("unsymbolized/{binary}.{kind}.abs.raw"), 0, probe);
+            let absolute =
+                assert_round_trip(&format!("unsymbolized/{binary}.{kind}.abs.raw"), 0, probe);
             assert_eq!(offset.by_context, absolute.by_context, "{rel}");
         }
     }
@@ -204,7 +216,10 @@ fn unsymbolized_probe_contexts_are_addresses() {
     let mut keys: Vec<_> = counters.by_context.keys().cloned().collect();
     keys.sort();
     use ContextKey::Addrs;
-    assert_eq!(keys, [Addrs(vec![]), Addrs(vec![Vaddr(0x1799)]), Addrs(vec![Vaddr(0x1799), Vaddr(0x1763)])]);
+    assert_eq!(
+        keys,
+        [Addrs(vec![]), Addrs(vec![Vaddr(0x1799)]), Addrs(vec![Vaddr(0x1799), Vaddr(0x1763)])]
+    );
     let root = &counters.by_context[&Addrs(vec![])];
     assert_eq!(root.branches[&(Vaddr::EXTERNAL, Vaddr(0x1790))], 4);
     let leaf = &counters.by_context[&Addrs(vec![Vaddr(0x1799), Vaddr(0x1763)])];

@@ -41,7 +41,8 @@ fn old_temp_name(out: &Path, pid: u32) -> PathBuf {
 
 fn umask() -> u32 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("Umask:")).expect("Umask in /proc/self/status");
+    let line =
+        status.lines().find(|l| l.starts_with("Umask:")).expect("Umask in /proc/self/status");
     u32::from_str_radix(line["Umask:".len()..].trim(), 8).unwrap()
 }
 
@@ -89,7 +90,8 @@ fn names_the_old_scheme_could_produce_are_left_alone_by_the_binary() {
     let victim = dir.join("victim");
     std::fs::write(&victim, b"precious").unwrap();
     let out = dir.join("app.prof");
-    let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid").unwrap().trim().parse().unwrap();
+    let last: u32 =
+        std::fs::read_to_string("/proc/sys/kernel/ns_last_pid").unwrap().trim().parse().unwrap();
     for pid in last + 1..last + 2001 {
         let planted = old_temp_name(&out, pid);
         if pid % 2 == 0 {

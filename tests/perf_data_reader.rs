@@ -14,9 +14,7 @@ use profgen::input::PerfEvent;
 use profgen::input::perf_data::{PerfData, ReadReport, read_perf_data, read_perf_data_stream};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/perfdata")
-        .join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/perfdata").join(name)
 }
 
 fn blessing() -> bool {
@@ -52,28 +50,13 @@ fn canonical(event: &PerfEvent<'_>) -> String {
                 m.pgoff.0,
                 if m.executable { "x" } else { "-" },
                 m.path,
-                build_id
-                    .map(|id| format!(" build-id={id}"))
-                    .unwrap_or_default()
+                build_id.map(|id| format!(" build-id={id}")).unwrap_or_default()
             )
         }
-        PerfEvent::Comm {
-            pid,
-            tid,
-            exec,
-            name,
-        } => {
-            format!(
-                "COMM {pid}/{tid} {} {name}",
-                if *exec { "exec" } else { "-" }
-            )
+        PerfEvent::Comm { pid, tid, exec, name } => {
+            format!("COMM {pid}/{tid} {} {name}", if *exec { "exec" } else { "-" })
         }
-        PerfEvent::Fork {
-            pid,
-            ppid,
-            tid,
-            ptid,
-        } => format!("FORK {pid}/{tid} {ppid}/{ptid}"),
+        PerfEvent::Fork { pid, ppid, tid, ptid } => format!("FORK {pid}/{tid} {ppid}/{ptid}"),
         PerfEvent::Exit { pid, tid } => format!("EXIT {pid}/{tid}"),
     }
 }
@@ -122,10 +105,7 @@ fn canonical_from_perf_dump(dump: &str) -> Vec<String> {
                 }
                 lines.next();
             }
-            out.push(format!(
-                "SAMPLE {time} {pidtid} {ip} {period} {}",
-                chain.join(",")
-            ));
+            out.push(format!("SAMPLE {time} {pidtid} {ip} {period} {}", chain.join(",")));
         } else if rest.starts_with("MMAP") {
             // MMAP2 10453/10453: [0x55ad2abe7000(0x1000) @ 0x1000 fe:00 10010834 1108658344]: r-xp /tmp/pdfx/loop
             // MMAP -1/0: [0xffffffff81000000(0x120bb08) @ 0xffffffff81000000]: x [kernel.kallsyms]_text
@@ -148,11 +128,7 @@ fn canonical_from_perf_dump(dump: &str) -> Vec<String> {
             ));
         } else if let Some(rest) = rest.strip_prefix("COMM") {
             // COMM exec: loop:10453/10453  |  COMM: perf-exec:10453/10453
-            let exec = if rest.starts_with(" exec") {
-                "exec"
-            } else {
-                "-"
-            };
+            let exec = if rest.starts_with(" exec") { "exec" } else { "-" };
             let rest = rest.split_once(": ").unwrap().1;
             let (name, pidtid) = rest.rsplit_once(':').unwrap();
             out.push(format!("COMM {pidtid} {exec} {name}"));
@@ -198,20 +174,14 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 fn order_from_perf_script(script: &str) -> String {
     let mut out = String::new();
     // Tab-indented lines are callchains (printed in pipe mode whatever -F says).
-    for line in script
-        .lines()
-        .filter(|l| !l.starts_with('\t') && !l.trim().is_empty())
-    {
+    for line in script.lines().filter(|l| !l.starts_with('\t') && !l.trim().is_empty()) {
         let Some((_, rest)) = line.trim_start().split_once(char::is_whitespace) else {
             continue;
         };
         let (time, rest) = rest.trim_start().split_once(':').unwrap();
         let kind = match rest.trim().split([' ', ':', '(']).next().unwrap() {
             "" => format!("SAMPLE {}", time.replace('.', "").parse::<u64>().unwrap()),
-            k => k
-                .trim_start_matches("PERF_RECORD_")
-                .trim_end_matches('2')
-                .to_owned(),
+            k => k.trim_start_matches("PERF_RECORD_").trim_end_matches('2').to_owned(),
         };
         out += &kind;
         out.push('\n');
@@ -254,19 +224,12 @@ fn check_against_perf(name: &str) -> ReadReport {
     assert_eq!(order, expected_order, "{name}: delivery order");
 
     let expected = golden(name, "golden", |f| {
-        sorted(canonical_from_perf_dump(&run_perf(&[
-            "report", "-D", "-i", f,
-        ])))
-        .join("\n")
-            + "\n"
+        sorted(canonical_from_perf_dump(&run_perf(&["report", "-D", "-i", f]))).join("\n") + "\n"
     });
     let (lines, report) = decode(name);
     let expected: Vec<String> = expected.lines().map(str::to_owned).collect();
     let actual = sorted(lines);
-    assert!(
-        expected.iter().any(|l| l.starts_with("SAMPLE")),
-        "{name}: fixture has samples"
-    );
+    assert!(expected.iter().any(|l| l.starts_with("SAMPLE")), "{name}: fixture has samples");
     assert_eq!(actual.len(), expected.len(), "{name}: event count");
     for (a, e) in actual.iter().zip(&expected) {
         assert_eq!(a, e, "{name}");
@@ -282,18 +245,8 @@ fn file_mode_callchains_match_perf() {
     let report = check_against_perf("cpuclock_g.data");
     assert!(!report.pipe_mode);
     assert_eq!(report.info.event_names, ["cpu-clock"]);
-    assert!(
-        report.info.cmdline.iter().any(|a| a == "record"),
-        "{:?}",
-        report.info.cmdline
-    );
-    assert!(
-        report
-            .info
-            .build_ids
-            .iter()
-            .any(|(p, id)| p.ends_with("/loop") && id.len() == 20)
-    );
+    assert!(report.info.cmdline.iter().any(|a| a == "record"), "{:?}", report.info.cmdline);
+    assert!(report.info.build_ids.iter().any(|(p, id)| p.ends_with("/loop") && id.len() == 20));
 }
 
 /// Samples taken in the kernel (a syscall per iteration): kernel frames and context markers are
@@ -306,10 +259,7 @@ fn kernel_frames_are_stripped_like_perf_shows() {
     let (mut kernel_samples, mut user_chains_of_kernel_samples) = (0, 0);
     read_perf_data(&bytes, &path, |e| {
         if let PerfEvent::Sample(s) = e {
-            assert!(
-                s.callchain.iter().all(|a| a.0 < 0xffff_8000_0000_0000),
-                "{s:?}"
-            );
+            assert!(s.callchain.iter().all(|a| a.0 < 0xffff_8000_0000_0000), "{s:?}");
             if s.ip.0 >= 0xffff_8000_0000_0000 {
                 kernel_samples += 1;
                 user_chains_of_kernel_samples += usize::from(s.callchain.len() >= 3);
@@ -318,20 +268,14 @@ fn kernel_frames_are_stripped_like_perf_shows() {
     })
     .unwrap();
     assert!(kernel_samples > 50, "{kernel_samples}");
-    assert!(
-        user_chains_of_kernel_samples > 50,
-        "{user_chains_of_kernel_samples}"
-    );
+    assert!(user_chains_of_kernel_samples > 50, "{user_chains_of_kernel_samples}");
 }
 
 #[test]
 fn mmap2_build_ids_match_perf() {
     let report = check_against_perf("buildid_mmap.data");
     let (lines, _) = decode("buildid_mmap.data");
-    assert!(
-        lines.iter().any(|l| l.contains("/tmp/pdfx/loop build-id=")),
-        "{lines:?}"
-    );
+    assert!(lines.iter().any(|l| l.contains("/tmp/pdfx/loop build-id=")), "{lines:?}");
     assert!(
         report.info.build_ids.is_empty(),
         "perf skips the build-id feature with --buildid-mmap"
@@ -368,9 +312,7 @@ fn two_events_match_perf_and_are_told_apart() {
     let expected = golden("two_events.data", "events", |f| {
         let mut counts = BTreeMap::<String, usize>::new();
         for line in run_perf(&["script", "-F", "event", "-i", f]).lines() {
-            *counts
-                .entry(line.trim().trim_end_matches(':').to_owned())
-                .or_default() += 1;
+            *counts.entry(line.trim().trim_end_matches(':').to_owned()).or_default() += 1;
         }
         counts.iter().map(|(k, v)| format!("{k} {v}\n")).collect()
     });
@@ -379,9 +321,7 @@ fn two_events_match_perf_and_are_told_apart() {
     let mut per_attr = BTreeMap::<String, usize>::new();
     read_perf_data(&bytes, &path, |e| {
         if let PerfEvent::Sample(s) = e {
-            *per_attr
-                .entry(report.info.event_names[s.attr_index].clone())
-                .or_default() += 1;
+            *per_attr.entry(report.info.event_names[s.attr_index].clone()).or_default() += 1;
         }
     })
     .unwrap();
@@ -397,10 +337,7 @@ fn stream_reader_matches_slice_reader() {
         let (expected, expected_report) = decode(name);
         let mut lines = Vec::new();
         // A reader that hands out a few bytes at a time exercises every partial read.
-        let reader = Trickle {
-            data: &bytes,
-            step: 7,
-        };
+        let reader = Trickle { data: &bytes, step: 7 };
         let report = read_perf_data_stream(reader, &path, |e| lines.push(canonical(&e))).unwrap();
         assert_eq!(lines, expected, "{name}");
         assert_eq!(report.samples, expected_report.samples);
@@ -428,12 +365,8 @@ fn split_chunks_decode_to_the_same_events() {
     let bytes = std::fs::read(&path).unwrap();
     let data = PerfData::parse(&bytes, &path).unwrap();
     let mut expected = Vec::new();
-    data.decode(data.data_range(), |e| expected.push(canonical(&e)))
-        .unwrap();
-    assert_eq!(
-        sorted(expected.clone()),
-        sorted(decode("two_events.data").0)
-    );
+    data.decode(data.data_range(), |e| expected.push(canonical(&e))).unwrap();
+    assert_eq!(sorted(expected.clone()), sorted(decode("two_events.data").0));
     let chunks = data.split_data(4);
     assert_eq!(chunks.len(), 4);
     let mut lines = Vec::new();
@@ -483,10 +416,7 @@ fn truncated_pipe_stream_warns() {
     })
     .unwrap();
     let t = report.truncated.expect("truncation reported");
-    assert!(
-        t.to_string().starts_with("input truncated at byte offset "),
-        "{t}"
-    );
+    assert!(t.to_string().starts_with("input truncated at byte offset "), "{t}");
     assert!(t.offset < cut as u64);
     assert_eq!(samples, report.samples);
     assert!(samples > 0);
@@ -501,12 +431,7 @@ fn bit_flips_never_panic() {
         seed ^= seed << 17;
         seed
     };
-    for name in [
-        "cpuclock_g.data",
-        "zstd.data",
-        "pipe_fp.data",
-        "two_events.data",
-    ] {
+    for name in ["cpuclock_g.data", "zstd.data", "pipe_fp.data", "two_events.data"] {
         let path = fixture(name);
         let clean = std::fs::read(&path).unwrap();
         for _ in 0..300 {
@@ -665,20 +590,10 @@ fn any_file_matches_perf() {
         order.push('\n');
     })
     .unwrap();
-    let expected = sorted(canonical_from_perf_dump(&run_perf(&[
-        "report", "-D", "-i", f,
-    ])));
+    let expected = sorted(canonical_from_perf_dump(&run_perf(&["report", "-D", "-i", f])));
     assert_eq!(sorted(lines), expected);
-    let args = [
-        "script",
-        "-F",
-        "pid,time",
-        "--ns",
-        "--show-mmap-events",
-        "--show-task-events",
-        "-i",
-        f,
-    ];
+    let args =
+        ["script", "-F", "pid,time", "--ns", "--show-mmap-events", "--show-task-events", "-i", f];
     assert_eq!(order, order_from_perf_script(&run_perf(&args)));
     eprintln!("{report:?}");
 }

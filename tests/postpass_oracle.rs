@@ -25,16 +25,10 @@ fn parse_context(s: &str) -> Context {
     let mut out = Vec::new();
     for (i, f) in frames.iter().enumerate() {
         if i + 1 == frames.len() {
-            out.push(ContextFrame {
-                func: f.to_string(),
-                loc: LineLocation::default(),
-            });
+            out.push(ContextFrame { func: f.to_string(), loc: LineLocation::default() });
         } else {
             let (name, loc) = f.rsplit_once(':').unwrap();
-            out.push(ContextFrame {
-                func: name.to_string(),
-                loc: parse_loc(loc),
-            });
+            out.push(ContextFrame { func: name.to_string(), loc: parse_loc(loc) });
         }
     }
     Context(out)
@@ -56,11 +50,7 @@ fn read_text(text: &str) -> Profile {
             let (_, fs, loc) = stack.pop().unwrap();
             match stack.last_mut() {
                 Some((_, parent, _)) => {
-                    parent
-                        .callsites
-                        .entry(loc)
-                        .or_default()
-                        .insert(fs.name.clone(), fs);
+                    parent.callsites.entry(loc).or_default().insert(fs.name.clone(), fs);
                 }
                 None => {
                     profile.functions.insert(key.clone().unwrap(), fs);
@@ -68,10 +58,7 @@ fn read_text(text: &str) -> Profile {
             }
         }
     }
-    for line in text
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-    {
+    for line in text.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')) {
         let indent = line.len() - line.trim_start().len();
         let body = line.trim_start();
         if indent == 0 {
@@ -139,13 +126,11 @@ fn context_str(ctx: &Context) -> String {
         .0
         .iter()
         .enumerate()
-        .map(|(i, f)| {
-            if i + 1 == n {
-                f.func.clone()
-            } else {
-                format!("{}:{}", f.func, loc_str(f.loc))
-            }
-        })
+        .map(
+            |(i, f)| {
+                if i + 1 == n { f.func.clone() } else { format!("{}:{}", f.func, loc_str(f.loc)) }
+            },
+        )
         .collect();
     parts.join(" @ ")
 }
@@ -156,14 +141,7 @@ fn write_text(profile: &Profile) -> String {
         for (loc, b) in &fs.body {
             let mut targets: Vec<(&String, &u64)> = b.call_targets.iter().collect();
             targets.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-            write!(
-                out,
-                "{}{}: {}",
-                " ".repeat(indent + 1),
-                loc_str(*loc),
-                b.count
-            )
-            .unwrap();
+            write!(out, "{}{}: {}", " ".repeat(indent + 1), loc_str(*loc), b.count).unwrap();
             for (t, n) in targets {
                 write!(out, " {t}:{n}").unwrap();
             }
@@ -184,22 +162,11 @@ fn write_text(profile: &Profile) -> String {
             }
         }
         if probe {
-            writeln!(
-                out,
-                "{}!CFGChecksum: {}",
-                " ".repeat(indent + 1),
-                fs.checksum.unwrap_or(0)
-            )
-            .unwrap();
+            writeln!(out, "{}!CFGChecksum: {}", " ".repeat(indent + 1), fs.checksum.unwrap_or(0))
+                .unwrap();
         }
         if fs.attributes != 0 {
-            writeln!(
-                out,
-                "{}!Attributes: {}",
-                " ".repeat(indent + 1),
-                fs.attributes
-            )
-            .unwrap();
+            writeln!(out, "{}!Attributes: {}", " ".repeat(indent + 1), fs.attributes).unwrap();
         }
     }
     let mut sorted: Vec<(&Context, &FunctionSamples)> = profile.functions.iter().collect();
@@ -254,20 +221,13 @@ fn contextless_thresholds(profile: &Profile) -> Thresholds {
         entries.push((cutoff, count));
     }
     let at = |p: u128| entries.iter().find(|(c, _)| *c >= p).unwrap().1;
-    Thresholds {
-        hot: at(990000),
-        cold: at(999999),
-        p10_min_count: at(100000),
-    }
+    Thresholds { hot: at(990000), cold: at(999999), p10_min_count: at(100000) }
 }
 
 /// `--use-context-cost-for-preinliner=0`, which every fixture uses (the binary has none of the
 /// profiled functions, so context sizes would be undefined in llvm-profgen).
 fn base_opts() -> PostPassOptions {
-    PostPassOptions {
-        use_context_cost: false,
-        ..Default::default()
-    }
+    PostPassOptions { use_context_cost: false, ..Default::default() }
 }
 
 /// Runs every `name | input | llvm-profgen options` line of `dir/cases.txt`: the input through
@@ -277,10 +237,7 @@ fn run_cases(dir: &str) -> (usize, Vec<String>) {
     let cases = std::fs::read_to_string(format!("{dir}/cases.txt")).unwrap();
     let mut count = 0;
     let mut failures = Vec::new();
-    for line in cases
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-    {
+    for line in cases.lines().filter(|l| !l.trim().is_empty() && !l.starts_with('#')) {
         let fields: Vec<&str> = line.splitn(3, '|').map(str::trim).collect();
         let (name, input, flags) = (fields[0], fields[1], fields[2]);
         let mut profile = read_text(&std::fs::read_to_string(format!("{dir}/{input}")).unwrap());
@@ -318,10 +275,7 @@ fn every_fixture_case_matches_llvm_profgen() {
 /// `--compress-recursion` / `--csprof-max-context-depth` setting.
 fn recursion_sample_context(name: &str) -> Context {
     let text = std::fs::read_to_string(format!("{FIXTURES}/recursion/{name}.expected")).unwrap();
-    let header = text
-        .lines()
-        .find(|l| l.starts_with('[') && l.contains("]:7:"))
-        .unwrap();
+    let header = text.lines().find(|l| l.starts_with('[') && l.contains("]:7:")).unwrap();
     parse_context(&header[1..header.find("]:").unwrap()])
 }
 
@@ -357,10 +311,9 @@ fn non_cs_update_total_samples_matches_llvm_profgen() {
     let text = std::fs::read_to_string(format!("{FIXTURES}/recursion/lbr_only.expected")).unwrap();
     let mut profile = read_text(&text);
     postpass::update_function_samples(&mut profile, true);
-    let want = std::fs::read_to_string(format!(
-        "{FIXTURES}/recursion/lbr_only_update_total.expected"
-    ))
-    .unwrap();
+    let want =
+        std::fs::read_to_string(format!("{FIXTURES}/recursion/lbr_only_update_total.expected"))
+            .unwrap();
     assert_eq!(write_text(&profile), want);
 }
 
@@ -405,10 +358,5 @@ fn opts_from_flags(flags: &str) -> PostPassOptions {
 fn differential_against_generated_cases() {
     let dir = std::env::var("POSTPASS_DIFF_DIR").expect("POSTPASS_DIFF_DIR");
     let (count, failures) = run_cases(&dir);
-    assert!(
-        failures.is_empty(),
-        "{} of {count} failing:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} of {count} failing:\n{}", failures.len(), failures.join("\n"));
 }

@@ -72,17 +72,11 @@ fn read_perf_data(path: &Path) -> PerfData {
     assert_ne!(u64_at(attr, 40) & (1 << 5), 0, "exclude_kernel (cycles:u)");
     assert_eq!(u64_at(attr, 72), 0x9, "branch_sample_type ANY|USER");
     let (data_off, data_size) = (u64_at(&b, 40) as usize, u64_at(&b, 48) as usize);
-    let mut pd = PerfData {
-        features: u64_at(&b, 72),
-        ..Default::default()
-    };
+    let mut pd = PerfData { features: u64_at(&b, 72), ..Default::default() };
     let mut o = data_off;
     while o < data_off + data_size {
         let (kind, size) = (u32_at(&b, o), u16_at(&b, o + 6) as usize);
-        assert!(
-            size >= 8 && o + size <= data_off + data_size,
-            "record at {o}"
-        );
+        assert!(size >= 8 && o + size <= data_off + data_size, "record at {o}");
         let r = &b[o + 8..o + size];
         match kind {
             10 => pd.mmaps.push(Mmap {
@@ -148,20 +142,13 @@ fn read_truth(path: &Path) -> Truth {
         let hex = |s: &str| u64::from_str_radix(s, 16).unwrap();
         match f[0] {
             "binary" => {
-                let name = Path::new(f[4])
-                    .file_name()
-                    .unwrap()
-                    .to_string_lossy()
-                    .into_owned();
+                let name = Path::new(f[4]).file_name().unwrap().to_string_lossy().into_owned();
                 names.insert(f[1].to_string(), name);
             }
             "I" => {
                 let c: u64 = f[3].parse().unwrap();
                 assert!(c > 0);
-                t.insts
-                    .entry(names[f[1]].clone())
-                    .or_default()
-                    .insert(hex(f[2]), c);
+                t.insts.entry(names[f[1]].clone()).or_default().insert(hex(f[2]), c);
             }
             "B" => {
                 t.branch_total += f[5].parse::<u64>().unwrap();
@@ -190,32 +177,20 @@ impl Layout {
         let maps: Vec<_> = pd
             .mmaps
             .iter()
-            .filter(|m| {
-                Path::new(&m.path)
-                    .file_name()
-                    .is_some_and(|n| n.to_string_lossy() == name)
-            })
+            .filter(|m| Path::new(&m.path).file_name().is_some_and(|n| n.to_string_lossy() == name))
             .map(|m| (m.start, m.len, m.pgoff))
             .collect();
         assert!(!maps.is_empty(), "no MMAP2 for {name}");
         let data = std::fs::read(binary).unwrap();
         let obj = object::File::parse(&*data).unwrap();
-        let segments = obj
-            .segments()
-            .map(|s| (s.file_range().0, s.file_range().1, s.address()))
-            .collect();
+        let segments =
+            obj.segments().map(|s| (s.file_range().0, s.file_range().1, s.address())).collect();
         Layout { maps, segments }
     }
     fn vaddr(&self, addr: u64) -> Option<u64> {
-        let &(start, _, pgoff) = self
-            .maps
-            .iter()
-            .find(|&&(s, l, _)| addr >= s && addr < s + l)?;
+        let &(start, _, pgoff) = self.maps.iter().find(|&&(s, l, _)| addr >= s && addr < s + l)?;
         let off = addr - start + pgoff;
-        let &(fo, _, va) = self
-            .segments
-            .iter()
-            .find(|&&(fo, fs, _)| off >= fo && off < fo + fs)?;
+        let &(fo, _, va) = self.segments.iter().find(|&&(fo, fs, _)| off >= fo && off < fo + fs)?;
         Some(off - fo + va)
     }
 }
@@ -225,11 +200,7 @@ fn check_recording(perf_data: &Path, truth: &Path, binary: &Path, period: Option
     let pd = read_perf_data(perf_data);
     let t = read_truth(truth);
     let name = binary.file_name().unwrap().to_string_lossy().into_owned();
-    assert_eq!(
-        pd.samples.len() as u64,
-        t.samples,
-        "sample count in truth header"
-    );
+    assert_eq!(pd.samples.len() as u64, t.samples, "sample count in truth header");
     assert!(pd.comms >= 1 && pd.exits >= 1, "COMM/EXIT records");
     assert_ne!(pd.features & (1 << 2), 0, "HEADER_BUILD_ID feature");
     // The countdown restarts at each sample: the periods add up to the traced instructions,
@@ -237,22 +208,9 @@ fn check_recording(perf_data: &Path, truth: &Path, binary: &Path, period: Option
     let periods: u64 = pd.samples.iter().map(|s| s.period).sum();
     assert!(periods <= t.instructions, "{periods} > {}", t.instructions);
     if let Some(p) = period {
-        let tasks = pd
-            .samples
-            .iter()
-            .map(|s| s.tid)
-            .collect::<HashSet<_>>()
-            .len() as u64
-            + 1;
-        assert!(
-            t.instructions - periods <= tasks * (p + p / 8),
-            "unsampled tail too long"
-        );
-        assert!(
-            pd.samples
-                .iter()
-                .all(|s| s.period >= p - p / 8 && s.period <= p + p / 8)
-        );
+        let tasks = pd.samples.iter().map(|s| s.tid).collect::<HashSet<_>>().len() as u64 + 1;
+        assert!(t.instructions - periods <= tasks * (p + p / 8), "unsampled tail too long");
+        assert!(pd.samples.iter().all(|s| s.period >= p - p / 8 && s.period <= p + p / 8));
     }
     let layout = Layout::new(&pd, binary);
     let insts = &t.insts[&name];
@@ -264,19 +222,13 @@ fn check_recording(perf_data: &Path, truth: &Path, binary: &Path, period: Option
         assert!(s.branches.len() <= 32 && !s.branches.is_empty());
         if let Some(v) = layout.vaddr(s.ip) {
             in_binary += 1;
-            assert!(
-                insts.contains_key(&v),
-                "sample ip {v:#x} never executed per truth"
-            );
+            assert!(insts.contains_key(&v), "sample ip {v:#x} never executed per truth");
         }
         // Newest first: each branch target runs straight to the next (newer) branch source.
         let mut next_from = s.ip;
         for &(from, to) in &s.branches {
             if let (Some(f), Some(tv)) = (layout.vaddr(from), layout.vaddr(to)) {
-                assert!(
-                    branches.contains(&(f, tv)),
-                    "LBR {f:#x}->{tv:#x} not in truth"
-                );
+                assert!(branches.contains(&(f, tv)), "LBR {f:#x}->{tv:#x} not in truth");
                 checked_lbr += 1;
                 if let Some(nf) = layout.vaddr(next_from) {
                     assert!(tv <= nf, "LBR target {tv:#x} after next source {nf:#x}");
@@ -293,16 +245,8 @@ fn check_recording(perf_data: &Path, truth: &Path, binary: &Path, period: Option
     );
 
     if on_path("perf") {
-        for args in [
-            &["script", "-F", "ip,brstack"][..],
-            &["report", "--stdio"][..],
-        ] {
-            let out = Command::new("perf")
-                .args(args)
-                .arg("-i")
-                .arg(perf_data)
-                .output()
-                .unwrap();
+        for args in [&["script", "-F", "ip,brstack"][..], &["report", "--stdio"][..]] {
+            let out = Command::new("perf").args(args).arg("-i").arg(perf_data).output().unwrap();
             assert!(out.status.success(), "perf {args:?} failed");
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(err.trim().is_empty(), "perf {args:?} warned: {err}");
@@ -322,15 +266,8 @@ fn check_recording(perf_data: &Path, truth: &Path, binary: &Path, period: Option
             .current_dir(&dir)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "llvm-profgen-19: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            std::fs::metadata(&prof).unwrap().len() > 0,
-            "empty llvm-profgen profile"
-        );
+        assert!(out.status.success(), "llvm-profgen-19: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(std::fs::metadata(&prof).unwrap().len() > 0, "empty llvm-profgen profile");
         let _ = std::fs::remove_dir_all(&dir);
     }
     in_binary
@@ -374,11 +311,7 @@ fn records_corpus_binary_under_valgrind() {
         .arg(&binary)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains(" samples, 1 process(es), 1 thread(s)"));
     let n = check_recording(&data, &truth, &binary, Some(4999));
     assert!(n > 200, "only {n} samples in the binary");
@@ -405,10 +338,7 @@ fn reports_missing_program() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("profgen-record: error: valgrind exited"),
-        "{err}"
-    );
+    assert!(err.contains("profgen-record: error: valgrind exited"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -440,11 +370,7 @@ fn committed_corpus_cases_are_valid() {
             "probes",
             "kind",
         ] {
-            assert!(
-                toml_value(&toml, key).is_some(),
-                "{}: no {key}",
-                case.display()
-            );
+            assert!(toml_value(&toml, key).is_some(), "{}: no {key}", case.display());
         }
         assert_eq!(toml_value(&toml, "kind").as_deref(), Some("lbr-stack"));
         if toml_value(&toml, "probes").as_deref() == Some("true") {
@@ -467,32 +393,15 @@ fn committed_corpus_cases_are_valid() {
     // Threads and fork are covered by name.
     let threads = read_perf_data(&corpus().join("threads/perf.data"));
     assert_eq!(threads.forks, 1, "one thread created");
+    assert_eq!(threads.samples.iter().map(|s| s.pid).collect::<HashSet<_>>().len(), 1);
     assert_eq!(
-        threads
-            .samples
-            .iter()
-            .map(|s| s.pid)
-            .collect::<HashSet<_>>()
-            .len(),
-        1
-    );
-    assert_eq!(
-        threads
-            .samples
-            .iter()
-            .map(|s| s.tid)
-            .collect::<HashSet<_>>()
-            .len(),
+        threads.samples.iter().map(|s| s.tid).collect::<HashSet<_>>().len(),
         2,
         "both threads sampled"
     );
     let fork = read_perf_data(&corpus().join("fork/perf.data"));
     assert_eq!(
-        fork.samples
-            .iter()
-            .map(|s| s.pid)
-            .collect::<HashSet<_>>()
-            .len(),
+        fork.samples.iter().map(|s| s.pid).collect::<HashSet<_>>().len(),
         2,
         "parent and child sampled"
     );

@@ -21,7 +21,8 @@ fn fixture(rel: &str) -> PathBuf {
 
 /// A fresh, empty scratch directory for one test.
 fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("profgen-robustness-{}-{test}", std::process::id()));
+    let dir =
+        std::env::temp_dir().join(format!("profgen-robustness-{}-{test}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -42,7 +43,12 @@ fn profgen(opts: &[&str], files: &[(&str, &Path)], out: &Path) -> Output {
     }
     cmd.args(["--format", "text", "--output"]).arg(out);
     let output = cmd.output().unwrap();
-    assert!(output.status.code().is_some(), "killed by a signal: {:?}\n{}", output.status, stderr(&output));
+    assert!(
+        output.status.code().is_some(),
+        "killed by a signal: {:?}\n{}",
+        output.status,
+        stderr(&output)
+    );
     assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
     output
 }
@@ -52,7 +58,11 @@ fn stderr(o: &Output) -> String {
 }
 
 /// Runs the pipeline in-process, as `main` does after parsing the command line.
-fn run_lib(opts: &[&str], files: &[(&str, &Path)], out: &Path) -> Result<profgen::driver::RunReport, Error> {
+fn run_lib(
+    opts: &[&str],
+    files: &[(&str, &Path)],
+    out: &Path,
+) -> Result<profgen::driver::RunReport, Error> {
     let mut argv: Vec<std::ffi::OsString> = vec!["profgen".into(), "--no-progress".into()];
     argv.extend(opts.iter().map(Into::into));
     for (opt, path) in files {
@@ -69,7 +79,11 @@ fn assert_bad_input(o: &Output, names: &Path, out: &Path) -> String {
     let err = stderr(o);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.starts_with("profgen: error: "), "{err}");
-    assert!(err.contains(&names.display().to_string()), "error does not name {}: {err}", names.display());
+    assert!(
+        err.contains(&names.display().to_string()),
+        "error does not name {}: {err}",
+        names.display()
+    );
     assert!(!out.exists(), "a failed run left {}", out.display());
     err
 }
@@ -150,7 +164,11 @@ fn small_perf_data_is_complete_and_profiles() {
     let dir = scratch("small");
     let data = write(&dir, "small.data", &small_perf_data());
     let out = dir.join("out.prof");
-    let o = profgen(&[], &[("--binary", &sample("inline_chain/inline_chain")), ("--perfdata", &data)], &out);
+    let o = profgen(
+        &[],
+        &[("--binary", &sample("inline_chain/inline_chain")), ("--perfdata", &data)],
+        &out,
+    );
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(
@@ -187,7 +205,10 @@ fn truncation_at_every_record_boundary_keeps_the_records_before_it() {
                 report.warnings
             );
             assert!(out.exists(), "cut at {cut}: no profile written");
-            assert!(report.samples.used >= last_used, "cut at {cut}: fewer samples than an earlier cut");
+            assert!(
+                report.samples.used >= last_used,
+                "cut at {cut}: fewer samples than an earlier cut"
+            );
             last_used = report.samples.used;
         }
     }
@@ -200,7 +221,10 @@ fn truncation_at_every_record_boundary_keeps_the_records_before_it() {
     let o = profgen(&[], &[("--binary", &binary), ("--perfdata", &data)], &out);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains(&format!("warning: {}: input truncated at byte offset {cut}: ", data.display())),
+        stderr(&o).contains(&format!(
+            "warning: {}: input truncated at byte offset {cut}: ",
+            data.display()
+        )),
         "{}",
         stderr(&o)
     );
@@ -245,20 +269,32 @@ fn bit_flips_end_in_a_profile_or_an_error() {
         let mut bytes = perf_data.clone();
         rng.flip_bits(&mut bytes, 4);
         let data = write(&dir, "flip.data", &bytes);
-        check(run_lib(&[], &[("--binary", &good_binary), ("--perfdata", &data)], &out), &format!("perf.data flip {i}"), &out);
+        check(
+            run_lib(&[], &[("--binary", &good_binary), ("--perfdata", &data)], &out),
+            &format!("perf.data flip {i}"),
+            &out,
+        );
     }
     let data = write(&dir, "good.data", &perf_data);
     for i in 0..60 {
         let mut bytes = binary.clone();
         rng.flip_bits(&mut bytes, 4);
         let bin = write(&dir, "inline_chain", &bytes);
-        check(run_lib(&[], &[("--binary", &bin), ("--perfdata", &data)], &out), &format!("binary flip {i}"), &out);
+        check(
+            run_lib(&[], &[("--binary", &bin), ("--perfdata", &data)], &out),
+            &format!("binary flip {i}"),
+            &out,
+        );
     }
     for i in 0..60 {
         let mut bytes = script.clone();
         rng.flip_bits(&mut bytes, 4);
         let s = write(&dir, "flip.perfscript", &bytes);
-        check(run_lib(&[], &[("--binary", &loop_bin), ("--perfscript", &s)], &out), &format!("perf script flip {i}"), &out);
+        check(
+            run_lib(&[], &[("--binary", &loop_bin), ("--perfscript", &s)], &out),
+            &format!("perf script flip {i}"),
+            &out,
+        );
     }
     for i in 0..60 {
         let mut bytes = raw.clone();
@@ -303,7 +339,10 @@ fn empty_and_junk_files_are_clear_errors() {
     let o = profgen(&[], &[("--binary", &binary), ("--perfdata", &empty)], &out);
     assert_eq!(
         stderr(&o),
-        format!("profgen: error: {}: not a perf.data file: 0 bytes is too short for the 16-byte perf.data header\n", empty.display())
+        format!(
+            "profgen: error: {}: not a perf.data file: 0 bytes is too short for the 16-byte perf.data header\n",
+            empty.display()
+        )
     );
     // An empty perf script identifies no kind (llvm-profgen's text).
     let o = profgen(&[], &[("--binary", &binary), ("--perfscript", &empty)], &out);
@@ -329,7 +368,11 @@ fn missing_files_are_clear_errors() {
     }
     // An output directory that does not exist: the error names the output.
     let nowhere = dir.join("no-such-dir/out.prof");
-    let o = profgen(&[], &[("--binary", &binary), ("--perfdata", &sample("inline_chain/perf.data"))], &nowhere);
+    let o = profgen(
+        &[],
+        &[("--binary", &binary), ("--perfdata", &sample("inline_chain/perf.data"))],
+        &nowhere,
+    );
     assert_bad_input(&o, &nowhere, &nowhere);
 }
 
@@ -337,7 +380,10 @@ fn missing_files_are_clear_errors() {
 fn usage_errors_exit_2() {
     let o = Command::new(PROFGEN).args(["--binary", "x"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    let o = Command::new(PROFGEN).args(["--binary", "x", "--output", "y", "--no-such-option"]).output().unwrap();
+    let o = Command::new(PROFGEN)
+        .args(["--binary", "x", "--output", "y", "--no-such-option"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
 
@@ -413,9 +459,11 @@ fn wrong_binary_says_what_the_input_holds() {
     let (_, _, starts) = record_starts(&full);
     let lib_mmap = starts
         .iter()
-        .position(|&at| u32::from_le_bytes(full[at..at + 4].try_into().unwrap()) == 10 && {
-            let size = usize::from(u16::from_le_bytes([full[at + 6], full[at + 7]]));
-            full[at..at + size].windows(12).any(|w| w == b"libshapes.so")
+        .position(|&at| {
+            u32::from_le_bytes(full[at..at + 4].try_into().unwrap()) == 10 && {
+                let size = usize::from(u16::from_le_bytes([full[at + 6], full[at + 7]]));
+                full[at..at + size].windows(12).any(|w| w == b"libshapes.so")
+            }
         })
         .unwrap();
     let data = write(&dir, "shared.data", &first_records(&full, lib_mmap + 1));
@@ -435,7 +483,8 @@ fn garbage_in_a_perf_script_is_warned_about_or_rejected() {
     let out = dir.join("out.prof");
     let binary = fixture("unsymbolized/loop");
     let mut script = std::fs::read(fixture("unsymbolized/loop.lbr.perfscript")).unwrap();
-    script.extend_from_slice(b"garbage line\n     0xzz 0x1/0x2/P/-/-/0\n\xff\xfe\x00 binary junk\n");
+    script
+        .extend_from_slice(b"garbage line\n     0xzz 0x1/0x2/P/-/-/0\n\xff\xfe\x00 binary junk\n");
     let s = write(&dir, "garbage.perfscript", &script);
     let o = profgen(&[], &[("--binary", &binary), ("--perfscript", &s)], &out);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));

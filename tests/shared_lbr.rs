@@ -17,7 +17,12 @@ fn shared() -> Option<PathBuf> {
 }
 
 fn profgen(args: &[&str], out: &Path) -> (String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_profgen")).args(args).arg("--output").arg(out).output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_profgen"))
+        .args(args)
+        .arg("--output")
+        .arg(out)
+        .output()
+        .unwrap();
     assert!(o.status.success(), "profgen failed: {}", String::from_utf8_lossy(&o.stderr));
     (std::fs::read_to_string(out).unwrap(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
@@ -33,10 +38,17 @@ fn renamed_binary_without_program_dwarf_is_matched_by_build_id_and_profiled_from
     let Some(d) = shared() else { return };
     let w = work("text");
     let (text, stderr) = profgen(
-        &["--perfdata", d.join("propeller_sample_1.perfdata1").to_str().unwrap(), "--binary", d.join("propeller_sample_1.bin").to_str().unwrap(), "--format=text"],
+        &[
+            "--perfdata",
+            d.join("propeller_sample_1.perfdata1").to_str().unwrap(),
+            "--binary",
+            d.join("propeller_sample_1.bin").to_str().unwrap(),
+            "--format=text",
+        ],
         &w.join("out.txt"),
     );
-    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/shared/propeller_sample_1.txt");
+    let golden = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/shared/propeller_sample_1.txt");
     if std::env::var_os("PROFGEN_BLESS").is_some() {
         std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
         std::fs::write(&golden, &text).unwrap();
@@ -56,7 +68,9 @@ fn renamed_binary_without_program_dwarf_is_matched_by_build_id_and_profiled_from
 #[test]
 fn unsymbolized_counters_equal_llvm_profgen_19_given_the_recorded_name() {
     let Some(d) = shared() else { return };
-    if Command::new("llvm-profgen-19").arg("--version").output().is_err() || Command::new("perf").arg("--version").output().is_err() {
+    if Command::new("llvm-profgen-19").arg("--version").output().is_err()
+        || Command::new("perf").arg("--version").output().is_err()
+    {
         eprintln!("note: llvm-profgen-19 or perf missing; skipped");
         return;
     }
@@ -66,7 +80,13 @@ fn unsymbolized_counters_equal_llvm_profgen_19_given_the_recorded_name() {
     std::fs::copy(d.join("propeller_sample_1.bin"), &renamed).unwrap();
     let perfdata = d.join("propeller_sample_1.perfdata1");
     let (ours, _) = profgen(
-        &["--perfdata", perfdata.to_str().unwrap(), "--binary", d.join("propeller_sample_1.bin").to_str().unwrap(), "--skip-symbolization"],
+        &[
+            "--perfdata",
+            perfdata.to_str().unwrap(),
+            "--binary",
+            d.join("propeller_sample_1.bin").to_str().unwrap(),
+            "--skip-symbolization",
+        ],
         &w.join("ours.raw"),
     );
     let o = Command::new("llvm-profgen-19")

@@ -42,11 +42,7 @@ fn func(name: &str, total: u64, head: u64, body: Body) -> FunctionSamples {
 
 fn inline(parent: &mut FunctionSamples, line: u32, discr: u32, callee: FunctionSamples) {
     let name = callee.name.clone();
-    parent
-        .callsites
-        .entry(LineLocation::new(line, discr))
-        .or_default()
-        .insert(name, callee);
+    parent.callsites.entry(LineLocation::new(line, discr)).or_default().insert(name, callee);
 }
 
 fn with_meta(mut fs: FunctionSamples, checksum: Option<u64>, attributes: u32) -> FunctionSamples {
@@ -90,51 +86,27 @@ struct Case {
     sec_flags: [&'static str; 7],
 }
 
-const CS_ARGS: &[&str] = &[
-    "--csspgo-preinliner=0",
-    "--gen-cs-nested-profile=0",
-    "--csprof-merge-cold-context=0",
-];
+const CS_ARGS: &[&str] =
+    &["--csspgo-preinliner=0", "--gen-cs-nested-profile=0", "--csprof-merge-cold-context=0"];
 
 fn line_nested() -> Profile {
-    let mut main = func(
-        "main",
-        420,
-        7,
-        &[(1, 0, 15, &[]), (2, 0, 15, &[("foo", 15)])],
-    );
+    let mut main = func("main", 420, 7, &[(1, 0, 15, &[]), (2, 0, 15, &[("foo", 15)])]);
     let mut foo_profile = func(
         "foo",
         200,
         0,
-        &[
-            (1, 0, 100, &[]),
-            (3, 1, 30, &[("bar", 10), ("baz", 10), ("abc", 20)]),
-        ],
+        &[(1, 0, 100, &[]), (3, 1, 30, &[("bar", 10), ("baz", 10), ("abc", 20)])],
     );
-    inline(
-        &mut foo_profile,
-        3,
-        1,
-        func("bar", 60, 0, &[(1, 0, 60, &[])]),
-    );
+    inline(&mut foo_profile, 3, 1, func("bar", 60, 0, &[(1, 0, 60, &[])]));
     inline(&mut foo_profile, 3, 1, func("baz", 6, 0, &[(0, 0, 6, &[])]));
-    inline(
-        &mut foo_profile,
-        65516,
-        0,
-        func("qux", 1, 0, &[(2, 3, 1, &[])]),
-    );
+    inline(&mut foo_profile, 65516, 0, func("qux", 1, 0, &[(2, 3, 1, &[])]));
     inline(&mut main, 2, 0, foo_profile);
     profile(
         ProfileKind::default(),
         vec![
             ("main", main),
             ("zed", func("zed", 420, 3, &[(1, 0, 5, &[])])),
-            (
-                "bar",
-                func("bar", 100, 9, &[(0, 0, 9, &[]), (1, 0, 0, &[])]),
-            ),
+            ("bar", func("bar", 100, 9, &[(0, 0, 9, &[]), (1, 0, 0, &[])])),
             ("aaa", func("aaa", 0, 0, &[])),
         ],
     )
@@ -146,10 +118,7 @@ struct Lcg(u64);
 
 impl Lcg {
     fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (self.0 >> 33) % n
     }
     fn pick<T: Copy>(&mut self, items: &[T]) -> T {
@@ -160,31 +129,14 @@ impl Lcg {
         self.pick(&[0, 1, 7, 7, 1000, 1 << 33, (1 << 32) + 1, n])
     }
     fn loc(&mut self) -> LineLocation {
-        let line = if self.below(4) == 0 {
-            self.below(0x10000)
-        } else {
-            self.below(20)
-        };
-        let discr = if self.below(3) == 0 {
-            self.below(1 << 20)
-        } else {
-            0
-        };
+        let line = if self.below(4) == 0 { self.below(0x10000) } else { self.below(20) };
+        let discr = if self.below(3) == 0 { self.below(1 << 20) } else { 0 };
         LineLocation::new(line as u32, discr as u32)
     }
 }
 
-const NAMES: &[&str] = &[
-    "a",
-    "ab",
-    "a.b",
-    "b",
-    "_Z3fooi",
-    "_Z3fooil",
-    "foo.llvm.123",
-    "main",
-    "zz_long_name",
-];
+const NAMES: &[&str] =
+    &["a", "ab", "a.b", "b", "_Z3fooi", "_Z3fooil", "foo.llvm.123", "main", "zz_long_name"];
 
 fn random_samples(
     rng: &mut Lcg,
@@ -209,10 +161,7 @@ fn random_samples(
             let (loc, callee) = (rng.loc(), rng.pick(NAMES));
             let mut inlinee = random_samples(rng, callee, depth + 1, probe, attrs);
             inlinee.head_samples = 0;
-            fs.callsites
-                .entry(loc)
-                .or_default()
-                .insert(callee.to_string(), inlinee);
+            fs.callsites.entry(loc).or_default().insert(callee.to_string(), inlinee);
         }
     }
     if probe {
@@ -234,11 +183,7 @@ fn random_nested(seed: u64, kind: ProfileKind, attrs: &[u32]) -> Profile {
             );
         }
     }
-    Profile {
-        kind,
-        functions,
-        symbol_list: None,
-    }
+    Profile { kind, functions, symbol_list: None }
 }
 
 fn random_cs(seed: u64, kind: ProfileKind) -> Profile {
@@ -246,33 +191,19 @@ fn random_cs(seed: u64, kind: ProfileKind) -> Profile {
     let mut functions = std::collections::BTreeMap::new();
     for _ in 0..40 {
         let mut frames: Vec<ContextFrame> = (0..rng.below(4))
-            .map(|_| ContextFrame {
-                func: rng.pick(NAMES).to_string(),
-                loc: rng.loc(),
-            })
+            .map(|_| ContextFrame { func: rng.pick(NAMES).to_string(), loc: rng.loc() })
             .collect();
         let leaf = rng.pick(NAMES);
-        frames.push(ContextFrame {
-            func: leaf.to_string(),
-            loc: LineLocation::default(),
-        });
+        frames.push(ContextFrame { func: leaf.to_string(), loc: LineLocation::default() });
         let mut fs = random_samples(&mut rng, leaf, 3, kind.probe_based, &[0, attr::WAS_INLINED]);
         fs.total_samples = rng.pick(&[0, 5, 5, 100, 1 << 35]);
         functions.insert(Context(frames), fs);
     }
-    Profile {
-        kind,
-        functions,
-        symbol_list: None,
-    }
+    Profile { kind, functions, symbol_list: None }
 }
 
 fn cs_probe_flat() -> Profile {
-    let cs_probe = ProfileKind {
-        context_sensitive: true,
-        probe_based: true,
-        ..Default::default()
-    };
+    let cs_probe = ProfileKind { context_sensitive: true, probe_based: true, ..Default::default() };
     profile(
         cs_probe,
         vec![
@@ -300,12 +231,7 @@ fn cs_probe_flat() -> Profile {
             (
                 "main",
                 with_meta(
-                    func(
-                        "main",
-                        20,
-                        0,
-                        &[(1, 0, 10, &[]), (2, 0, 10, &[("foo", 10)])],
-                    ),
+                    func("main", 20, 0, &[(1, 0, 10, &[]), (2, 0, 10, &[("foo", 10)])]),
                     Some(1234),
                     0,
                 ),
@@ -323,34 +249,15 @@ fn cs_probe_flat() -> Profile {
 }
 
 fn cases() -> Vec<Case> {
-    let probe = ProfileKind {
-        probe_based: true,
-        ..Default::default()
-    };
-    let cs_probe: ProfileKind = ProfileKind {
-        context_sensitive: true,
-        probe_based: true,
-        ..Default::default()
-    };
+    let probe = ProfileKind { probe_based: true, ..Default::default() };
+    let cs_probe: ProfileKind =
+        ProfileKind { context_sensitive: true, probe_based: true, ..Default::default() };
     // A ShouldBeInlined attribute only comes from the pre-inliner, which also marks the profile.
-    let cs_line = ProfileKind {
-        context_sensitive: true,
-        preinlined: true,
-        ..Default::default()
-    };
-    let preinlined = ProfileKind {
-        probe_based: true,
-        preinlined: true,
-        ..Default::default()
-    };
+    let cs_line = ProfileKind { context_sensitive: true, preinlined: true, ..Default::default() };
+    let preinlined = ProfileKind { probe_based: true, preinlined: true, ..Default::default() };
 
     let mut probe_main = with_meta(
-        func(
-            "main",
-            75,
-            5,
-            &[(1, 0, 5, &[]), (2, 0, 15, &[("foo", 15)]), (3, 0, 0, &[])],
-        ),
+        func("main", 75, 5, &[(1, 0, 5, &[]), (2, 0, 15, &[("foo", 15)]), (3, 0, 0, &[])]),
         Some(1111),
         0,
     );
@@ -363,19 +270,12 @@ fn cases() -> Vec<Case> {
         &mut probe_foo,
         5,
         0,
-        with_meta(
-            func("bar", 20, 0, &[(1, 0, 15, &[]), (4, 0, 5, &[])]),
-            Some(72617220756),
-            0,
-        ),
+        with_meta(func("bar", 20, 0, &[(1, 0, 15, &[]), (4, 0, 5, &[])]), Some(72617220756), 0),
     );
     inline(&mut probe_main, 2, 0, probe_foo);
 
-    let mut pre_main = with_meta(
-        func("main", 100, 10, &[(1, 0, 10, &[]), (2, 0, 0, &[])]),
-        Some(1),
-        0,
-    );
+    let mut pre_main =
+        with_meta(func("main", 100, 10, &[(1, 0, 10, &[]), (2, 0, 0, &[])]), Some(1), 0);
     let mut pre_foo = with_meta(
         func("foo", 60, 0, &[(1, 0, 30, &[]), (2, 0, 30, &[("bar", 30)])]),
         Some(2),
@@ -396,11 +296,7 @@ fn cases() -> Vec<Case> {
         &mut pre_main,
         3,
         0,
-        with_meta(
-            func("baz", 40, 0, &[(1, 0, 40, &[])]),
-            Some(4),
-            attr::DUPLICATED_INTO_BASE,
-        ),
+        with_meta(func("baz", 40, 0, &[(1, 0, 40, &[])]), Some(4), attr::DUPLICATED_INTO_BASE),
     );
 
     let mut symbols = line_nested();
@@ -410,10 +306,7 @@ fn cases() -> Vec<Case> {
     let mut uniq_main = func("main", 30, 1, &[(1, 0, 10, &[(uniq, 10)])]);
     inline(&mut uniq_main, 2, 0, func(uniq, 20, 0, &[(1, 0, 20, &[])]));
 
-    let fs = ProfileKind {
-        fs_discriminator: true,
-        ..Default::default()
-    };
+    let fs = ProfileKind { fs_discriminator: true, ..Default::default() };
     vec![
         Case {
             name: "empty",
@@ -448,15 +341,7 @@ fn cases() -> Vec<Case> {
             profile: random_cs(3, cs_probe),
             use_md5: false,
             profgen_args: Some(CS_ARGS),
-            sec_flags: [
-                "{context}",
-                "{}",
-                "{}",
-                "{ordered}",
-                "{}",
-                "{}",
-                "{probe,attr}",
-            ],
+            sec_flags: ["{context}", "{}", "{}", "{ordered}", "{}", "{}", "{probe,attr}"],
         },
         Case {
             name: "line_nested",
@@ -512,10 +397,7 @@ fn cases() -> Vec<Case> {
                 preinlined,
                 vec![
                     ("main", pre_main),
-                    (
-                        "baz",
-                        with_meta(func("baz", 40, 40, &[(1, 0, 40, &[])]), Some(4), 0),
-                    ),
+                    ("baz", with_meta(func("baz", 40, 40, &[(1, 0, 40, &[])]), Some(4), 0)),
                 ],
             ),
             use_md5: false,
@@ -527,15 +409,7 @@ fn cases() -> Vec<Case> {
             profile: cs_probe_flat(),
             use_md5: false,
             profgen_args: Some(CS_ARGS),
-            sec_flags: [
-                "{context}",
-                "{}",
-                "{}",
-                "{ordered}",
-                "{}",
-                "{}",
-                "{probe,attr}",
-            ],
+            sec_flags: ["{context}", "{}", "{}", "{ordered}", "{}", "{}", "{probe,attr}"],
         },
         Case {
             name: "cs_probe_md5",
@@ -547,15 +421,7 @@ fn cases() -> Vec<Case> {
                 "--csprof-merge-cold-context=0",
                 "--use-md5",
             ]),
-            sec_flags: [
-                "{context}",
-                "{fixlenmd5}",
-                "{}",
-                "{ordered}",
-                "{}",
-                "{}",
-                "{probe,attr}",
-            ],
+            sec_flags: ["{context}", "{fixlenmd5}", "{}", "{ordered}", "{}", "{}", "{probe,attr}"],
         },
         Case {
             name: "cs_line",
@@ -597,15 +463,7 @@ fn cases() -> Vec<Case> {
             ),
             use_md5: false,
             profgen_args: Some(CS_ARGS),
-            sec_flags: [
-                "{context,preInlined}",
-                "{}",
-                "{}",
-                "{ordered}",
-                "{}",
-                "{}",
-                "{attr}",
-            ],
+            sec_flags: ["{context,preInlined}", "{}", "{}", "{ordered}", "{}", "{}", "{attr}"],
         },
     ]
 }
@@ -614,9 +472,7 @@ fn cases() -> Vec<Case> {
 // Tool plumbing.
 
 fn on_path(tool: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?)
-        .map(|d| d.join(tool))
-        .find(|p| p.is_file())
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(tool)).find(|p| p.is_file())
 }
 
 fn scratch_dir(name: &str) -> PathBuf {
@@ -627,20 +483,12 @@ fn scratch_dir(name: &str) -> PathBuf {
 
 fn run(cmd: &mut Command) -> (bool, Vec<u8>, String) {
     let out = cmd.output().expect("tool runs");
-    (
-        out.status.success(),
-        out.stdout,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.success(), out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 fn profdata(args: &[&str], input: &Path) -> String {
     let (ok, stdout, stderr) = run(Command::new("llvm-profdata-19").args(args).arg(input));
-    assert!(
-        ok,
-        "llvm-profdata-19 {args:?} {}: {stderr}",
-        input.display()
-    );
+    assert!(ok, "llvm-profdata-19 {args:?} {}: {stderr}", input.display());
     String::from_utf8(stdout).unwrap()
 }
 
@@ -675,11 +523,7 @@ fn golden(case: &str, ext: &str, actual: &[u8]) {
     }
     let expected = std::fs::read(&path)
         .unwrap_or_else(|e| panic!("{}: {e} (PROFGEN_BLESS=1 creates it)", path.display()));
-    assert!(
-        expected == actual,
-        "{case}.{ext} differs from golden {}",
-        path.display()
-    );
+    assert!(expected == actual, "{case}.{ext} differs from golden {}", path.display());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -705,9 +549,7 @@ fn sections(data: &[u8]) -> Vec<[u64; 4]> {
     uleb(data, &mut pos);
     let u64_at = |p: usize| u64::from_le_bytes(data[p..p + 8].try_into().unwrap());
     let n = u64_at(pos) as usize;
-    (0..n)
-        .map(|i| std::array::from_fn(|j| u64_at(pos + 8 + i * 32 + j * 8)))
-        .collect()
+    (0..n).map(|i| std::array::from_fn(|j| u64_at(pos + 8 + i * 32 + j * 8))).collect()
 }
 
 /// The top-level FuncMetadata records as byte strings, sorted.
@@ -758,9 +600,7 @@ fn without_metadata(data: &[u8]) -> Vec<u8> {
 #[test]
 fn writes_match_goldens() {
     for case in cases() {
-        let opts = WriteOptions {
-            use_md5: case.use_md5,
-        };
+        let opts = WriteOptions { use_md5: case.use_md5 };
         let text = encode_profile(&case.profile, OutputFormat::Text, &opts).unwrap();
         let ext = encode_profile(&case.profile, OutputFormat::ExtBinary, &opts).unwrap();
         golden(case.name, "txt", &text);
@@ -792,16 +632,11 @@ fn profdata_reads_what_we_write() {
     }
     let dir = scratch_dir("profdata");
     for case in cases() {
-        let opts = WriteOptions {
-            use_md5: case.use_md5,
-        };
+        let opts = WriteOptions { use_md5: case.use_md5 };
         let txt = dir.join(format!("{}.txt", case.name));
         let ext = dir.join(format!("{}.extbinary", case.name));
-        std::fs::write(
-            &txt,
-            encode_profile(&case.profile, OutputFormat::Text, &opts).unwrap(),
-        )
-        .unwrap();
+        std::fs::write(&txt, encode_profile(&case.profile, OutputFormat::Text, &opts).unwrap())
+            .unwrap();
         std::fs::write(
             &ext,
             encode_profile(&case.profile, OutputFormat::ExtBinary, &opts).unwrap(),
@@ -818,14 +653,7 @@ fn profdata_reads_what_we_write() {
         } else if case.use_md5 {
             let md5 = dir.join(format!("{}.profdata-md5", case.name));
             profdata(
-                &[
-                    "merge",
-                    "--sample",
-                    "--extbinary",
-                    "--use-md5",
-                    "-o",
-                    md5.to_str().unwrap(),
-                ],
+                &["merge", "--sample", "--extbinary", "--use-md5", "-o", md5.to_str().unwrap()],
                 &txt,
             );
             canon(&md5)
@@ -837,12 +665,7 @@ fn profdata_reads_what_we_write() {
             let bin = dir.join(format!("{}.binary", case.name));
             std::fs::write(&bin, raw).unwrap();
             let text_canon = if empty { String::new() } else { canon(&txt) };
-            assert_eq!(
-                canon(&bin),
-                text_canon,
-                "{}: binary (no MD5 form)",
-                case.name
-            );
+            assert_eq!(canon(&bin), text_canon, "{}: binary (no MD5 form)", case.name);
         }
 
         // (b) Section table: llvm-profdata's view equals our header, flags as expected.
@@ -861,10 +684,7 @@ fn profdata_reads_what_we_write() {
             .zip(names)
             .zip(case.sec_flags)
             .map(|((s, name), flags)| {
-                format!(
-                    "{name} - Offset: {}, Size: {}, Flags: {flags}\n",
-                    s[2], s[3]
-                )
+                format!("{name} - Offset: {}, Size: {}, Flags: {flags}\n", s[2], s[3])
             })
             .collect();
         let total: u64 = sections(&bytes).iter().map(|s| s[3]).sum();
@@ -912,17 +732,11 @@ fn llvm_profgen_writes_the_same_bytes() {
         let Some(profgen_args) = case.profgen_args else {
             continue;
         };
-        let opts = WriteOptions {
-            use_md5: case.use_md5,
-        };
+        let opts = WriteOptions { use_md5: case.use_md5 };
         let txt = dir.join(format!("{}.txt", case.name));
         let ours_text = encode_profile(&case.profile, OutputFormat::Text, &opts).unwrap();
         std::fs::write(&txt, &ours_text).unwrap();
-        for format in [
-            OutputFormat::Text,
-            OutputFormat::ExtBinary,
-            OutputFormat::Binary,
-        ] {
+        for format in [OutputFormat::Text, OutputFormat::ExtBinary, OutputFormat::Binary] {
             let fmt = match format {
                 OutputFormat::Text => "text",
                 OutputFormat::ExtBinary => "extbinary",
@@ -944,11 +758,7 @@ fn llvm_profgen_writes_the_same_bytes() {
                 );
                 continue;
             };
-            assert!(
-                ok,
-                "{}: llvm-profgen-19 --format={fmt}: {stderr}",
-                case.name
-            );
+            assert!(ok, "{}: llvm-profgen-19 --format={fmt}: {stderr}", case.name);
             // The density report llvm-profgen printed for this profile equals ours.
             let density_lines: String = stderr
                 .lines()
@@ -958,11 +768,7 @@ fn llvm_profgen_writes_the_same_bytes() {
                 .map(|l| format!("{l}\n"))
                 .collect();
             let ours_density = density_report(&case.profile, &DensityOptions::default());
-            assert_eq!(
-                density_lines, ours_density.warnings,
-                "{}: density",
-                case.name
-            );
+            assert_eq!(density_lines, ours_density.warnings, "{}: density", case.name);
             density_warnings += usize::from(!density_lines.is_empty());
             let theirs = std::fs::read(&out).unwrap();
             if format == OutputFormat::ExtBinary {
@@ -983,10 +789,7 @@ fn llvm_profgen_writes_the_same_bytes() {
         }
     }
     // Each text/extbinary/binary run prints the report; most of our small profiles are sparse.
-    assert!(
-        density_warnings > 10,
-        "only {density_warnings} density warnings seen"
-    );
+    assert!(density_warnings > 10, "only {density_warnings} density warnings seen");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -1006,10 +809,7 @@ fn profile_files_are_replaced_atomically() {
 
     // An unwritable format fails before touching the destination and names it.
     let err = write_profile_file(&cs_probe_flat(), OutputFormat::Binary, &opts, &path).unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        format!("{}: {UNSUPPORTED_FORMAT}", path.display())
-    );
+    assert_eq!(err.to_string(), format!("{}: {UNSUPPORTED_FORMAT}", path.display()));
     assert_eq!(
         std::fs::read(&path).unwrap(),
         encode_profile(&p, OutputFormat::ExtBinary, &opts).unwrap()
@@ -1018,27 +818,16 @@ fn profile_files_are_replaced_atomically() {
     // A destination directory that does not exist: an I/O error naming the path, no leftovers.
     let missing = dir.join("no-such-dir").join("out.prof");
     let err = write_profile_file(&p, OutputFormat::Text, &opts, &missing).unwrap_err();
-    assert!(
-        err.to_string()
-            .starts_with(&format!("{}: ", missing.display())),
-        "{err}"
-    );
-    let leftovers: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
+    assert!(err.to_string().starts_with(&format!("{}: ", missing.display())), "{err}");
+    let leftovers: Vec<_> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(leftovers, [std::ffi::OsString::from("out.prof")]);
 
     // A destination that is a directory cannot be replaced: error, and the temp file is removed.
     let err = write_profile_file(&p, OutputFormat::Text, &opts, &dir).unwrap_err();
-    assert!(
-        err.to_string().starts_with(&format!("{}: ", dir.display())),
-        "{err}"
-    );
-    let leftovers: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .collect();
+    assert!(err.to_string().starts_with(&format!("{}: ", dir.display())), "{err}");
+    let leftovers: Vec<_> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(leftovers, [std::ffi::OsString::from("out.prof")]);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -9,13 +9,16 @@
 
 use libfuzzer_sys::fuzz_target;
 use profgen::addr::Vaddr;
-use profgen::aggregate::unwinder::{NormalizeStats, UnwindOptions, Unwinder, normalize_hybrid_sample};
+use profgen::aggregate::unwinder::{
+    NormalizeStats, UnwindOptions, Unwinder, normalize_hybrid_sample,
+};
 use profgen::binary::{Binary, LoadOptions};
 use std::path::Path;
 use std::sync::OnceLock;
 
 /// A pseudo-probe binary (contexts keyed by addresses) and a DWARF-only one (symbolized frames).
-const BINARIES: [&str; 2] = ["perf-samples/inline_chain/inline_chain", "perf-samples/ip-inline-pie/prog"];
+const BINARIES: [&str; 2] =
+    ["perf-samples/inline_chain/inline_chain", "perf-samples/ip-inline-pie/prog"];
 
 fn binaries() -> &'static [Binary] {
     static LOADED: OnceLock<Vec<Binary>> = OnceLock::new();
@@ -23,7 +26,9 @@ fn binaries() -> &'static [Binary] {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         BINARIES
             .iter()
-            .map(|b| Binary::load(&root.join(b), &LoadOptions::default()).expect("corpus binary loads"))
+            .map(|b| {
+                Binary::load(&root.join(b), &LoadOptions::default()).expect("corpus binary loads")
+            })
             .collect()
     })
 }

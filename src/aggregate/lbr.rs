@@ -2,8 +2,8 @@
 //! counts, and the straight-line code between consecutive entries becomes fall-through ranges,
 //! as llvm-profgen's `computeCounterFromLBR` does.
 
-use super::samples::AggregatedSamples;
 use super::Counters;
+use super::samples::AggregatedSamples;
 use crate::addr::Vaddr;
 use crate::binary::Binary;
 

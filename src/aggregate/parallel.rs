@@ -140,7 +140,8 @@ pub fn aggregate_in_parallel<T>(
     let (tx, rx) = sync_channel::<Batch>(workers * 4);
     let rx = Mutex::new(rx);
     std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers.max(1)).map(|_| scope.spawn(|| work(binary, mode, &rx))).collect();
+        let handles: Vec<_> =
+            (0..workers.max(1)).map(|_| scope.spawn(|| work(binary, mode, &rx))).collect();
         let mut sender = BatchSender { tx, batch: Batch::new(Arc::new(initial_map.clone())) };
         let out = read(&mut sender);
         sender.flush();

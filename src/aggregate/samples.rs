@@ -4,12 +4,12 @@
 //! In: [`Sample`]s and an [`AddressMapper`]. Out: [`AggregatedSamples`], a map from an encoded
 //! sample to its count. Memory grows with the number of distinct samples, not with the input.
 
-use crate::addr::{RuntimeAddr, Vaddr};
-use crate::binary::Binary;
-use crate::input::Sample;
 use super::Counters;
 use super::unwinder::{CodeView, HybridSample, NormalizeStats, normalize_into};
+use crate::addr::{RuntimeAddr, Vaddr};
+use crate::binary::Binary;
 use crate::binary::InstKind;
+use crate::input::Sample;
 use crate::mapping::AddressMap;
 use hashbrown::HashMap;
 
@@ -109,7 +109,10 @@ pub mod key {
             addrs.push(Vaddr(prev));
         }
         let n_stack = n_stack.min(addrs.len());
-        let lbr = addrs[n_stack..].chunks_exact(2).map(|p| Branch { source: p[0], target: p[1] }).collect();
+        let lbr = addrs[n_stack..]
+            .chunks_exact(2)
+            .map(|p| Branch { source: p[0], target: p[1] })
+            .collect();
         addrs.truncate(n_stack);
         HybridSample { stack: addrs, lbr }
     }
@@ -131,7 +134,10 @@ pub mod key {
             encode(&h, &mut k);
             assert_eq!(decode(&k), h);
             // Close addresses take one or two bytes each.
-            let near = HybridSample { stack: vec![Vaddr(0x401000)], lbr: vec![Branch { source: Vaddr(0x401020), target: Vaddr(0x401008) }] };
+            let near = HybridSample {
+                stack: vec![Vaddr(0x401000)],
+                lbr: vec![Branch { source: Vaddr(0x401020), target: Vaddr(0x401008) }],
+            };
             encode(&near, &mut k);
             assert_eq!(k.len(), 1 + 4 + 1 + 1);
             assert_eq!(decode(&k), near);
@@ -213,7 +219,8 @@ impl TranslationCache {
 
     #[inline]
     fn slot(pid: i64, addr: u64) -> usize {
-        let h = (addr ^ (addr >> 14) ^ (pid as u64).wrapping_mul(0x9e37_79b9)).wrapping_mul(0x2545_f491_4f6c_dd1d);
+        let h = (addr ^ (addr >> 14) ^ (pid as u64).wrapping_mul(0x9e37_79b9))
+            .wrapping_mul(0x2545_f491_4f6c_dd1d);
         (h >> 50) as usize & (Self::SLOTS - 1)
     }
 }
@@ -265,7 +272,16 @@ pub struct Aggregator<'b> {
 
 impl<'b> Aggregator<'b> {
     pub fn new(binary: &'b Binary, mode: SampleMode) -> Self {
-        Aggregator { binary, mode, cache: TranslationCache::new(), translated: Vec::new(), hybrid: HybridSample { stack: Vec::new(), lbr: Vec::new() }, key_bytes: Vec::new(), samples: AggregatedSamples::default(), stats: SampleStats::default() }
+        Aggregator {
+            binary,
+            mode,
+            cache: TranslationCache::new(),
+            translated: Vec::new(),
+            hybrid: HybridSample { stack: Vec::new(), lbr: Vec::new() },
+            key_bytes: Vec::new(),
+            samples: AggregatedSamples::default(),
+            stats: SampleStats::default(),
+        }
     }
 
     /// The binary vaddr of `a` if it starts an instruction of the binary, else the external
@@ -328,7 +344,8 @@ impl<'b> Aggregator<'b> {
             }
             let stack_end = translated.len();
             for b in s.branches {
-                let (from, to) = (self.internal(mapper, s.pid, b.from), self.internal(mapper, s.pid, b.to));
+                let (from, to) =
+                    (self.internal(mapper, s.pid, b.from), self.internal(mapper, s.pid, b.to));
                 // External-to-external entries carry nothing (llvm-profgen drops them too).
                 if from != ext || to != ext {
                     translated.extend([from, to]);

@@ -22,8 +22,8 @@
 
 use crate::addr::Vaddr;
 use crate::aggregate::{ContextCounters, ContextKey};
-use crate::binary::{InstKind, SourceFrame};
 use crate::binary::dwarf::base_discriminator;
+use crate::binary::{InstKind, SourceFrame};
 use crate::postpass::{compress_recursion, trim_context};
 use crate::profile::{ContextFrame, LineLocation};
 use std::collections::BTreeSet;
@@ -112,7 +112,8 @@ impl NormalizeStats {
         self.samples = self.samples.saturating_add(other.samples);
         self.leaf_external = self.leaf_external.saturating_add(other.leaf_external);
         self.invalid_return_addrs.extend(other.invalid_return_addrs.iter().copied());
-        self.dropped_prolog_epilog = self.dropped_prolog_epilog.saturating_add(other.dropped_prolog_epilog);
+        self.dropped_prolog_epilog =
+            self.dropped_prolog_epilog.saturating_add(other.dropped_prolog_epilog);
         self.dropped_empty_lbr = self.dropped_empty_lbr.saturating_add(other.dropped_empty_lbr);
     }
 
@@ -120,7 +121,11 @@ impl NormalizeStats {
     /// llvm-profgen's order; `distinct_samples` is the number of aggregated samples.
     pub fn summary(&self, distinct_samples: u64) -> Vec<(u64, u64, &'static str)> {
         vec![
-            (self.leaf_external, self.samples, "of samples have leaf external frame in call stack."),
+            (
+                self.leaf_external,
+                self.samples,
+                "of samples have leaf external frame in call stack.",
+            ),
             (
                 self.invalid_return_addrs.len() as u64,
                 distinct_samples,
@@ -141,8 +146,19 @@ pub fn normalize_hybrid_sample<C: CodeView + ?Sized>(
     repeat: u64,
     stats: &mut NormalizeStats,
 ) -> Option<HybridSample> {
-    let mut out = HybridSample { stack: Vec::with_capacity(raw_stack.len()), lbr: Vec::with_capacity(raw_lbr.len()) };
-    normalize_into(code, raw_stack.iter().copied(), raw_lbr.iter().copied(), repeat, stats, &mut out).then_some(out)
+    let mut out = HybridSample {
+        stack: Vec::with_capacity(raw_stack.len()),
+        lbr: Vec::with_capacity(raw_lbr.len()),
+    };
+    normalize_into(
+        code,
+        raw_stack.iter().copied(),
+        raw_lbr.iter().copied(),
+        repeat,
+        stats,
+        &mut out,
+    )
+    .then_some(out)
 }
 
 /// [`normalize_hybrid_sample`] into a reused `out` (its vectors keep their capacity); false when
@@ -240,10 +256,12 @@ pub struct UnwindStats {
 impl UnwindStats {
     pub fn merge(&mut self, o: &UnwindStats) {
         self.total_branches = self.total_branches.saturating_add(o.total_branches);
-        self.mismatched_ext_call_branches = self.mismatched_ext_call_branches.saturating_add(o.mismatched_ext_call_branches);
+        self.mismatched_ext_call_branches =
+            self.mismatched_ext_call_branches.saturating_add(o.mismatched_ext_call_branches);
         self.paired_ext_addrs = self.paired_ext_addrs.saturating_add(o.paired_ext_addrs);
         self.unpaired_ext_addrs = self.unpaired_ext_addrs.saturating_add(o.unpaired_ext_addrs);
-        self.mismatched_pro_epi_branches = self.mismatched_pro_epi_branches.saturating_add(o.mismatched_pro_epi_branches);
+        self.mismatched_pro_epi_branches =
+            self.mismatched_pro_epi_branches.saturating_add(o.mismatched_pro_epi_branches);
         self.untracked_callsites.extend(o.untracked_callsites.iter().copied());
         self.bogus_traces.extend(o.bogus_traces.iter().copied());
     }
@@ -264,7 +282,11 @@ impl UnwindStats {
                 b,
                 "of branches'source is a call instruction but doesn't match call frame stack, likely due to unwinding error of external frame.",
             ),
-            (self.paired_ext_addrs.saturating_mul(2), b, "of branches containing paired external address."),
+            (
+                self.paired_ext_addrs.saturating_mul(2),
+                b,
+                "of branches containing paired external address.",
+            ),
             (
                 self.unpaired_ext_addrs,
                 b,
@@ -279,7 +301,6 @@ impl UnwindStats {
     }
 }
 
-
 /// llvm-profgen's `inlineContextEqual`: same inline frames except the innermost location;
 /// addresses without line info never match.
 fn inline_context_equal(x: &[SourceFrame], y: &[SourceFrame]) -> bool {
@@ -289,7 +310,11 @@ fn inline_context_equal(x: &[SourceFrame], y: &[SourceFrame]) -> bool {
 /// Symbolized context of a call-site stack (root first, leaf last): every address's inline
 /// frames with base discriminators, recursion-compressed and trimmed except the leaf, whose
 /// location is dropped. Empty when any address lacks line info.
-pub fn expanded_context<C: CodeView + ?Sized>(code: &C, stack: &[Vaddr], opts: &UnwindOptions) -> Vec<ContextFrame> {
+pub fn expanded_context<C: CodeView + ?Sized>(
+    code: &C,
+    stack: &[Vaddr],
+    opts: &UnwindOptions,
+) -> Vec<ContextFrame> {
     let mut frames = Vec::new();
     let fs = code.uses_fs_discriminators();
     for &a in stack {
@@ -348,7 +373,13 @@ impl Trie {
                 f.ranges.clear();
                 f.branches.clear();
             }
-            None => self.frames.push(Frame { addr, parent, children: Vec::new(), ranges: Vec::new(), branches: Vec::new() }),
+            None => self.frames.push(Frame {
+                addr,
+                parent,
+                children: Vec::new(),
+                ranges: Vec::new(),
+                branches: Vec::new(),
+            }),
         }
         id
     }
@@ -407,7 +438,14 @@ pub struct Unwinder<'c, C: CodeView + ?Sized> {
 impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
     pub fn new(code: &'c C, opts: UnwindOptions) -> Self {
         let counters = ContextCounters { context_sensitive: true, ..Default::default() };
-        Unwinder { code, opts, counters, stats: UnwindStats::default(), keys: Default::default(), trie: Trie::default() }
+        Unwinder {
+            code,
+            opts,
+            counters,
+            stats: UnwindStats::default(),
+            keys: Default::default(),
+            trie: Trie::default(),
+        }
     }
 
     pub fn finish(self) -> (ContextCounters, UnwindStats) {
@@ -431,8 +469,16 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         for &a in sample.stack.iter().rev() {
             leaf = trie.child(leaf, a);
         }
-        let mut st = State { trie: &mut trie, leaf, ip: leaf_addr, lbr: &sample.lbr, index: 0, invalid: false };
-        self.stats.total_branches = self.stats.total_branches.saturating_add(sample.lbr.len() as u64);
+        let mut st = State {
+            trie: &mut trie,
+            leaf,
+            ip: leaf_addr,
+            lbr: &sample.lbr,
+            index: 0,
+            invalid: false,
+        };
+        self.stats.total_branches =
+            self.stats.total_branches.saturating_add(sample.lbr.len() as u64);
         while st.index < st.lbr.len() {
             // The range between the newest target and the sample IP is incomplete: skip it.
             if st.index > 0 {
@@ -651,7 +697,12 @@ pub fn unwind_all_with<'s, C: CodeView + Sync + ?Sized, T: Sync>(
             u.finish()
         })
         .reduce(
-            || (ContextCounters { context_sensitive: true, ..Default::default() }, UnwindStats::default()),
+            || {
+                (
+                    ContextCounters { context_sensitive: true, ..Default::default() },
+                    UnwindStats::default(),
+                )
+            },
             |(mut c1, mut s1), (c2, s2)| {
                 c1.merge(c2);
                 s1.merge(&s2);

@@ -66,13 +66,7 @@ pub fn text_sections<'data>(
             .take_while(|(s, _)| *s == idx)
             .map(|(_, sym)| sym.clone())
             .collect();
-        out.push(TextSection {
-            name,
-            addr: section.address(),
-            bytes,
-            skipped,
-            symbols: syms,
-        });
+        out.push(TextSection { name, addr: section.address(), bytes, skipped, symbols: syms });
     }
     Ok(out)
 }
@@ -82,9 +76,7 @@ pub fn capstone(att_syntax: bool) -> Result<Capstone, String> {
     if att_syntax {
         builder = builder.syntax(ArchSyntax::Att);
     }
-    builder
-        .build()
-        .map_err(|e| format!("cannot initialise the disassembler: {e}"))
+    builder.build().map_err(|e| format!("cannot initialise the disassembler: {e}"))
 }
 
 /// One decoded (or undecodable) instruction as the walk reports it.
@@ -108,11 +100,7 @@ pub enum DecodedInsn<'a> {
 pub fn walk_symbol(cs: &Capstone, sec: &TextSection<'_>, i: usize, mut f: impl FnMut(Decoded<'_>)) {
     let sec_end = sec.addr + sec.bytes.len() as u64;
     let start = sec.symbols[i].addr;
-    let next = sec
-        .symbols
-        .get(i + 1)
-        .map_or(sec_end, |s| s.addr)
-        .min(sec_end);
+    let next = sec.symbols.get(i + 1).map_or(sec_end, |s| s.addr).min(sec_end);
     if start < sec.addr {
         return;
     }
@@ -124,11 +112,7 @@ pub fn walk_symbol(cs: &Capstone, sec: &TextSection<'_>, i: usize, mut f: impl F
     while addr < next {
         let rest = &sec.bytes[(addr - sec.addr) as usize..];
         if rest.first() == Some(&0xf0) {
-            f(Decoded {
-                addr,
-                size: 1,
-                insn: DecodedInsn::LockPrefix,
-            });
+            f(Decoded { addr, size: 1, insn: DecodedInsn::LockPrefix });
             addr += 1;
             restart = true;
             continue;
@@ -140,11 +124,7 @@ pub fn walk_symbol(cs: &Capstone, sec: &TextSection<'_>, i: usize, mut f: impl F
         match iter.next() {
             Some(insn) => {
                 let size = insn.len() as u64;
-                f(Decoded {
-                    addr,
-                    size,
-                    insn: DecodedInsn::Insn(&insn),
-                });
+                f(Decoded { addr, size, insn: DecodedInsn::Insn(&insn) });
                 addr += size.max(1);
                 // The next instruction may start with a lock prefix; it is checked above
                 // against the bytes, and capstone's position must follow.
@@ -153,11 +133,7 @@ pub fn walk_symbol(cs: &Capstone, sec: &TextSection<'_>, i: usize, mut f: impl F
                 }
             }
             None => {
-                f(Decoded {
-                    addr,
-                    size: 1,
-                    insn: DecodedInsn::Invalid,
-                });
+                f(Decoded { addr, size: 1, insn: DecodedInsn::Invalid });
                 addr += 1;
                 restart = true;
             }
@@ -211,10 +187,7 @@ pub fn decode(sections: &[TextSection<'_>]) -> Result<Code, String> {
             },
         )
         .collect();
-    let mut code = Code {
-        invalid_bytes: decoded.iter().map(|d| d.1).sum(),
-        ..Code::default()
-    };
+    let mut code = Code { invalid_bytes: decoded.iter().map(|d| d.1).sum(), ..Code::default() };
     let mut insts: Vec<_> = decoded.into_iter().flat_map(|d| d.0).collect();
     // Overlapping symbols can decode an address twice; like llvm-profgen's size map, the last
     // decode wins.
@@ -224,11 +197,7 @@ pub fn decode(sections: &[TextSection<'_>]) -> Result<Code, String> {
     code.addrs = insts.iter().map(|i| i.0).collect();
     code.sizes = insts.iter().map(|i| i.1).collect();
     code.kinds = insts.iter().map(|i| i.2).collect();
-    code.uncond = insts
-        .iter()
-        .filter(|i| i.2.is_unconditional())
-        .map(|i| i.0)
-        .collect();
+    code.uncond = insts.iter().filter(|i| i.2.is_unconditional()).map(|i| i.0).collect();
     code.branch_targets = insts.iter().filter_map(|i| Some((i.0, i.3?))).collect();
     Ok(code)
 }
@@ -238,22 +207,11 @@ fn classify(id: u32, bytes: &[u8], addr: u64) -> (InstKind, Option<u64>) {
     use X86Insn::*;
     let is = |x: X86Insn| id == x as u32;
     if is(X86_INS_CALL) || is(X86_INS_LCALL) {
-        let target = if is(X86_INS_CALL) {
-            direct_target(bytes, addr, 0xe8)
-        } else {
-            None
-        };
+        let target = if is(X86_INS_CALL) { direct_target(bytes, addr, 0xe8) } else { None };
         (InstKind::Call, target)
-    } else if [
-        X86_INS_RET,
-        X86_INS_RETF,
-        X86_INS_RETFQ,
-        X86_INS_IRET,
-        X86_INS_IRETD,
-        X86_INS_IRETQ,
-    ]
-    .iter()
-    .any(|&x| is(x))
+    } else if [X86_INS_RET, X86_INS_RETF, X86_INS_RETFQ, X86_INS_IRET, X86_INS_IRETD, X86_INS_IRETQ]
+        .iter()
+        .any(|&x| is(x))
     {
         (InstKind::Return, None)
     } else if is(X86_INS_JMP) {
@@ -264,9 +222,7 @@ fn classify(id: u32, bytes: &[u8], addr: u64) -> (InstKind, Option<u64>) {
     } else if is(X86_INS_LJMP) {
         (InstKind::IndirectJump, None)
     } else if (X86_INS_JAE as u32..=X86_INS_JS as u32).contains(&id)
-        || [X86_INS_LOOP, X86_INS_LOOPE, X86_INS_LOOPNE, X86_INS_XBEGIN]
-            .iter()
-            .any(|&x| is(x))
+        || [X86_INS_LOOP, X86_INS_LOOPE, X86_INS_LOOPNE, X86_INS_XBEGIN].iter().any(|&x| is(x))
     {
         (InstKind::ConditionalJump, None)
     } else {
@@ -288,10 +244,7 @@ fn direct_target(bytes: &[u8], addr: u64, opcode: u8) -> Option<u64> {
         [a, b, c, d] => i64::from(i32::from_le_bytes([a, b, c, d])),
         _ => return None,
     };
-    Some(
-        addr.wrapping_add(bytes.len() as u64)
-            .wrapping_add(rel as u64),
-    )
+    Some(addr.wrapping_add(bytes.len() as u64).wrapping_add(rel as u64))
 }
 
 /// Legacy prefixes and REX.
@@ -313,10 +266,7 @@ fn full_width_imm(bytes: &[u8], v: u64, width: u32) -> bool {
     let n = (width / 8) as usize;
     width > 8
         && bytes.len() > n
-        && bytes[bytes.len() - n..]
-            .iter()
-            .rev()
-            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
+        && bytes[bytes.len() - n..].iter().rev().fold(0u64, |acc, &b| (acc << 8) | u64::from(b))
             == v
 }
 
@@ -331,10 +281,7 @@ impl Code {
     }
 
     pub fn branch_target(&self, a: u64) -> Option<u64> {
-        self.branch_targets
-            .binary_search_by_key(&a, |b| b.0)
-            .ok()
-            .map(|i| self.branch_targets[i].1)
+        self.branch_targets.binary_search_by_key(&a, |b| b.0).ok().map(|i| self.branch_targets[i].1)
     }
 
     /// Reference §3.4: the first two instructions of every function range, and every return
@@ -386,23 +333,15 @@ impl super::Binary {
     ) -> Result<(), crate::error::Error> {
         let path = self.path();
         let data = super::map_file(path)?;
-        let bad = |what: String| crate::error::Error::BadFile {
-            path: path.to_path_buf(),
-            what,
-        };
-        let io = |source| crate::error::Error::Io {
-            path: path.to_path_buf(),
-            source,
-        };
+        let bad = |what: String| crate::error::Error::BadFile { path: path.to_path_buf(), what };
+        let io = |source| crate::error::Error::Io { path: path.to_path_buf(), source };
         let obj = elf::parse(&data).map_err(bad)?;
         let symbols = elf::symbols(&obj);
         let sections = text_sections(&obj, &symbols).map_err(bad)?;
         let cs = capstone(true).map_err(bad)?;
         write!(w, "\nDisassembly of {}:\n", path.display()).map_err(io)?;
         for sec in &sections {
-            let size = obj
-                .section_by_name(sec.name)
-                .map_or(sec.bytes.len() as u64, |s| s.size());
+            let size = obj.section_by_name(sec.name).map_or(sec.bytes.len() as u64, |s| s.size());
             write!(
                 w,
                 "\nDisassembly of section {} [{:#x}, {:#x}]:\n\n",
@@ -465,10 +404,7 @@ impl super::Binary {
                     &f.func_name
                 };
                 let (line, disc) = if opts.pseudo_probes {
-                    (
-                        super::dwarf::probe_index_from_discriminator(f.discriminator),
-                        0,
-                    )
+                    (super::dwarf::probe_index_from_discriminator(f.discriminator), 0)
                 } else {
                     (f.line_offset, f.discriminator)
                 };
@@ -502,10 +438,7 @@ fn format_insn(insn: &capstone::Insn<'_>) -> String {
         out.push('\t');
         let mut ops = llvm_operands(ops, insn.id().0, mnemonic, insn.bytes());
         // String instructions name the destination segment.
-        if matches!(
-            opcode_byte(insn.bytes()),
-            Some(0x6c | 0x6d | 0xa4..=0xa7 | 0xaa..=0xaf)
-        ) {
+        if matches!(opcode_byte(insn.bytes()), Some(0x6c | 0x6d | 0xa4..=0xa7 | 0xaa..=0xaf)) {
             ops = ops.replace("(%rdi)", "%es:(%rdi)");
         }
         // For register-register xchg (86/87 /r) LLVM prints `rm, reg`, capstone `reg, rm`.
@@ -537,9 +470,7 @@ fn llvm_operands(ops: &str, id: u32, mnemonic: &str, insn_bytes: &[u8]) -> Strin
         _ => 64,
     };
     let is_branch_target = !ops.starts_with('$') && !ops.contains('(') && !ops.contains('%');
-    let relative = [X86Insn::X86_INS_CALL, X86Insn::X86_INS_JMP]
-        .iter()
-        .any(|&x| id == x as u32)
+    let relative = [X86Insn::X86_INS_CALL, X86Insn::X86_INS_JMP].iter().any(|&x| id == x as u32)
         || classify(id, &[], 0).0 == InstKind::ConditionalJump;
     if relative && is_branch_target {
         return ops.to_string();
@@ -551,11 +482,8 @@ fn llvm_operands(ops: &str, id: u32, mnemonic: &str, insn_bytes: &[u8]) -> Strin
         let neg = bytes[i] == b'-';
         let num_at = if neg { i + 1 } else { i };
         let boundary = i == 0 || matches!(bytes[i - 1], b'$' | b' ' | b',' | b':' | b'*');
-        let (radix, digits_at) = if ops[num_at..].starts_with("0x") {
-            (16, num_at + 2)
-        } else {
-            (10, num_at)
-        };
+        let (radix, digits_at) =
+            if ops[num_at..].starts_with("0x") { (16, num_at + 2) } else { (10, num_at) };
         let digits_end = ops[digits_at..]
             .find(|c: char| !c.is_ascii_hexdigit() || (radix == 10 && !c.is_ascii_digit()))
             .map_or(ops.len(), |e| digits_at + e);
@@ -631,10 +559,7 @@ mod tests {
         assert_eq!(kind_of(&[0xf3, 0xc3]), (Return, None));
         assert_eq!(kind_of(&[0xcb]), (Return, None));
         assert_eq!(kind_of(&[0x48, 0xcf]), (Return, None));
-        assert_eq!(
-            kind_of(&[0xe9, 0xfb, 0xff, 0xff, 0xff]),
-            (DirectJump, Some(0x1000))
-        );
+        assert_eq!(kind_of(&[0xe9, 0xfb, 0xff, 0xff, 0xff]), (DirectJump, Some(0x1000)));
         assert_eq!(kind_of(&[0xeb, 0xfe]), (DirectJump, Some(0x1000)));
         assert_eq!(kind_of(&[0xff, 0xe0]), (IndirectJump, None));
         assert_eq!(kind_of(&[0x3e, 0xff, 0xe0]), (IndirectJump, None));
@@ -670,10 +595,7 @@ mod tests {
         let code = decode(std::slice::from_ref(&sec)).unwrap();
         assert_eq!(code.addrs, [0x1000, 0x1001, 0x1003]);
         assert_eq!(code.sizes, [1, 2, 1]);
-        assert_eq!(
-            code.kinds,
-            [InstKind::Other, InstKind::Other, InstKind::Return]
-        );
+        assert_eq!(code.kinds, [InstKind::Other, InstKind::Other, InstKind::Return]);
     }
 
     #[test]
@@ -694,10 +616,7 @@ mod tests {
             }],
         };
         let code = decode(std::slice::from_ref(&sec)).unwrap();
-        assert_eq!(
-            (code.addrs.as_slice(), code.invalid_bytes),
-            (&[0x1002][..], 2)
-        );
+        assert_eq!((code.addrs.as_slice(), code.invalid_bytes), (&[0x1002][..], 2));
     }
 
     #[test]
@@ -710,31 +629,16 @@ mod tests {
             render(&[0x48, 0xc7, 0x44, 0x24, 0x30, 0xff, 0xff, 0xff, 0xff]),
             "movq\t$-1, 48(%rsp)"
         );
-        assert_eq!(
-            render(&[0xb8, 0xff, 0xff, 0xff, 0xff]),
-            "movl\t$4294967295, %eax"
-        );
+        assert_eq!(render(&[0xb8, 0xff, 0xff, 0xff, 0xff]), "movl\t$4294967295, %eax");
         assert_eq!(render(&[0x83, 0xe2, 0xfc]), "andl\t$-4, %edx");
         assert_eq!(render(&[0x66, 0x3d, 0x00, 0xff]), "cmpw\t$65280, %ax");
         assert_eq!(render(&[0xc6, 0x00, 0xff]), "movb\t$-1, (%rax)");
         assert_eq!(render(&[0xd1, 0xfe]), "sarl\t%esi");
-        assert_eq!(
-            render(&[0x48, 0x8d, 0x04, 0x40]),
-            "leaq\t(%rax,%rax,2), %rax"
-        );
-        assert_eq!(
-            render(&[0xff, 0x15, 0x3f, 0x2f, 0, 0]),
-            "callq\t*12095(%rip)"
-        );
-        assert_eq!(
-            render(&[0xf3, 0x48, 0xab]),
-            "rep\t\tstosq\t%rax, %es:(%rdi)"
-        );
+        assert_eq!(render(&[0x48, 0x8d, 0x04, 0x40]), "leaq\t(%rax,%rax,2), %rax");
+        assert_eq!(render(&[0xff, 0x15, 0x3f, 0x2f, 0, 0]), "callq\t*12095(%rip)");
+        assert_eq!(render(&[0xf3, 0x48, 0xab]), "rep\t\tstosq\t%rax, %es:(%rdi)");
         assert_eq!(render(&[0x4c, 0x63, 0x1f]), "movslq\t(%rdi), %r11");
-        assert_eq!(
-            render(&[0xf2, 0x0f, 0x10, 0x47, 0x08]),
-            "movsd\t8(%rdi), %xmm0"
-        );
+        assert_eq!(render(&[0xf2, 0x0f, 0x10, 0x47, 0x08]), "movsd\t8(%rdi), %xmm0");
         // Expected texts from `llvm-mc-19 --disassemble`.
         assert_eq!(render(&[0x48, 0x87, 0xde]), "xchgq\t%rsi, %rbx");
         assert_eq!(render(&[0x48, 0x87, 0xf3]), "xchgq\t%rbx, %rsi");

@@ -107,11 +107,7 @@ struct Resolved<S = Arc<str>> {
 
 impl<S> Default for Resolved<S> {
     fn default() -> Self {
-        Resolved {
-            linkage: None,
-            name: None,
-            decl_line: None,
-        }
+        Resolved { linkage: None, name: None, decl_line: None }
     }
 }
 
@@ -149,7 +145,8 @@ impl DebugInfo {
     /// Reads all DIEs of `obj`. Address ranges below `preferred_base` (code discarded by the
     /// linker) are left out of the address map.
     pub fn load(obj: &Elf<'_>, preferred_base: u64, binary_dir: &Path) -> DebugInfo {
-        let endian = if obj.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
+        let endian =
+            if obj.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
         let unreadable = std::cell::RefCell::new(Vec::new());
         let load = |id: gimli::SectionId| -> Result<Cow<'_, [u8]>, std::convert::Infallible> {
             let data = obj.section_by_name(id.name()).map(|s| super::elf::section_data(&s));
@@ -233,9 +230,8 @@ impl DebugInfo {
             }
             if let Some(e) = r.error {
                 let off = headers[ui].offset().0;
-                info.warnings.push(format!(
-                    "malformed DWARF unit at .debug_info offset {off:#x}: {e}"
-                ));
+                info.warnings
+                    .push(format!("malformed DWARF unit at .debug_info offset {off:#x}: {e}"));
             }
         }
         if let Some(first) = missing_dwo {
@@ -244,10 +240,7 @@ impl DebugInfo {
                  check the .o, .dwo or .dwp path. (first: {first})"
             ));
         }
-        info.addr_map = map
-            .into_iter()
-            .map(|(start, (end, node))| (start, end, node))
-            .collect();
+        info.addr_map = map.into_iter().map(|(start, (end, node))| (start, end, node)).collect();
         info
     }
 
@@ -283,9 +276,7 @@ impl DebugInfo {
             n = self.nodes[n as usize].parent;
             chain.push(n);
         }
-        let leaf_row = self
-            .lines(self.nodes[leaf as usize].unit)
-            .and_then(|t| t.lookup(a));
+        let leaf_row = self.lines(self.nodes[leaf as usize].unit).and_then(|t| t.lookup(a));
         let mut frames = Vec::with_capacity(chain.len());
         for i in (0..chain.len()).rev() {
             let node = &self.nodes[chain[i] as usize];
@@ -329,10 +320,7 @@ impl<'a> Loader<'_, 'a> {
     }
 
     fn unit_containing(&self, off: usize) -> Option<usize> {
-        let i = self
-            .headers
-            .partition_point(|h| h.offset().0 <= off)
-            .checked_sub(1)?;
+        let i = self.headers.partition_point(|h| h.offset().0 <= off).checked_sub(1)?;
         Some(i)
     }
 
@@ -428,9 +416,7 @@ impl<'a> Loader<'_, 'a> {
             names: HashMap::new(),
         };
         loader.parsed_units.insert(index, Rc::new(unit));
-        loader
-            .walk_unit(index, preferred_base, out)
-            .map_err(|e| what(&e))
+        loader.walk_unit(index, preferred_base, out).map_err(|e| what(&e))
     }
 
     fn walk_unit(
@@ -458,27 +444,15 @@ impl<'a> Loader<'_, 'a> {
             while let Some(r) = iter.next()? {
                 ranges.push((r.begin, r.end));
             }
-            let udata = |at: DwAt| {
-                entry
-                    .attr_value(at)
-                    .and_then(|v| v.udata_value())
-                    .unwrap_or(0)
-            };
+            let udata = |at: DwAt| entry.attr_value(at).and_then(|v| v.udata_value()).unwrap_or(0);
             let (call_line, call_discriminator) = if inlined {
-                (
-                    udata(gimli::DW_AT_call_line),
-                    udata(gimli::DW_AT_GNU_discriminator),
-                )
+                (udata(gimli::DW_AT_call_line), udata(gimli::DW_AT_GNU_discriminator))
             } else {
                 (0, 0)
             };
             let resolved = self.resolve(ui, entry.offset(), 0);
             let name = resolved.linkage.or(resolved.name);
-            let parent = if inlined {
-                stack.last().map_or(NO_PARENT, |s| s.1)
-            } else {
-                NO_PARENT
-            };
+            let parent = if inlined { stack.last().map_or(NO_PARENT, |s| s.1) } else { NO_PARENT };
             let node = out.nodes.len() as u32;
             out.nodes.push(Node {
                 name: name.clone(),
@@ -607,9 +581,7 @@ fn parse_line_table(
             let first = table.rows.get(seq_start).map(|r| r.addr);
             match first {
                 Some(low) if low < row.address() => {
-                    table
-                        .sequences
-                        .push((low, row.address(), seq_start, table.rows.len()));
+                    table.sequences.push((low, row.address(), seq_start, table.rows.len()));
                     seq_start = table.rows.len();
                 }
                 _ => table.rows.truncate(seq_start),
@@ -652,11 +624,7 @@ pub fn is_probe_discriminator(raw: u32) -> bool {
 /// `PseudoProbeDwarfDiscriminator::extractProbeIndex`: bits 18:3, or 15:3 when bits 18:16 hold a
 /// DWARF base discriminator.
 pub fn probe_index_from_discriminator(raw: u32) -> u32 {
-    if raw & PROBE_HAS_DWARF_BASE != 0 {
-        (raw >> 3) & 0x1fff
-    } else {
-        (raw >> 3) & 0xffff
-    }
+    if raw & PROBE_HAS_DWARF_BASE != 0 { (raw >> 3) & 0x1fff } else { (raw >> 3) & 0xffff }
 }
 
 /// Duplication factor (unroll/vectorization copies) of a raw DWARF discriminator
@@ -677,11 +645,7 @@ fn prefix_decode(u: u32) -> u32 {
         return 0;
     }
     let u = u >> 1;
-    if u & 0x20 != 0 {
-        ((u >> 1) & 0xfe0) | (u & 0x1f)
-    } else {
-        u & 0x1f
-    }
+    if u & 0x20 != 0 { ((u >> 1) & 0xfe0) | (u & 0x1f) } else { u & 0x1f }
 }
 
 /// `FunctionSamples::getCanonicalFnName(name, "selected")` with `.__uniq.` suffixes kept:
@@ -719,11 +683,7 @@ mod tests {
     /// LLVM's `DILocation::encodeDiscriminator(BD, DF, 0)`.
     fn encode(bd: u32, df: u32) -> u32 {
         let prefix = |u: u32| {
-            if u > 0x1f {
-                ((u & 0xfe0) << 1) | (u & 0x1f) | 0x20
-            } else {
-                u
-            }
+            if u > 0x1f { ((u & 0xfe0) << 1) | (u & 0x1f) | 0x20 } else { u }
         };
         let component = |c: u32| if c == 0 { 1 } else { prefix(c) << 1 };
         let bits = |c: u32| {
@@ -735,11 +695,7 @@ mod tests {
                 7
             }
         };
-        if df == 0 {
-            component(bd)
-        } else {
-            component(bd) | (component(df) << bits(bd))
-        }
+        if df == 0 { component(bd) } else { component(bd) | (component(df) << bits(bd)) }
     }
 
     #[test]
@@ -753,16 +709,7 @@ mod tests {
         assert_eq!(probe_index_from_discriminator(0x1b23_0017), 2);
         assert_eq!(base_discriminator(0x0b23_0017, false), 0x6002);
         assert_eq!(encode(3, 8), 2054);
-        for (bd, df) in [
-            (0, 0),
-            (1, 0),
-            (3, 8),
-            (0, 2),
-            (40, 0),
-            (40, 3),
-            (31, 100),
-            (4000, 7),
-        ] {
+        for (bd, df) in [(0, 0), (1, 0), (3, 8), (0, 2), (40, 0), (40, 3), (31, 100), (4000, 7)] {
             let raw = encode(bd, df);
             assert_eq!(base_discriminator(raw, false), bd, "{raw}");
             assert_eq!(duplication_factor(raw, false), df.max(1), "{raw}");

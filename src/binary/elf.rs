@@ -33,9 +33,7 @@ pub fn parse(data: &[u8]) -> Result<Elf<'_>, String> {
     let elf = Elf::parse(data).map_err(|e| format!("not a valid 64-bit ELF image: {e}"))?;
     let machine = elf.elf_header().e_machine(elf.endian());
     if machine != elf::EM_X86_64 {
-        return Err(format!(
-            "unsupported ELF machine {machine} (only x86-64 is supported)"
-        ));
+        return Err(format!("unsupported ELF machine {machine} (only x86-64 is supported)"));
     }
     Ok(elf)
 }
@@ -109,9 +107,7 @@ pub fn symbols<'data>(elf: &Elf<'data>) -> Vec<Symbol<'data>> {
             continue;
         };
         let name = if sym.kind() == SymbolKind::Section {
-            elf.section_by_index(section)
-                .ok()
-                .and_then(|s| s.name().ok())
+            elf.section_by_index(section).ok().and_then(|s| s.name().ok())
         } else {
             sym.name().ok()
         };
@@ -146,7 +142,8 @@ pub fn section_data<'data>(
 ) -> Result<std::borrow::Cow<'data, [u8]>, String> {
     let compressed = section.compressed_data().map_err(|e| e.to_string())?;
     let limit = (compressed.data.len() as u64).saturating_mul(MAX_COMPRESSION_RATIO);
-    if compressed.format != object::CompressionFormat::None && compressed.uncompressed_size > limit {
+    if compressed.format != object::CompressionFormat::None && compressed.uncompressed_size > limit
+    {
         return Err(format!(
             "compressed section claims {} bytes uncompressed from {} bytes (more than {MAX_COMPRESSION_RATIO}:1)",
             compressed.uncompressed_size,

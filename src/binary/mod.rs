@@ -60,10 +60,7 @@ pub enum InstKind {
 impl InstKind {
     /// llvm-profgen's `UncondSet`: calls, returns and direct unconditional jumps.
     pub fn is_unconditional(self) -> bool {
-        matches!(
-            self,
-            InstKind::Call | InstKind::Return | InstKind::DirectJump
-        )
+        matches!(self, InstKind::Call | InstKind::Return | InstKind::DirectJump)
     }
     /// llvm-profgen's `addressIsTransfer`.
     pub fn is_transfer(self) -> bool {
@@ -146,10 +143,7 @@ pub struct LoadOptions {
 }
 
 pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap, Error> {
-    let io = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io = |source| Error::Io { path: path.to_path_buf(), source };
     let file = std::fs::File::open(path).map_err(io)?;
     // SAFETY: the file is only read; a concurrent truncation by another process is outside what
     // profgen can defend against (as for every mmap-based reader).
@@ -173,12 +167,9 @@ impl Binary {
         let base = elf_info.preferred_base.0;
         let dbg_data = opts.debug_binary.as_deref().map(map_file).transpose()?;
         let dbg_obj = match (&dbg_data, &opts.debug_binary) {
-            (Some(data), Some(dbg_path)) => {
-                Some(elf::parse(data).map_err(|what| Error::BadFile {
-                    path: dbg_path.clone(),
-                    what,
-                })?)
-            }
+            (Some(data), Some(dbg_path)) => Some(
+                elf::parse(data).map_err(|what| Error::BadFile { path: dbg_path.clone(), what })?,
+            ),
             _ => None,
         };
         // Disassembly and DWARF are independent; each is the bulk of the loading time.
@@ -192,20 +183,13 @@ impl Binary {
         );
         let mut code = code.map_err(bad)?;
         let dwarf_path = opts.debug_binary.as_deref().unwrap_or(path);
-        let mut warnings: Vec<String> = debug
-            .warnings
-            .iter()
-            .map(|w| format!("{}: {w}", dwarf_path.display()))
-            .collect();
+        let mut warnings: Vec<String> =
+            debug.warnings.iter().map(|w| format!("{}: {w}", dwarf_path.display())).collect();
 
         let (functions, mut func_ranges) =
             build_functions(&debug.subprograms, &symbols, &sections, base);
         mark_entries(&functions, &mut func_ranges, &sections);
-        warnings.extend(no_entry_warning(
-            &debug.subprograms,
-            &functions,
-            &func_ranges,
-        ));
+        warnings.extend(no_entry_warning(&debug.subprograms, &functions, &func_ranges));
         code.compute_prolog_epilog(func_ranges.iter().map(|r| r.start.0));
 
         let probes = if opts.use_dwarf_correlation {
@@ -215,9 +199,7 @@ impl Binary {
         };
         let fs_discriminators = symbols.iter().any(|s| {
             s.name == "__llvm_fs_discriminator__"
-                && obj
-                    .section_by_index(s.section)
-                    .is_ok_and(|sec| !elf::is_exec_section(&sec))
+                && obj.section_by_index(s.section).is_ok_and(|sec| !elf::is_exec_section(&sec))
         });
         Ok(Binary {
             path: path.to_path_buf(),
@@ -278,17 +260,12 @@ impl Binary {
         self.code.index_of(a.0).map(|i| self.code.kinds[i])
     }
     pub fn inst_size(&self, a: Vaddr) -> Option<u64> {
-        self.code
-            .index_of(a.0)
-            .map(|i| u64::from(self.code.sizes[i]))
+        self.code.index_of(a.0).map(|i| u64::from(self.code.sizes[i]))
     }
     /// Start addresses of all decoded instructions within [start, end] (inclusive), ascending.
     pub fn insts_in(&self, start: Vaddr, end: Vaddr) -> impl Iterator<Item = Vaddr> + '_ {
         let first = self.code.lower_bound(start.0);
-        self.code.addrs[first..]
-            .iter()
-            .take_while(move |&&a| a <= end.0)
-            .map(|&a| Vaddr(a))
+        self.code.addrs[first..].iter().take_while(move |&&a| a <= end.0).map(|&a| Vaddr(a))
     }
     /// The first instruction after `a`.
     pub fn next_inst(&self, a: Vaddr) -> Option<Vaddr> {
@@ -333,10 +310,7 @@ impl Binary {
         &self.func_ranges
     }
     fn func_range_index(&self, a: Vaddr) -> Option<usize> {
-        let i = self
-            .func_ranges
-            .partition_point(|r| r.start <= a)
-            .checked_sub(1)?;
+        let i = self.func_ranges.partition_point(|r| r.start <= a).checked_sub(1)?;
         (a < self.func_ranges[i].end).then_some(i)
     }
     /// The function range containing `a`.
@@ -345,10 +319,7 @@ impl Binary {
     }
     /// The function range starting exactly at `a`.
     pub fn func_range_at_start(&self, a: Vaddr) -> Option<&FuncRange> {
-        let i = self
-            .func_ranges
-            .binary_search_by_key(&a, |r| r.start)
-            .ok()?;
+        let i = self.func_ranges.binary_search_by_key(&a, |r| r.start).ok()?;
         Some(&self.func_ranges[i])
     }
     /// Inline frames of the instruction at `a`, outermost first; empty when `a` has no line info
@@ -376,11 +347,7 @@ impl Binary {
             return stacks[idx - first].clone();
         }
         let frames = self.compute_inline_stack(a);
-        if frames.is_empty() {
-            self.empty_stack.clone()
-        } else {
-            Arc::from(frames)
-        }
+        if frames.is_empty() { self.empty_stack.clone() } else { Arc::from(frames) }
     }
     fn compute_inline_stack(&self, a: Vaddr) -> Vec<SourceFrame> {
         if let Some(debug) = &self.debug
@@ -471,20 +438,13 @@ struct FunctionsBuilder {
 impl FunctionsBuilder {
     fn add(&mut self, name: &Arc<str>, source: FuncSource, start: u64, end: u64) {
         let functions = &mut self.functions;
-        let id = *self
-            .by_name
-            .entry((name.clone(), source == FuncSource::Symbol))
-            .or_insert_with(|| {
-                functions.push(Function {
-                    name: name.clone(),
-                    ranges: Vec::new(),
-                    source,
-                });
+        let id = *self.by_name.entry((name.clone(), source == FuncSource::Symbol)).or_insert_with(
+            || {
+                functions.push(Function { name: name.clone(), ranges: Vec::new(), source });
                 FuncId((functions.len() - 1) as u32)
-            });
-        functions[id.0 as usize]
-            .ranges
-            .push((Vaddr(start), Vaddr(end)));
+            },
+        );
+        functions[id.0 as usize].ranges.push((Vaddr(start), Vaddr(end)));
         // First DIE wins on a duplicate start.
         if self.starts.insert(start, ()).is_none() {
             self.ranges.push(FuncRange {
@@ -504,11 +464,7 @@ fn no_entry_warning(
     functions: &[Function],
     ranges: &[FuncRange],
 ) -> Option<String> {
-    let total = subprograms
-        .iter()
-        .map(|s| &s.name)
-        .collect::<hashbrown::HashSet<_>>()
-        .len();
+    let total = subprograms.iter().map(|s| &s.name).collect::<hashbrown::HashSet<_>>().len();
     let at_start = |a: Vaddr| {
         let i = ranges.binary_search_by_key(&a, |r| r.start).ok()?;
         Some(&ranges[i])
@@ -516,11 +472,7 @@ fn no_entry_warning(
     let missing = functions
         .iter()
         .filter(|f| f.source == FuncSource::Dwarf)
-        .filter(|f| {
-            !f.ranges
-                .iter()
-                .any(|r| at_start(r.0).is_some_and(|fr| fr.is_entry))
-        })
+        .filter(|f| !f.ranges.iter().any(|r| at_start(r.0).is_some_and(|fr| fr.is_entry)))
         .count();
     (missing > 0).then(|| {
         format!(
@@ -539,11 +491,7 @@ fn mark_entries(
     ranges: &mut [FuncRange],
     sections: &[disasm::TextSection<'_>],
 ) {
-    for sym in sections
-        .iter()
-        .filter(|s| !s.skipped)
-        .flat_map(|s| &s.symbols)
-    {
+    for sym in sections.iter().filter(|s| !s.skipped).flat_map(|s| &s.symbols) {
         let i = ranges.partition_point(|r| r.start.0 <= sym.addr);
         let Some(r) = i.checked_sub(1).map(|i| &mut ranges[i]) else {
             continue;
@@ -568,29 +516,17 @@ mod tests {
     fn no_entry_warning_counts_dwarf_functions_without_entry_range() {
         let name = |s: &str| Arc::<str>::from(s);
         let subprograms = [
-            dwarf::Subprogram {
-                name: name("foo"),
-                ranges: vec![(0x10, 0x20), (0x40, 0x50)],
-            },
-            dwarf::Subprogram {
-                name: name("bar"),
-                ranges: vec![(0x20, 0x30)],
-            },
+            dwarf::Subprogram { name: name("foo"), ranges: vec![(0x10, 0x20), (0x40, 0x50)] },
+            dwarf::Subprogram { name: name("bar"), ranges: vec![(0x20, 0x30)] },
             // All ranges dropped (below the base), still counted by llvm-profgen.
-            dwarf::Subprogram {
-                name: name("gone"),
-                ranges: vec![(0x0, 0x8)],
-            },
+            dwarf::Subprogram { name: name("gone"), ranges: vec![(0x0, 0x8)] },
         ];
         let func = |n: &str, ranges: &[(u64, u64)]| Function {
             name: name(n),
             ranges: ranges.iter().map(|&(s, e)| (Vaddr(s), Vaddr(e))).collect(),
             source: FuncSource::Dwarf,
         };
-        let functions = [
-            func("foo", &[(0x10, 0x20), (0x40, 0x50)]),
-            func("bar", &[(0x20, 0x30)]),
-        ];
+        let functions = [func("foo", &[(0x10, 0x20), (0x40, 0x50)]), func("bar", &[(0x20, 0x30)])];
         let range = |s: u64, e: u64, f: u32, is_entry: bool| FuncRange {
             start: Vaddr(s),
             end: Vaddr(e),

@@ -109,28 +109,18 @@ struct Cursor<'a> {
 
 impl Cursor<'_> {
     fn err(&self, what: &str) -> String {
-        format!(
-            "malformed {} at section offset {}: {what}",
-            self.section, self.pos
-        )
+        format!("malformed {} at section offset {}: {what}", self.section, self.pos)
     }
     fn u8(&mut self) -> Result<u8, String> {
-        let b = *self
-            .data
-            .get(self.pos)
-            .ok_or_else(|| self.err("unexpected end"))?;
+        let b = *self.data.get(self.pos).ok_or_else(|| self.err("unexpected end"))?;
         self.pos += 1;
         Ok(b)
     }
     fn u64(&mut self) -> Result<u64, String> {
-        let bytes = self
-            .data
-            .get(self.pos..self.pos + 8)
-            .ok_or_else(|| self.err("unexpected end"))?;
+        let bytes =
+            self.data.get(self.pos..self.pos + 8).ok_or_else(|| self.err("unexpected end"))?;
         self.pos += 8;
-        Ok(u64::from_le_bytes(
-            bytes.try_into().map_err(|_| self.err("unexpected end"))?,
-        ))
+        Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| self.err("unexpected end"))?))
     }
     fn uleb(&mut self) -> Result<u64, String> {
         let mut value = 0u64;
@@ -200,20 +190,12 @@ impl Decoder<'_> {
             {
                 self.last_addr = start;
             }
-            self.add_node(InlineNode {
-                guid,
-                parent,
-                callsite: 0,
-            })
+            self.add_node(InlineNode { guid, parent, callsite: 0 })
         } else {
             match self.children.get(&(parent, guid, site)) {
                 Some(&n) => n,
                 None => {
-                    let n = self.add_node(InlineNode {
-                        guid,
-                        parent,
-                        callsite: site,
-                    });
+                    let n = self.add_node(InlineNode { guid, parent, callsite: site });
                     self.children.insert((parent, guid, site), n);
                     n
                 }
@@ -243,11 +225,8 @@ impl Decoder<'_> {
                     raw
                 }
             };
-            let discriminator = if attr & ATTR_HAS_DISCRIMINATOR != 0 {
-                self.cur.uleb32()?
-            } else {
-                0
-            };
+            let discriminator =
+                if attr & ATTR_HAS_DISCRIMINATOR != 0 { self.cur.uleb32()? } else { 0 };
             if attr & ATTR_SENTINEL == 0 {
                 self.probes.push(Probe {
                     addr: Vaddr(addr),
@@ -274,11 +253,7 @@ impl Decoder<'_> {
 }
 
 fn parse_descs(data: &[u8]) -> Result<Vec<FuncDesc>, String> {
-    let mut cur = Cursor {
-        data,
-        pos: 0,
-        section: ".pseudo_probe_desc",
-    };
+    let mut cur = Cursor { data, pos: 0, section: ".pseudo_probe_desc" };
     let mut descs = Vec::new();
     while !cur.at_end() {
         let guid = cur.u64()?;
@@ -291,11 +266,7 @@ fn parse_descs(data: &[u8]) -> Result<Vec<FuncDesc>, String> {
         let end = end.ok_or_else(|| cur.err("function name runs past the section end"))?;
         let name = String::from_utf8_lossy(&data[cur.pos..end]);
         cur.pos = end;
-        descs.push(FuncDesc {
-            guid,
-            hash,
-            name: Arc::from(name.as_ref()),
-        });
+        descs.push(FuncDesc { guid, hash, name: Arc::from(name.as_ref()) });
     }
     descs.sort_by_key(|d| d.guid);
     descs.dedup_by_key(|d| d.guid);
@@ -305,13 +276,13 @@ fn parse_descs(data: &[u8]) -> Result<Vec<FuncDesc>, String> {
 impl ProbeInfo {
     /// Decodes the probe sections; `None` unless both exist.
     pub fn load(obj: &Elf<'_>) -> Result<Option<ProbeInfo>, String> {
-        let (Some(desc), Some(probe)) = (
-            obj.section_by_name(".pseudo_probe_desc"),
-            obj.section_by_name(".pseudo_probe"),
-        ) else {
+        let (Some(desc), Some(probe)) =
+            (obj.section_by_name(".pseudo_probe_desc"), obj.section_by_name(".pseudo_probe"))
+        else {
             return Ok(None);
         };
-        let desc = super::elf::section_data(&desc).map_err(|e| format!(".pseudo_probe_desc: {e}"))?;
+        let desc =
+            super::elf::section_data(&desc).map_err(|e| format!(".pseudo_probe_desc: {e}"))?;
         let probe = super::elf::section_data(&probe).map_err(|e| format!(".pseudo_probe: {e}"))?;
         // Every symbol, as llvm-profgen's `populateElfSymbolAddressList`: the last one wins.
         let mut func_starts = HashMap::new();
@@ -332,19 +303,11 @@ impl ProbeInfo {
     ) -> Result<ProbeInfo, String> {
         let descs = parse_descs(desc)?;
         let mut d = Decoder {
-            cur: Cursor {
-                data: probe,
-                pos: 0,
-                section: ".pseudo_probe",
-            },
+            cur: Cursor { data: probe, pos: 0, section: ".pseudo_probe" },
             func_starts,
             last_addr: 0,
             addr_based: false,
-            nodes: vec![InlineNode {
-                guid: 0,
-                parent: NodeId::ROOT,
-                callsite: 0,
-            }],
+            nodes: vec![InlineNode { guid: 0, parent: NodeId::ROOT, callsite: 0 }],
             children: HashMap::new(),
             probes: Vec::new(),
             top_level_count: 0,
@@ -356,7 +319,9 @@ impl ProbeInfo {
         probes.sort_by_key(|p| p.addr);
         let mut by_node = probes.clone();
         by_node.sort_by_key(|p| p.node);
-        let node_start = (0..=d.nodes.len() as u32).map(|n| by_node.partition_point(|p| p.node.0 < n) as u32).collect();
+        let node_start = (0..=d.nodes.len() as u32)
+            .map(|n| by_node.partition_point(|p| p.node.0 < n) as u32)
+            .collect();
         Ok(ProbeInfo { descs, probes, nodes: d.nodes, by_node, node_start })
     }
 
@@ -365,16 +330,12 @@ impl ProbeInfo {
     }
 
     pub fn desc(&self, guid: u64) -> Option<&FuncDesc> {
-        self.descs
-            .binary_search_by_key(&guid, |d| d.guid)
-            .ok()
-            .map(|i| &self.descs[i])
+        self.descs.binary_search_by_key(&guid, |d| d.guid).ok().map(|i| &self.descs[i])
     }
 
     /// The function name of `guid` from the desc section ("" when it has no desc).
     pub fn func_name(&self, guid: u64) -> Arc<str> {
-        self.desc(guid)
-            .map_or_else(|| Arc::from(""), |d| d.name.clone())
+        self.desc(guid).map_or_else(|| Arc::from(""), |d| d.name.clone())
     }
 
     /// All probes, sorted by address.
@@ -446,11 +407,7 @@ impl ProbeInfo {
 
     /// LLVM's `MCDecodedPseudoProbe::print` line (without the ` [Probe]:\t` prefix).
     pub fn format_probe(&self, probe: &Probe) -> String {
-        let mut s = format!(
-            "FUNC: {} Index: {}  ",
-            self.func_name(probe.guid),
-            probe.index
-        );
+        let mut s = format!("FUNC: {} Index: {}  ", self.func_name(probe.guid), probe.index);
         if probe.discriminator != 0 {
             s += &format!("Discriminator: {}  ", probe.discriminator);
         }
@@ -552,9 +509,7 @@ mod tests {
     }
 
     fn starts() -> HashMap<u64, u64> {
-        [(md5_guid("foo"), 0x1000), (md5_guid("foo.cold"), 0x2000)]
-            .into_iter()
-            .collect()
+        [(md5_guid("foo"), 0x1000), (md5_guid("foo.cold"), 0x2000)].into_iter().collect()
     }
 
     #[test]
@@ -593,34 +548,19 @@ mod tests {
             ]
         );
         let call = info.call_probe_at(Vaddr(0x1005)).unwrap();
-        assert_eq!(
-            (call.index, call.kind, call.discriminator),
-            (2, ProbeType::DirectCall, 3)
-        );
+        assert_eq!((call.index, call.kind, call.discriminator), (2, ProbeType::DirectCall, 3));
         assert_eq!(
             info.format_probe(call),
             "FUNC: foo Index: 2  Discriminator: 3  Type: DirectCall  "
         );
         let bar = &info.probes_at(Vaddr(0x1005))[1];
-        assert_eq!(
-            info.inline_context(bar),
-            (vec![("foo".into(), 2)], ("bar".into(), 1))
-        );
-        assert_eq!(
-            info.format_probe(bar),
-            "FUNC: bar Index: 1  Type: Block  Inlined: @ foo:2"
-        );
+        assert_eq!(info.inline_context(bar), (vec![("foo".into(), 2)], ("bar".into(), 1)));
+        assert_eq!(info.format_probe(bar), "FUNC: bar Index: 1  Type: Block  Inlined: @ foo:2");
         assert_eq!(bar.node, info.probes_at(Vaddr(0x1015))[0].node);
         // root, foo, bar, and the second top-level foo record as its own node.
         assert_eq!(info.nodes().len(), 4);
-        assert_eq!(
-            info.node(info.top_level_node(bar.node)).guid,
-            md5_guid("foo")
-        );
-        assert_ne!(
-            info.probes_at(Vaddr(0x2004))[0].node,
-            info.probes_at(Vaddr(0x1000))[0].node
-        );
+        assert_eq!(info.node(info.top_level_node(bar.node)).guid, md5_guid("foo"));
+        assert_ne!(info.probes_at(Vaddr(0x2004))[0].node, info.probes_at(Vaddr(0x1000))[0].node);
         assert_eq!(info.desc(md5_guid("bar")).map(|d| d.hash), Some(9));
     }
 
@@ -650,10 +590,7 @@ mod tests {
         let info =
             ProbeInfo::decode(&desc(&[("foo", 1), ("bar", 2), ("baz", 3)]), &p, &starts()).unwrap();
         let probe = &info.probes()[0];
-        assert_eq!(
-            info.inline_context(probe),
-            (vec![("bar".into(), 4)], ("baz".into(), 1))
-        );
+        assert_eq!(info.inline_context(probe), (vec![("bar".into(), 4)], ("baz".into(), 1)));
     }
 
     #[test]
@@ -664,10 +601,7 @@ mod tests {
         let err = ProbeInfo::decode(&[], &p, &starts()).unwrap_err();
         assert_eq!(
             err,
-            format!(
-                "malformed .pseudo_probe at section offset {}: unexpected end",
-                p.len()
-            )
+            format!("malformed .pseudo_probe at section offset {}: unexpected end", p.len())
         );
         let mut bad_type = Vec::new();
         header("foo", 1, 0, &mut bad_type);

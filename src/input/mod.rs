@@ -65,9 +65,22 @@ pub enum PerfEvent<'a> {
     Mmap(MmapEvent),
     /// A thread got a (new) command name; `exec` is set when this was an exec, which replaces the
     /// process's mappings.
-    Comm { pid: i32, tid: i32, exec: bool, name: &'a str },
-    Fork { pid: i32, ppid: i32, tid: i32, ptid: i32 },
-    Exit { pid: i32, tid: i32 },
+    Comm {
+        pid: i32,
+        tid: i32,
+        exec: bool,
+        name: &'a str,
+    },
+    Fork {
+        pid: i32,
+        ppid: i32,
+        tid: i32,
+        ptid: i32,
+    },
+    Exit {
+        pid: i32,
+        tid: i32,
+    },
     Sample(Sample<'a>),
 }
 

@@ -120,10 +120,7 @@ pub fn read_perf_data_stream(
     path: &Path,
     mut on_event: impl FnMut(PerfEvent<'_>),
 ) -> Result<ReadReport, Error> {
-    let io_err = |source| Error::Io {
-        path: path.to_path_buf(),
-        source,
-    };
+    let io_err = |source| Error::Io { path: path.to_path_buf(), source };
     let mut header = [0u8; PIPE_HEADER_SIZE as usize];
     let got = read_full(&mut reader, &mut header).map_err(io_err)?;
     let is_pipe = got == header.len() && check_magic(&header, path)? == PIPE_HEADER_SIZE;
@@ -146,10 +143,8 @@ pub fn read_perf_data_stream(
             break;
         }
         if got < head.len() {
-            decoder.report.truncated = Some(cut(
-                offset,
-                format!("record header cut short ({got} of 8 bytes)"),
-            ));
+            decoder.report.truncated =
+                Some(cut(offset, format!("record header cut short ({got} of 8 bytes)")));
             break;
         }
         let size = usize::from(u16::from_le_bytes([head[6], head[7]]));
@@ -212,11 +207,7 @@ impl<'a> PerfData<'a> {
         if header_size == PIPE_HEADER_SIZE {
             template.report.pipe_mode = true;
             let data = PIPE_HEADER_SIZE as usize..bytes.len();
-            return Ok(PerfData {
-                bytes,
-                data,
-                template,
-            });
+            return Ok(PerfData { bytes, data, template });
         }
         if header_size < FILE_HEADER_SIZE as u64 || bytes.len() < FILE_HEADER_SIZE {
             return Err(malformed(
@@ -229,12 +220,8 @@ impl<'a> PerfData<'a> {
                 ),
             ));
         }
-        let section = |at: usize| {
-            (
-                u64_at(bytes, at).unwrap_or(0),
-                u64_at(bytes, at + 8).unwrap_or(0),
-            )
-        };
+        let section =
+            |at: usize| (u64_at(bytes, at).unwrap_or(0), u64_at(bytes, at + 8).unwrap_or(0));
         parse_attrs(bytes, path, section(24), &mut template)?;
 
         let (data_offset, mut data_size) = section(40);
@@ -259,11 +246,7 @@ impl<'a> PerfData<'a> {
             parse_features(bytes, path, data_end, &mut template);
         }
         let data = clamp(data_offset, len)..clamp(data_end, len);
-        Ok(PerfData {
-            bytes,
-            data,
-            template,
-        })
+        Ok(PerfData { bytes, data, template })
     }
 
     pub fn info(&self) -> &InputInfo {
@@ -357,10 +340,8 @@ impl<'a> PerfData<'a> {
             let loc = Loc::plain((range.start + pos) as u64);
             let Some(size) = u16_at(data, pos + 6) else {
                 let left = data.len() - pos;
-                decoder.report.truncated = Some(cut(
-                    loc.offset,
-                    format!("record header cut short ({left} of 8 bytes)"),
-                ));
+                decoder.report.truncated =
+                    Some(cut(loc.offset, format!("record header cut short ({left} of 8 bytes)")));
                 break;
             };
             let size = usize::from(size);
@@ -427,10 +408,7 @@ fn read_full(reader: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 
 /// Checks the magic and returns the header size (16 in pipe mode).
 fn check_magic(bytes: &[u8], path: &Path) -> Result<u64, Error> {
-    let bad = |what: String| Error::BadFile {
-        path: path.to_path_buf(),
-        what,
-    };
+    let bad = |what: String| Error::BadFile { path: path.to_path_buf(), what };
     if bytes.len() < PIPE_HEADER_SIZE as usize {
         return Err(bad(format!(
             "not a perf.data file: {} bytes is too short for the 16-byte perf.data header",
@@ -442,7 +420,7 @@ fn check_magic(bytes: &[u8], path: &Path) -> Result<u64, Error> {
         b"2ELIFREP" => return Err(bad("big-endian perf.data files are not supported".into())),
         b"PERFFILE" => {
             return Err(bad(
-                "version 1 perf.data files are not supported (expected PERFILE2)".into(),
+                "version 1 perf.data files are not supported (expected PERFILE2)".into()
             ));
         }
         m => {
@@ -507,10 +485,8 @@ fn parse_attrs(
         let attr = Attr::parse(attr_bytes)
             .ok_or_else(|| malformed(path, Loc::plain(at), 0, "attr shorter than 64 bytes"))?;
         let ids_at = entry_size - IDS_SECTION_SIZE;
-        let (ids_offset, ids_size) = (
-            u64_at(entry, ids_at).unwrap_or(0),
-            u64_at(entry, ids_at + 8).unwrap_or(0),
-        );
+        let (ids_offset, ids_size) =
+            (u64_at(entry, ids_at).unwrap_or(0), u64_at(entry, ids_at + 8).unwrap_or(0));
         let ids = usize::try_from(ids_offset)
             .ok()
             .zip(usize::try_from(ids_size).ok())
@@ -523,12 +499,8 @@ fn parse_attrs(
             decoder.add_attr(attr, []);
             continue;
         };
-        decoder.add_attr(
-            attr,
-            ids.chunks_exact(8)
-                .filter_map(|b| u64_at(b, 0))
-                .collect::<Vec<_>>(),
-        );
+        decoder
+            .add_attr(attr, ids.chunks_exact(8).filter_map(|b| u64_at(b, 0)).collect::<Vec<_>>());
     }
     Ok(())
 }
@@ -555,10 +527,10 @@ fn parse_features(bytes: &[u8], path: &Path, table_at: u64, decoder: &mut Decode
             None => Err("section lies outside the file".into()),
         };
         if let Err(e) = result {
-            decoder.report.warnings.push(format!(
-                "{}: at byte offset {at}: feature {bit}: {e}",
-                path.display()
-            ));
+            decoder
+                .report
+                .warnings
+                .push(format!("{}: at byte offset {at}: feature {bit}: {e}", path.display()));
         }
     }
 }

@@ -135,7 +135,9 @@ pub fn read_perf_script(
         }
         match kind {
             ScriptKind::Lbr => parser.lbr_sample(&mut lines, repeat, &mut on_event),
-            ScriptKind::LbrStack => parser.hybrid_sample(&mut lines, repeat, path, &mut on_event)?,
+            ScriptKind::LbrStack => {
+                parser.hybrid_sample(&mut lines, repeat, path, &mut on_event)?
+            }
             ScriptKind::IpOnly => parser.ip_only_sample(&mut lines, repeat, &mut on_event),
         }
     }
@@ -229,7 +231,13 @@ impl Parser<'_> {
 
     /// llvm's `--perf-event` handling, with its warnings; false = drop the sample. An event from
     /// an earlier `event:` line (`on_line` false) was warned about there.
-    fn event_allowed(&mut self, event: Option<usize>, on_line: bool, line_no: u64, line: &[u8]) -> bool {
+    fn event_allowed(
+        &mut self,
+        event: Option<usize>,
+        on_line: bool,
+        line_no: u64,
+        line: &[u8],
+    ) -> bool {
         let filter = &self.opts.perf_events;
         match event {
             Some(_) if filter.is_empty() => {
@@ -256,7 +264,9 @@ impl Parser<'_> {
                 self.report.mmaps += 1;
                 on_event(PerfEvent::Mmap(ev));
             }
-            None => self.warn(format!("Cannot parse mmap event: {} ", String::from_utf8_lossy(line))),
+            None => {
+                self.warn(format!("Cannot parse mmap event: {} ", String::from_utf8_lossy(line)))
+            }
         }
     }
 
@@ -340,11 +350,18 @@ impl Parser<'_> {
     }
 
     /// LBR-only: one line per sample. A line without a leading IP gets IP 0.
-    fn lbr_sample(&mut self, lines: &mut Lines<'_>, repeat: u64, on_event: &mut impl FnMut(PerfEvent<'_>)) {
+    fn lbr_sample(
+        &mut self,
+        lines: &mut Lines<'_>,
+        repeat: u64,
+        on_event: &mut impl FnMut(PerfEvent<'_>),
+    ) {
         let Some(line) = lines.cur else { return };
         self.frames.clear();
         match self.parse_line(line, lines.line_no, None) {
-            LineSample::Sample { ip, event } => self.emit(ip.unwrap_or(0), repeat, event, false, on_event),
+            LineSample::Sample { ip, event } => {
+                self.emit(ip.unwrap_or(0), repeat, event, false, on_event)
+            }
             LineSample::Dropped => self.report.dropped_samples += 1,
             LineSample::Nothing => {}
         }
@@ -431,7 +448,8 @@ impl Parser<'_> {
         self.branches.clear();
         let first_line = lines.line_no;
         if line.starts_with(b"\t") && parse_frame(line).is_some() {
-            while let Some(addr) = lines.cur.filter(|l| l.starts_with(b"\t")).and_then(parse_frame) {
+            while let Some(addr) = lines.cur.filter(|l| l.starts_with(b"\t")).and_then(parse_frame)
+            {
                 self.frames.push(RuntimeAddr(addr));
                 lines.advance();
             }
@@ -451,7 +469,9 @@ impl Parser<'_> {
         self.pending_event = None;
         match self.parse_line(line, lines.line_no, None) {
             // `leading_ip_only` holds in this mode, so a line with an IP has no entries parsed.
-            LineSample::Sample { ip: Some(ip), event } => self.emit(ip, repeat, event, false, on_event),
+            LineSample::Sample { ip: Some(ip), event } => {
+                self.emit(ip, repeat, event, false, on_event)
+            }
             // Stray brstack lines (e.g. a hybrid script whose one-entry LBR lines did not sniff).
             LineSample::Sample { ip: None, .. } | LineSample::Nothing => {}
             LineSample::Dropped => self.report.dropped_samples += 1,
@@ -492,7 +512,9 @@ impl<'a> Lines<'a> {
 /// llvm's `isMMapEvent`: at least 50 bytes, not starting with a digit, containing
 /// `PERF_RECORD_MMAP`.
 fn is_mmap_line(line: &[u8]) -> bool {
-    line.len() >= 50 && !line[0].is_ascii_digit() && memmem::find(line, b"PERF_RECORD_MMAP").is_some()
+    line.len() >= 50
+        && !line[0].is_ascii_digit()
+        && memmem::find(line, b"PERF_RECORD_MMAP").is_some()
 }
 
 /// llvm's `isLBRSample`: after trimming and splitting on spaces into at most 3 pieces (skipping
@@ -703,7 +725,14 @@ mod tests {
     #[derive(Debug, PartialEq, Eq)]
     enum Ev {
         Mmap(MmapEvent),
-        Sample { ip: u64, repeat: u64, event: usize, chain: Vec<u64>, lbr: Vec<(u64, u64)>, stack: bool },
+        Sample {
+            ip: u64,
+            repeat: u64,
+            event: usize,
+            chain: Vec<u64>,
+            lbr: Vec<(u64, u64)>,
+            stack: bool,
+        },
     }
 
     fn read(text: &str, opts: &ScriptOptions) -> Result<(Vec<Ev>, ScriptReport)> {
@@ -736,7 +765,10 @@ mod tests {
         assert_eq!(report.kind, ScriptKind::Lbr);
         assert_eq!(
             evs,
-            vec![lbr(0x5629ec742901, &[(0x5629ec7428f4, 0x5629ec742901), (0x5629ec742967, 0x5629ec7428d0)])]
+            vec![lbr(
+                0x5629ec742901,
+                &[(0x5629ec7428f4, 0x5629ec742901), (0x5629ec742967, 0x5629ec7428d0)]
+            )]
         );
         assert_eq!((report.samples, report.branches, report.lines), (1, 2, 1));
         assert!(report.warnings.is_empty());
@@ -784,7 +816,15 @@ mod tests {
         assert_eq!(
             evs[..3],
             [
-                mmap(2113428, 2113428, 0x7fd4efb57000, 0x204000, 0, true, "/usr/lib64/libdl-2.17.so"),
+                mmap(
+                    2113428,
+                    2113428,
+                    0x7fd4efb57000,
+                    0x204000,
+                    0,
+                    true,
+                    "/usr/lib64/libdl-2.17.so"
+                ),
                 mmap(
                     -1,
                     0,
@@ -962,7 +1002,10 @@ mod tests {
     fn hybrid_missing_lbr_line_is_fatal() {
         let text = "\n\t  4005dc\n\t  400634\n 0x4005c8/0x4005dc/P/-/-/0  0x40062f/0x4005b0/P/-/-/0\n\n\t  4005dc\n\t  400634\n";
         let err = read(text, &ScriptOptions::default()).unwrap_err();
-        assert_eq!(err.to_string(), "t.script:6: 'Hybrid perf sample is corrupted, No LBR sample line");
+        assert_eq!(
+            err.to_string(),
+            "t.script:6: 'Hybrid perf sample is corrupted, No LBR sample line"
+        );
     }
 
     #[test]
@@ -979,13 +1022,17 @@ mod tests {
         let text = "\n\t  4005dc\n 0x4005c8/0x4005dc/P/-/-/0\n\n\t  400634\n 0x1/0x2/P 0x3/0x4/P\n";
         let (evs, report) = read(text, &ScriptOptions::default()).unwrap();
         assert_eq!(report.kind, ScriptKind::LbrStack);
-        assert!(matches!(&evs[0], Ev::Sample { ip: 0x4005dc, lbr, .. } if lbr == &[(0x4005c8, 0x4005dc)]));
-        let (_, report) = read("  40062f 0x40062f/0x400640/P/-/-/0\n", &ScriptOptions::default()).unwrap();
+        assert!(
+            matches!(&evs[0], Ev::Sample { ip: 0x4005dc, lbr, .. } if lbr == &[(0x4005c8, 0x4005dc)])
+        );
+        let (_, report) =
+            read("  40062f 0x40062f/0x400640/P/-/-/0\n", &ScriptOptions::default()).unwrap();
         assert_eq!(report.kind, ScriptKind::Lbr);
         // An event field needs two spaces after it to be skipped by llvm's sniffer.
         invalid("cycles: 40062f 0x40062f/0x400640/P 0x1/0x2/P\n", &ScriptOptions::default());
         let (_, report) =
-            read("cycles:  40062f 0x40062f/0x400640/P 0x1/0x2/P\n", &ScriptOptions::default()).unwrap();
+            read("cycles:  40062f 0x40062f/0x400640/P 0x1/0x2/P\n", &ScriptOptions::default())
+                .unwrap();
         assert_eq!(report.kind, ScriptKind::Lbr);
         // IP-only scripts need --leading-ip-only.
         let ip_only = "     40062f\n     400700\n";
@@ -1005,7 +1052,14 @@ mod tests {
         assert_eq!(evs[1], lbr(0x40062f, &[]));
         assert_eq!(
             evs[2],
-            Ev::Sample { ip: 0x400700, repeat: 4, event: 0, chain: vec![], lbr: vec![], stack: false }
+            Ev::Sample {
+                ip: 0x400700,
+                repeat: 4,
+                event: 0,
+                chain: vec![],
+                lbr: vec![],
+                stack: false
+            }
         );
         assert_eq!(
             evs[3],
@@ -1018,7 +1072,8 @@ mod tests {
                 stack: true
             }
         );
-        let unfiltered = "No --perf-event filter was specified, but an \"event\" field was found in line";
+        let unfiltered =
+            "No --perf-event filter was specified, but an \"event\" field was found in line";
         assert_eq!(
             report.warnings,
             [format!("{unfiltered} 4: cycles:      400700"), format!("{unfiltered} 5: cycles: ")]
@@ -1035,8 +1090,7 @@ mod tests {
         assert_eq!(ips, [(0x4005dc, 0), (0x400634, 0)]);
 
         // With an LBR script, leading-ip-only keeps the IP and skips the entries, as llvm does.
-        let text =
-            "  40062f 0x40062f/0x400640/P 0x4zz/0x2/P\n  400700 0x400700/0x400710/P 0x400720/0x400730/P\n";
+        let text = "  40062f 0x40062f/0x400640/P 0x4zz/0x2/P\n  400700 0x400700/0x400710/P 0x400720/0x400730/P\n";
         let (evs, report) = read(text, &opts).unwrap();
         assert_eq!(report.kind, ScriptKind::Lbr);
         assert_eq!(evs, vec![lbr(0x40062f, &[]), lbr(0x400700, &[])]);

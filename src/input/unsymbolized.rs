@@ -58,7 +58,11 @@ pub fn offset_base(
 }
 
 /// Writes `counters` as llvm-profgen-19's `--skip-symbolization` output.
-pub fn write_unsymbolized(counters: &ContextCounters, base: u64, out: &mut impl Write) -> io::Result<()> {
+pub fn write_unsymbolized(
+    counters: &ContextCounters,
+    base: u64,
+    out: &mut impl Write,
+) -> io::Result<()> {
     if !counters.context_sensitive {
         // LBR-only: one context-less block, present even when empty.
         let mut all = Counters::default();
@@ -156,7 +160,8 @@ pub fn read_unsymbolized(
         let (key, count_line) = if line.starts_with(b"[") {
             result.context_sensitive = true;
             let inner = line[1..].strip_suffix(b"]").ok_or_else(|| reader.invalid(line))?;
-            let key = parse_context(inner, base, probe_contexts).ok_or_else(|| reader.invalid(line))?;
+            let key =
+                parse_context(inner, base, probe_contexts).ok_or_else(|| reader.invalid(line))?;
             (key, reader.line_or_eof()?)
         } else {
             (ContextKey::None, line)
@@ -184,10 +189,11 @@ fn parse_context(inner: &[u8], base: u64, probe_contexts: bool) -> Option<Contex
     }
     let frames = parts
         .map(|p| {
-            let (func, loc) = match p.rsplit_once(':').and_then(|(f, l)| Some((f, parse_location(l)?))) {
-                Some(split) => split,
-                None => (p, LineLocation::default()),
-            };
+            let (func, loc) =
+                match p.rsplit_once(':').and_then(|(f, l)| Some((f, parse_location(l)?))) {
+                    Some(split) => split,
+                    None => (p, LineLocation::default()),
+                };
             ContextFrame { func: func.to_string(), loc }
         })
         .collect();
@@ -225,7 +231,11 @@ impl<'a> Reader<'a> {
     fn invalid(&self, line: &[u8]) -> Error {
         Error::BadFile {
             path: self.path.to_path_buf(),
-            what: format!("Invalid raw profile at line {}: {}", self.line_no, String::from_utf8_lossy(line)),
+            what: format!(
+                "Invalid raw profile at line {}: {}",
+                self.line_no,
+                String::from_utf8_lossy(line)
+            ),
         }
     }
 
@@ -247,7 +257,8 @@ impl<'a> Reader<'a> {
         let n = parse_dec(trim_start(count_line)).ok_or_else(|| self.invalid(count_line))?;
         for _ in 0..n {
             let line = self.line_or_eof()?;
-            let (a, b, count) = parse_entry(trim_start(line), sep).ok_or_else(|| self.invalid(line))?;
+            let (a, b, count) =
+                parse_entry(trim_start(line), sep).ok_or_else(|| self.invalid(line))?;
             let (a, b) = (Vaddr(a.wrapping_add(self.base)), Vaddr(b.wrapping_add(self.base)));
             if branches {
                 counters.add_branch(a, b, count);
@@ -310,7 +321,8 @@ mod tests {
         c.add_branch(Vaddr(0x1160), Vaddr(0x11b3), 15);
         c.add_branch(Vaddr(0x11ae), Vaddr(0x1140), 15);
         c.add_branch(Vaddr(0x11b5), Vaddr(0x1183), 18);
-        let lbr_text = "3\n140-160:15\n183-1ae:15\n1b3-1b5:15\n3\n160->1b3:15\n1ae->140:15\n1b5->183:18\n";
+        let lbr_text =
+            "3\n140-160:15\n183-1ae:15\n1b3-1b5:15\n3\n160->1b3:15\n1ae->140:15\n1b5->183:18\n";
         assert_eq!(written(&lbr, 0x1000), lbr_text);
 
         let probe = reference_counters(
@@ -369,11 +381,15 @@ mod tests {
             4,
         );
         let text = written(&c, 0x1000);
-        assert_eq!(text, "[]\n  0\n  1\n  fffffffffffff001->790:5\n[main]\n  1\n  790-799:4\n  0\n");
+        assert_eq!(
+            text,
+            "[]\n  0\n  1\n  fffffffffffff001->790:5\n[main]\n  1\n  790-799:4\n  0\n"
+        );
         let back = read(&text, 0x1000, false).unwrap();
         assert!(back.context_sensitive);
         assert_eq!(
-            back.by_context[&ContextKey::Frames(vec![])].branches[&(Vaddr::EXTERNAL, Vaddr(0x1790))],
+            back.by_context[&ContextKey::Frames(vec![])].branches
+                [&(Vaddr::EXTERNAL, Vaddr(0x1790))],
             5
         );
     }
@@ -393,16 +409,28 @@ mod tests {
     fn counts_saturate_and_crlf_is_accepted() {
         let text = "2\r\n10-20:18446744073709551615\r\n10-20:5\r\n0\r\n\r\n";
         let back = read(text, 0, false).unwrap();
-        assert_eq!(back.by_context[&ContextKey::None].ranges[&(Vaddr(0x10), Vaddr(0x20))], u64::MAX);
+        assert_eq!(
+            back.by_context[&ContextKey::None].ranges[&(Vaddr(0x10), Vaddr(0x20))],
+            u64::MAX
+        );
     }
 
     #[test]
     fn errors_name_file_and_line() {
         let err = |text: &str, probe| read(text, 0x1000, probe).unwrap_err().to_string();
         assert_eq!(err("1\n140-160\n0\n", false), "p.raw: Invalid raw profile at line 2: 140-160");
-        assert_eq!(err("1\n140_160:1\n0\n", false), "p.raw: Invalid raw profile at line 2: 140_160:1");
-        assert_eq!(err("1\n140-160:x\n0\n", false), "p.raw: Invalid raw profile at line 2: 140-160:x");
-        assert_eq!(err("0\n1\n140-160:1\n", false), "p.raw: Invalid raw profile at line 3: 140-160:1");
+        assert_eq!(
+            err("1\n140_160:1\n0\n", false),
+            "p.raw: Invalid raw profile at line 2: 140_160:1"
+        );
+        assert_eq!(
+            err("1\n140-160:x\n0\n", false),
+            "p.raw: Invalid raw profile at line 2: 140-160:x"
+        );
+        assert_eq!(
+            err("0\n1\n140-160:1\n", false),
+            "p.raw: Invalid raw profile at line 3: 140-160:1"
+        );
         assert_eq!(err("x\n", false), "p.raw: Invalid raw profile at line 1: x");
         assert_eq!(err("[main\n0\n0\n", false), "p.raw: Invalid raw profile at line 1: [main");
         assert_eq!(

@@ -11,11 +11,7 @@
 /// frame aside (its location becomes (0, 0)), compress, trim, push the leaf back.
 pub fn compress_recursion<T: PartialEq + Clone>(context: &mut Vec<T>, max_size: i32) {
     let half = context.len() / 2;
-    let mut max_dedup = if max_size < 0 {
-        half
-    } else {
-        (max_size as usize).min(half)
-    };
+    let mut max_dedup = if max_size < 0 { half } else { (max_size as usize).min(half) };
     let mut size = 1;
     while size <= max_dedup {
         // `right` is the last element of the left half of the current 2*size window; `end`

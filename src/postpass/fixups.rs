@@ -25,20 +25,14 @@ pub fn update_function_samples(profile: &mut Profile, update_total: bool) {
 
 fn update_callsite_samples(fs: &mut FunctionSamples) {
     for body in fs.body.values_mut() {
-        let targets = body
-            .call_targets
-            .values()
-            .fold(0u64, |a, n| a.saturating_add(*n));
+        let targets = body.call_targets.values().fold(0u64, |a, n| a.saturating_add(*n));
         body.count = body.count.max(targets);
     }
 }
 
 /// `FunctionSamples::updateTotalSamples`: Σ body counts + Σ nested totals, recursively.
 fn update_total_samples(fs: &mut FunctionSamples) {
-    let mut total = fs
-        .body
-        .values()
-        .fold(0u64, |a, b| a.saturating_add(b.count));
+    let mut total = fs.body.values().fold(0u64, |a, b| a.saturating_add(b.count));
     for callees in fs.callsites.values_mut() {
         for nested in callees.values_mut() {
             update_total_samples(nested);
@@ -92,14 +86,7 @@ mod tests {
     fn non_cs_update_totals_matches_verified_example() {
         let mut foo = FunctionSamples::new("foo");
         foo.total_samples = 780;
-        for (l, d, n) in [
-            (0, 0, 0),
-            (2, 1, 15),
-            (3, 0, 15),
-            (3, 1, 15),
-            (3, 2, 0),
-            (4, 0, 0),
-        ] {
+        for (l, d, n) in [(0, 0, 0), (2, 1, 15), (3, 0, 15), (3, 1, 15), (3, 2, 0), (4, 0, 0)] {
             foo.add_body(loc(l, d), n);
         }
         foo.add_call_target(loc(3, 1), "bar", 15);
@@ -149,10 +136,7 @@ mod tests {
     fn totals_are_recomputed_after_the_raise_for_non_cs_and_before_it_for_cs() {
         let mut non_cs = profile_with_short_call_count(false);
         update_function_samples(&mut non_cs, true);
-        assert_eq!(
-            non_cs.functions[&Context::base("main")].total_samples,
-            8 + 3
-        );
+        assert_eq!(non_cs.functions[&Context::base("main")].total_samples, 8 + 3);
         let mut cs = profile_with_short_call_count(true);
         update_function_samples(&mut cs, true);
         let fs = &cs.functions[&Context::base("main")];
@@ -173,20 +157,12 @@ mod tests {
             Context::base("__cxx_global_var_init"),
             FunctionSamples::new("__cxx_global_var_init"),
         );
-        profile.functions.insert(
-            Context::base("__tls_init_x"),
-            FunctionSamples::new("__tls_init_x"),
-        );
-        profile.functions.insert(
-            Context::base("_tls_init"),
-            FunctionSamples::new("_tls_init"),
-        );
-        assert_eq!(filter_ambiguous_profiles(&mut profile), 4);
-        let names: Vec<&str> = profile
+        profile
             .functions
-            .values()
-            .map(|f| f.name.as_str())
-            .collect();
+            .insert(Context::base("__tls_init_x"), FunctionSamples::new("__tls_init_x"));
+        profile.functions.insert(Context::base("_tls_init"), FunctionSamples::new("_tls_init"));
+        assert_eq!(filter_ambiguous_profiles(&mut profile), 4);
+        let names: Vec<&str> = profile.functions.values().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["_tls_init", "main"]);
         let main = &profile.functions[&Context::base("main")];
         assert!(main.callsites[&loc(1, 0)].is_empty());

@@ -214,19 +214,11 @@ mod tests {
         foo.total_samples = 1;
         foo.add_body(LineLocation::new(1, 0), 1);
         let ctx = Context(vec![
-            ContextFrame {
-                func: "main".into(),
-                loc: LineLocation::new(1, 0),
-            },
-            ContextFrame {
-                func: "foo".into(),
-                loc: LineLocation::default(),
-            },
+            ContextFrame { func: "main".into(), loc: LineLocation::new(1, 0) },
+            ContextFrame { func: "foo".into(), loc: LineLocation::default() },
         ]);
         profile.functions.insert(ctx, foo);
-        profile
-            .functions
-            .insert(Context(Vec::new()), FunctionSamples::new(""));
+        profile.functions.insert(Context(Vec::new()), FunctionSamples::new(""));
         profile
     }
 
@@ -234,11 +226,7 @@ mod tests {
     /// top-level profiles; a cold-context depth of 0 keeps the leaf frame.
     #[test]
     fn degenerate_contexts_and_depths_do_not_break_the_passes() {
-        let thresholds = Thresholds {
-            hot: 5,
-            cold: 1,
-            p10_min_count: 10,
-        };
+        let thresholds = Thresholds { hot: 5, cold: 1, p10_min_count: 10 };
         for preinliner in [false, true] {
             let mut profile = cs_profile();
             let opts = PostPassOptions {
@@ -249,11 +237,8 @@ mod tests {
                 ..Default::default()
             };
             post_process_cs(&mut profile, &opts, &thresholds, &NoContextSizes);
-            let names: Vec<(&str, u64)> = profile
-                .functions
-                .values()
-                .map(|f| (f.name.as_str(), f.total_samples))
-                .collect();
+            let names: Vec<(&str, u64)> =
+                profile.functions.values().map(|f| (f.name.as_str(), f.total_samples)).collect();
             assert_eq!(names, [("foo", 1), ("main", 10)], "preinliner {preinliner}");
             assert!(!profile.kind.context_sensitive);
         }

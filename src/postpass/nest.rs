@@ -26,9 +26,8 @@ pub fn convert_cs_to_nested(profile: &mut Profile, merged_base: bool) {
     let mut root = FrameNode::default();
     // An empty context has no function; it would land on the root and swallow every top-level
     // profile, so it is dropped.
-    for (context, fs) in std::mem::take(&mut profile.functions)
-        .into_iter()
-        .filter(|(c, _)| !c.0.is_empty())
+    for (context, fs) in
+        std::mem::take(&mut profile.functions).into_iter().filter(|(c, _)| !c.0.is_empty())
     {
         let mut node = &mut root;
         let mut loc = LineLocation::default();
@@ -45,10 +44,8 @@ pub fn convert_cs_to_nested(profile: &mut Profile, merged_base: bool) {
     }
     let mut top_level: BTreeMap<String, FunctionSamples> = BTreeMap::new();
     convert(&mut root, &mut top_level, merged_base);
-    profile.functions = top_level
-        .into_iter()
-        .map(|(name, fs)| (Context::base(&name), fs))
-        .collect();
+    profile.functions =
+        top_level.into_iter().map(|(name, fs)| (Context::base(&name), fs)).collect();
     profile.kind.context_sensitive = false;
 }
 
@@ -87,11 +84,7 @@ fn remove_call_target_and_body(fs: &mut FunctionSamples, loc: LineLocation, call
     let Some(body) = fs.body.get_mut(&loc) else {
         return 0;
     };
-    let count = body
-        .call_targets
-        .remove(callee)
-        .unwrap_or(0)
-        .min(body.count);
+    let count = body.call_targets.remove(callee).unwrap_or(0).min(body.count);
     body.count -= count;
     if body.count == 0 {
         fs.body.remove(&loc);

@@ -152,9 +152,7 @@ impl PreInliner<'_> {
         if self.opts.use_context_cost {
             u64::from(self.sizes.func_size_for_context(&trie.context_of(node)))
         } else {
-            trie.node(node)
-                .samples
-                .map_or(0, |s| trie.samples[s].fs.body.len() as u64)
+            trie.node(node).samples.map_or(0, |s| trie.samples[s].fs.body.len() as u64)
         }
     }
 
@@ -258,11 +256,7 @@ pub(crate) fn head_samples_estimate(fs: &FunctionSamples) -> u64 {
         (_, Some((_, callees))) => callees.values().map(head_samples_estimate).sum(),
         _ => 0,
     };
-    if count > 0 {
-        count
-    } else {
-        u64::from(fs.total_samples > 0)
-    }
+    if count > 0 { count } else { u64::from(fs.total_samples > 0) }
 }
 
 /// `CSPreInliner::buildTopDownOrder` on the profiled call graph (`ProfiledCallGraph` built
@@ -312,17 +306,8 @@ fn top_down_order(trie: &ContextTrie, cold_threshold: u64, sort_scc: bool) -> Ve
 
     let mut order = Vec::new();
     for scc in tarjan_sccs(&adj) {
-        let members = if sort_scc {
-            sort_scc_members(&adj, &scc)
-        } else {
-            scc
-        };
-        order.extend(
-            members
-                .into_iter()
-                .filter(|&n| n != 0)
-                .map(|n| by_name[n - 1]),
-        );
+        let members = if sort_scc { sort_scc_members(&adj, &scc) } else { scc };
+        order.extend(members.into_iter().filter(|&n| n != 0).map(|n| by_name[n - 1]));
     }
     order.reverse();
     order
@@ -490,10 +475,7 @@ mod tests {
         Context(
             frames
                 .iter()
-                .map(|&(f, l)| ContextFrame {
-                    func: f.to_string(),
-                    loc: LineLocation::new(l, 0),
-                })
+                .map(|&(f, l)| ContextFrame { func: f.to_string(), loc: LineLocation::new(l, 0) })
                 .collect(),
         )
     }
@@ -517,18 +499,16 @@ mod tests {
     fn context_sizes_drive_the_budget() {
         let mut profile = Profile::default();
         profile.kind.context_sensitive = true;
-        profile.functions.insert(
-            context(&[("main", 0)]),
-            samples("main", 300, 0, &[(1, "foo", 100)]),
-        );
+        profile
+            .functions
+            .insert(context(&[("main", 0)]), samples("main", 300, 0, &[(1, "foo", 100)]));
         profile.functions.insert(
             context(&[("main", 1), ("foo", 0)]),
             samples("foo", 200, 100, &[(2, "bar", 100)]),
         );
-        profile.functions.insert(
-            context(&[("main", 1), ("foo", 2), ("bar", 0)]),
-            samples("bar", 100, 100, &[]),
-        );
+        profile
+            .functions
+            .insert(context(&[("main", 1), ("foo", 2), ("bar", 0)]), samples("bar", 100, 100, &[]));
         let sizes = Sizes {
             sizes: HashMap::from([
                 ("main", 10),
@@ -538,26 +518,10 @@ mod tests {
             ]),
             queries: RefCell::new(Vec::new()),
         };
-        let thresholds = Thresholds {
-            hot: 100,
-            cold: 0,
-            p10_min_count: 1000,
-        };
-        let stats = run_preinliner(
-            &mut profile,
-            &PostPassOptions::default(),
-            &thresholds,
-            &sizes,
-        );
+        let thresholds = Thresholds { hot: 100, cold: 0, p10_min_count: 1000 };
+        let stats = run_preinliner(&mut profile, &PostPassOptions::default(), &thresholds, &sizes);
 
-        assert_eq!(
-            stats,
-            PreInlinerStats {
-                inlined: 1,
-                not_inlined: 0,
-                contexts_dropped: 0
-            }
-        );
+        assert_eq!(stats, PreInlinerStats { inlined: 1, not_inlined: 0, contexts_dropped: 0 });
         assert_eq!(
             *sizes.queries.borrow(),
             ["main", "main:1 @ foo", "main:1 @ foo:2 @ bar", "bar"]
@@ -583,8 +547,7 @@ mod tests {
         fs.total_samples = 7;
         assert_eq!(head_samples_estimate(&fs), 1);
         fs.add_body(LineLocation::new(3, 0), 0);
-        fs.callsite_mut(LineLocation::new(2, 0), "g")
-            .add_body(LineLocation::new(1, 0), 4);
+        fs.callsite_mut(LineLocation::new(2, 0), "g").add_body(LineLocation::new(1, 0), 4);
         fs.callsite_mut(LineLocation::new(2, 0), "h").head_samples = 5;
         assert_eq!(head_samples_estimate(&fs), 9);
         fs.add_body(LineLocation::new(1, 0), 6);

@@ -25,9 +25,7 @@ struct SizeNode {
 
 impl Default for ContextSizeTracker {
     fn default() -> Self {
-        ContextSizeTracker {
-            nodes: vec![SizeNode::default()],
-        }
+        ContextSizeTracker { nodes: vec![SizeNode::default()] }
     }
 }
 
@@ -52,11 +50,7 @@ impl ContextSizeTracker {
     fn get_or_create(&mut self, inline_stack: &[ContextFrame]) -> usize {
         let mut node = 0;
         for (i, frame) in inline_stack.iter().rev().enumerate() {
-            let loc = if i == 0 {
-                LineLocation::default()
-            } else {
-                frame.loc
-            };
+            let loc = if i == 0 { LineLocation::default() } else { frame.loc };
             let key = (callsite_hash(&frame.func, loc), frame.func.clone(), loc);
             node = match self.nodes[node].children.get(&key) {
                 Some(&child) => child,
@@ -89,11 +83,7 @@ impl ContextSizeOracle for ContextSizeTracker {
         for (i, frame) in context.iter().rev().enumerate() {
             let Some(current) = node else { break };
             last_found = current;
-            let loc = if i == 0 {
-                LineLocation::default()
-            } else {
-                frame.loc
-            };
+            let loc = if i == 0 { LineLocation::default() } else { frame.loc };
             node = self.child(current, &frame.func, loc);
             if let Some(n) = node
                 && let Some(s) = self.nodes[n].size
@@ -122,10 +112,7 @@ mod tests {
     fn stack(frames: &[(&str, u32)]) -> Vec<ContextFrame> {
         frames
             .iter()
-            .map(|&(f, l)| ContextFrame {
-                func: f.to_string(),
-                loc: LineLocation::new(l, 0),
-            })
+            .map(|&(f, l)| ContextFrame { func: f.to_string(), loc: LineLocation::new(l, 0) })
             .collect()
     }
 
@@ -142,20 +129,11 @@ mod tests {
             s
         };
         assert_eq!(sizes.func_size_for_context(&ctx(&[("foo", 0)])), 10);
-        assert_eq!(
-            sizes.func_size_for_context(&ctx(&[("main", 3), ("foo", 0)])),
-            5
-        );
+        assert_eq!(sizes.func_size_for_context(&ctx(&[("main", 3), ("foo", 0)])), 5);
         // Deeper than anything recorded: the deepest match with a size.
-        assert_eq!(
-            sizes.func_size_for_context(&ctx(&[("x", 1), ("main", 3), ("foo", 0)])),
-            5
-        );
+        assert_eq!(sizes.func_size_for_context(&ctx(&[("x", 1), ("main", 3), ("foo", 0)])), 5);
         // Other call site: the context-less size.
-        assert_eq!(
-            sizes.func_size_for_context(&ctx(&[("main", 4), ("foo", 0)])),
-            10
-        );
+        assert_eq!(sizes.func_size_for_context(&ctx(&[("main", 4), ("foo", 0)])), 10);
     }
 
     #[test]
@@ -166,10 +144,7 @@ mod tests {
         sizes.mark_known(&stack(&[("main", 5), ("gone", 0)]));
         let ctx = stack(&[("other", 1), ("bar", 0)]);
         assert_eq!(sizes.func_size_for_context(&ctx), 3);
-        assert_eq!(
-            sizes.func_size_for_context(&stack(&[("main", 5), ("gone", 0)])),
-            0
-        );
+        assert_eq!(sizes.func_size_for_context(&stack(&[("main", 5), ("gone", 0)])), 0);
         let empty = ContextSizeTracker::default();
         assert_eq!(empty.func_size_for_context(&stack(&[("unknown", 0)])), 0);
     }

@@ -71,16 +71,12 @@ impl ContextTrie {
             func_to_profiles: Vec::new(),
         };
         // An empty context has no function to attach to; it is dropped.
-        let contexts = std::mem::take(&mut profile.functions)
-            .into_iter()
-            .filter(|(c, _)| !c.0.is_empty());
+        let contexts =
+            std::mem::take(&mut profile.functions).into_iter().filter(|(c, _)| !c.0.is_empty());
         for (context, fs) in contexts {
             let node = trie.get_or_create_path(&context);
             let id = trie.samples.len();
-            trie.samples.push(Sample {
-                fs,
-                state: state::RAW,
-            });
+            trie.samples.push(Sample { fs, state: state::RAW });
             trie.sample_node.push(node);
             trie.nodes[node].samples = Some(id);
         }
@@ -158,10 +154,7 @@ impl ContextTrie {
     }
 
     fn child(&self, parent: NodeId, loc: LineLocation, func: FuncId) -> Option<NodeId> {
-        self.nodes[parent]
-            .children
-            .get(&self.key(func, loc))
-            .copied()
+        self.nodes[parent].children.get(&self.key(func, loc)).copied()
     }
 
     fn get_or_create_child(&mut self, parent: NodeId, loc: LineLocation, func: FuncId) -> NodeId {
@@ -199,10 +192,7 @@ impl ContextTrie {
         let mut loc = LineLocation::default();
         while node != ROOT {
             let n = &self.nodes[node];
-            frames.push(ContextFrame {
-                func: self.name(n.func).to_string(),
-                loc,
-            });
+            frames.push(ContextFrame { func: self.name(n.func).to_string(), loc });
             loc = n.callsite;
             match n.parent {
                 Some(p) => node = p,
@@ -243,11 +233,8 @@ impl ContextTrie {
     /// reachable and end up in their base profile.
     fn promote_merge(&mut self, from: NodeId, to_parent: NodeId) -> NodeId {
         let move_to_root = to_parent == ROOT;
-        let new_loc = if move_to_root {
-            LineLocation::default()
-        } else {
-            self.nodes[from].callsite
-        };
+        let new_loc =
+            if move_to_root { LineLocation::default() } else { self.nodes[from].callsite };
         let func = self.nodes[from].func;
         let to = match self.child(to_parent, new_loc, func) {
             None => self.move_subtree(from, to_parent, new_loc),
@@ -369,12 +356,7 @@ pub(crate) fn merge_samples(to: &mut FunctionSamples, from: &FunctionSamples) {
     }
     for (loc, callees) in &from.callsites {
         for (name, fs) in callees {
-            let nested = to
-                .callsites
-                .entry(*loc)
-                .or_default()
-                .entry(name.clone())
-                .or_default();
+            let nested = to.callsites.entry(*loc).or_default().entry(name.clone()).or_default();
             merge_samples(nested, fs);
         }
     }
@@ -393,9 +375,7 @@ pub fn context_less_profile(profile: &Profile) -> Profile {
         let mut loc = LineLocation::default();
         let mut keys = Vec::with_capacity(context.0.len());
         for frame in &context.0 {
-            let guid = *guids
-                .entry(&frame.func)
-                .or_insert_with(|| md5_hash(&frame.func));
+            let guid = *guids.entry(&frame.func).or_insert_with(|| md5_hash(&frame.func));
             keys.push((callsite_hash_from_guid(guid, loc), frame.func.as_str(), loc));
             loc = frame.loc;
         }
@@ -408,14 +388,8 @@ pub fn context_less_profile(profile: &Profile) -> Profile {
         merge_samples(merged.entry(name).or_default(), fs);
     }
     Profile {
-        kind: crate::profile::ProfileKind {
-            context_sensitive: false,
-            ..profile.kind
-        },
-        functions: merged
-            .into_iter()
-            .map(|(name, fs)| (Context::base(name), fs))
-            .collect(),
+        kind: crate::profile::ProfileKind { context_sensitive: false, ..profile.kind },
+        functions: merged.into_iter().map(|(name, fs)| (Context::base(name), fs)).collect(),
         symbol_list: None,
     }
 }

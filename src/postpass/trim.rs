@@ -43,9 +43,7 @@ pub fn trim_and_merge_cold_contexts(
             let keep = ctx.0.len().min(max_cold_depth.max(1) as usize);
             let merged_ctx = Context(ctx.0[ctx.0.len() - keep..].to_vec());
             // `SampleProfileMap::create` names the profile, so it keeps no attributes.
-            let target = merged
-                .entry(merged_ctx)
-                .or_insert_with(|| FunctionSamples::new(&fs.name));
+            let target = merged.entry(merged_ctx).or_insert_with(|| FunctionSamples::new(&fs.name));
             merge_samples(target, &fs);
         }
     }
@@ -62,9 +60,7 @@ pub fn trim_and_merge_cold_contexts(
 /// summary's *cold* threshold). Returns the number removed.
 pub fn trim_cold_profiles(profile: &mut Profile, threshold: u64) -> usize {
     let before = profile.functions.len();
-    profile
-        .functions
-        .retain(|_, fs| fs.total_samples >= threshold);
+    profile.functions.retain(|_, fs| fs.total_samples >= threshold);
     before - profile.functions.len()
 }
 
@@ -81,11 +77,7 @@ mod tests {
             profile.functions.insert(Context::base(name), fs);
         }
         assert_eq!(trim_cold_profiles(&mut profile, 10), 1);
-        let names: Vec<&str> = profile
-            .functions
-            .values()
-            .map(|f| f.name.as_str())
-            .collect();
+        let names: Vec<&str> = profile.functions.values().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["b", "c"]);
     }
 }

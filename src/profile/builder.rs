@@ -51,7 +51,11 @@ impl TopLevelProfiles {
     pub fn into_profile(self, kind: ProfileKind) -> Profile {
         Profile {
             kind,
-            functions: self.functions.into_iter().map(|(name, fs)| (Context::base(&name), fs)).collect(),
+            functions: self
+                .functions
+                .into_iter()
+                .map(|(name, fs)| (Context::base(&name), fs))
+                .collect(),
             symbol_list: None,
         }
     }
@@ -59,7 +63,11 @@ impl TopLevelProfiles {
 
 /// Ranges with a zero-count range added for every range of each sampled function (or of all
 /// functions), so that unexecuted code appears with count 0 (`preprocessRangeCounter`).
-pub fn zero_filled_ranges(binary: &Binary, counters: &Counters, fill_all: bool) -> Vec<((Vaddr, Vaddr), u64)> {
+pub fn zero_filled_ranges(
+    binary: &Binary,
+    counters: &Counters,
+    fill_all: bool,
+) -> Vec<((Vaddr, Vaddr), u64)> {
     let mut ranges = counters.ranges.clone();
     let mut add_zero = |start: Vaddr, end: Vaddr| {
         ranges.entry((start, Vaddr(end.0 - 1))).or_insert(0);
@@ -71,8 +79,12 @@ pub fn zero_filled_ranges(binary: &Binary, counters: &Counters, fill_all: bool) 
             }
         }
     } else {
-        let mut sampled: Vec<_> =
-            counters.ranges.keys().filter_map(|(s, _)| binary.func_range(*s)).map(|r| r.func).collect();
+        let mut sampled: Vec<_> = counters
+            .ranges
+            .keys()
+            .filter_map(|(s, _)| binary.func_range(*s))
+            .map(|r| r.func)
+            .collect();
         sampled.sort_unstable();
         sampled.dedup();
         for id in sampled {

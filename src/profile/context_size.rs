@@ -19,8 +19,8 @@ use hashbrown::HashMap;
 
 use crate::addr::Vaddr;
 use crate::aggregate::{ContextCounters, ContextKey};
-use crate::binary::probes::{NodeId as ProbeNodeId, ProbeInfo};
 use crate::binary::dwarf::probe_index_from_discriminator;
+use crate::binary::probes::{NodeId as ProbeNodeId, ProbeInfo};
 use crate::binary::{Binary, FuncId, SourceFrame};
 use crate::postpass::ContextSizeTracker;
 use crate::profile::{ContextFrame, LineLocation};
@@ -69,7 +69,10 @@ pub fn context_sizes(binary: &Binary, profiled: &[FuncId]) -> ContextSizeTracker
 /// (`getFrameLocationStack`, root first) of every instruction in the ranges of `profiled`, with
 /// the bytes of the instructions under each. A context may come more than once (its sizes add
 /// up in the tracker).
-fn instruction_bytes_per_context(binary: &Binary, profiled: &[FuncId]) -> Vec<(Vec<ContextFrame>, u32)> {
+fn instruction_bytes_per_context(
+    binary: &Binary,
+    profiled: &[FuncId],
+) -> Vec<(Vec<ContextFrame>, u32)> {
     let probe_discriminators = binary.probes().is_some();
     // Neighbouring instructions mostly differ at most in the leaf location, which does not
     // count; other repeats are found by the address of the binary's shared stack (kept alive
@@ -93,12 +96,16 @@ fn instruction_bytes_per_context(binary: &Binary, profiled: &[FuncId]) -> Vec<(V
                         g
                     }
                 };
-                let size = binary.inst_size(addr).map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX));
+                let size =
+                    binary.inst_size(addr).map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX));
                 groups[group].1 = groups[group].1.saturating_add(size);
             }
         }
     }
-    groups.into_iter().map(|(stack, size)| (location_stack(&stack, probe_discriminators), size)).collect()
+    groups
+        .into_iter()
+        .map(|(stack, size)| (location_stack(&stack, probe_discriminators), size))
+        .collect()
 }
 
 /// `trackInlineesOptimizedAway` for each profiled function's top-level probe record: the
@@ -108,7 +115,11 @@ fn instruction_bytes_per_context(binary: &Binary, profiled: &[FuncId]) -> Vec<(V
 /// llvm-profgen keeps one top-level record per function name (`TopLevelProbeFrameMap`, the last
 /// one in `unordered_map` order, which for small maps is the first decoded); this takes the
 /// first decoded record whose GUID and description name match the function.
-fn inlinees_with_probes(binary: &Binary, probes: &ProbeInfo, profiled: &[FuncId]) -> Vec<Vec<ContextFrame>> {
+fn inlinees_with_probes(
+    binary: &Binary,
+    probes: &ProbeInfo,
+    profiled: &[FuncId],
+) -> Vec<Vec<ContextFrame>> {
     let mut top_level: HashMap<&str, ProbeNodeId> = HashMap::new();
     for (i, node) in probes.nodes().iter().enumerate().skip(1) {
         if node.parent == ProbeNodeId::ROOT
@@ -130,7 +141,9 @@ fn inlinees_with_probes(binary: &Binary, probes: &ProbeInfo, profiled: &[FuncId]
     let mut contexts = Vec::new();
     for i in 1..probes.nodes().len() {
         let id = ProbeNodeId(i as u32);
-        if probes.node_probes(id).is_empty() || selected.binary_search(&probes.top_level_node(id)).is_err() {
+        if probes.node_probes(id).is_empty()
+            || selected.binary_search(&probes.top_level_node(id)).is_err()
+        {
             continue;
         }
         // Leaf first: each caller frame's location is the call site of the frame below it.
@@ -162,7 +175,8 @@ fn same_context(a: &[SourceFrame], b: &[SourceFrame]) -> bool {
     a.len() == b.len()
         && a.iter().zip(b).enumerate().all(|(i, (x, y))| {
             x.func_name == y.func_name
-                && (i + 1 == a.len() || (x.line_offset, x.discriminator) == (y.line_offset, y.discriminator))
+                && (i + 1 == a.len()
+                    || (x.line_offset, x.discriminator) == (y.line_offset, y.discriminator))
         })
 }
 
@@ -193,7 +207,10 @@ mod tests {
             .map(|f| {
                 let (func, loc) = f.split_once(':').unwrap_or((f, "0"));
                 let (line, disc) = loc.split_once('.').unwrap_or((loc, "0"));
-                ContextFrame { func: func.to_string(), loc: LineLocation::new(line.parse().unwrap(), disc.parse().unwrap()) }
+                ContextFrame {
+                    func: func.to_string(),
+                    loc: LineLocation::new(line.parse().unwrap(), disc.parse().unwrap()),
+                }
             })
             .collect()
     }
@@ -270,7 +287,10 @@ mod tests {
     }
 
     fn corpus_binary(case: &str) -> Binary {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("perf-samples").join(case).join(case);
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("perf-samples")
+            .join(case)
+            .join(case);
         Binary::load(&path, &Default::default()).unwrap()
     }
 
@@ -309,7 +329,10 @@ mod tests {
         let s = context_sizes(&b, &all_dwarf_functions(&b));
         assert_eq!(s.func_size_for_context(&ctx(&format!("main:5 @ work:2 @ _ZL4noopi{uniq}"))), 0);
         // Only profiled functions are measured.
-        let work: Vec<FuncId> = all_dwarf_functions(&b).into_iter().filter(|&f| &*b.function(f).name == "work").collect();
+        let work: Vec<FuncId> = all_dwarf_functions(&b)
+            .into_iter()
+            .filter(|&f| &*b.function(f).name == "work")
+            .collect();
         assert_eq!(recorded(&b, &work), expected[1..]);
     }
 
@@ -318,7 +341,8 @@ mod tests {
     /// copy in hash order (tests/fixtures/context_size/README.md).
     #[test]
     fn line_based_call_sites_keep_raw_discriminators() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/context_size/disc");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/context_size/disc");
         let b = Binary::load(&path, &Default::default()).unwrap();
         let all = all_dwarf_functions(&b);
         let recorded = recorded(&b, &all);
@@ -337,7 +361,10 @@ mod tests {
     fn profiled_functions_are_those_the_counters_touch() {
         let b = corpus_binary("switch_table");
         let names = |c: &ContextCounters| -> Vec<String> {
-            let mut v: Vec<String> = profiled_functions(&b, c).into_iter().map(|f| b.function(f).name.to_string()).collect();
+            let mut v: Vec<String> = profiled_functions(&b, c)
+                .into_iter()
+                .map(|f| b.function(f).name.to_string())
+                .collect();
             v.sort();
             v
         };

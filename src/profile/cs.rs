@@ -14,11 +14,11 @@
 
 use crate::addr::Vaddr;
 use crate::aggregate::unwinder::CodeView;
-use crate::binary::probes::{NodeId, Probe, ProbeInfo, ProbeType};
-use crate::binary::dwarf::{base_discriminator, canonical_fn_name, duplication_factor};
-use crate::postpass::{compress_recursion, trim_context};
 use crate::aggregate::{ContextCounters, ContextKey};
+use crate::binary::dwarf::{base_discriminator, canonical_fn_name, duplication_factor};
+use crate::binary::probes::{NodeId, Probe, ProbeInfo, ProbeType};
 use crate::binary::{FuncId, FuncRange, InstKind};
+use crate::postpass::{compress_recursion, trim_context};
 use crate::profile::model::attr;
 use crate::profile::ranges::disjoint_ranges;
 use crate::profile::{Context, ContextFrame, FunctionSamples, LineLocation, Profile, ProfileKind};
@@ -146,7 +146,8 @@ impl ContextProfiles {
     fn infer_callsite_samples(&mut self) {
         let max_len = self.map.keys().map(Vec::len).max().unwrap_or(0);
         for len in (2..=max_len).rev() {
-            let at_len: Vec<Vec<ContextFrame>> = self.map.keys().filter(|k| k.len() == len).cloned().collect();
+            let at_len: Vec<Vec<ContextFrame>> =
+                self.map.keys().filter(|k| k.len() == len).cloned().collect();
             for ctx in at_len {
                 let fs = &self.map[&ctx];
                 if fs.head_samples != 0 {
@@ -205,7 +206,11 @@ fn leaf_was_inlined<C: CsCodeView + ?Sized>(code: &C, c: &crate::aggregate::Coun
     in_range.or_else(at_branch).is_some_and(|a| code.inline_stack(a).len() > 1)
 }
 
-pub fn generate_line_cs<C: CsCodeView + ?Sized>(code: &C, counters: &ContextCounters, opts: &CsOptions) -> Profile {
+pub fn generate_line_cs<C: CsCodeView + ?Sized>(
+    code: &C,
+    counters: &ContextCounters,
+    opts: &CsOptions,
+) -> Profile {
     let fs_discr = code.uses_fs_discriminators();
     let mut profiles = ContextProfiles::default();
     let mut keys: Vec<&ContextKey> = counters.by_context.keys().collect();
@@ -222,9 +227,15 @@ pub fn generate_line_cs<C: CsCodeView + ?Sized>(code: &C, counters: &ContextCoun
                 }
                 for a in code.insts_in(start, end) {
                     let Some(leaf) = code.inline_stack(a).last().cloned() else { continue };
-                    let loc = LineLocation::new(leaf.line_offset, base_discriminator(leaf.discriminator, fs_discr));
+                    let loc = LineLocation::new(
+                        leaf.line_offset,
+                        base_discriminator(leaf.discriminator, fs_discr),
+                    );
                     // Lines keep the max over their instructions, scaled back for unrolled copies.
-                    let scaled = n.saturating_mul(u64::from(duplication_factor(leaf.discriminator, fs_discr)));
+                    let scaled = n.saturating_mul(u64::from(duplication_factor(
+                        leaf.discriminator,
+                        fs_discr,
+                    )));
                     fs.max_body(loc, scaled);
                     fs.add_total(n);
                 }
@@ -241,20 +252,31 @@ pub fn generate_line_cs<C: CsCodeView + ?Sized>(code: &C, counters: &ContextCoun
                 && let Some(leaf) = code.inline_stack(src).last()
             {
                 let base = base_discriminator(leaf.discriminator, fs_discr);
-                profiles.get_or_create(ctx, false).add_call_target(LineLocation::new(leaf.line_offset, base), callee, n);
-                let discr = if opts.callee_context_base_discriminator { base } else { leaf.discriminator };
+                profiles.get_or_create(ctx, false).add_call_target(
+                    LineLocation::new(leaf.line_offset, base),
+                    callee,
+                    n,
+                );
+                let discr =
+                    if opts.callee_context_base_discriminator { base } else { leaf.discriminator };
                 callsite = LineLocation::new(leaf.line_offset, discr);
             }
             let mut callee_ctx = ctx.clone();
             if let Some(last) = callee_ctx.last_mut() {
                 last.loc = callsite;
             }
-            callee_ctx.push(ContextFrame { func: callee.to_string(), loc: LineLocation::default() });
+            callee_ctx
+                .push(ContextFrame { func: callee.to_string(), loc: LineLocation::default() });
             profiles.get_or_create(&callee_ctx, false).add_head(n);
         }
     }
     profiles.infer_callsite_samples();
-    let kind = ProfileKind { context_sensitive: true, probe_based: false, preinlined: false, fs_discriminator: fs_discr };
+    let kind = ProfileKind {
+        context_sensitive: true,
+        probe_based: false,
+        preinlined: false,
+        fs_discriminator: fs_discr,
+    };
     profiles.finish(kind, opts.update_total_samples)
 }
 
@@ -275,7 +297,9 @@ pub fn generate_probe_cs<C: CsCodeView + ?Sized, P: ProbeView + ?Sized>(
     let mut g = ProbeCsBuilder {
         probes,
         opts,
-        inferrer: opts.infer_missing_frames.then(|| MissingFrameInferrer::new(code, counters, opts.max_search_depth)),
+        inferrer: opts
+            .infer_missing_frames
+            .then(|| MissingFrameInferrer::new(code, counters, opts.max_search_depth)),
         profiles: ContextProfiles::default(),
         stats: ProbeCsStats::default(),
     };
@@ -287,7 +311,12 @@ pub fn generate_probe_cs<C: CsCodeView + ?Sized, P: ProbeView + ?Sized>(
         g.body_samples(code, sites, c);
         g.boundary_samples(code, sites, c);
     }
-    let kind = ProfileKind { context_sensitive: true, probe_based: true, preinlined: false, fs_discriminator: false };
+    let kind = ProfileKind {
+        context_sensitive: true,
+        probe_based: true,
+        preinlined: false,
+        fs_discriminator: false,
+    };
     let profile = g.profiles.finish(kind, opts.update_total_samples);
     (profile, g.stats)
 }
@@ -308,7 +337,12 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
 }
 
 impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
-    fn body_samples<C: CsCodeView + ?Sized>(&mut self, code: &C, sites: &[Vaddr], c: &crate::aggregate::Counters) {
+    fn body_samples<C: CsCodeView + ?Sized>(
+        &mut self,
+        code: &C,
+        sites: &[Vaddr],
+        c: &crate::aggregate::Counters,
+    ) {
         // Sum per probe over the disjoint segments; a probe is identified by its address and
         // position at that address.
         let mut probe_counts: BTreeMap<(Vaddr, usize), u64> = BTreeMap::new();
@@ -367,7 +401,12 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         }
     }
 
-    fn boundary_samples<C: CsCodeView + ?Sized>(&mut self, code: &C, sites: &[Vaddr], c: &crate::aggregate::Counters) {
+    fn boundary_samples<C: CsCodeView + ?Sized>(
+        &mut self,
+        code: &C,
+        sites: &[Vaddr],
+        c: &crate::aggregate::Counters,
+    ) {
         let mut branches: Vec<(&(Vaddr, Vaddr), &u64)> = c.branches.iter().collect();
         branches.sort();
         for (&(src, dst), &n) in branches {
@@ -378,14 +417,23 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
             fs.add_body(LineLocation::new(call.index, 0), n);
             fs.add_total(n);
             if let Some(callee) = code.entry_func_name(dst) {
-                fs.add_call_target(LineLocation::new(call.index, call.discriminator), canonical_fn_name(&callee), n);
+                fs.add_call_target(
+                    LineLocation::new(call.index, call.discriminator),
+                    canonical_fn_name(&callee),
+                    n,
+                );
             }
         }
     }
 
     /// `getContextNodeForLeafProbe`: call sites (with inferred tail-call frames) expanded through
     /// their call probes' inline contexts, then the leaf probe's inline context.
-    fn leaf_probe_context<C: CsCodeView + ?Sized>(&mut self, code: &C, sites: &[Vaddr], leaf: &Probe) -> Option<ProbeContext> {
+    fn leaf_probe_context<C: CsCodeView + ?Sized>(
+        &mut self,
+        code: &C,
+        sites: &[Vaddr],
+        leaf: &Probe,
+    ) -> Option<ProbeContext> {
         let inferred;
         let sites = match self.inferrer.as_mut() {
             Some(inf) => {
@@ -399,7 +447,8 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
             None => sites,
         };
         // From the leaf side up to the first call site without a call probe.
-        let mut calls: Vec<Probe> = sites.iter().rev().map_while(|&a| self.probes.call_probe_at(a)).collect();
+        let mut calls: Vec<Probe> =
+            sites.iter().rev().map_while(|&a| self.probes.call_probe_at(a)).collect();
         calls.reverse();
         let mut frames = Vec::new();
         for call in &calls {
@@ -412,7 +461,11 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         trim_context(&mut frames, self.opts.max_context_depth);
         frames.push(leaf_frame);
         let (_, checksum) = self.probes.func_desc(self.probes.node_guid(leaf.node))?;
-        Some(ProbeContext { frames, was_inlined: self.probes.node_inline_site(leaf.node).is_some(), checksum })
+        Some(ProbeContext {
+            frames,
+            was_inlined: self.probes.node_inline_site(leaf.node).is_some(),
+            checksum,
+        })
     }
 
     /// Appends the probe's inline chain, root first, ending with (probe's function, probe id).
@@ -444,7 +497,10 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
                 out.clear();
                 continue;
             }
-            out.push(ContextFrame { func: func.unwrap_or_default(), loc: LineLocation::new(id, 0) });
+            out.push(ContextFrame {
+                func: func.unwrap_or_default(),
+                loc: LineLocation::new(id, 0),
+            });
         }
         Some(())
     }
@@ -470,7 +526,11 @@ impl MissingFrameInferrer {
     /// Call and tail-call edges come from the sampled branches of all contexts: a call
     /// instruction's sampled targets, and for jumps leaving their function range (direct jumps to
     /// another function, indirect jumps) the sampled targets in other ranges.
-    pub fn new<C: CsCodeView + ?Sized>(code: &C, counters: &ContextCounters, max_depth: u32) -> Self {
+    pub fn new<C: CsCodeView + ?Sized>(
+        code: &C,
+        counters: &ContextCounters,
+        max_depth: u32,
+    ) -> Self {
         let mut calls: BTreeMap<Vaddr, BTreeSet<Vaddr>> = BTreeMap::new();
         let mut tail_calls: BTreeMap<Vaddr, BTreeSet<Vaddr>> = BTreeMap::new();
         for c in counters.by_context.values() {
@@ -481,10 +541,14 @@ impl MissingFrameInferrer {
                     Some(InstKind::Call) => {
                         calls.entry(from).or_default().insert(to);
                     }
-                    Some(InstKind::DirectJump) if to_range.is_some_and(|t| t.func != from_range.func) => {
+                    Some(InstKind::DirectJump)
+                        if to_range.is_some_and(|t| t.func != from_range.func) =>
+                    {
                         tail_calls.entry(from).or_default().insert(to);
                     }
-                    Some(InstKind::IndirectJump) if to_range.map(|t| t.start) != Some(from_range.start) => {
+                    Some(InstKind::IndirectJump)
+                        if to_range.map(|t| t.start) != Some(from_range.start) =>
+                    {
                         tail_calls.entry(from).or_default().insert(to);
                     }
                     _ => {}
@@ -534,7 +598,13 @@ impl MissingFrameInferrer {
         out
     }
 
-    fn infer_between<C: CsCodeView + ?Sized>(&mut self, code: &C, from: Vaddr, to: Vaddr, path: &mut Vec<Vaddr>) {
+    fn infer_between<C: CsCodeView + ?Sized>(
+        &mut self,
+        code: &C,
+        from: Vaddr,
+        to: Vaddr,
+        path: &mut Vec<Vaddr>,
+    ) {
         path.push(from);
         let pos = path.len();
         let Some(to_func) = code.func_range(to).map(|r| r.func) else { return };

@@ -23,7 +23,12 @@ fn location(f: &SourceFrame, fs: bool) -> LineLocation {
 }
 
 /// The profile of the innermost frame of `frames` (outermost first).
-fn leaf_profile<'p>(b: &'p mut TopLevelProfiles, frames: &[SourceFrame], total: u64, fs: bool) -> &'p mut super::FunctionSamples {
+fn leaf_profile<'p>(
+    b: &'p mut TopLevelProfiles,
+    frames: &[SourceFrame],
+    total: u64,
+    fs: bool,
+) -> &'p mut super::FunctionSamples {
     let inlined = frames.windows(2).map(|w| (location(&w[0], fs), &*w[1].func_name));
     b.leaf_profile(&frames[0].func_name, inlined, total, |_| None)
 }
@@ -57,7 +62,11 @@ pub fn build(binary: &Binary, counters: &Counters, opts: LineOptions) -> Profile
         if !src.is_external() {
             let frames = binary.inline_stack(src);
             if let Some(leaf) = frames.last() {
-                leaf_profile(&mut b, &frames, 0, fs).add_call_target(location(leaf, fs), &callee, count);
+                leaf_profile(&mut b, &frames, 0, fs).add_call_target(
+                    location(leaf, fs),
+                    &callee,
+                    count,
+                );
             }
         }
         // Every branch to the entry counts as a head sample, whatever its source.

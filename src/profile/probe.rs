@@ -12,17 +12,31 @@ use crate::binary::probes::{Probe, ProbeInfo, md5_guid};
 use hashbrown::HashMap;
 
 /// The profile of `probe`'s function under its inline context.
-fn probe_profile<'p>(b: &'p mut TopLevelProfiles, probes: &ProbeInfo, probe: &Probe, total: u64) -> &'p mut super::FunctionSamples {
+fn probe_profile<'p>(
+    b: &'p mut TopLevelProfiles,
+    probes: &ProbeInfo,
+    probe: &Probe,
+    total: u64,
+) -> &'p mut super::FunctionSamples {
     let (sites, (leaf_name, _)) = probes.inline_context(probe);
     let checksum = |name: &str| probes.desc(md5_guid(name)).map(|d| d.hash);
     // Frames: callers with their call-site probe ids, then the probe's own function.
-    let names: Vec<&str> = sites.iter().map(|(n, _)| &**n).chain(std::iter::once(&*leaf_name)).collect();
-    let inlined = sites.iter().zip(&names[1..]).map(|((_, site), callee)| (LineLocation::new(*site, 0), *callee));
+    let names: Vec<&str> =
+        sites.iter().map(|(n, _)| &**n).chain(std::iter::once(&*leaf_name)).collect();
+    let inlined = sites
+        .iter()
+        .zip(&names[1..])
+        .map(|((_, site), callee)| (LineLocation::new(*site, 0), *callee));
     b.leaf_profile(names[0], inlined, total, checksum)
 }
 
 /// Builds the non-CS probe-based profile from LBR counters.
-pub fn build(binary: &Binary, probes: &ProbeInfo, counters: &Counters, fill_zero_for_all_funcs: bool) -> Profile {
+pub fn build(
+    binary: &Binary,
+    probes: &ProbeInfo,
+    counters: &Counters,
+    fill_zero_for_all_funcs: bool,
+) -> Profile {
     // Probe counts, keyed by the probe's position in the decoded probe table.
     let mut probe_counts: HashMap<usize, u64> = HashMap::new();
     let table = probes.probes();

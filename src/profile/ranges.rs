@@ -24,7 +24,9 @@ struct Boundary {
 /// covered only by a zero-count range are emitted with count 0 (the builders use zero ranges to
 /// make every instruction of a function appear); gaps covered by no range are not emitted.
 /// Ranges with `start > end` are ignored.
-pub fn disjoint_ranges(ranges: impl Iterator<Item = ((Vaddr, Vaddr), u64)>) -> Vec<(Vaddr, Vaddr, u64)> {
+pub fn disjoint_ranges(
+    ranges: impl Iterator<Item = ((Vaddr, Vaddr), u64)>,
+) -> Vec<(Vaddr, Vaddr, u64)> {
     let mut points: BTreeMap<u64, Boundary> = BTreeMap::new();
     for ((start, end), count) in ranges {
         if start > end {
@@ -88,7 +90,10 @@ mod tests {
     #[test]
     fn nested_ranges_sharing_a_start() {
         // Reference example: A..B:100 and A..C:200.
-        assert_eq!(run(&[(0x10, 0x20, 100), (0x10, 0x30, 200)]), vec![(0x10, 0x20, 300), (0x21, 0x30, 200)]);
+        assert_eq!(
+            run(&[(0x10, 0x20, 100), (0x10, 0x30, 200)]),
+            vec![(0x10, 0x20, 300), (0x21, 0x30, 200)]
+        );
     }
 
     #[test]
@@ -101,7 +106,10 @@ mod tests {
 
     #[test]
     fn gap_between_ranges_is_not_emitted() {
-        assert_eq!(run(&[(0x10, 0x20, 10), (0x30, 0x40, 20)]), vec![(0x10, 0x20, 10), (0x30, 0x40, 20)]);
+        assert_eq!(
+            run(&[(0x10, 0x20, 10), (0x30, 0x40, 20)]),
+            vec![(0x10, 0x20, 10), (0x30, 0x40, 20)]
+        );
     }
 
     #[test]
@@ -109,7 +117,13 @@ mod tests {
         // Reference example: B..C:100, D..E:200 inside A..F:0.
         assert_eq!(
             run(&[(0x12, 0x20, 100), (0x30, 0x40, 200), (0x10, 0x50, 0)]),
-            vec![(0x10, 0x11, 0), (0x12, 0x20, 100), (0x21, 0x2f, 0), (0x30, 0x40, 200), (0x41, 0x50, 0)]
+            vec![
+                (0x10, 0x11, 0),
+                (0x12, 0x20, 100),
+                (0x21, 0x2f, 0),
+                (0x30, 0x40, 200),
+                (0x41, 0x50, 0)
+            ]
         );
     }
 
@@ -120,7 +134,10 @@ mod tests {
 
     #[test]
     fn one_byte_ranges() {
-        assert_eq!(run(&[(0x10, 0x10, 3), (0x10, 0x14, 1)]), vec![(0x10, 0x10, 4), (0x11, 0x14, 1)]);
+        assert_eq!(
+            run(&[(0x10, 0x10, 3), (0x10, 0x14, 1)]),
+            vec![(0x10, 0x10, 4), (0x11, 0x14, 1)]
+        );
     }
 
     #[test]

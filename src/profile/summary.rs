@@ -113,11 +113,7 @@ impl ProfileSummary {
     /// percentile 0 gives the "nothing is hot" entry `(0, u64::MAX, 0)`.
     pub fn entry_for_percentile(&self, percentile: u32) -> Result<SummaryEntry> {
         if percentile == 0 {
-            return Ok(SummaryEntry {
-                cutoff: 0,
-                min_count: u64::MAX,
-                num_counts: 0,
-            });
+            return Ok(SummaryEntry { cutoff: 0, min_count: u64::MAX, num_counts: 0 });
         }
         self.detailed.iter().find(|e| e.cutoff >= percentile).copied().ok_or_else(|| {
             Error::Usage(format!(
@@ -237,59 +233,24 @@ mod tests {
         // Counts 100, 50, 0, 10 → total 160.
         let mut main = func("main", 7, &[(1, 100), (2, 50), (3, 0)]);
         let inl = func("inl", 0, &[(1, 10)]);
-        main.callsites
-            .entry(LineLocation::new(2, 0))
-            .or_default()
-            .insert("inl".into(), inl);
+        main.callsites.entry(LineLocation::new(2, 0)).or_default().insert("inl".into(), inl);
         let s = ProfileSummary::from_top_level([&main], &DEFAULT_CUTOFFS);
         assert_eq!((s.total_count, s.max_count, s.num_counts), (160, 100, 4));
         assert_eq!((s.num_functions, s.max_function_count), (1, 7));
         let e = |c: u32| s.detailed.iter().find(|e| e.cutoff == c).copied().unwrap();
         // 1%: desired 1 → 100 alone.
-        assert_eq!(
-            e(10000),
-            SummaryEntry {
-                cutoff: 10000,
-                min_count: 100,
-                num_counts: 1
-            }
-        );
+        assert_eq!(e(10000), SummaryEntry { cutoff: 10000, min_count: 100, num_counts: 1 });
         // 70%: desired 112 → 100 + 50.
-        assert_eq!(
-            e(700000),
-            SummaryEntry {
-                cutoff: 700000,
-                min_count: 50,
-                num_counts: 2
-            }
-        );
+        assert_eq!(e(700000), SummaryEntry { cutoff: 700000, min_count: 50, num_counts: 2 });
         // 95%: desired 152 → + 10.
-        assert_eq!(
-            e(950000),
-            SummaryEntry {
-                cutoff: 950000,
-                min_count: 10,
-                num_counts: 3
-            }
-        );
+        assert_eq!(e(950000), SummaryEntry { cutoff: 950000, min_count: 10, num_counts: 3 });
         // 99.9999%: desired 159 → still 3 counts; the zero is never needed.
-        assert_eq!(
-            e(999999),
-            SummaryEntry {
-                cutoff: 999999,
-                min_count: 10,
-                num_counts: 3
-            }
-        );
+        assert_eq!(e(999999), SummaryEntry { cutoff: 999999, min_count: 10, num_counts: 3 });
         let opts = SummaryOptions::default();
         assert_eq!(s.hot_count_threshold(&opts).unwrap(), 10);
         assert_eq!(s.cold_count_threshold(&opts).unwrap(), 10);
         assert_eq!(s.p10_min_count(), 100);
-        let forced = SummaryOptions {
-            hot_count: Some(0),
-            cold_count: Some(5),
-            ..opts
-        };
+        let forced = SummaryOptions { hot_count: Some(0), cold_count: Some(5), ..opts };
         assert_eq!(s.hot_count_threshold(&forced).unwrap(), 0);
         assert_eq!(s.cold_count_threshold(&forced).unwrap(), 5);
     }
@@ -299,31 +260,10 @@ mod tests {
         let f = func("f", 0, &[(1, 5), (2, 0)]);
         let s = ProfileSummary::from_top_level([&f], &DEFAULT_CUTOFFS);
         // total 5: 1% → desired 0, nothing taken.
-        assert_eq!(
-            s.detailed[0],
-            SummaryEntry {
-                cutoff: 10000,
-                min_count: 0,
-                num_counts: 0
-            }
-        );
-        assert_eq!(
-            s.detailed[1],
-            SummaryEntry {
-                cutoff: 100000,
-                min_count: 0,
-                num_counts: 0
-            }
-        );
+        assert_eq!(s.detailed[0], SummaryEntry { cutoff: 10000, min_count: 0, num_counts: 0 });
+        assert_eq!(s.detailed[1], SummaryEntry { cutoff: 100000, min_count: 0, num_counts: 0 });
         // 20% → desired 1.
-        assert_eq!(
-            s.detailed[2],
-            SummaryEntry {
-                cutoff: 200000,
-                min_count: 5,
-                num_counts: 1
-            }
-        );
+        assert_eq!(s.detailed[2], SummaryEntry { cutoff: 200000, min_count: 5, num_counts: 1 });
         assert!(s.entry_for_percentile(1_000_000).is_err());
         assert_eq!(s.entry_for_percentile(0).unwrap().min_count, u64::MAX);
     }
@@ -333,26 +273,19 @@ mod tests {
         let mut f = func("f", 3, &[(1, 4)]);
         let mut dup = func("g", 0, &[(1, 4)]);
         dup.attributes = attr::DUPLICATED_INTO_BASE;
-        f.callsites
-            .entry(LineLocation::new(1, 0))
-            .or_default()
-            .insert("g".into(), dup);
+        f.callsites.entry(LineLocation::new(1, 0)).or_default().insert("g".into(), dup);
         let s = ProfileSummary::from_top_level([&f], &DEFAULT_CUTOFFS);
         assert_eq!((s.total_count, s.num_counts), (4, 1));
 
         let mut p = Profile {
-            kind: ProfileKind {
-                context_sensitive: true,
-                ..Default::default()
-            },
+            kind: ProfileKind { context_sensitive: true, ..Default::default() },
             ..Default::default()
         };
         let mut ctx = Context::base("main");
         ctx.0[0].loc = LineLocation::new(1, 0);
         ctx.0.push(Context::base("g").0[0].clone());
         p.functions.insert(ctx, func("g", 2, &[(1, 6), (2, 1)]));
-        p.functions
-            .insert(Context::base("g"), func("g", 3, &[(1, 4)]));
+        p.functions.insert(Context::base("g"), func("g", 3, &[(1, 4)]));
         let s = ProfileSummary::compute(&p);
         // One merged function g: line 1 = 10, line 2 = 1, head 5.
         assert_eq!((s.num_functions, s.max_function_count), (1, 5));

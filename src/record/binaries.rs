@@ -34,9 +34,7 @@ pub struct BinaryFile {
 
 impl BinaryFile {
     fn open(path: &str, tracked: bool) -> BinaryFile {
-        let data = File::open(path)
-            .ok()
-            .and_then(|f| unsafe { Mmap::map(&f) }.ok());
+        let data = File::open(path).ok().and_then(|f| unsafe { Mmap::map(&f) }.ok());
         let mut build_id = None;
         let mut segments = Vec::new();
         if let Some(obj) = data.as_deref().and_then(|d| object::File::parse(d).ok()) {
@@ -46,13 +44,7 @@ impl BinaryFile {
                 segments.push((off, size, s.address()));
             }
         }
-        BinaryFile {
-            path: path.to_string(),
-            build_id,
-            data,
-            segments,
-            tracked,
-        }
+        BinaryFile { path: path.to_string(), build_id, data, segments, tracked }
     }
 
     /// ELF virtual address of a file offset, if a PT_LOAD covers it.
@@ -91,16 +83,8 @@ pub struct Binaries {
 
 impl Binaries {
     pub fn new(track_all: bool) -> anyhow::Result<Binaries> {
-        let cs = Capstone::new()
-            .x86()
-            .mode(arch::x86::ArchMode::Mode64)
-            .build()?;
-        Ok(Binaries {
-            files: Vec::new(),
-            by_path: HashMap::new(),
-            cs,
-            track_all,
-        })
+        let cs = Capstone::new().x86().mode(arch::x86::ArchMode::Mode64).build()?;
+        Ok(Binaries { files: Vec::new(), by_path: HashMap::new(), cs, track_all })
     }
 
     fn intern(&mut self, path: &str) -> usize {
@@ -108,11 +92,8 @@ impl Binaries {
             return i;
         }
         // System libraries are mapped and sampled but their truth would dwarf the case's own.
-        let system = ["/usr/", "/lib", "/etc/"]
-            .iter()
-            .any(|p| path.starts_with(p));
-        self.files
-            .push(BinaryFile::open(path, self.track_all || !system));
+        let system = ["/usr/", "/lib", "/etc/"].iter().any(|p| path.starts_with(p));
+        self.files.push(BinaryFile::open(path, self.track_all || !system));
         self.by_path.insert(path.to_string(), self.files.len() - 1);
         self.files.len() - 1
     }
@@ -155,15 +136,7 @@ impl Binaries {
                 })
                 .unwrap_or((0, 0));
             let bin = self.intern(path);
-            out.push(Mapping {
-                start,
-                end,
-                pgoff,
-                maj,
-                min,
-                ino: ino.parse().unwrap_or(0),
-                bin,
-            });
+            out.push(Mapping { start, end, pgoff, maj, min, ino: ino.parse().unwrap_or(0), bin });
         }
         out
     }

@@ -181,11 +181,9 @@ impl Recorder {
 
     pub fn start_process(&mut self, p: &mut Process) {
         if p.fork_thread.is_none() {
-            self.records
-                .push(perf_data::comm(p.pid, p.pid, &p.comm, true, 0));
+            self.records.push(perf_data::comm(p.pid, p.pid, &p.comm, true, 0));
         } else {
-            self.records
-                .push(perf_data::task(false, p.pid, p.ppid, p.pid, p.ptid, p.time));
+            self.records.push(perf_data::task(false, p.pid, p.ppid, p.pid, p.ptid, p.time));
         }
     }
 
@@ -193,8 +191,7 @@ impl Recorder {
         for t in p.threads.iter_mut().flatten() {
             if !t.exited {
                 t.exited = true;
-                self.records
-                    .push(perf_data::task(true, p.pid, p.pid, t.tid, t.tid, p.time));
+                self.records.push(perf_data::task(true, p.pid, p.pid, t.tid, t.tid, p.time));
             }
         }
     }
@@ -252,23 +249,13 @@ impl Recorder {
                 let off = addr - m.start + m.pgoff;
                 let f = &self.bins.files[m.bin];
                 match f.vaddr(off) {
-                    Some(vaddr) => Inst {
-                        kind: self.bins.decode(m.bin, off),
-                        bin: m.bin as u32,
-                        vaddr,
-                    },
-                    None => Inst {
-                        kind: Kind::Other,
-                        bin: NO_BIN,
-                        vaddr: addr,
-                    },
+                    Some(vaddr) => {
+                        Inst { kind: self.bins.decode(m.bin, off), bin: m.bin as u32, vaddr }
+                    }
+                    None => Inst { kind: Kind::Other, bin: NO_BIN, vaddr: addr },
                 }
             }
-            None => Inst {
-                kind: Kind::Other,
-                bin: NO_BIN,
-                vaddr: addr,
-            },
+            None => Inst { kind: Kind::Other, bin: NO_BIN, vaddr: addr },
         };
         p.cache.insert(addr, inst);
         inst
@@ -301,10 +288,8 @@ impl Recorder {
                     (None, Some(tid)) => tid,
                     _ => p.pid.wrapping_add(n as u32 - 1),
                 };
-                self.records
-                    .push(perf_data::task(false, p.pid, p.pid, tid, p.pid, p.time));
-                self.records
-                    .push(perf_data::comm(p.pid, tid, &p.comm, false, p.time));
+                self.records.push(perf_data::task(false, p.pid, p.pid, tid, p.pid, p.time));
+                self.records.push(perf_data::comm(p.pid, tid, &p.comm, false, p.time));
                 Thread::new(tid)
             };
             p.threads[n] = Some(t);
@@ -329,10 +314,7 @@ impl Recorder {
             let fall = paddr.wrapping_add(psize);
             let taken = addr != fall || matches!(pinst.kind, Kind::Call | Kind::Ret | Kind::Jump);
             match pinst.kind {
-                Kind::Call => t.stack.push(Frame {
-                    ret: fall,
-                    fp: false,
-                }),
+                Kind::Call => t.stack.push(Frame { ret: fall, fp: false }),
                 Kind::Ret => t.pop_to(addr),
                 Kind::FpSet => t.stack.last_mut().expect("root frame").fp = true,
                 Kind::FpClear => t.stack.last_mut().expect("root frame").fp = false,
@@ -370,12 +352,7 @@ impl Recorder {
             let mut chain = Vec::with_capacity(16);
             chain.push(addr);
             chain.extend(
-                t.stack[1..]
-                    .iter()
-                    .rev()
-                    .filter(|f| f.fp)
-                    .map(|f| f.ret)
-                    .take(MAX_STACK - 1),
+                t.stack[1..].iter().rev().filter(|f| f.fp).map(|f| f.ret).take(MAX_STACK - 1),
             );
             let branches: Vec<(u64, u64)> = t.lbr.iter().rev().copied().collect();
             let (tid, period) = (t.tid, t.period);
@@ -450,10 +427,8 @@ impl Recorder {
         match nr {
             56 | 435 => {
                 if let Some(i) = rest.find("created child ") {
-                    let child: String = rest[i + 14..]
-                        .chars()
-                        .take_while(|c| c.is_ascii_digit())
-                        .collect();
+                    let child: String =
+                        rest[i + 14..].chars().take_while(|c| c.is_ascii_digit()).collect();
                     if let Ok(child) = child.parse::<u32>() {
                         self.fork(p, vgtid, child);
                     }
@@ -467,10 +442,8 @@ impl Recorder {
                     .and_then(|f| u64::from_str_radix(f.trim(), 16).ok());
                 let is_thread = flags.is_none_or(|f| f & 0x10000 != 0);
                 if is_thread && let Some(i) = rest.find("Success(0x") {
-                    let hex: String = rest[i + 10..]
-                        .chars()
-                        .take_while(|c| c.is_ascii_hexdigit())
-                        .collect();
+                    let hex: String =
+                        rest[i + 10..].chars().take_while(|c| c.is_ascii_hexdigit()).collect();
                     if let Ok(tid) = u32::from_str_radix(&hex, 16)
                         && tid != 0
                     {
@@ -483,8 +456,7 @@ impl Recorder {
                     && !t.exited
                 {
                     t.exited = true;
-                    self.records
-                        .push(perf_data::task(true, p.pid, p.pid, t.tid, t.tid, p.time));
+                    self.records.push(perf_data::task(true, p.pid, p.pid, t.tid, t.tid, p.time));
                 }
             }
             231 => self.end_process(p),
@@ -524,10 +496,9 @@ impl Recorder {
             .iter()
             .filter_map(|&b| {
                 let f = &self.bins.files[b];
-                f.build_id.as_ref().map(|id| BuildIdEntry {
-                    build_id: id.clone(),
-                    path: f.path.clone(),
-                })
+                f.build_id
+                    .as_ref()
+                    .map(|id| BuildIdEntry { build_id: id.clone(), path: f.path.clone() })
             })
             .collect();
         let mut insts: Vec<_> = self.insts.into_iter().collect();
@@ -596,18 +567,11 @@ SYSCALL[100,1](231) exit_group( 0 ) --> [pre-success] Success(0x0)
 ";
         r.run_stream(&mut p, trace.as_bytes()).unwrap();
         assert_eq!(p.cur, 1);
-        let tids: Vec<(u32, bool)> = p
-            .threads
-            .iter()
-            .flatten()
-            .map(|t| (t.tid, t.exited))
-            .collect();
+        let tids: Vec<(u32, bool)> =
+            p.threads.iter().flatten().map(|t| (t.tid, t.exited)).collect();
         assert_eq!(tids, [(0x2957, true)]);
         assert_eq!(r.pending_children.len(), 1);
-        assert_eq!(
-            (r.pending_children[0].pid, r.pending_children[0].ppid),
-            (200, 100)
-        );
+        assert_eq!((r.pending_children[0].pid, r.pending_children[0].ppid), (200, 100));
         // COMM of the new thread, FORK (thread), EXIT (thread), FORK (child process).
         let kinds: Vec<u32> = r
             .records
@@ -631,10 +595,7 @@ SYSCALL[100,1](231) exit_group( 0 ) --> [pre-success] Success(0x0)
         let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap());
         assert_eq!(u64_at(8), 0x1000, "ip");
         assert_eq!(u64_at(40), 2, "callchain: PERF_CONTEXT_USER, ip");
-        assert_eq!(
-            (u64_at(48), u64_at(56)),
-            (crate::input::perf_data::abi::CONTEXT_USER, 0x1000)
-        );
+        assert_eq!((u64_at(48), u64_at(56)), (crate::input::perf_data::abi::CONTEXT_USER, 0x1000));
         assert_eq!(u64_at(64), 2, "two taken branches");
         assert_eq!((u64_at(72), u64_at(80)), (0x2000, 0x1000));
         assert_eq!((u64_at(96), u64_at(104)), (0x1002, 0x2000));

@@ -89,12 +89,7 @@ fn record_in(opts: &Options, dir: &Path, started: Instant) -> anyhow::Result<Sum
         .arg(r#"mkfifo "$0/t.$$" && exec "$@""#)
         .arg(dir)
         .arg(&opts.valgrind)
-        .args([
-            "--tool=lackey",
-            "--trace-mem=yes",
-            "--trace-syscalls=yes",
-            "--trace-sched=yes",
-        ])
+        .args(["--tool=lackey", "--trace-mem=yes", "--trace-syscalls=yes", "--trace-sched=yes"])
         .arg(log)
         .args(&opts.command)
         .spawn()
@@ -142,10 +137,7 @@ fn record_in(opts: &Options, dir: &Path, started: Instant) -> anyhow::Result<Sum
     while let Some(mut p) = rec.pending_children.pop_front() {
         let path = dir.join(format!("t.{}", p.real_pid));
         let Ok(file) = File::open(&path) else {
-            eprintln!(
-                "profgen-record: warning: no trace for forked child {}",
-                p.pid
-            );
+            eprintln!("profgen-record: warning: no trace for forked child {}", p.pid);
             continue;
         };
         rec.run_stream(&mut p, BufReader::with_capacity(1 << 20, file))?;
@@ -161,23 +153,12 @@ fn record_in(opts: &Options, dir: &Path, started: Instant) -> anyhow::Result<Sum
         osrelease: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
             .unwrap_or_default(),
-        nrcpus: std::thread::available_parallelism()
-            .map(|n| n.get() as u32)
-            .unwrap_or(1),
-        cmdline: [
-            "perf",
-            "record",
-            "-e",
-            "cycles:u",
-            "-b",
-            "--call-graph",
-            "fp",
-            "--",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .chain(opts.command.iter().cloned())
-        .collect(),
+        nrcpus: std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1),
+        cmdline: ["perf", "record", "-e", "cycles:u", "-b", "--call-graph", "fp", "--"]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(opts.command.iter().cloned())
+            .collect(),
     };
     let (records, build_ids, summary) = rec.finish();
     let out = File::create(&opts.output)

@@ -96,10 +96,7 @@ pub fn mmap2(m: &Mmap2, time: u64) -> Record {
     put_u32(&mut b, 5); // PROT_READ | PROT_EXEC
     put_u32(&mut b, 2); // MAP_PRIVATE
     put_str_aligned(&mut b, m.path, 8);
-    Record {
-        time,
-        bytes: finish(b, m.pid, m.tid, time),
-    }
+    Record { time, bytes: finish(b, m.pid, m.tid, time) }
 }
 
 pub fn comm(pid: u32, tid: u32, name: &str, exec: bool, time: u64) -> Record {
@@ -108,10 +105,7 @@ pub fn comm(pid: u32, tid: u32, name: &str, exec: bool, time: u64) -> Record {
     put_u32(&mut b, pid);
     put_u32(&mut b, tid);
     put_str_aligned(&mut b, name, 8);
-    Record {
-        time,
-        bytes: finish(b, pid, tid, time),
-    }
+    Record { time, bytes: finish(b, pid, tid, time) }
 }
 
 /// FORK (`exit == false`) or EXIT record: (pid, ppid, tid, ptid, time).
@@ -123,10 +117,7 @@ pub fn task(exit: bool, pid: u32, ppid: u32, tid: u32, ptid: u32, time: u64) -> 
     put_u32(&mut b, tid);
     put_u32(&mut b, ptid);
     put_u64(&mut b, time);
-    Record {
-        time,
-        bytes: finish(b, pid, tid, time),
-    }
+    Record { time, bytes: finish(b, pid, tid, time) }
 }
 
 pub fn sample(s: &Sample) -> Record {
@@ -150,10 +141,7 @@ pub fn sample(s: &Sample) -> Record {
     }
     let size = u16::try_from(b.len()).unwrap_or(u16::MAX);
     b[6..8].copy_from_slice(&size.to_le_bytes());
-    Record {
-        time: s.time,
-        bytes: b,
-    }
+    Record { time: s.time, bytes: b }
 }
 
 fn attr(sample_period: u64, call_stacks: bool) -> Vec<u8> {

@@ -19,20 +19,16 @@ use std::io::{self, Write};
 use super::emulate::TruthData;
 
 fn bin(b: u32) -> String {
-    if b == u32::MAX {
-        "-".to_string()
-    } else {
-        b.to_string()
-    }
+    if b == u32::MAX { "-".to_string() } else { b.to_string() }
 }
 
 pub fn write(w: &mut impl Write, t: &TruthData) -> io::Result<()> {
     writeln!(w, "# profgen-record truth v1")?;
     writeln!(w, "instructions {} samples {}", t.instructions, t.samples)?;
     for (i, (path, id, tracked)) in t.binaries.iter().enumerate() {
-        let id = id.as_ref().map_or("-".to_string(), |id| {
-            id.iter().map(|b| format!("{b:02x}")).collect()
-        });
+        let id = id
+            .as_ref()
+            .map_or("-".to_string(), |id| id.iter().map(|b| format!("{b:02x}")).collect());
         writeln!(w, "binary {i} {id} {} {path}", u8::from(*tracked))?;
     }
     for &((b, a), c) in &t.insts {

@@ -19,11 +19,7 @@ pub struct DensityOptions {
 
 impl Default for DensityOptions {
     fn default() -> Self {
-        DensityOptions {
-            threshold: 50,
-            cutoff_hot: 990000,
-            show: false,
-        }
+        DensityOptions { threshold: 50, cutoff_hot: 990000, show: false }
     }
 }
 
@@ -100,11 +96,7 @@ pub fn density_report(profile: &Profile, opts: &DensityOptions) -> DensityReport
     } else {
         String::new()
     };
-    DensityReport {
-        density,
-        warnings,
-        stdout,
-    }
+    DensityReport { density, warnings, stdout }
 }
 
 #[cfg(test)]
@@ -134,13 +126,7 @@ mod tests {
         // 99% of 2031 = 2010.69: a (2000) is not enough, b reaches it.
         assert_eq!(profile_density(&p, 990000), 10.0);
         assert_eq!(profile_density(&p, 900000), 1000.0);
-        let r = density_report(
-            &p,
-            &DensityOptions {
-                show: true,
-                ..Default::default()
-            },
-        );
+        let r = density_report(&p, &DensityOptions { show: true, ..Default::default() });
         assert_eq!(
             r.warnings,
             "warning: Sample PGO is estimated to optimize better with 5.0x more samples. Please \
@@ -150,19 +136,9 @@ mod tests {
             r.stdout,
             "Functions with density >= 10.0 account for 99.00% total sample counts.\n"
         );
-        let quiet = density_report(
-            &p,
-            &DensityOptions {
-                threshold: 10,
-                ..Default::default()
-            },
-        );
+        let quiet = density_report(&p, &DensityOptions { threshold: 10, ..Default::default() });
         assert_eq!((quiet.warnings.as_str(), quiet.stdout.as_str()), ("", ""));
         let empty = density_report(&Profile::default(), &DensityOptions::default());
-        assert!(
-            empty
-                .warnings
-                .starts_with("warning: The output profile is empty")
-        );
+        assert!(empty.warnings.starts_with("warning: The output profile is empty"));
     }
 }

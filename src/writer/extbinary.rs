@@ -71,17 +71,10 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
     let names = collect_names(profile);
     let name_idx: NameIndex = names.iter().copied().zip(0..).collect();
     // CS profiles are referenced through the context table, sorted by context.
-    let ctx_idx: BTreeMap<&Context, u64> = if cs {
-        profile.functions.keys().zip(0..).collect()
-    } else {
-        BTreeMap::new()
-    };
+    let ctx_idx: BTreeMap<&Context, u64> =
+        if cs { profile.functions.keys().zip(0..).collect() } else { BTreeMap::new() };
     let own_idx = |ctx: &Context| {
-        if cs {
-            ctx_idx[ctx]
-        } else {
-            name_idx[ctx.leaf_name()]
-        }
+        if cs { ctx_idx[ctx] } else { name_idx[ctx.leaf_name()] }
     };
     let sorted = sorted_profiles(profile);
 
@@ -181,11 +174,8 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
             }
             _ => unreachable!("LAYOUT lists only known sections"),
         }
-        hdrs[layout_idx] = SecHdr {
-            flags: flags << 32,
-            offset: start as u64,
-            size: (out.len() - start) as u64,
-        };
+        hdrs[layout_idx] =
+            SecHdr { flags: flags << 32, offset: start as u64, size: (out.len() - start) as u64 };
     }
 
     for (i, (ty, h)) in LAYOUT.iter().zip(&hdrs).enumerate() {

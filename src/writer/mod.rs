@@ -76,10 +76,7 @@ pub fn write_profile(
     let bytes = encode_profile(profile, format, opts).map_err(|e| with_path(e, out_name))?;
     out.write_all(&bytes)
         .and_then(|()| out.flush())
-        .map_err(|source| Error::Io {
-            path: out_name.to_path_buf(),
-            source,
-        })
+        .map_err(|source| Error::Io { path: out_name.to_path_buf(), source })
 }
 
 /// Writes the profile to `path` atomically: a temporary file in the same directory, renamed over
@@ -105,10 +102,7 @@ pub fn write_bytes_atomically(bytes: &[u8], path: &Path) -> Result<()> {
     };
     if path.as_os_str() == "-" {
         let mut out = std::io::stdout().lock();
-        return out
-            .write_all(bytes)
-            .and_then(|()| out.flush())
-            .map_err(io_err(path));
+        return out.write_all(bytes).and_then(|()| out.flush()).map_err(io_err(path));
     }
     let existing = std::fs::metadata(path).ok();
     if existing.as_ref().is_some_and(|m| !m.is_file()) {
@@ -118,10 +112,7 @@ pub fn write_bytes_atomically(bytes: &[u8], path: &Path) -> Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     // O_EXCL with a random name, mode 0600 until complete: nothing another user planted in the
     // directory (a symlink, a FIFO, a file) is opened or followed.
     let mut tmp = tempfile::Builder::new()
@@ -135,10 +126,7 @@ pub fn write_bytes_atomically(bytes: &[u8], path: &Path) -> Result<()> {
         .and_then(|()| tmp.as_file().sync_all())
         .map_err(io_err(tmp.path()))?;
     // A failed persist drops (and so removes) the temporary file.
-    tmp.persist(path).map_err(|e| Error::Io {
-        path: path.to_path_buf(),
-        source: e.error,
-    })?;
+    tmp.persist(path).map_err(|e| Error::Io { path: path.to_path_buf(), source: e.error })?;
     // The rename is durable once the directory is.
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
@@ -161,10 +149,7 @@ fn default_file_mode() -> std::fs::Permissions {
 
 fn with_path(e: Error, path: &Path) -> Error {
     match e {
-        Error::Unsupported(what) => Error::BadFile {
-            path: path.to_path_buf(),
-            what,
-        },
+        Error::Unsupported(what) => Error::BadFile { path: path.to_path_buf(), what },
         e => e,
     }
 }
@@ -242,38 +227,21 @@ mod tests {
         assert_eq!(enc(127), [0x7f]);
         assert_eq!(enc(128), [0x80, 0x01]);
         assert_eq!(enc(103), [0x67]);
-        assert_eq!(
-            enc(0x5350524F46343204),
-            [0x84, 0xe4, 0xd0, 0xb1, 0xf4, 0xc9, 0x94, 0xa8, 0x53]
-        );
+        assert_eq!(enc(0x5350524F46343204), [0x84, 0xe4, 0xd0, 0xb1, 0xf4, 0xc9, 0x94, 0xa8, 0x53]);
         assert_eq!(enc(u64::MAX).len(), 10);
     }
 
     #[test]
     fn write_profile_streams_the_encoding_and_names_the_destination() {
         let mut p = Profile::default();
-        p.functions
-            .insert(Context::base("f"), FunctionSamples::new("f"));
+        p.functions.insert(Context::base("f"), FunctionSamples::new("f"));
         let mut out = Vec::new();
         let name = Path::new("out.prof");
-        write_profile(
-            &p,
-            OutputFormat::Text,
-            &WriteOptions::default(),
-            &mut out,
-            name,
-        )
-        .unwrap();
+        write_profile(&p, OutputFormat::Text, &WriteOptions::default(), &mut out, name).unwrap();
         assert_eq!(out, b"f:0:0\n");
         p.kind.probe_based = true;
-        let err = write_profile(
-            &p,
-            OutputFormat::Binary,
-            &WriteOptions::default(),
-            &mut out,
-            name,
-        )
-        .unwrap_err();
+        let err = write_profile(&p, OutputFormat::Binary, &WriteOptions::default(), &mut out, name)
+            .unwrap_err();
         assert_eq!(err.to_string(), format!("out.prof: {UNSUPPORTED_FORMAT}"));
     }
 

@@ -122,18 +122,9 @@ mod tests {
     #[test]
     fn cs_probe_profile_with_attributes() {
         let ctx = Context(vec![
-            ContextFrame {
-                func: "main".into(),
-                loc: LineLocation::new(2, 0),
-            },
-            ContextFrame {
-                func: "foo".into(),
-                loc: LineLocation::new(5, 3),
-            },
-            ContextFrame {
-                func: "bar".into(),
-                loc: LineLocation::default(),
-            },
+            ContextFrame { func: "main".into(), loc: LineLocation::new(2, 0) },
+            ContextFrame { func: "foo".into(), loc: LineLocation::new(5, 3) },
+            ContextFrame { func: "bar".into(), loc: LineLocation::default() },
         ]);
         let mut bar = FunctionSamples::new("bar");
         bar.total_samples = 30;
@@ -142,11 +133,7 @@ mod tests {
         bar.checksum = Some(72617220756);
         bar.attributes = attr::WAS_INLINED;
         let mut p = Profile {
-            kind: ProfileKind {
-                context_sensitive: true,
-                probe_based: true,
-                ..Default::default()
-            },
+            kind: ProfileKind { context_sensitive: true, probe_based: true, ..Default::default() },
             ..Default::default()
         };
         p.functions.insert(ctx, bar);
@@ -161,19 +148,12 @@ mod tests {
     fn cs_inlinee_headers_are_bracketed_like_llvm() {
         let mut foo = FunctionSamples::new("foo");
         foo.total_samples = 5;
-        foo.callsite_mut(LineLocation::new(1, 0), "bar")
-            .total_samples = 5;
+        foo.callsite_mut(LineLocation::new(1, 0), "bar").total_samples = 5;
         let mut p = Profile {
-            kind: ProfileKind {
-                context_sensitive: true,
-                ..Default::default()
-            },
+            kind: ProfileKind { context_sensitive: true, ..Default::default() },
             ..Default::default()
         };
         p.functions.insert(Context::base("foo"), foo);
-        assert_eq!(
-            String::from_utf8(encode(&p)).unwrap(),
-            "[foo]:5:0\n 1: [bar]:5\n"
-        );
+        assert_eq!(String::from_utf8(encode(&p)).unwrap(), "[foo]:5:0\n 1: [bar]:5\n");
     }
 }

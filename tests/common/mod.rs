@@ -3,7 +3,9 @@
 #![allow(dead_code)]
 
 use profgen::addr::Vaddr;
-use profgen::aggregate::unwinder::{Branch, CodeView, HybridSample, NormalizeStats, normalize_hybrid_sample};
+use profgen::aggregate::unwinder::{
+    Branch, CodeView, HybridSample, NormalizeStats, normalize_hybrid_sample,
+};
 use profgen::binary::{FuncId, FuncRange, InstKind, SourceFrame};
 use profgen::profile::cs::CsCodeView;
 use profgen::profile::{FunctionSamples, LineLocation};
@@ -14,7 +16,8 @@ use std::sync::Arc;
 pub const BASE: u64 = 0x201000;
 
 pub fn fixture(dir: &str, name: &str) -> String {
-    std::fs::read_to_string(format!("{}/tests/fixtures/{dir}/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    std::fs::read_to_string(format!("{}/tests/fixtures/{dir}/{name}", env!("CARGO_MANIFEST_DIR")))
+        .unwrap()
 }
 
 pub struct CodeMap {
@@ -51,7 +54,11 @@ pub fn load_code_map(dir: &str) -> CodeMap {
             .filter(|f| !f.trim().is_empty())
             .map(|f| {
                 let v: Vec<&str> = f.trim().split(':').collect();
-                SourceFrame { func_name: v[0].into(), line_offset: v[1].parse().unwrap(), discriminator: v[2].parse().unwrap() }
+                SourceFrame {
+                    func_name: v[0].into(),
+                    line_offset: v[1].parse().unwrap(),
+                    discriminator: v[2].parse().unwrap(),
+                }
             })
             .collect();
         m.insts.insert(addr, (kind, frames));
@@ -93,7 +100,12 @@ impl CsCodeView for CodeMap {
     fn func_range(&self, a: Vaddr) -> Option<FuncRange> {
         let i = self.funcs.iter().rposition(|f| f.0 <= a.0)?;
         let end = self.funcs.get(i + 1).map_or(u64::MAX, |f| f.0);
-        Some(FuncRange { start: Vaddr(self.funcs[i].0), end: Vaddr(end), func: FuncId(i as u32), is_entry: true })
+        Some(FuncRange {
+            start: Vaddr(self.funcs[i].0),
+            end: Vaddr(end),
+            func: FuncId(i as u32),
+            is_entry: true,
+        })
     }
     fn entry_func_name(&self, a: Vaddr) -> Option<Arc<str>> {
         self.funcs.iter().find(|f| f.0 == a.0).map(|f| f.1.as_str().into())
@@ -102,7 +114,11 @@ impl CsCodeView for CodeMap {
 
 /// Parses `s.txt` of fixture directory `dir`, a hybrid perf script (repeat count line, stack
 /// lines, brstack line), into normalised samples aggregated like llvm-profgen does.
-pub fn read_samples(code: &CodeMap, dir: &str, stats: &mut NormalizeStats) -> Vec<(HybridSample, u64)> {
+pub fn read_samples(
+    code: &CodeMap,
+    dir: &str,
+    stats: &mut NormalizeStats,
+) -> Vec<(HybridSample, u64)> {
     let text = fixture(dir, "s.txt");
     type Key = (Vec<Vaddr>, Vec<(Vaddr, Vaddr)>);
     let mut agg: BTreeMap<Key, u64> = BTreeMap::new();
@@ -118,11 +134,15 @@ pub fn read_samples(code: &CodeMap, dir: &str, stats: &mut NormalizeStats) -> Ve
                 .split_whitespace()
                 .map(|t| {
                     let f: Vec<&str> = t.split('/').collect();
-                    (Vaddr(u64::from_str_radix(&f[0][2..], 16).unwrap()), Vaddr(u64::from_str_radix(&f[1][2..], 16).unwrap()))
+                    (
+                        Vaddr(u64::from_str_radix(&f[0][2..], 16).unwrap()),
+                        Vaddr(u64::from_str_radix(&f[1][2..], 16).unwrap()),
+                    )
                 })
                 .collect();
             if let Some(s) = normalize_hybrid_sample(code, &stack, &lbr, count, stats) {
-                *agg.entry((s.stack, s.lbr.iter().map(|b| (b.source, b.target)).collect())).or_default() += count;
+                *agg.entry((s.stack, s.lbr.iter().map(|b| (b.source, b.target)).collect()))
+                    .or_default() += count;
             }
             count = 1;
             stack.clear();
@@ -211,7 +231,8 @@ pub fn read_unsymbolized(text: &str) -> BTreeMap<String, (BTreeSet<String>, BTre
 pub fn render_counters(c: &profgen::aggregate::Counters) -> (BTreeSet<String>, BTreeSet<String>) {
     let off = |a: Vaddr| format!("{:x}", a.0.wrapping_sub(BASE));
     let ranges = c.ranges.iter().map(|(&(s, e), n)| format!("{}-{}:{n}", off(s), off(e))).collect();
-    let branches = c.branches.iter().map(|(&(s, d), n)| format!("{}->{}:{n}", off(s), off(d))).collect();
+    let branches =
+        c.branches.iter().map(|(&(s, d), n)| format!("{}->{}:{n}", off(s), off(d))).collect();
     (ranges, branches)
 }
 
@@ -229,7 +250,12 @@ pub struct ProbeMap {
 
 pub fn load_probe_map(dir: &str) -> ProbeMap {
     let text = fixture(dir, "probes.txt");
-    let mut m = ProbeMap { at: BTreeMap::new(), nodes: Vec::new(), node_probes: Vec::new(), descs: BTreeMap::new() };
+    let mut m = ProbeMap {
+        at: BTreeMap::new(),
+        nodes: Vec::new(),
+        node_probes: Vec::new(),
+        descs: BTreeMap::new(),
+    };
     let mut guid_of: BTreeMap<String, u64> = BTreeMap::new();
     // Inline path (root function, then (caller site, callee) steps) → node.
     let mut node_of: BTreeMap<Vec<(String, u32)>, NodeId> = BTreeMap::new();
@@ -273,7 +299,15 @@ pub fn load_probe_map(dir: &str) -> ProbeMap {
             });
             parent = Some((node, 0));
         }
-        let p = Probe { addr: Vaddr(addr), guid: 0, index: f[2].parse().unwrap(), kind, attr: 0, discriminator: 0, node };
+        let p = Probe {
+            addr: Vaddr(addr),
+            guid: 0,
+            index: f[2].parse().unwrap(),
+            kind,
+            attr: 0,
+            discriminator: 0,
+            node,
+        };
         m.at.entry(addr).or_default().push(p);
         m.node_probes[node.0 as usize].push(p);
     }

@@ -132,7 +132,10 @@ fn frames(s: &str) -> ContextKey {
         }
         let (func, loc) = p.rsplit_once(':').unwrap();
         let (line, discr) = loc.split_once('.').unwrap_or((loc, "0"));
-        out.push(ContextFrame { func: func.to_string(), loc: LineLocation::new(line.parse().unwrap(), discr.parse().unwrap()) });
+        out.push(ContextFrame {
+            func: func.to_string(),
+            loc: LineLocation::new(line.parse().unwrap(), discr.parse().unwrap()),
+        });
     }
     ContextKey::Frames(out)
 }
@@ -162,8 +165,10 @@ fn run(opts: UnwindOptions, samples: &[(HybridSample, u64)]) -> (ContextCounters
     u.finish()
 }
 
-const PROBE: UnwindOptions = UnwindOptions { probe_based: true, max_compression_size: -1, max_context_depth: -1 };
-const LINE: UnwindOptions = UnwindOptions { probe_based: false, max_compression_size: -1, max_context_depth: -1 };
+const PROBE: UnwindOptions =
+    UnwindOptions { probe_based: true, max_compression_size: -1, max_context_depth: -1 };
+const LINE: UnwindOptions =
+    UnwindOptions { probe_based: false, max_compression_size: -1, max_context_depth: -1 };
 
 // main → foo → bar, sampled at bar's entry.
 fn nested_calls() -> HybridSample {
@@ -173,7 +178,13 @@ fn nested_calls() -> HybridSample {
 #[test]
 fn plain_calls_probe_keys_are_call_sites_of_the_parent() {
     let (c, st) = run(PROBE, &[(nested_calls(), 3)]);
-    assert_eq!(c.by_context, expected(&[(addrs(&[0x108]), &[(0x200, 0x208, 3)], &[(0x208, 0x300, 3)]), (addrs(&[]), &[], &[(0x108, 0x200, 3)])]));
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (addrs(&[0x108]), &[(0x200, 0x208, 3)], &[(0x208, 0x300, 3)]),
+            (addrs(&[]), &[], &[(0x108, 0x200, 3)])
+        ])
+    );
     assert_eq!(st, UnwindStats { total_branches: 2, ..Default::default() });
     assert!(c.context_sensitive);
 }
@@ -181,7 +192,13 @@ fn plain_calls_probe_keys_are_call_sites_of_the_parent() {
 #[test]
 fn plain_calls_line_keys_are_symbolized_with_leaf_function() {
     let (c, _) = run(LINE, &[(nested_calls(), 3)]);
-    assert_eq!(c.by_context, expected(&[(frames("main:2 @ foo"), &[(0x200, 0x208, 3)], &[(0x208, 0x300, 3)]), (frames("main"), &[], &[(0x108, 0x200, 3)])]));
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (frames("main:2 @ foo"), &[(0x200, 0x208, 3)], &[(0x208, 0x300, 3)]),
+            (frames("main"), &[], &[(0x108, 0x200, 3)])
+        ])
+    );
 }
 
 // main calls baz at 0x110 (raw discriminator 2), baz returns, sampled right after the return.
@@ -192,19 +209,34 @@ fn call_then_return() -> HybridSample {
 #[test]
 fn return_pushes_the_callee_frame_probe() {
     let (c, st) = run(PROBE, &[(call_then_return(), 2)]);
-    assert_eq!(c.by_context, expected(&[(addrs(&[0x110]), &[(0x400, 0x408, 2)], &[(0x408, 0x114, 2)]), (addrs(&[]), &[], &[(0x110, 0x400, 2)])]));
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (addrs(&[0x110]), &[(0x400, 0x408, 2)], &[(0x408, 0x114, 2)]),
+            (addrs(&[]), &[], &[(0x110, 0x400, 2)])
+        ])
+    );
     assert_eq!(st.total_branches, 2);
 }
 
 #[test]
 fn return_pushes_the_callee_frame_line_with_base_discriminator() {
     let (c, _) = run(LINE, &[(call_then_return(), 2)]);
-    assert_eq!(c.by_context, expected(&[(frames("main:4.1 @ baz"), &[(0x400, 0x408, 2)], &[(0x408, 0x114, 2)]), (frames("main"), &[], &[(0x110, 0x400, 2)])]));
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (frames("main:4.1 @ baz"), &[(0x400, 0x408, 2)], &[(0x408, 0x114, 2)]),
+            (frames("main"), &[], &[(0x110, 0x400, 2)])
+        ])
+    );
 }
 
 // main → fact → fact → fact, sampled at the innermost entry.
 fn recursion() -> HybridSample {
-    sample(&[0x500, 0x508, 0x508, 0x508, 0x118], &[(0x508, 0x500), (0x508, 0x500), (0x508, 0x500), (0x118, 0x500)])
+    sample(
+        &[0x500, 0x508, 0x508, 0x508, 0x118],
+        &[(0x508, 0x500), (0x508, 0x500), (0x508, 0x500), (0x118, 0x500)],
+    )
 }
 
 #[test]
@@ -265,10 +297,22 @@ fn tail_call() -> HybridSample {
 #[test]
 fn tail_call_is_a_plain_branch_without_frame() {
     let (c, st) = run(PROBE, &[(tail_call(), 1)]);
-    assert_eq!(c.by_context, expected(&[(addrs(&[0x704]), &[(0x600, 0x604, 1)], &[(0x604, 0x400, 1)]), (addrs(&[]), &[], &[(0x704, 0x600, 1)])]));
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (addrs(&[0x704]), &[(0x600, 0x604, 1)], &[(0x604, 0x400, 1)]),
+            (addrs(&[]), &[], &[(0x704, 0x600, 1)])
+        ])
+    );
     assert_eq!(st, UnwindStats { total_branches: 2, ..Default::default() });
     let (c, _) = run(LINE, &[(tail_call(), 1)]);
-    assert_eq!(c.by_context, expected(&[(frames("main2:1 @ tc"), &[(0x600, 0x604, 1)], &[(0x604, 0x400, 1)]), (frames("main2"), &[], &[(0x704, 0x600, 1)])]));
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (frames("main2:1 @ tc"), &[(0x600, 0x604, 1)], &[(0x604, 0x400, 1)]),
+            (frames("main2"), &[], &[(0x704, 0x600, 1)])
+        ])
+    );
 }
 
 #[test]
@@ -276,19 +320,37 @@ fn call_stack_missing_a_frame_counts_prolog_epilog_mismatch() {
     // foo's frame is missing from the stack although the LBR shows main → foo → bar.
     let s = sample(&[0x300, 0x108], &[(0x208, 0x300), (0x108, 0x200)]);
     let (c, st) = run(PROBE, &[(s, 1)]);
-    assert_eq!(c.by_context, expected(&[(addrs(&[0x108]), &[(0x200, 0x208, 1)], &[(0x208, 0x300, 1)]), (addrs(&[]), &[], &[(0x108, 0x200, 1)])]));
-    assert_eq!(st, UnwindStats { total_branches: 2, mismatched_pro_epi_branches: 1, ..Default::default() });
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (addrs(&[0x108]), &[(0x200, 0x208, 1)], &[(0x208, 0x300, 1)]),
+            (addrs(&[]), &[], &[(0x108, 0x200, 1)])
+        ])
+    );
+    assert_eq!(
+        st,
+        UnwindStats { total_branches: 2, mismatched_pro_epi_branches: 1, ..Default::default() }
+    );
 }
 
 #[test]
 fn truncated_stack_continues_without_context() {
     let s = sample(&[0x300], &[(0x208, 0x300), (0x108, 0x200)]);
     let (c, st) = run(PROBE, &[(s.clone(), 1)]);
-    assert_eq!(c.by_context, expected(&[(addrs(&[]), &[(0x200, 0x208, 1)], &[(0x208, 0x300, 1), (0x108, 0x200, 1)])]));
+    assert_eq!(
+        c.by_context,
+        expected(&[(addrs(&[]), &[(0x200, 0x208, 1)], &[(0x208, 0x300, 1), (0x108, 0x200, 1)])])
+    );
     // The root has no parent frame, so no mismatch is counted.
     assert_eq!(st, UnwindStats { total_branches: 2, ..Default::default() });
     let (c, _) = run(LINE, &[(s, 1)]);
-    assert_eq!(c.by_context, expected(&[(frames("foo"), &[(0x200, 0x208, 1)], &[(0x208, 0x300, 1)]), (frames("main"), &[], &[(0x108, 0x200, 1)])]));
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (frames("foo"), &[(0x200, 0x208, 1)], &[(0x208, 0x300, 1)]),
+            (frames("main"), &[], &[(0x108, 0x200, 1)])
+        ])
+    );
 }
 
 #[test]
@@ -296,19 +358,27 @@ fn paired_external_call_and_return() {
     // main calls external code at 0x110, it returns to 0x114, main calls fact at 0x118.
     let s = sample(&[0x500, 0x118], &[(0x118, 0x500), (EXT, 0x114), (0x110, EXT)]);
     let (c, st) = run(PROBE, &[(s, 1)]);
-    assert_eq!(c.by_context, expected(&[(addrs(&[]), &[(0x114, 0x118, 1)], &[(0x118, 0x500, 1), (EXT, 0x114, 1)])]));
+    assert_eq!(
+        c.by_context,
+        expected(&[(addrs(&[]), &[(0x114, 0x118, 1)], &[(0x118, 0x500, 1), (EXT, 0x114, 1)])])
+    );
     assert_eq!(st, UnwindStats { total_branches: 3, paired_ext_addrs: 1, ..Default::default() });
     assert_eq!(st.summary(1)[2], (2, 3, "of branches containing paired external address."));
 }
 
 #[test]
 fn unpaired_external_invalidates_the_rest() {
-    let s = sample(&[0x500, 0x118], &[(0x118, 0x500), (EXT, 0x114), (0x104, 0x108), (0x120, 0x100)]);
+    let s =
+        sample(&[0x500, 0x118], &[(0x118, 0x500), (EXT, 0x114), (0x104, 0x108), (0x120, 0x100)]);
     let (c, st) = run(PROBE, &[(s.clone(), 1)]);
     // After the unpaired external, ranges and branches are still recorded, context-less.
     assert_eq!(
         c.by_context,
-        expected(&[(addrs(&[]), &[(0x114, 0x118, 1), (0x100, 0x104, 1)], &[(0x118, 0x500, 1), (EXT, 0x114, 1), (0x104, 0x108, 1), (0x120, 0x100, 1)])])
+        expected(&[(
+            addrs(&[]),
+            &[(0x114, 0x118, 1), (0x100, 0x104, 1)],
+            &[(0x118, 0x500, 1), (EXT, 0x114, 1), (0x104, 0x108, 1), (0x120, 0x100, 1)]
+        )])
     );
     assert_eq!(st, UnwindStats { total_branches: 4, unpaired_ext_addrs: 1, ..Default::default() });
     let (c, _) = run(LINE, &[(s, 1)]);
@@ -316,7 +386,11 @@ fn unpaired_external_invalidates_the_rest() {
         c.by_context,
         expected(&[
             (frames(""), &[], &[(EXT, 0x114, 1)]),
-            (frames("main"), &[(0x114, 0x118, 1), (0x100, 0x104, 1)], &[(0x118, 0x500, 1), (0x104, 0x108, 1), (0x120, 0x100, 1)]),
+            (
+                frames("main"),
+                &[(0x114, 0x118, 1), (0x100, 0x104, 1)],
+                &[(0x118, 0x500, 1), (0x104, 0x108, 1), (0x120, 0x100, 1)]
+            ),
         ])
     );
 }
@@ -326,11 +400,23 @@ fn external_frame_truncates_the_context_below_it() {
     // main → (external library) → foo → bar.
     let s = sample(&[0x300, 0x208, EXT, 0x108], &[(0x208, 0x300), (EXT, 0x200)]);
     let (c, st) = run(PROBE, &[(s.clone(), 1)]);
-    assert_eq!(c.by_context, expected(&[(addrs(&[]), &[(0x200, 0x208, 1)], &[(0x208, 0x300, 1), (EXT, 0x200, 1)])]));
+    assert_eq!(
+        c.by_context,
+        expected(&[(addrs(&[]), &[(0x200, 0x208, 1)], &[(0x208, 0x300, 1), (EXT, 0x200, 1)])])
+    );
     assert_eq!(st.untracked_callsites, BTreeSet::from([Vaddr::EXTERNAL]));
-    assert_eq!(st.summary(1)[0], (1, 1, "of profiled contexts are truncated due to missing probe for call instruction."));
+    assert_eq!(
+        st.summary(1)[0],
+        (1, 1, "of profiled contexts are truncated due to missing probe for call instruction.")
+    );
     let (c, _) = run(LINE, &[(s, 1)]);
-    assert_eq!(c.by_context, expected(&[(frames("foo"), &[(0x200, 0x208, 1)], &[(0x208, 0x300, 1)]), (frames(""), &[], &[(EXT, 0x200, 1)])]));
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (frames("foo"), &[(0x200, 0x208, 1)], &[(0x208, 0x300, 1)]),
+            (frames(""), &[], &[(EXT, 0x200, 1)])
+        ])
+    );
 }
 
 #[test]
@@ -338,17 +424,32 @@ fn external_call_without_external_frame_counts_mismatch() {
     let s = sample(&[0x200, 0x108], &[(EXT, 0x200)]);
     let (c, st) = run(PROBE, &[(s, 1)]);
     assert_eq!(c.by_context, expected(&[(addrs(&[]), &[], &[(EXT, 0x200, 1)])]));
-    assert_eq!(st, UnwindStats { total_branches: 1, mismatched_ext_call_branches: 1, ..Default::default() });
+    assert_eq!(
+        st,
+        UnwindStats { total_branches: 1, mismatched_ext_call_branches: 1, ..Default::default() }
+    );
 }
 
 #[test]
 fn backwards_range_invalidates_state() {
     let s = sample(&[0x300, 0x208, 0x108], &[(0x208, 0x300), (0x108, 0x20c)]);
     let (c, st) = run(PROBE, &[(s.clone(), 1)]);
-    assert_eq!(c.by_context, expected(&[(addrs(&[0x108]), &[], &[(0x208, 0x300, 1)]), (addrs(&[]), &[], &[(0x108, 0x20c, 1)])]));
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (addrs(&[0x108]), &[], &[(0x208, 0x300, 1)]),
+            (addrs(&[]), &[], &[(0x108, 0x20c, 1)])
+        ])
+    );
     assert_eq!(st, UnwindStats { total_branches: 2, ..Default::default() });
     let (c, _) = run(LINE, &[(s, 1)]);
-    assert_eq!(c.by_context, expected(&[(frames("main:2 @ foo"), &[], &[(0x208, 0x300, 1)]), (frames("main"), &[], &[(0x108, 0x20c, 1)])]));
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (frames("main:2 @ foo"), &[], &[(0x208, 0x300, 1)]),
+            (frames("main"), &[], &[(0x108, 0x20c, 1)])
+        ])
+    );
 }
 
 #[test]
@@ -356,11 +457,21 @@ fn range_crossing_an_unconditional_branch_invalidates_state() {
     // [0x10c, 0x118] contains the call at 0x110; the state stays invalid for older entries.
     let s = sample(&[0x500, 0x118], &[(0x118, 0x500), (0x104, 0x10c), (0x508, 0x100)]);
     let (c, _) = run(PROBE, &[(s.clone(), 1)]);
-    assert_eq!(c.by_context, expected(&[(addrs(&[]), &[(0x100, 0x104, 1)], &[(0x118, 0x500, 1), (0x104, 0x10c, 1), (0x508, 0x100, 1)])]));
+    assert_eq!(
+        c.by_context,
+        expected(&[(
+            addrs(&[]),
+            &[(0x100, 0x104, 1)],
+            &[(0x118, 0x500, 1), (0x104, 0x10c, 1), (0x508, 0x100, 1)]
+        )])
+    );
     let (c, _) = run(LINE, &[(s, 1)]);
     assert_eq!(
         c.by_context,
-        expected(&[(frames("main"), &[(0x100, 0x104, 1)], &[(0x118, 0x500, 1), (0x104, 0x10c, 1)]), (frames("fact"), &[], &[(0x508, 0x100, 1)])])
+        expected(&[
+            (frames("main"), &[(0x100, 0x104, 1)], &[(0x118, 0x500, 1), (0x104, 0x10c, 1)]),
+            (frames("fact"), &[], &[(0x508, 0x100, 1)])
+        ])
     );
 }
 
@@ -372,14 +483,24 @@ fn line_ranges_are_split_by_inline_context() {
     assert_eq!(
         c.by_context,
         expected(&[
-            (frames("main3:0 @ outer"), &[(0x80c, 0x810, 5), (0x800, 0x800, 5)], &[(0x810, 0x904, 5)]),
+            (
+                frames("main3:0 @ outer"),
+                &[(0x80c, 0x810, 5), (0x800, 0x800, 5)],
+                &[(0x810, 0x904, 5)]
+            ),
             (frames("main3:0 @ outer:2 @ inl"), &[(0x804, 0x808, 5)], &[]),
             (frames("main3"), &[], &[(0x900, 0x800, 5)]),
         ])
     );
     // Probe binaries record the whole range on the caller's call site.
     let (c, _) = run(PROBE, &[(s, 5)]);
-    assert_eq!(c.by_context, expected(&[(addrs(&[0x900]), &[(0x800, 0x810, 5)], &[(0x810, 0x904, 5)]), (addrs(&[]), &[], &[(0x900, 0x800, 5)])]));
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (addrs(&[0x900]), &[(0x800, 0x810, 5)], &[(0x810, 0x904, 5)]),
+            (addrs(&[]), &[], &[(0x900, 0x800, 5)])
+        ])
+    );
 }
 
 #[test]
@@ -410,7 +531,13 @@ fn normalisation_maps_return_addresses_and_overwrites_the_leaf() {
     let code = Fake::new();
     let mut st = NormalizeStats::default();
     // Leaf 0x30c in bar, return addresses 0x20c (after foo's call) and 0x10c (after main's).
-    let s = normalize_hybrid_sample(&code, &[v(0x30c), v(0x20c), v(0x10c)], &[(v(0x208), v(0x300)), (v(0x108), v(0x200))], 2, &mut st);
+    let s = normalize_hybrid_sample(
+        &code,
+        &[v(0x30c), v(0x20c), v(0x10c)],
+        &[(v(0x208), v(0x300)), (v(0x108), v(0x200))],
+        2,
+        &mut st,
+    );
     assert_eq!(s, Some(nested_calls()));
     assert_eq!(st, NormalizeStats { samples: 2, ..Default::default() });
 }
@@ -420,12 +547,22 @@ fn normalisation_truncates_at_invalid_return_address() {
     let code = Fake::new();
     let mut st = NormalizeStats::default();
     // 0x204 follows a non-call instruction: the stack is cut there.
-    let s = normalize_hybrid_sample(&code, &[v(0x30c), v(0x204), v(0x10c)], &[(v(0x208), v(0x300))], 1, &mut st);
+    let s = normalize_hybrid_sample(
+        &code,
+        &[v(0x30c), v(0x204), v(0x10c)],
+        &[(v(0x208), v(0x300))],
+        1,
+        &mut st,
+    );
     assert_eq!(s, Some(sample(&[0x300], &[(0x208, 0x300)])));
     assert_eq!(st.invalid_return_addrs, BTreeSet::from([v(0x204)]));
     assert_eq!(
         st.summary(1)[1],
-        (1, 1, "of truncated stack samples due to invalid return address, likely caused by frame pointer omission.")
+        (
+            1,
+            1,
+            "of truncated stack samples due to invalid return address, likely caused by frame pointer omission."
+        )
     );
 }
 
@@ -443,7 +580,8 @@ fn normalisation_merges_external_frames_and_drops_external_root() {
     );
     assert_eq!(s, Some(sample(&[0x300, 0x208, EXT, 0x108], &[(0x208, 0x300), (EXT, 0x200)])));
     // An external leaf is counted, and with a non-empty LBR it is overwritten by the LBR target.
-    let s = normalize_hybrid_sample(&code, &[v(0xdead0), v(0x10c)], &[(v(EXT), v(0x200))], 3, &mut st);
+    let s =
+        normalize_hybrid_sample(&code, &[v(0xdead0), v(0x10c)], &[(v(EXT), v(0x200))], 3, &mut st);
     assert_eq!(s, Some(sample(&[0x200, 0x108], &[(EXT, 0x200)])));
     assert_eq!(st, NormalizeStats { samples: 4, leaf_external: 3, ..Default::default() });
 }
@@ -452,10 +590,30 @@ fn normalisation_merges_external_frames_and_drops_external_root() {
 fn normalisation_drops_prolog_leaves_and_empty_lbr() {
     let code = Fake::new();
     let mut st = NormalizeStats::default();
-    assert_eq!(normalize_hybrid_sample(&code, &[v(0x304), v(0x20c)], &[(v(0x208), v(0x300))], 1, &mut st), None);
-    assert_eq!(normalize_hybrid_sample(&code, &[v(0x30c), v(0x20c)], &[(v(0xdead0), v(0xdead4))], 2, &mut st), None);
+    assert_eq!(
+        normalize_hybrid_sample(&code, &[v(0x304), v(0x20c)], &[(v(0x208), v(0x300))], 1, &mut st),
+        None
+    );
+    assert_eq!(
+        normalize_hybrid_sample(
+            &code,
+            &[v(0x30c), v(0x20c)],
+            &[(v(0xdead0), v(0xdead4))],
+            2,
+            &mut st
+        ),
+        None
+    );
     assert_eq!(normalize_hybrid_sample(&code, &[], &[(v(0x208), v(0x300))], 4, &mut st), None);
-    assert_eq!(st, NormalizeStats { samples: 7, dropped_prolog_epilog: 1, dropped_empty_lbr: 2, ..Default::default() });
+    assert_eq!(
+        st,
+        NormalizeStats {
+            samples: 7,
+            dropped_prolog_epilog: 1,
+            dropped_empty_lbr: 2,
+            ..Default::default()
+        }
+    );
 }
 
 #[test]

@@ -30,13 +30,11 @@ impl<'a> Cursor<'a> {
     }
 
     pub(super) fn u64(&mut self) -> Option<u64> {
-        self.bytes(8)
-            .map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
+        self.bytes(8).map(|b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
     }
 
     pub(super) fn u32(&mut self) -> Option<u32> {
-        self.bytes(4)
-            .map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()))
+        self.bytes(4).map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()))
     }
 
     pub(super) fn i32(&mut self) -> Option<i32> {

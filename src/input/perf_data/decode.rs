@@ -36,10 +36,7 @@ pub(super) struct Loc {
 
 impl Loc {
     pub(super) fn plain(offset: u64) -> Loc {
-        Loc {
-            offset,
-            decompressed: None,
-        }
+        Loc { offset, decompressed: None }
     }
 }
 
@@ -140,9 +137,7 @@ impl<'p> Decoder<'p> {
             None => format!("byte offset {}", loc.offset),
             Some(d) => format!("byte offset {} (decompressed byte {d})", loc.offset),
         };
-        self.report
-            .warnings
-            .push(format!("{}: at {at}: {what}", self.path.display()));
+        self.report.warnings.push(format!("{}: at {at}: {what}", self.path.display()));
     }
 
     /// Delivers events in time order from now on (see [`super::order`]). `input` is the
@@ -241,12 +236,7 @@ impl<'p> Decoder<'p> {
                     .ok_or_else(|| self.malformed(loc, 8, "COMM record too short for pid/tid"))?;
                 let name = c_str(&rec[16..]);
                 let exec = misc & MISC_COMM_EXEC != 0;
-                sink(PerfEvent::Comm {
-                    pid,
-                    tid,
-                    exec,
-                    name: &name,
-                });
+                sink(PerfEvent::Comm { pid, tid, exec, name: &name });
             }
             RECORD_FORK | RECORD_EXIT => {
                 let mut c = Cursor::new(&rec[8..]);
@@ -255,12 +245,7 @@ impl<'p> Decoder<'p> {
                     self.malformed(loc, 8, "FORK/EXIT record too short for its pids")
                 })?;
                 sink(if rtype == RECORD_FORK {
-                    PerfEvent::Fork {
-                        pid,
-                        ppid,
-                        tid,
-                        ptid,
-                    }
+                    PerfEvent::Fork { pid, ppid, tid, ptid }
                 } else {
                     PerfEvent::Exit { pid, tid }
                 });
@@ -328,11 +313,7 @@ impl<'p> Decoder<'p> {
         let size = Attr::self_size(body)
             .ok_or_else(|| self.malformed(loc, 8, "HEADER_ATTR record too short for an attr"))?;
         let attr = body.get(..size).and_then(Attr::parse).ok_or_else(|| {
-            self.malformed(
-                loc,
-                8,
-                format!("HEADER_ATTR record too short for its {size}-byte attr"),
-            )
+            self.malformed(loc, 8, format!("HEADER_ATTR record too short for its {size}-byte attr"))
         })?;
         let ids = body[size..].chunks_exact(8).filter_map(|b| u64_at(b, 0));
         self.add_attr(attr, ids.collect::<Vec<_>>());
@@ -467,11 +448,10 @@ impl<'p> Decoder<'p> {
                 field!(c.u64(), "branch hw_idx");
             }
             let entries = field!(array(&mut c, nr, 24), "branch stack");
-            self.branches
-                .extend(entries.chunks_exact(24).map(|e| BranchEntry {
-                    from: RuntimeAddr(u64_at(e, 0).unwrap_or(0)),
-                    to: RuntimeAddr(u64_at(e, 8).unwrap_or(0)),
-                }));
+            self.branches.extend(entries.chunks_exact(24).map(|e| BranchEntry {
+                from: RuntimeAddr(u64_at(e, 0).unwrap_or(0)),
+                to: RuntimeAddr(u64_at(e, 8).unwrap_or(0)),
+            }));
             if attr.branch_sample_type & BRANCH_COUNTERS != 0 {
                 field!(array(&mut c, nr, 8), "branch counters");
             }
@@ -490,10 +470,7 @@ impl<'p> Decoder<'p> {
         u64_if(&mut c, SAMPLE_DATA_SRC, "data_src")?;
         u64_if(&mut c, SAMPLE_TRANSACTION, "transaction")?;
         if has(SAMPLE_REGS_INTR) {
-            field!(
-                skip_regs(&mut c, attr.sample_regs_intr),
-                "interrupt registers"
-            );
+            field!(skip_regs(&mut c, attr.sample_regs_intr), "interrupt registers");
         }
         u64_if(&mut c, SAMPLE_PHYS_ADDR, "phys_addr")?;
         u64_if(&mut c, SAMPLE_CGROUP, "cgroup")?;
@@ -546,8 +523,7 @@ impl<'p> Decoder<'p> {
                 return Err(self.malformed(loc, 8, "zstd decoder makes no progress on this data"));
             }
             input = &input[status.bytes_read..];
-            self.pending
-                .extend_from_slice(&self.zstd_out[..status.bytes_written]);
+            self.pending.extend_from_slice(&self.zstd_out[..status.bytes_written]);
             self.drain_pending(loc, sink)?;
             // Done once all input is consumed and the decoder had no more output to give.
             if input.is_empty() && status.bytes_written < self.zstd_out.len() {
@@ -567,10 +543,8 @@ impl<'p> Decoder<'p> {
                 break Ok(());
             };
             let size = usize::from(size);
-            let inner = Loc {
-                offset: loc.offset,
-                decompressed: Some(self.pending_offset + pos as u64),
-            };
+            let inner =
+                Loc { offset: loc.offset, decompressed: Some(self.pending_offset + pos as u64) };
             if size < 8 {
                 break Err(self.malformed(
                     inner,

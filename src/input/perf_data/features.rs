@@ -22,13 +22,9 @@ pub(super) fn parse_feature(id: u32, data: &[u8], info: &mut InputInfo) -> Resul
 fn parse_build_ids(mut data: &[u8], info: &mut InputInfo) -> Result<(), String> {
     while !data.is_empty() {
         let size = u16_at(data, 6).ok_or("build-id entry header cut short")? as usize;
-        let entry = data
-            .get(..size)
-            .ok_or("build-id entry longer than the section")?;
+        let entry = data.get(..size).ok_or("build-id entry longer than the section")?;
         if size < 8 {
-            return Err(format!(
-                "build-id entry size {size} smaller than its header"
-            ));
+            return Err(format!("build-id entry size {size} smaller than its header"));
         }
         parse_build_id_event(entry, info)?;
         data = &data[size..];
@@ -39,9 +35,7 @@ fn parse_build_ids(mut data: &[u8], info: &mut InputInfo) -> Result<(), String> 
 /// One `build_id_event`: header, pid, 24 bytes of build id (+ size byte), NUL-terminated path.
 pub(super) fn parse_build_id_event(rec: &[u8], info: &mut InputInfo) -> Result<(), String> {
     let misc = u16_at(rec, 4).ok_or("build-id record cut short")?;
-    let id_field = rec
-        .get(12..36)
-        .ok_or("build-id record too short for its build id")?;
+    let id_field = rec.get(12..36).ok_or("build-id record too short for its build id")?;
     let len = if misc & MISC_BUILD_ID_SIZE != 0 {
         usize::from(id_field[BUILD_ID_MAX]).min(BUILD_ID_MAX)
     } else {
@@ -63,8 +57,7 @@ fn parse_cmdline(data: &[u8], info: &mut InputInfo) -> Result<(), String> {
     let mut c = Cursor::new(data);
     let nr = c.u32().ok_or("cmdline section cut short")?;
     for _ in 0..nr {
-        info.cmdline
-            .push(read_string(&mut c).ok_or("cmdline argument cut short")?);
+        info.cmdline.push(read_string(&mut c).ok_or("cmdline argument cut short")?);
     }
     Ok(())
 }
@@ -76,12 +69,10 @@ fn parse_event_desc(data: &[u8], info: &mut InputInfo) -> Result<(), String> {
     let attr_size = c.u32().ok_or("event_desc section cut short")?;
     let mut names = Vec::new();
     for _ in 0..nr {
-        c.skip(u64::from(attr_size))
-            .ok_or("event_desc attr cut short")?;
+        c.skip(u64::from(attr_size)).ok_or("event_desc attr cut short")?;
         let nr_ids = c.u32().ok_or("event_desc id count cut short")?;
         names.push(read_string(&mut c).ok_or("event_desc name cut short")?);
-        c.skip(u64::from(nr_ids) * 8)
-            .ok_or("event_desc ids cut short")?;
+        c.skip(u64::from(nr_ids) * 8).ok_or("event_desc ids cut short")?;
     }
     info.event_names = names;
     Ok(())

@@ -47,14 +47,7 @@ impl TimeOrder {
                 (false, self.arena.len() - rec.len())
             }
         };
-        self.queue.push(Queued {
-            time,
-            seq: self.seq,
-            in_input,
-            start,
-            len: rec.len(),
-            loc,
-        });
+        self.queue.push(Queued { time, seq: self.seq, in_input, start, len: rec.len(), loc });
         self.seq += 1;
         self.queued_len += rec.len();
         self.max_time = self.max_time.max(time);
@@ -88,10 +81,7 @@ impl TimeOrder {
     pub(super) fn get<'s>(&'s self, input: &'s [u8], i: usize) -> (&'s [u8], Loc) {
         let q = &self.queue[i];
         let from = if q.in_input { input } else { &self.arena };
-        (
-            from.get(q.start..q.start + q.len).unwrap_or_default(),
-            q.loc,
-        )
+        (from.get(q.start..q.start + q.len).unwrap_or_default(), q.loc)
     }
 
     /// Drops the first `n` (released) records and compacts the arena around the rest.
@@ -101,8 +91,7 @@ impl TimeOrder {
         self.spare.clear();
         for q in self.queue.iter_mut().filter(|q| !q.in_input) {
             let start = self.spare.len();
-            self.spare
-                .extend_from_slice(&self.arena[q.start..q.start + q.len]);
+            self.spare.extend_from_slice(&self.arena[q.start..q.start + q.len]);
             q.start = start;
         }
         std::mem::swap(&mut self.arena, &mut self.spare);

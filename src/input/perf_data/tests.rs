@@ -124,13 +124,7 @@ fn full_sample(id: u64, ip: u64) -> Vec<u8> {
 
 fn full_attr(size: usize) -> Vec<u8> {
     let read = FORMAT_TOTAL_TIME_ENABLED | FORMAT_ID | FORMAT_LOST | FORMAT_GROUP;
-    attr(
-        size,
-        ALL_FIELDS,
-        read,
-        BRANCH_HW_INDEX | BRANCH_COUNTERS,
-        0b1011,
-    )
+    attr(size, ALL_FIELDS, read, BRANCH_HW_INDEX | BRANCH_COUNTERS, 0b1011)
 }
 
 fn attr_record(attr: Vec<u8>, ids: &[u64]) -> Vec<u8> {
@@ -157,11 +151,7 @@ fn every_sample_field_is_decoded_or_skipped_in_order() {
         ]
     );
     assert_eq!(
-        (
-            report.samples,
-            report.samples_with_unknown_tail,
-            report.samples_without_attr
-        ),
+        (report.samples, report.samples_with_unknown_tail, report.samples_without_attr),
         (2, 0, 0)
     );
 }
@@ -186,16 +176,7 @@ fn kernel_only_callchain_without_markers_follows_cpumode() {
     let st = SAMPLE_IP | SAMPLE_CALLCHAIN;
     let bytes = pipe(&[
         attr_record(attr(64, st, 0, 0, 0), &[]),
-        record(
-            9,
-            1,
-            &words(&[
-                0xffffffff81000000,
-                2,
-                0xffffffff81000000,
-                0xffffffff81000100,
-            ]),
-        ),
+        record(9, 1, &words(&[0xffffffff81000000, 2, 0xffffffff81000000, 0xffffffff81000100])),
         record(9, 2, &words(&[0x1000, 2, 0x1000, 0x2000])),
     ]);
     let (out, report) = run(&bytes);
@@ -225,14 +206,7 @@ fn unknown_ids_and_record_types_are_counted_and_skipped() {
         out,
         ["sample attr=1 ip=0x2000 pid=None tid=None time=None period=1 chain=[] lbr=[]"]
     );
-    assert_eq!(
-        (
-            report.samples_without_attr,
-            report.unknown_records,
-            report.records
-        ),
-        (1, 1, 5)
-    );
+    assert_eq!((report.samples_without_attr, report.unknown_records, report.records), (1, 1, 5));
 }
 
 fn mmap2_body(build_id: Option<&[u8]>, prot: u32, name: &str) -> Vec<u8> {
@@ -286,12 +260,8 @@ fn mmap_variants() {
         path: "/bin/app".into(),
         build_id: Some(vec![0xab; 8]),
     };
-    let data = MmapEvent {
-        executable: false,
-        path: "/lib/data.so".into(),
-        build_id: None,
-        ..app.clone()
-    };
+    let data =
+        MmapEvent { executable: false, path: "/lib/data.so".into(), build_id: None, ..app.clone() };
     let file = MmapEvent {
         pid: Some(-1),
         tid: Some(0),
@@ -312,16 +282,7 @@ fn file_mode(attr_bytes: Vec<u8>, data: &[u8]) -> Vec<u8> {
     let attrs_at = ids_at + 8;
     let data_at = attrs_at + entry as u64;
     let mut f = b"PERFILE2".to_vec();
-    f.extend(words(&[
-        104,
-        entry as u64,
-        attrs_at,
-        entry as u64,
-        data_at,
-        data.len() as u64,
-        0,
-        0,
-    ]));
+    f.extend(words(&[104, entry as u64, attrs_at, entry as u64, data_at, data.len() as u64, 0, 0]));
     f.extend(words(&[(1 << 2) | (1 << 11), 0, 0, 0])); // features: BUILD_ID, CMDLINE
     f.extend(words(&[42])); // the attr's one id
     f.extend(&attr_bytes);
@@ -362,15 +323,9 @@ fn file_mode_with_oversized_attr_and_features() {
         out,
         ["sample attr=0 ip=0x500 pid=None tid=None time=None period=1 chain=[] lbr=[(510, 520)]"]
     );
-    assert_eq!(
-        report.info.build_ids,
-        [("/bin/app".to_string(), vec![0x12; 4])]
-    );
+    assert_eq!(report.info.build_ids, [("/bin/app".to_string(), vec![0x12; 4])]);
     assert_eq!(report.info.cmdline, ["perf", "record"]);
-    assert!(
-        report.warnings.is_empty() && report.truncated.is_none(),
-        "{report:?}"
-    );
+    assert!(report.warnings.is_empty() && report.truncated.is_none(), "{report:?}");
 
     // A feature table pointing outside the file is a warning, the samples still decode.
     let mut broken = bytes.clone();
@@ -395,10 +350,7 @@ fn oversized_lengths_are_rejected_without_allocating() {
         record(9, 2, &words(&[0x1, u64::MAX / 4])),
     ]);
     let err = run(&bytes).1.unwrap_err();
-    assert!(
-        err.to_string().contains("ends inside its callchain"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("ends inside its callchain"), "{err}");
 }
 
 /// perf's ordered delivery: a round's records are held until the next round ends, then released

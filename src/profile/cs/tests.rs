@@ -58,7 +58,9 @@ impl CodeView for Code {
             return v.clone().into();
         }
         match self.func_index(a.0) {
-            Some(i) if self.is_code(a) => vec![sf(self.funcs[i].2, ((a.0 - self.funcs[i].0) / 4) as u32, 0)].into(),
+            Some(i) if self.is_code(a) => {
+                vec![sf(self.funcs[i].2, ((a.0 - self.funcs[i].0) / 4) as u32, 0)].into()
+            }
             _ => Vec::new().into(),
         }
     }
@@ -108,7 +110,10 @@ fn ctx(s: &str) -> Vec<ContextFrame> {
             }
             let (func, loc) = p.rsplit_once(':').unwrap();
             let (line, d) = loc.split_once('.').unwrap_or((loc, "0"));
-            ContextFrame { func: func.to_string(), loc: LineLocation::new(line.parse().unwrap(), d.parse().unwrap()) }
+            ContextFrame {
+                func: func.to_string(),
+                loc: LineLocation::new(line.parse().unwrap(), d.parse().unwrap()),
+            }
         })
         .collect()
 }
@@ -117,14 +122,24 @@ fn ctx(s: &str) -> Vec<ContextFrame> {
 type Body<'a> = (u32, u32, u64, &'a [(&'a str, u64)]);
 
 /// Expected profile.
-fn fs(name: &str, total: u64, head: u64, body: &[Body], checksum: Option<u64>, attributes: u32) -> FunctionSamples {
+fn fs(
+    name: &str,
+    total: u64,
+    head: u64,
+    body: &[Body],
+    checksum: Option<u64>,
+    attributes: u32,
+) -> FunctionSamples {
     let mut f = FunctionSamples::new(name);
     f.total_samples = total;
     f.head_samples = head;
     f.checksum = checksum;
     f.attributes = attributes;
     for &(line, d, n, targets) in body {
-        let b = BodySample { count: n, call_targets: targets.iter().map(|(t, c)| (t.to_string(), *c)).collect() };
+        let b = BodySample {
+            count: n,
+            call_targets: targets.iter().map(|(t, c)| (t.to_string(), *c)).collect(),
+        };
         f.body.insert(LineLocation::new(line, d), b);
     }
     f
@@ -134,20 +149,19 @@ fn profile_map(p: &Profile) -> BTreeMap<String, FunctionSamples> {
     p.functions
         .iter()
         .map(|(c, f)| {
-            let s: Vec<String> = c
-                .0
-                .iter()
-                .enumerate()
-                .map(|(i, fr)| {
-                    if i + 1 == c.0.len() {
-                        fr.func.clone()
-                    } else if fr.loc.discriminator != 0 {
-                        format!("{}:{}.{}", fr.func, fr.loc.line_offset, fr.loc.discriminator)
-                    } else {
-                        format!("{}:{}", fr.func, fr.loc.line_offset)
-                    }
-                })
-                .collect();
+            let s: Vec<String> =
+                c.0.iter()
+                    .enumerate()
+                    .map(|(i, fr)| {
+                        if i + 1 == c.0.len() {
+                            fr.func.clone()
+                        } else if fr.loc.discriminator != 0 {
+                            format!("{}:{}.{}", fr.func, fr.loc.line_offset, fr.loc.discriminator)
+                        } else {
+                            format!("{}:{}", fr.func, fr.loc.line_offset)
+                        }
+                    })
+                    .collect();
             (s.join(" @ "), f.clone())
         })
         .collect()
@@ -158,7 +172,10 @@ fn profile_map(p: &Profile) -> BTreeMap<String, FunctionSamples> {
 //       base 1, duplication factor 2)  210 ret [foo:4]
 fn line_code() -> Code {
     use InstKind::*;
-    let mut c = Code::new(&[("main", 0x100, &[Other, Call, Other, Return]), ("foo", 0x200, &[Other, Other, Other, Other, Return])]);
+    let mut c = Code::new(&[
+        ("main", 0x100, &[Other, Call, Other, Return]),
+        ("foo", 0x200, &[Other, Other, Other, Other, Return]),
+    ]);
     c.inline.insert(0x104, vec![sf("main", 1, 2)]);
     c.inline.insert(0x208, vec![sf("foo", 1, 0)]);
     c.inline.insert(0x20c, vec![sf("foo", 2, 0), sf("bar", 1, 0x202)]);
@@ -169,9 +186,18 @@ fn line_counters() -> ContextCounters {
     let mut cc = ContextCounters { context_sensitive: true, ..Default::default() };
     let foo = ContextKey::Frames(ctx("main:1.1 @ foo"));
     let bar = ContextKey::Frames(ctx("main:1.1 @ foo:2 @ bar"));
-    cc.by_context.insert(foo, counters(&[(0x200, 0x208, 10), (0x204, 0x208, 5), (0x210, 0x210, 15)], &[(0x210, 0x108, 15)]));
+    cc.by_context.insert(
+        foo,
+        counters(
+            &[(0x200, 0x208, 10), (0x204, 0x208, 5), (0x210, 0x210, 15)],
+            &[(0x210, 0x108, 15)],
+        ),
+    );
     cc.by_context.insert(bar.clone(), counters(&[(0x20c, 0x20c, 15)], &[]));
-    cc.by_context.insert(ContextKey::Frames(ctx("main")), counters(&[(0x100, 0x104, 15)], &[(0x104, 0x200, 15)]));
+    cc.by_context.insert(
+        ContextKey::Frames(ctx("main")),
+        counters(&[(0x100, 0x104, 15)], &[(0x104, 0x200, 15)]),
+    );
     cc.by_context.insert(ContextKey::Frames(Vec::new()), counters(&[], &[(1, 0x100, 2)]));
     cc
 }
@@ -179,16 +205,37 @@ fn line_counters() -> ContextCounters {
 #[test]
 fn line_cs_replicates_llvm_19_raw_discriminator_callee_context() {
     let p = generate_line_cs(&line_code(), &line_counters(), &CsOptions::default());
-    assert_eq!(p.kind, ProfileKind { context_sensitive: true, probe_based: false, preinlined: false, fs_discriminator: false });
+    assert_eq!(
+        p.kind,
+        ProfileKind {
+            context_sensitive: true,
+            probe_based: false,
+            preinlined: false,
+            fs_discriminator: false
+        }
+    );
     let m = profile_map(&p);
     let expected = BTreeMap::from([
         // Inferred call count 10 (foo's first body sample) on top of the 15 real calls.
-        ("main".to_string(), fs("main", 40, 2, &[(0, 0, 15, &[]), (1, 1, 25, &[("foo", 25)])], None, 0)),
+        (
+            "main".to_string(),
+            fs("main", 40, 2, &[(0, 0, 15, &[]), (1, 1, 25, &[("foo", 25)])], None, 0),
+        ),
         (
             "main:1.1 @ foo".to_string(),
-            fs("foo", 85, 0, &[(0, 0, 10, &[]), (1, 0, 15, &[]), (2, 0, 30, &[("bar", 30)]), (4, 0, 15, &[])], None, 0),
+            fs(
+                "foo",
+                85,
+                0,
+                &[(0, 0, 10, &[]), (1, 0, 15, &[]), (2, 0, 30, &[("bar", 30)]), (4, 0, 15, &[])],
+                None,
+                0,
+            ),
         ),
-        ("main:1.1 @ foo:2 @ bar".to_string(), fs("bar", 15, 0, &[(1, 1, 30, &[])], None, attr::WAS_INLINED)),
+        (
+            "main:1.1 @ foo:2 @ bar".to_string(),
+            fs("bar", 15, 0, &[(1, 1, 30, &[])], None, attr::WAS_INLINED),
+        ),
         // The stray head-sample context at the raw discriminator.
         ("main:1.2 @ foo".to_string(), fs("foo", 0, 15, &[], None, 0)),
     ]);
@@ -199,7 +246,10 @@ fn line_cs_replicates_llvm_19_raw_discriminator_callee_context() {
 fn line_cs_base_discriminator_callee_context_fix() {
     let opts = CsOptions { callee_context_base_discriminator: true, ..CsOptions::default() };
     let m = profile_map(&generate_line_cs(&line_code(), &line_counters(), &opts));
-    assert_eq!(m["main"], fs("main", 30, 2, &[(0, 0, 15, &[]), (1, 1, 15, &[("foo", 15)])], None, 0));
+    assert_eq!(
+        m["main"],
+        fs("main", 30, 2, &[(0, 0, 15, &[]), (1, 1, 15, &[("foo", 15)])], None, 0)
+    );
     assert_eq!(m["main:1.1 @ foo"].head_samples, 15);
     assert_eq!(m["main:1.1 @ foo"].total_samples, 85);
     assert_eq!(m.len(), 3);
@@ -210,7 +260,8 @@ fn line_cs_update_total_samples_and_branch_only_context() {
     let mut cc = ContextCounters { context_sensitive: true, ..Default::default() };
     // A context with only a non-call branch still gets a (zero) profile and an inferred count
     // of 1 at its parent's call site.
-    cc.by_context.insert(ContextKey::Frames(ctx("main:1.1 @ foo")), counters(&[], &[(0x208, 0x204, 3)]));
+    cc.by_context
+        .insert(ContextKey::Frames(ctx("main:1.1 @ foo")), counters(&[], &[(0x208, 0x204, 3)]));
     cc.by_context.insert(ContextKey::Frames(ctx("main")), counters(&[(0x100, 0x104, 4)], &[]));
     let opts = CsOptions { update_total_samples: true, ..CsOptions::default() };
     let m = profile_map(&generate_line_cs(&line_code(), &cc, &opts));
@@ -230,12 +281,31 @@ struct Probes {
 
 impl Probes {
     fn new(descs: &[(u64, &'static str, u64)]) -> Probes {
-        Probes { at: BTreeMap::new(), nodes: Vec::new(), descs: descs.iter().map(|&(g, n, h)| (g, (n, h))).collect() }
+        Probes {
+            at: BTreeMap::new(),
+            nodes: Vec::new(),
+            descs: descs.iter().map(|&(g, n, h)| (g, (n, h))).collect(),
+        }
     }
-    fn node(&mut self, guid: u64, site: Option<(u32, u32)>, probes: &[(u64, u32, ProbeType)]) -> u32 {
+    fn node(
+        &mut self,
+        guid: u64,
+        site: Option<(u32, u32)>,
+        probes: &[(u64, u32, ProbeType)],
+    ) -> u32 {
         let id = NodeId(self.nodes.len() as u32);
-        let ps: Vec<Probe> =
-            probes.iter().map(|&(a, index, kind)| Probe { addr: v(a), guid, index, kind, attr: 0, discriminator: 0, node: id }).collect();
+        let ps: Vec<Probe> = probes
+            .iter()
+            .map(|&(a, index, kind)| Probe {
+                addr: v(a),
+                guid,
+                index,
+                kind,
+                attr: 0,
+                discriminator: 0,
+                node: id,
+            })
+            .collect();
         for p in &ps {
             self.at.entry(p.addr.0).or_default().push(*p);
         }
@@ -275,7 +345,11 @@ fn probe_code() -> (Code, Probes) {
     ]);
     let mut p = Probes::new(&[(1, "main", 100), (2, "foo", 200), (3, "bar", 300), (4, "tc", 400)]);
     p.node(1, None, &[(0x100, 1, Block), (0x104, 2, DirectCall), (0x108, 3, Block)]);
-    let foo = p.node(2, None, &[(0x200, 1, Block), (0x204, 2, Block), (0x210, 4, Block), (0x214, 5, Block)]);
+    let foo = p.node(
+        2,
+        None,
+        &[(0x200, 1, Block), (0x204, 2, Block), (0x210, 4, Block), (0x214, 5, Block)],
+    );
     p.node(3, Some((foo, 3)), &[(0x208, 1, Block), (0x20c, 2, Block)]);
     p.node(4, None, &[(0x300, 1, Block), (0x304, 2, DirectCall)]);
     (code, p)
@@ -290,24 +364,44 @@ fn probe_cs_body_boundary_inlinee_entry_and_zero_probes() {
     let (code, probes) = probe_code();
     let mut cc = ContextCounters { context_sensitive: true, ..Default::default() };
     cc.by_context.insert(addrs(&[0x104]), counters(&[(0x200, 0x210, 10)], &[(0x214, 0x108, 10)]));
-    cc.by_context.insert(addrs(&[]), counters(&[(0x100, 0x104, 10)], &[(0x104, 0x200, 10), (1, 0x100, 1)]));
+    cc.by_context
+        .insert(addrs(&[]), counters(&[(0x100, 0x104, 10)], &[(0x104, 0x200, 10), (1, 0x100, 1)]));
     let (p, stats) = generate_probe_cs(&code, &probes, &cc, &CsOptions::default());
     assert_eq!(stats, ProbeCsStats::default());
     assert!(p.kind.probe_based && p.kind.context_sensitive);
     let expected = BTreeMap::from([
-        ("main".to_string(), fs("main", 20, 10, &[(1, 0, 10, &[]), (2, 0, 10, &[("foo", 10)]), (3, 0, 0, &[])], Some(100), 0)),
+        (
+            "main".to_string(),
+            fs(
+                "main",
+                20,
+                10,
+                &[(1, 0, 10, &[]), (2, 0, 10, &[("foo", 10)]), (3, 0, 0, &[])],
+                Some(100),
+                0,
+            ),
+        ),
         (
             "main:2 @ foo".to_string(),
             fs(
                 "foo",
                 40,
                 10,
-                &[(1, 0, 10, &[]), (2, 0, 10, &[]), (3, 0, 10, &[("bar", 10)]), (4, 0, 10, &[]), (5, 0, 0, &[])],
+                &[
+                    (1, 0, 10, &[]),
+                    (2, 0, 10, &[]),
+                    (3, 0, 10, &[("bar", 10)]),
+                    (4, 0, 10, &[]),
+                    (5, 0, 0, &[]),
+                ],
                 Some(200),
                 0,
             ),
         ),
-        ("main:2 @ foo:3 @ bar".to_string(), fs("bar", 20, 10, &[(1, 0, 10, &[]), (2, 0, 10, &[])], Some(300), attr::WAS_INLINED)),
+        (
+            "main:2 @ foo:3 @ bar".to_string(),
+            fs("bar", 20, 10, &[(1, 0, 10, &[]), (2, 0, 10, &[])], Some(300), attr::WAS_INLINED),
+        ),
     ]);
     assert_eq!(profile_map(&p), expected);
 }
@@ -315,7 +409,10 @@ fn probe_cs_body_boundary_inlinee_entry_and_zero_probes() {
 fn tail_call_counters() -> ContextCounters {
     // main calls tc at 0x104; tc tail-jumps to foo, whose samples are keyed under main's call.
     let mut cc = ContextCounters { context_sensitive: true, ..Default::default() };
-    cc.by_context.insert(addrs(&[0x104]), counters(&[(0x300, 0x304, 5), (0x200, 0x204, 5)], &[(0x304, 0x200, 5)]));
+    cc.by_context.insert(
+        addrs(&[0x104]),
+        counters(&[(0x300, 0x304, 5), (0x200, 0x204, 5)], &[(0x304, 0x200, 5)]),
+    );
     cc.by_context.insert(addrs(&[]), counters(&[], &[(0x104, 0x300, 5)]));
     cc
 }
@@ -326,8 +423,21 @@ fn probe_cs_infers_missing_tail_call_frame() {
     let (p, _) = generate_probe_cs(&code, &probes, &tail_call_counters(), &CsOptions::default());
     let expected = BTreeMap::from([
         ("main".to_string(), fs("main", 5, 0, &[(2, 0, 5, &[("tc", 5)])], Some(100), 0)),
-        ("main:2 @ tc".to_string(), fs("tc", 10, 5, &[(1, 0, 5, &[]), (2, 0, 5, &[("foo", 5)])], Some(400), 0)),
-        ("main:2 @ tc:2 @ foo".to_string(), fs("foo", 10, 5, &[(1, 0, 5, &[]), (2, 0, 5, &[]), (4, 0, 0, &[]), (5, 0, 0, &[])], Some(200), 0)),
+        (
+            "main:2 @ tc".to_string(),
+            fs("tc", 10, 5, &[(1, 0, 5, &[]), (2, 0, 5, &[("foo", 5)])], Some(400), 0),
+        ),
+        (
+            "main:2 @ tc:2 @ foo".to_string(),
+            fs(
+                "foo",
+                10,
+                5,
+                &[(1, 0, 5, &[]), (2, 0, 5, &[]), (4, 0, 0, &[]), (5, 0, 0, &[])],
+                Some(200),
+                0,
+            ),
+        ),
     ]);
     assert_eq!(profile_map(&p), expected);
 }
@@ -356,9 +466,15 @@ fn missing_frame_inference_requires_a_unique_path() {
         ("t", 0x500, &[Other, Return]),
     ]);
     let mut cc = ContextCounters::default();
-    cc.by_context.insert(addrs(&[]), counters(&[], &[(0x100, 0x200, 1), (0x204, 0x300, 1), (0x300, 0x500, 1)]));
+    cc.by_context.insert(
+        addrs(&[]),
+        counters(&[], &[(0x100, 0x200, 1), (0x204, 0x300, 1), (0x300, 0x500, 1)]),
+    );
     let mut inf = MissingFrameInferrer::new(&code, &cc, u32::MAX - 1);
-    assert_eq!(inf.infer(&code, &[v(0x100), v(0x500)]), vec![v(0x100), v(0x204), v(0x300), v(0x500)]);
+    assert_eq!(
+        inf.infer(&code, &[v(0x100), v(0x500)]),
+        vec![v(0x100), v(0x204), v(0x300), v(0x500)]
+    );
     // A second route through k makes the path ambiguous: nothing is inserted.
     cc.by_context.insert(addrs(&[0x100]), counters(&[], &[(0x208, 0x400, 1), (0x400, 0x500, 1)]));
     let mut inf = MissingFrameInferrer::new(&code, &cc, u32::MAX - 1);
@@ -382,11 +498,20 @@ fn discriminator_decoding_and_canonical_names() {
 
 #[test]
 fn raw_sample_to_line_cs_profile_end_to_end() {
-    use crate::aggregate::unwinder::{NormalizeStats, UnwindOptions, Unwinder, normalize_hybrid_sample};
+    use crate::aggregate::unwinder::{
+        NormalizeStats, UnwindOptions, Unwinder, normalize_hybrid_sample,
+    };
     let code = line_code();
     // main calls foo at 0x104; foo (with bar inlined) returns to 0x108, where the sample is taken.
     let mut ns = NormalizeStats::default();
-    let s = normalize_hybrid_sample(&code, &[v(0x108)], &[(v(0x210), v(0x108)), (v(0x104), v(0x200))], 7, &mut ns).unwrap();
+    let s = normalize_hybrid_sample(
+        &code,
+        &[v(0x108)],
+        &[(v(0x210), v(0x108)), (v(0x104), v(0x200))],
+        7,
+        &mut ns,
+    )
+    .unwrap();
     let mut u = Unwinder::new(&code, UnwindOptions::default());
     assert!(u.unwind(&s, 7));
     let (cc, _) = u.finish();
@@ -397,9 +522,19 @@ fn raw_sample_to_line_cs_profile_end_to_end() {
         ("main".to_string(), fs("main", 7, 0, &[(1, 1, 14, &[("foo", 14)])], None, 0)),
         (
             "main:1.1 @ foo".to_string(),
-            fs("foo", 42, 0, &[(0, 0, 7, &[]), (1, 0, 7, &[]), (2, 0, 14, &[("bar", 14)]), (4, 0, 7, &[])], None, 0),
+            fs(
+                "foo",
+                42,
+                0,
+                &[(0, 0, 7, &[]), (1, 0, 7, &[]), (2, 0, 14, &[("bar", 14)]), (4, 0, 7, &[])],
+                None,
+                0,
+            ),
         ),
-        ("main:1.1 @ foo:2 @ bar".to_string(), fs("bar", 7, 0, &[(1, 1, 14, &[])], None, attr::WAS_INLINED)),
+        (
+            "main:1.1 @ foo:2 @ bar".to_string(),
+            fs("bar", 7, 0, &[(1, 1, 14, &[])], None, attr::WAS_INLINED),
+        ),
         ("main:1.2 @ foo".to_string(), fs("foo", 0, 7, &[], None, 0)),
     ]);
     assert_eq!(m, expected);
@@ -424,7 +559,13 @@ fn probe_cs_unknown_callsite_resets_context_and_missing_desc_is_counted() {
     p.node(3, Some((foo, 0)), &[(0x208, 1, Block)]);
     let (profile, stats) = generate_probe_cs(&code, &p, &cc, &CsOptions::default());
     assert_eq!(stats, ProbeCsStats::default());
-    assert_eq!(profile_map(&profile), BTreeMap::from([("bar".to_string(), fs("bar", 3, 3, &[(1, 0, 3, &[])], Some(300), attr::WAS_INLINED))]));
+    assert_eq!(
+        profile_map(&profile),
+        BTreeMap::from([(
+            "bar".to_string(),
+            fs("bar", 3, 3, &[(1, 0, 3, &[])], Some(300), attr::WAS_INLINED)
+        )])
+    );
     // Without a descriptor for bar the probe cannot be named: skipped and counted.
     let mut p = Probes::new(&[(1, "main", 100), (2, "foo", 200)]);
     p.node(1, None, &[(0x104, 2, DirectCall)]);
