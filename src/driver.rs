@@ -90,7 +90,7 @@ impl Progress {
     fn sample(&mut self) {
         self.samples += 1;
         let samples = self.samples;
-        if !self.enabled || samples % 65536 != 0 {
+        if !self.enabled || !samples.is_multiple_of(65536) {
             return;
         }
         if self.bar.is_none() && self.start.elapsed() > Duration::from_secs(1) {
@@ -186,7 +186,7 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
                 }
                 if self.filter_events && !cfg.perf_events.is_empty() {
                     let name = (self.event_names)(s.attr_index);
-                    if !name.is_some_and(|n| cfg.perf_events.iter().any(|e| *e == n)) {
+                    if !name.is_some_and(|n| cfg.perf_events.contains(&n)) {
                         self.filtered.read += 1;
                         self.filtered.other_event += 1;
                         return;

@@ -144,7 +144,7 @@ fn default_file_mode() -> std::fs::Permissions {
         libc::umask(m);
         m
     };
-    std::fs::Permissions::from_mode(0o666 & !u32::from(mask))
+    std::fs::Permissions::from_mode(0o666 & !mask)
 }
 
 fn with_path(e: Error, path: &Path) -> Error {
