@@ -161,6 +161,6 @@ fn new_profile_gets_the_umask_permissions_and_leaves_no_temporary_file() {
 fn unwritable_directory_is_an_error_naming_it() {
     let dir = scratch("missing");
     let out = dir.join("no-such-dir/app.prof");
-    let err = write_with_deadline(b"new", out).unwrap_err().to_string();
-    assert!(err.contains(&dir.join("no-such-dir").display().to_string()), "{err}");
+    let err = write_with_deadline(b"new", out.clone()).unwrap_err().to_string();
+    assert_eq!(err, format!("{}: No such file or directory (os error 2)", out.display()));
 }

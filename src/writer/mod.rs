@@ -14,7 +14,7 @@ pub mod text;
 
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 use crate::profile::model::{Context, FunctionSamples, Profile};
@@ -112,26 +112,43 @@ pub fn write_bytes_atomically(bytes: &[u8], path: &Path) -> Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    // O_EXCL with a random name, mode 0600 until complete: nothing another user planted in the
-    // directory (a symlink, a FIFO, a file) is opened or followed.
-    let mut tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(io_err(dir))?;
+    let (tmp_path, mut tmp) = create_exclusive_temp(dir, path)?;
     let mode = existing.map_or_else(default_file_mode, |m| m.permissions());
-    tmp.write_all(bytes)
-        .and_then(|()| tmp.as_file().set_permissions(mode))
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(io_err(tmp.path()))?;
-    // A failed persist drops (and so removes) the temporary file.
-    tmp.persist(path).map_err(|e| Error::Io { path: path.to_path_buf(), source: e.error })?;
+    let written = tmp
+        .write_all(bytes)
+        .and_then(|()| tmp.set_permissions(mode))
+        .and_then(|()| tmp.sync_all())
+        .and_then(|()| std::fs::rename(&tmp_path, path));
+    if let Err(source) = written {
+        let _ = std::fs::remove_file(&tmp_path);
+        return Err(Error::Io { path: path.to_path_buf(), source });
+    }
     // The rename is durable once the directory is.
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
     }
     Ok(())
+}
+
+/// Creates `.NAME.RANDOM.tmp` in `dir` with `O_CREAT|O_EXCL` and mode 0600: nothing another user
+/// planted in the directory (a symlink, a FIFO, a file) is followed or opened, and the name cannot
+/// be predicted. Errors name `out`, the file the user asked for.
+fn create_exclusive_temp(dir: &Path, out: &Path) -> Result<(PathBuf, std::fs::File)> {
+    use std::hash::{BuildHasher, RandomState};
+    use std::os::unix::fs::OpenOptionsExt;
+    let name = out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut last = None;
+    for attempt in 0u32..64 {
+        // RandomState's keys come from the OS's random source.
+        let tag = RandomState::new().hash_one((std::process::id(), attempt));
+        let tmp = dir.join(format!(".{name}.{tag:016x}.tmp"));
+        match std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&tmp) {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(source) => return Err(Error::Io { path: out.to_path_buf(), source }),
+        }
+    }
+    Err(Error::Io { path: out.to_path_buf(), source: last.expect("64 attempts") })
 }
 
 /// The permissions a newly created file gets: 0666 less the process umask.
