@@ -22,6 +22,7 @@ pub mod driver;
 pub mod error;
 pub mod input;
 pub mod mapping;
+pub mod order;
 pub mod postpass;
 pub mod profile;
 pub mod record;

@@ -523,7 +523,8 @@ impl Recorder {
 }
 
 /// `I  0401ab70,3` → (0x401ab70, 3).
-fn parse_inst(line: &[u8]) -> Option<(u64, u64)> {
+/// Address and size of a lackey `I  ADDR,SIZE` line.
+pub fn parse_inst(line: &[u8]) -> Option<(u64, u64)> {
     let rest = line.get(3..)?;
     let mut addr = 0u64;
     let mut i = 0;
