@@ -7,12 +7,12 @@ use crate::aggregate::parallel::aggregate_in_parallel;
 use crate::aggregate::samples::{AggregatedSamples, Aggregator, SampleMode, SampleStats, key};
 use crate::aggregate::unwinder::{UnwindOptions, unwind_all_with};
 use crate::aggregate::{ContextCounters, ContextKey};
-use crate::binary::dwarf::canonical_fn_name;
 use crate::binary::{Binary, FuncSource, LoadOptions};
 use crate::config::{Config, Input};
 use crate::error::Error;
 use crate::input::PerfEvent;
 use crate::input::Sample;
+use crate::llvm::canonical_fn_name;
 use crate::mapping::{
     AddressMap, AddressMapper, BinaryIdentity, MappingStats, MatchedBy, file_name_of, hex,
 };
@@ -591,7 +591,7 @@ fn build_cs_profile(
             &mut profile,
             &cfg.postpass,
             &thresholds,
-            &postpass::NoContextSizes,
+            &context_size::NoContextSizes,
         );
     }
     Ok(profile)
@@ -642,7 +642,7 @@ fn symbol_list(binary: &Binary) -> Vec<String> {
 }
 
 fn unsymbolized_base(cfg: &Config, binary: &Binary) -> u64 {
-    crate::input::unsymbolized::offset_base(
+    crate::aggregate::unsymbolized::offset_base(
         cfg.use_offset,
         cfg.use_first_loadable_segment_as_base,
         binary.preferred_base(),
@@ -653,7 +653,7 @@ fn unsymbolized_base(cfg: &Config, binary: &Binary) -> u64 {
 fn read_unsymbolized(cfg: &Config, binary: &Binary, path: &Path) -> Result<ContextCounters, Error> {
     let text = read_file(path)?;
     let base = unsymbolized_base(cfg, binary);
-    crate::input::unsymbolized::read_unsymbolized(&text, path, base, binary.probes().is_some())
+    crate::aggregate::unsymbolized::read_unsymbolized(&text, path, base, binary.probes().is_some())
 }
 
 fn write_unsymbolized(
@@ -662,7 +662,7 @@ fn write_unsymbolized(
     counters: &ContextCounters,
 ) -> Result<(), Error> {
     let mut text = Vec::new();
-    crate::input::unsymbolized::write_unsymbolized(
+    crate::aggregate::unsymbolized::write_unsymbolized(
         counters,
         unsymbolized_base(cfg, binary),
         &mut text,

@@ -1,17 +1,25 @@
 //! profgen turns Linux `perf.data` (or `perf script` text) into LLVM sample profiles.
 //!
-//! The modules follow the data flow:
+//! The modules follow the data flow, and a module only uses the ones before it in this list
+//! (`tests/layering.rs` checks it):
 //!
-//! 1. [`input`]: perf.data / perf script / unsymbolized profile → [`input::PerfEvent`]s.
+//! 0. The ground floor every stage stands on: [`addr`] (address spaces), [`error`], [`llvm`]
+//!    (context frames, line locations, discriminators, the MD5 GUID, LEB128), [`text`] (parsing
+//!    helpers), and [`binary`], the profiled ELF: segments, instructions, functions, DWARF,
+//!    pseudo probes, and the [`binary::CodeView`] queries the stages ask of it.
+//! 1. [`input`]: perf.data / perf script → [`input::PerfEvent`]s.
 //! 2. [`mapping`]: mmap events + build-id → runtime addresses become binary [`addr::Vaddr`]s.
-//! 3. [`aggregate`]: identical samples counted, then LBR ranges/branches and unwinder contexts.
-//! 4. [`binary`]: the profiled ELF: segments, instructions, functions, DWARF, pseudo probes.
-//! 5. [`profile`]: counters + binary model → [`profile::Profile`].
-//! 6. [`postpass`]: trimming, recursion compression, pre-inlining, nesting.
-//! 7. [`writer`]: text, binary and extbinary sample profile encodings.
+//! 3. [`aggregate`]: identical samples counted, then LBR ranges/branches and unwinder contexts
+//!    ([`aggregate::ContextCounters`], also read and written as unsymbolized profiles).
+//! 4. [`profile`]: counters + binary model → [`profile::Profile`].
+//! 5. [`postpass`]: trimming, recursion compression, pre-inlining, nesting.
+//! 6. [`writer`]: text, binary and extbinary sample profile encodings.
 //!
-//! [`driver`] wires the stages together for the `profgen` binary; [`record`] is the
-//! `profgen-record` software-LBR recorder that produces test data.
+//! Side tools over the stages: [`record`] is the `profgen-record` software-LBR recorder that
+//! produces test data; [`order`] computes function orders from temporal traces.
+//!
+//! [`driver`] wires the stages together for the `profgen` binary, from the [`config::Config`]
+//! that [`cli`] parses.
 
 pub mod addr;
 pub mod aggregate;
@@ -21,9 +29,11 @@ pub mod config;
 pub mod driver;
 pub mod error;
 pub mod input;
+pub mod llvm;
 pub mod mapping;
 pub mod order;
 pub mod postpass;
 pub mod profile;
 pub mod record;
+pub mod text;
 pub mod writer;

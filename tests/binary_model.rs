@@ -174,8 +174,8 @@ fn inline_stacks() {
     assert!(frames(0x1090).is_empty());
     // Mid-instruction addresses are symbolized too (uncached path).
     assert_eq!(frames(0x11ad), frames(0x11ac));
-    assert_eq!(dwarf::base_discriminator(2054, false), 3);
-    assert_eq!(dwarf::duplication_factor(2054, false), 8);
+    assert_eq!(profgen::llvm::discriminator::base_discriminator(2054, false), 3);
+    assert_eq!(profgen::llvm::discriminator::duplication_factor(2054, false), 8);
 }
 
 #[test]
@@ -329,7 +329,7 @@ fn pseudo_probes_match_llvm_profgen() {
 fn probe_queries() {
     let b = load("prog_probe");
     let p = b.probes().expect("probe binary");
-    assert_eq!(probes::md5_guid("main"), 15822663052811949562);
+    assert_eq!(profgen::llvm::md5_guid("main"), 15822663052811949562);
     let main = p.desc(15822663052811949562).unwrap();
     assert_eq!((main.name.as_ref(), main.hash), ("main", 563022579651808));
     // `callq report` in work is DirectCall probe 7.
@@ -342,7 +342,7 @@ fn probe_queries() {
     let mid = "_ZL3midi.__uniq.209043448395238328353871160106749095556";
     assert_eq!(p.inline_context(&at[1]), (vec![("work".into(), 5)], (mid.into(), 1)));
     let top = p.top_level_node(at[1].node);
-    assert_eq!(p.node(top).guid, probes::md5_guid("work"));
+    assert_eq!(p.node(top).guid, profgen::llvm::md5_guid("work"));
     assert!(p.call_probe_at(Vaddr(0x115d)).is_none());
     // --use-dwarf-correlation ignores probes.
     let opts = LoadOptions { use_dwarf_correlation: true, ..Default::default() };

@@ -67,10 +67,7 @@ fn cs_line_profile_with_discriminator_fix_has_no_stray_context() {
     // The 30 real calls land on the unrolled call site's context as head samples, and the
     // call-site count is no longer inflated by an inferred estimate.
     assert_eq!(ours["main:4.2 @ leaf"].head_samples, 30);
-    assert_eq!(
-        ours["main"].body[&profgen::profile::LineLocation::new(4, 2)].call_targets["leaf"],
-        30
-    );
+    assert_eq!(ours["main"].body[&profgen::llvm::LineLocation::new(4, 2)].call_targets["leaf"], 30);
 }
 
 #[test]

@@ -6,10 +6,10 @@ use std::process::Command;
 
 use object::{Object, ObjectSegment, SegmentFlags};
 use profgen::addr::Vaddr;
+use profgen::aggregate::unsymbolized::{offset_base, read_unsymbolized, write_unsymbolized};
 use profgen::aggregate::{ContextCounters, ContextKey};
 use profgen::input::PerfEvent;
 use profgen::input::perf_script::{ScriptKind, ScriptOptions, ScriptReport, read_perf_script};
-use profgen::input::unsymbolized::{offset_base, read_unsymbolized, write_unsymbolized};
 
 fn fixture(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)

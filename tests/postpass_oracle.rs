@@ -8,8 +8,10 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use profgen::postpass::{self, NoContextSizes, Opt, PostPassOptions, Thresholds};
-use profgen::profile::{Context, ContextFrame, FunctionSamples, LineLocation, Profile};
+use profgen::llvm::{ContextFrame, LineLocation, compress_recursion, trim_context};
+use profgen::postpass::{self, Opt, PostPassOptions, Thresholds};
+use profgen::profile::context_size::NoContextSizes;
+use profgen::profile::{Context, FunctionSamples, Profile};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/postpass");
 
@@ -295,8 +297,8 @@ fn recursion_compression_and_depth_trim_match_llvm_profgen() {
         // trimmed.
         let mut frames = raw.0.clone();
         let leaf = frames.pop().unwrap();
-        postpass::compress_recursion(&mut frames, compress);
-        postpass::trim_context(&mut frames, depth);
+        compress_recursion(&mut frames, compress);
+        trim_context(&mut frames, depth);
         frames.push(leaf);
         assert_eq!(Context(frames), recursion_sample_context(name), "{name}");
     }

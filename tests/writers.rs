@@ -13,9 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use profgen::profile::model::{
-    Context, ContextFrame, FunctionSamples, LineLocation, Profile, ProfileKind, attr,
-};
+use profgen::llvm::{ContextFrame, LineLocation, md5_guid};
+use profgen::profile::model::{Context, FunctionSamples, Profile, ProfileKind, attr};
 use profgen::writer::density::{DensityOptions, density_report};
 use profgen::writer::{OutputFormat, UNSUPPORTED_FORMAT, WriteOptions, encode_profile};
 
@@ -166,7 +165,7 @@ fn random_samples(
     }
     if probe {
         // Real profiles carry one checksum per function (LLVM drops merges of mismatching ones).
-        fs.checksum = Some(profgen::writer::md5_hash(name) >> 8);
+        fs.checksum = Some(md5_guid(name) >> 8);
     }
     fs.attributes = rng.pick(attrs);
     fs

@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use profgen::input::unsymbolized::{read_unsymbolized, write_unsymbolized};
+use profgen::aggregate::unsymbolized::{read_unsymbolized, write_unsymbolized};
 use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {

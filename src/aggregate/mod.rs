@@ -3,13 +3,16 @@
 //! samples carry call stacks.
 //!
 //! In: samples whose addresses are already binary [`Vaddr`]s (or [`Vaddr::EXTERNAL`]). Out:
-//! [`ContextCounters`], which the profile builders and the unsymbolized writer consume.
+//! [`ContextCounters`], which the profile builders consume, and which [`unsymbolized`] writes
+//! (`--skip-symbolization`) and reads back (`--unsymbolized-profile`).
 
 pub mod lbr;
 pub mod parallel;
 pub mod samples;
+pub mod unsymbolized;
 
 use crate::addr::Vaddr;
+use crate::llvm::ContextFrame;
 use hashbrown::HashMap;
 
 pub mod unwinder;
@@ -52,7 +55,7 @@ pub enum ContextKey {
     Addrs(Vec<Vaddr>),
     /// Line-based binaries: symbolized frames `func:line[.discr]`, root first, leaf function last
     /// without a location, as llvm-profgen prints them (`main:1 @ foo:3.1 @ bar`).
-    Frames(Vec<crate::profile::ContextFrame>),
+    Frames(Vec<ContextFrame>),
 }
 
 /// Counters per context.

@@ -5,10 +5,9 @@
 //! sample to its count. Memory grows with the number of distinct samples, not with the input.
 
 use super::Counters;
-use super::unwinder::{CodeView, HybridSample, NormalizeStats, normalize_into};
+use super::unwinder::{HybridSample, NormalizeStats, normalize_into};
 use crate::addr::{RuntimeAddr, Vaddr};
 use crate::binary::Binary;
-use crate::binary::InstKind;
 use crate::input::Sample;
 use crate::mapping::AddressMap;
 use hashbrown::HashMap;
@@ -60,38 +59,17 @@ impl SampleStats {
 pub mod key {
     use crate::addr::Vaddr;
     use crate::aggregate::unwinder::{Branch, HybridSample};
-
-    fn put(out: &mut Vec<u8>, mut v: u64) {
-        while v >= 0x80 {
-            out.push(v as u8 | 0x80);
-            v >>= 7;
-        }
-        out.push(v as u8);
-    }
-
-    fn get(key: &[u8], at: &mut usize) -> u64 {
-        let mut v = 0u64;
-        let mut shift = 0;
-        while let Some(&b) = key.get(*at) {
-            *at += 1;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                break;
-            }
-            shift += 7;
-        }
-        v
-    }
+    use crate::llvm::leb128::{read_uleb128, write_uleb128};
 
     /// Encodes `h` into `out` (cleared first).
     pub fn encode(h: &HybridSample, out: &mut Vec<u8>) {
         out.clear();
-        put(out, h.stack.len() as u64);
+        write_uleb128(out, h.stack.len() as u64);
         let mut prev = 0u64;
         let addrs = h.stack.iter().copied().chain(h.lbr.iter().flat_map(|b| [b.source, b.target]));
         for Vaddr(a) in addrs {
             let d = a.wrapping_sub(prev) as i64;
-            put(out, ((d << 1) ^ (d >> 63)) as u64);
+            write_uleb128(out, ((d << 1) ^ (d >> 63)) as u64);
             prev = a;
         }
     }
@@ -99,11 +77,11 @@ pub mod key {
     /// The sample [`encode`] stored.
     pub fn decode(key: &[u8]) -> HybridSample {
         let mut at = 0;
-        let n_stack = get(key, &mut at) as usize;
+        // Keys are only ever made by `encode`, so they are well-formed.
+        let n_stack = read_uleb128(key, &mut at).unwrap_or(0) as usize;
         let mut prev = 0u64;
         let mut addrs = Vec::with_capacity(key.len());
-        while at < key.len() {
-            let z = get(key, &mut at);
+        while let Ok(z) = read_uleb128(key, &mut at) {
             let d = ((z >> 1) as i64) ^ -((z & 1) as i64);
             prev = prev.wrapping_add(d as u64);
             addrs.push(Vaddr(prev));
@@ -225,37 +203,6 @@ impl TranslationCache {
     }
 }
 
-/// The binary seen through addresses this aggregator translated: each is either an instruction
-/// start or [`Vaddr::EXTERNAL`], so "is it code" needs no second search.
-struct Translated<'b>(&'b Binary);
-
-impl CodeView for Translated<'_> {
-    fn is_code(&self, a: Vaddr) -> bool {
-        !a.is_external()
-    }
-    fn inst_kind(&self, a: Vaddr) -> Option<InstKind> {
-        self.0.inst_kind(a)
-    }
-    fn prev_inst(&self, a: Vaddr) -> Option<Vaddr> {
-        self.0.prev_inst(a)
-    }
-    fn call_addr_from_return_addr(&self, ret: Vaddr) -> Option<Vaddr> {
-        self.0.call_addr_from_return_addr(ret)
-    }
-    fn range_crosses_uncond_branch(&self, start: Vaddr, end: Vaddr) -> bool {
-        self.0.range_crosses_uncond_branch(start, end)
-    }
-    fn is_prolog_or_epilog(&self, a: Vaddr) -> bool {
-        self.0.is_prolog_or_epilog(a)
-    }
-    fn inline_stack(&self, a: Vaddr) -> std::sync::Arc<[crate::binary::SourceFrame]> {
-        self.0.inline_stack(a)
-    }
-    fn uses_fs_discriminators(&self) -> bool {
-        self.0.uses_fs_discriminators()
-    }
-}
-
 /// Reduces samples to binary addresses and counts them.
 pub struct Aggregator<'b> {
     binary: &'b Binary,
@@ -374,8 +321,10 @@ impl<'b> Aggregator<'b> {
             let stack = translated[1..stack_end].iter().map(|&a| Vaddr(a));
             let lbr = translated[stack_end..].chunks_exact(2).map(|p| (Vaddr(p[0]), Vaddr(p[1])));
             let h = &mut self.hybrid;
-            let code = Translated(self.binary);
-            if !normalize_into(&code, stack, lbr, count, &mut self.samples.normalize, h) {
+            // Translated addresses are instruction starts or external: no second search.
+            let is_code = |a: Vaddr| !a.is_external();
+            let normalize = &mut self.samples.normalize;
+            if !normalize_into(self.binary, is_code, stack, lbr, count, normalize, h) {
                 self.stats.used += 1;
                 self.translated = translated;
                 return;

@@ -22,58 +22,10 @@
 
 use crate::addr::Vaddr;
 use crate::aggregate::{ContextCounters, ContextKey};
-use crate::binary::dwarf::base_discriminator;
-use crate::binary::{InstKind, SourceFrame};
-use crate::postpass::{compress_recursion, trim_context};
-use crate::profile::{ContextFrame, LineLocation};
+use crate::binary::{CodeView, InstKind, SourceFrame};
+use crate::llvm::discriminator::base_discriminator;
+use crate::llvm::{ContextFrame, LineLocation, compress_recursion, trim_context};
 use std::collections::BTreeSet;
-use std::sync::Arc;
-
-/// What the unwinder needs to know about the profiled binary's code. [`crate::binary::Binary`]
-/// implements it; tests use a hand-made code map.
-pub trait CodeView {
-    /// Whether `a` is the first byte of a decoded instruction.
-    fn is_code(&self, a: Vaddr) -> bool;
-    fn inst_kind(&self, a: Vaddr) -> Option<InstKind>;
-    /// The instruction before `a`.
-    fn prev_inst(&self, a: Vaddr) -> Option<Vaddr>;
-    /// The call instruction right before return address `ret`, if that instruction is a call.
-    fn call_addr_from_return_addr(&self, ret: Vaddr) -> Option<Vaddr>;
-    /// Whether a call, return or direct unconditional jump starts in `[start, end)`.
-    fn range_crosses_uncond_branch(&self, start: Vaddr, end: Vaddr) -> bool;
-    /// llvm-profgen's prolog/epilog address set (reference §3.4).
-    fn is_prolog_or_epilog(&self, a: Vaddr) -> bool;
-    /// Inline frames at `a`, outermost first, raw discriminators; empty without line info.
-    fn inline_stack(&self, a: Vaddr) -> Arc<[SourceFrame]>;
-    fn uses_fs_discriminators(&self) -> bool;
-}
-
-impl CodeView for crate::binary::Binary {
-    fn is_code(&self, a: Vaddr) -> bool {
-        crate::binary::Binary::is_code(self, a)
-    }
-    fn inst_kind(&self, a: Vaddr) -> Option<InstKind> {
-        crate::binary::Binary::inst_kind(self, a)
-    }
-    fn prev_inst(&self, a: Vaddr) -> Option<Vaddr> {
-        crate::binary::Binary::prev_inst(self, a)
-    }
-    fn call_addr_from_return_addr(&self, ret: Vaddr) -> Option<Vaddr> {
-        crate::binary::Binary::call_addr_from_return_addr(self, ret)
-    }
-    fn range_crosses_uncond_branch(&self, start: Vaddr, end: Vaddr) -> bool {
-        crate::binary::Binary::range_crosses_uncond_branch(self, start, end)
-    }
-    fn is_prolog_or_epilog(&self, a: Vaddr) -> bool {
-        crate::binary::Binary::is_prolog_or_epilog(self, a)
-    }
-    fn inline_stack(&self, a: Vaddr) -> Arc<[SourceFrame]> {
-        crate::binary::Binary::inline_stack(self, a)
-    }
-    fn uses_fs_discriminators(&self) -> bool {
-        crate::binary::Binary::uses_fs_discriminators(self)
-    }
-}
 
 /// One taken branch in binary addresses ([`Vaddr::EXTERNAL`] for either end outside the binary).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -152,6 +104,7 @@ pub fn normalize_hybrid_sample<C: CodeView + ?Sized>(
     };
     normalize_into(
         code,
+        |a| code.is_code(a),
         raw_stack.iter().copied(),
         raw_lbr.iter().copied(),
         repeat,
@@ -162,9 +115,11 @@ pub fn normalize_hybrid_sample<C: CodeView + ?Sized>(
 }
 
 /// [`normalize_hybrid_sample`] into a reused `out` (its vectors keep their capacity); false when
-/// the sample is dropped.
+/// the sample is dropped. `is_code` is [`CodeView::is_code`], or a cheaper test when the caller
+/// already knows (addresses translated to an instruction start or [`Vaddr::EXTERNAL`]).
 pub fn normalize_into<C: CodeView + ?Sized>(
     code: &C,
+    is_code: impl Fn(Vaddr) -> bool,
     raw_stack: impl Iterator<Item = Vaddr>,
     raw_lbr: impl Iterator<Item = (Vaddr, Vaddr)>,
     repeat: u64,
@@ -175,7 +130,7 @@ pub fn normalize_into<C: CodeView + ?Sized>(
     let stack = &mut out.stack;
     stack.clear();
     for a in raw_stack {
-        if !code.is_code(a) {
+        if !is_code(a) {
             if stack.is_empty() {
                 stats.leaf_external = stats.leaf_external.saturating_add(repeat);
             }
@@ -206,7 +161,7 @@ pub fn normalize_into<C: CodeView + ?Sized>(
     }
     // Addresses that are not instruction starts become external; entries with both ends
     // external are dropped.
-    let ext = |a: Vaddr| if code.is_code(a) { a } else { Vaddr::EXTERNAL };
+    let ext = |a: Vaddr| if is_code(a) { a } else { Vaddr::EXTERNAL };
     out.lbr.clear();
     out.lbr.extend(
         raw_lbr

@@ -355,7 +355,7 @@ impl super::Binary {
             }
             for (i, sym) in sec.symbols.iter().enumerate() {
                 let name = if opts.canonical_names {
-                    super::dwarf::canonical_fn_name(sym.name)
+                    crate::llvm::canonical_fn_name(sym.name)
                 } else {
                     sym.name
                 };
@@ -399,12 +399,12 @@ impl super::Binary {
                 }
                 first = false;
                 let name = if opts.canonical_names {
-                    super::dwarf::canonical_fn_name(&f.func_name)
+                    crate::llvm::canonical_fn_name(&f.func_name)
                 } else {
                     &f.func_name
                 };
                 let (line, disc) = if opts.pseudo_probes {
-                    (super::dwarf::probe_index_from_discriminator(f.discriminator), 0)
+                    (crate::llvm::discriminator::probe_index_from_discriminator(f.discriminator), 0)
                 } else {
                     (f.line_offset, f.discriminator)
                 };

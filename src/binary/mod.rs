@@ -18,11 +18,13 @@
 //! name as given, or next to the binary); `.dwp` packages are not (a warning names the first
 //! unreadable unit).
 
+pub mod code_view;
 pub mod disasm;
 pub mod dwarf;
 pub mod elf;
 pub mod probes;
 
+pub use code_view::CodeView;
 pub use disasm::DumpOptions;
 
 use crate::addr::{FileOffset, Vaddr};
@@ -501,7 +503,7 @@ fn mark_entries(
         }
         let func = &functions[r.func.0 as usize];
         if func.ranges.len() == 1
-            || (!r.is_entry && *func.name == *dwarf::canonical_fn_name(sym.name))
+            || (!r.is_entry && *func.name == *crate::llvm::canonical_fn_name(sym.name))
         {
             r.is_entry = true;
         }

@@ -8,8 +8,9 @@
 
 use super::elf::Elf;
 use crate::addr::Vaddr;
+use crate::llvm::leb128::{Leb128Error, read_sleb128, read_uleb128};
+use crate::llvm::md5_guid;
 use hashbrown::HashMap;
-use md5::{Digest, Md5};
 use object::{Object, ObjectSymbol};
 use std::sync::Arc;
 
@@ -90,14 +91,6 @@ pub struct ProbeInfo {
     node_start: Vec<u32>,
 }
 
-/// LLVM's `MD5Hash`: the low 64 bits of MD5(name), little-endian.
-pub fn md5_guid(name: &str) -> u64 {
-    let digest = Md5::digest(name.as_bytes());
-    let mut low = [0u8; 8];
-    low.copy_from_slice(&digest[..8]);
-    u64::from_le_bytes(low)
-}
-
 const ATTR_SENTINEL: u8 = 0x2;
 const ATTR_HAS_DISCRIMINATOR: u8 = 0x4;
 
@@ -123,39 +116,20 @@ impl Cursor<'_> {
         Ok(u64::from_le_bytes(bytes.try_into().map_err(|_| self.err("unexpected end"))?))
     }
     fn uleb(&mut self) -> Result<u64, String> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = self.u8()?;
-            value |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err(self.err("ULEB128 longer than 64 bits"))
+        read_uleb128(self.data, &mut self.pos).map_err(|e| match e {
+            Leb128Error::End => self.err("unexpected end"),
+            Leb128Error::TooLong => self.err("ULEB128 longer than 64 bits"),
+        })
     }
     fn uleb32(&mut self) -> Result<u32, String> {
         let v = self.uleb()?;
         u32::try_from(v).map_err(|_| self.err("value does not fit in 32 bits"))
     }
     fn sleb(&mut self) -> Result<i64, String> {
-        let mut value = 0i64;
-        let mut shift = 0;
-        loop {
-            let b = self.u8()?;
-            if shift < 64 {
-                value |= i64::from(b & 0x7f) << shift;
-            }
-            shift += 7;
-            if b & 0x80 == 0 {
-                if shift < 64 && b & 0x40 != 0 {
-                    value |= -1i64 << shift;
-                }
-                return Ok(value);
-            }
-            if shift >= 70 {
-                return Err(self.err("SLEB128 longer than 64 bits"));
-            }
-        }
+        read_sleb128(self.data, &mut self.pos).map_err(|e| match e {
+            Leb128Error::End => self.err("unexpected end"),
+            Leb128Error::TooLong => self.err("SLEB128 longer than 64 bits"),
+        })
     }
     fn at_end(&self) -> bool {
         self.pos >= self.data.len()
@@ -450,28 +424,10 @@ impl super::Binary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llvm::leb128::{write_sleb128, write_uleb128};
 
-    fn uleb(mut v: u64, out: &mut Vec<u8>) {
-        loop {
-            let b = (v & 0x7f) as u8;
-            v >>= 7;
-            out.push(if v == 0 { b } else { b | 0x80 });
-            if v == 0 {
-                return;
-            }
-        }
-    }
-
-    fn sleb(mut v: i64, out: &mut Vec<u8>) {
-        loop {
-            let b = (v & 0x7f) as u8;
-            v >>= 7;
-            let done = (v == 0 && b & 0x40 == 0) || (v == -1 && b & 0x40 != 0);
-            out.push(if done { b } else { b | 0x80 });
-            if done {
-                return;
-            }
-        }
+    fn uleb(v: u64, out: &mut Vec<u8>) {
+        write_uleb128(out, v);
     }
 
     fn desc(records: &[(&str, u64)]) -> Vec<u8> {
@@ -502,7 +458,7 @@ mod tests {
     ) {
         uleb(index, out);
         out.push(0x80 | (attr << 4) | kind);
-        sleb(delta, out);
+        write_sleb128(out, delta);
         if let Some(d) = disc {
             uleb(d, out);
         }

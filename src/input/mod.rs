@@ -2,14 +2,14 @@
 //!
 //! - [`perf_data`]: binary `perf.data` (file and pipe mode, zstd-compressed records).
 //! - [`perf_script`]: `perf script -F ip,brstack --show-mmap-events` text, as llvm-profgen reads it.
-//! - [`unsymbolized`]: llvm-profgen's unsymbolized profile (`--skip-symbolization` output), which
-//!   skips the stream entirely and yields aggregated counters.
+//!
+//! llvm-profgen's unsymbolized profile (`--unsymbolized-profile`) holds counters, not events: it
+//! is read by [`crate::aggregate::unsymbolized`].
 //!
 //! Events borrow from the reader's buffers; consumers copy what they keep.
 
 pub mod perf_data;
 pub mod perf_script;
-pub mod unsymbolized;
 
 use crate::addr::{FileOffset, RuntimeAddr};
 

@@ -51,8 +51,9 @@ use std::path::Path;
 
 use abi::{FILE_HEADER_SIZE, MAGIC};
 use attr::Attr;
+use bytes::Loc;
 use bytes::{u16_at, u32_at, u64_at};
-use decode::{Decoder, Loc, Sink, malformed};
+use decode::{Decoder, Sink, malformed};
 
 use crate::error::Error;
 use crate::input::{InputInfo, PerfEvent};

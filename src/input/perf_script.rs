@@ -42,6 +42,7 @@ use memchr::memmem;
 use super::{BranchEntry, MmapEvent, PerfEvent, Sample};
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::error::{Error, Result};
+use crate::text::{parse_dec, parse_hex, trim, trim_end, trim_start};
 
 /// What the script holds, decided before parsing (llvm's `checkPerfScriptType`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -669,54 +670,6 @@ fn take_lower_hex(s: &[u8]) -> Option<(u64, &[u8])> {
     Some((parse_hex(digits)?, rest))
 }
 
-/// StringRef::getAsInteger(16): the whole string, hex digits of either case, no `0x`, no overflow.
-pub(crate) fn parse_hex(s: &[u8]) -> Option<u64> {
-    if s.is_empty() {
-        return None;
-    }
-    s.iter().try_fold(0u64, |acc, &b| {
-        let d = match b {
-            b'0'..=b'9' => b - b'0',
-            b'a'..=b'f' => b - b'a' + 10,
-            b'A'..=b'F' => b - b'A' + 10,
-            _ => return None,
-        };
-        acc.checked_mul(16)?.checked_add(u64::from(d))
-    })
-}
-
-/// StringRef::getAsInteger(10) for u64: the whole string, digits only.
-pub(crate) fn parse_dec(s: &[u8]) -> Option<u64> {
-    if s.is_empty() {
-        return None;
-    }
-    s.iter().try_fold(0u64, |acc, &b| {
-        if !b.is_ascii_digit() {
-            return None;
-        }
-        acc.checked_mul(10)?.checked_add(u64::from(b - b'0'))
-    })
-}
-
-/// StringRef's default trim set.
-fn is_ws(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
-}
-
-pub(crate) fn trim_start(s: &[u8]) -> &[u8] {
-    let n = s.iter().position(|&b| !is_ws(b)).unwrap_or(s.len());
-    &s[n..]
-}
-
-fn trim_end(s: &[u8]) -> &[u8] {
-    let n = s.iter().rposition(|&b| !is_ws(b)).map_or(0, |i| i + 1);
-    &s[..n]
-}
-
-fn trim(s: &[u8]) -> &[u8] {
-    trim_end(trim_start(s))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1146,14 +1099,7 @@ mod tests {
     }
 
     #[test]
-    fn number_parsing() {
-        assert_eq!(parse_hex(b"ffffffffffffffff"), Some(u64::MAX));
-        assert_eq!(parse_hex(b"10000000000000000"), None);
-        assert_eq!(parse_hex(b"0x10"), None);
-        assert_eq!(parse_hex(b"AbC"), Some(0xabc));
-        assert_eq!(parse_dec(b"18446744073709551615"), Some(u64::MAX));
-        assert_eq!(parse_dec(b"18446744073709551616"), None);
-        assert_eq!(parse_dec(b" 1"), None);
+    fn signed_number_parsing() {
         assert_eq!(take_signed_dec(b"-12/3"), Some((-12, &b"/3"[..])));
     }
 }

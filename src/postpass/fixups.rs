@@ -74,7 +74,8 @@ fn filter_nested(fs: &mut FunctionSamples) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{Context, LineLocation};
+    use crate::llvm::LineLocation;
+    use crate::profile::Context;
 
     fn loc(line: u32, discriminator: u32) -> LineLocation {
         LineLocation::new(line, discriminator)

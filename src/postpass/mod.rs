@@ -2,37 +2,33 @@
 //!
 //! In: the [`Profile`] from [`crate::profile`] (flat CS contexts, or nested non-CS profiles), the
 //! [`PostPassOptions`], the summary [`Thresholds`] the caller computed, and for the pre-inliner a
-//! [`ContextSizeOracle`] backed by the binary (normally a [`ContextSizeTracker`] the binary model
-//! filled). Out: the same profile, reshaped in place, and a
-//! [`Report`] of what changed.
+//! [`ContextSizeOracle`]: the profile stage's
+//! [`ContextSizeTracker`](crate::profile::context_size::ContextSizeTracker), which
+//! [`context_sizes`](crate::profile::context_size::context_sizes) fills from the binary's code
+//! under each inline context, or [`NoContextSizes`](crate::profile::context_size::NoContextSizes)
+//! when sizes come from the profile. Out: the same profile, reshaped in place, and a [`Report`]
+//! of what changed.
 //!
 //! CS order (`CSProfileGenerator::postProcessProfiles`): pre-inliner → cold-context trim/merge →
 //! CS-to-nested conversion → drop `__cxx_global_var_init*` / `__tls_init*`. Non-CS order
 //! (`ProfileGenerator::postProcessProfiles`): cold trim → drop the same names.
 //! [`update_function_samples`] is the last step of *generation* (`updateFunctionSamples`), run by
 //! the builders before the post-passes, and only for profiles built from perf data.
-//!
-//! Context shaping used by the unwinder ([`compress_recursion`], [`trim_context`]) lives here too.
 
-mod context;
 mod fixups;
-pub(crate) mod llvm_hash;
 mod nest;
 mod preinliner;
-mod sizes;
 mod trie;
 mod trim;
 
-pub use context::{compress_recursion, trim_context};
 pub use fixups::{filter_ambiguous_profiles, update_function_samples};
-pub use llvm_hash::md5_hash;
 pub use nest::convert_cs_to_nested;
-pub use preinliner::{ContextSizeOracle, PreInlinerStats, run_preinliner};
-pub use sizes::ContextSizeTracker;
+pub use preinliner::{PreInlinerStats, run_preinliner};
 pub use trie::context_less_profile;
 pub use trim::{trim_and_merge_cold_contexts, trim_cold_profiles};
 
-use crate::profile::{ContextFrame, Profile};
+use crate::profile::Profile;
+use crate::profile::context_size::ContextSizeOracle;
 
 /// An option value together with whether the user gave it: several llvm-profgen defaults depend
 /// on `getNumOccurrences()` (the pre-inliner's own thresholds, cold-context merging being forced
@@ -187,21 +183,12 @@ pub fn post_process_non_cs(
     report
 }
 
-/// The size oracle for `--use-context-cost-for-preinliner=0`, where sizes come from the profile
-/// (number of body samples) and the oracle is never consulted. With context cost on it would
-/// make every callee free to inline.
-pub struct NoContextSizes;
-
-impl ContextSizeOracle for NoContextSizes {
-    fn func_size_for_context(&self, _context: &[ContextFrame]) -> u32 {
-        0
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::{Context, FunctionSamples, LineLocation};
+    use crate::llvm::{ContextFrame, LineLocation};
+    use crate::profile::context_size::NoContextSizes;
+    use crate::profile::{Context, FunctionSamples};
 
     fn cs_profile() -> Profile {
         let mut profile = Profile::default();

@@ -5,9 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use super::llvm_hash::callsite_hash;
 use super::trie::merge_samples;
-use crate::profile::{Context, FunctionSamples, LineLocation, Profile, attr};
+use crate::llvm::{LineLocation, callsite_hash};
+use crate::profile::{Context, FunctionSamples, Profile, attr};
 
 /// A frame trie node; children ordered by call-site hash as in LLVM, which decides which
 /// profile reaches a shared top-level name first (and so whose attributes it keeps).

@@ -6,15 +6,9 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
 use super::trie::{ContextTrie, FuncId, NodeId, ROOT, SampleId, state};
 use super::{PostPassOptions, Thresholds};
-use crate::profile::{ContextFrame, FunctionSamples, Profile, attr};
-
-/// Size of a function's machine code under a calling context, from the binary
-/// (`ProfiledBinary::getFuncSizeForContext`): `context` is root first, leaf last with location
-/// (0, 0), as the context currently stands in the pre-inliner's trie. The implementation picks
-/// the size recorded for the longest matching inline context, as LLVM does.
-pub trait ContextSizeOracle {
-    fn func_size_for_context(&self, context: &[ContextFrame]) -> u32;
-}
+use crate::llvm::LineLocation;
+use crate::profile::context_size::ContextSizeOracle;
+use crate::profile::{FunctionSamples, Profile, attr};
 
 /// Counts for the report.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -230,11 +224,7 @@ impl PreInliner<'_> {
 
 /// Call count of a trie edge: the larger of the caller's call-target count for the callee at
 /// the call site and the callee's head-sample estimate.
-fn edge_weight(
-    caller: &FunctionSamples,
-    callee: &FunctionSamples,
-    callsite: crate::profile::LineLocation,
-) -> u64 {
+fn edge_weight(caller: &FunctionSamples, callee: &FunctionSamples, callsite: LineLocation) -> u64 {
     let callsite_count = caller
         .body
         .get(&callsite)
@@ -444,7 +434,8 @@ mod tests {
     use std::cell::RefCell;
 
     use super::*;
-    use crate::profile::{Context, LineLocation};
+    use crate::llvm::ContextFrame;
+    use crate::profile::Context;
 
     /// Sizes by context string; records every query.
     struct Sizes {

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound::{Excluded, Unbounded};
 
-use super::llvm_hash::{callsite_hash_from_guid, md5_hash};
-use crate::profile::{Context, ContextFrame, FunctionSamples, LineLocation, Profile};
+use crate::llvm::{ContextFrame, LineLocation, callsite_hash_from_guid, md5_guid};
+use crate::profile::{Context, FunctionSamples, Profile};
 
 /// `ContextStateMask` bits.
 pub(crate) mod state {
@@ -113,7 +113,7 @@ impl ContextTrie {
         }
         let id = self.names.len() as FuncId;
         self.names.push(name.to_string());
-        self.guids.push(md5_hash(name));
+        self.guids.push(md5_guid(name));
         self.name_ids.insert(name.to_string(), id);
         id
     }
@@ -375,7 +375,7 @@ pub fn context_less_profile(profile: &Profile) -> Profile {
         let mut loc = LineLocation::default();
         let mut keys = Vec::with_capacity(context.0.len());
         for frame in &context.0 {
-            let guid = *guids.entry(&frame.func).or_insert_with(|| md5_hash(&frame.func));
+            let guid = *guids.entry(&frame.func).or_insert_with(|| md5_guid(&frame.func));
             keys.push((callsite_hash_from_guid(guid, loc), frame.func.as_str(), loc));
             loc = frame.loc;
         }

@@ -2,11 +2,11 @@
 //! from an outermost function down through inlined call sites to the profile of the innermost
 //! frame (llvm-profgen's `getLeafProfileAndAddTotalSamples`).
 
-use super::{Context, FunctionSamples, LineLocation, Profile, ProfileKind};
+use super::{Context, FunctionSamples, Profile, ProfileKind};
 use crate::addr::Vaddr;
 use crate::aggregate::Counters;
 use crate::binary::Binary;
-use crate::binary::dwarf::canonical_fn_name;
+use crate::llvm::{LineLocation, canonical_fn_name};
 use std::collections::BTreeMap;
 
 /// Top-level profiles by function name while building.

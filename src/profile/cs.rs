@@ -13,42 +13,17 @@
 //!   only matters when a cached search result depends on the walk order.
 
 use crate::addr::Vaddr;
-use crate::aggregate::unwinder::CodeView;
 use crate::aggregate::{ContextCounters, ContextKey};
-use crate::binary::dwarf::{base_discriminator, canonical_fn_name, duplication_factor};
 use crate::binary::probes::{NodeId, Probe, ProbeInfo, ProbeType};
-use crate::binary::{FuncId, FuncRange, InstKind};
-use crate::postpass::{compress_recursion, trim_context};
+use crate::binary::{CodeView, FuncId, InstKind};
+use crate::llvm::discriminator::{base_discriminator, duplication_factor};
+use crate::llvm::{
+    ContextFrame, LineLocation, canonical_fn_name, compress_recursion, trim_context,
+};
 use crate::profile::model::attr;
 use crate::profile::ranges::disjoint_ranges;
-use crate::profile::{Context, ContextFrame, FunctionSamples, LineLocation, Profile, ProfileKind};
+use crate::profile::{Context, FunctionSamples, Profile, ProfileKind};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
-
-/// Binary queries of the CS builders beyond the unwinder's [`CodeView`].
-pub trait CsCodeView: CodeView {
-    /// Start addresses of the instructions in `[start, end]` (inclusive), ascending.
-    fn insts_in(&self, start: Vaddr, end: Vaddr) -> impl Iterator<Item = Vaddr> + '_;
-    /// The function range containing `a`.
-    fn func_range(&self, a: Vaddr) -> Option<FuncRange>;
-    /// Name of the function entered by a branch to `a`: a function range that starts exactly at
-    /// `a` and is the function's entry (llvm-profgen's `getCalleeNameForAddress`, before
-    /// canonicalisation).
-    fn entry_func_name(&self, a: Vaddr) -> Option<Arc<str>>;
-}
-
-impl CsCodeView for crate::binary::Binary {
-    fn insts_in(&self, start: Vaddr, end: Vaddr) -> impl Iterator<Item = Vaddr> + '_ {
-        crate::binary::Binary::insts_in(self, start, end)
-    }
-    fn func_range(&self, a: Vaddr) -> Option<FuncRange> {
-        crate::binary::Binary::func_range(self, a).copied()
-    }
-    fn entry_func_name(&self, a: Vaddr) -> Option<Arc<str>> {
-        let r = self.func_range_at_start(a).filter(|r| r.is_entry)?;
-        Some(self.function(r.func).name.clone())
-    }
-}
 
 /// What the probe-based CS builder needs from the decoded `.pseudo_probe` and
 /// `.pseudo_probe_desc` sections.
@@ -200,13 +175,13 @@ fn head_samples_estimate(fs: &FunctionSamples) -> u64 {
 /// llvm-profgen's `WasLeafInlined` for a line-based context: whether the context's leaf function
 /// is an inlined copy, read off the inline stack of the context's code. Derived from the binary
 /// (not carried by the counters) so that unsymbolized profiles round-trip to the same profile.
-fn leaf_was_inlined<C: CsCodeView + ?Sized>(code: &C, c: &crate::aggregate::Counters) -> bool {
+fn leaf_was_inlined<C: CodeView + ?Sized>(code: &C, c: &crate::aggregate::Counters) -> bool {
     let in_range = c.ranges.keys().min().and_then(|&(s, e)| code.insts_in(s, e).next());
     let at_branch = || c.branches.keys().map(|&(s, _)| s).filter(|s| !s.is_external()).min();
     in_range.or_else(at_branch).is_some_and(|a| code.inline_stack(a).len() > 1)
 }
 
-pub fn generate_line_cs<C: CsCodeView + ?Sized>(
+pub fn generate_line_cs<C: CodeView + ?Sized>(
     code: &C,
     counters: &ContextCounters,
     opts: &CsOptions,
@@ -288,7 +263,7 @@ pub struct ProbeCsStats {
 }
 
 /// CS probe-based profile (`generateProbeBasedProfile`) from [`ContextKey::Addrs`] counters.
-pub fn generate_probe_cs<C: CsCodeView + ?Sized, P: ProbeView + ?Sized>(
+pub fn generate_probe_cs<C: CodeView + ?Sized, P: ProbeView + ?Sized>(
     code: &C,
     probes: &P,
     counters: &ContextCounters,
@@ -337,7 +312,7 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
 }
 
 impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
-    fn body_samples<C: CsCodeView + ?Sized>(
+    fn body_samples<C: CodeView + ?Sized>(
         &mut self,
         code: &C,
         sites: &[Vaddr],
@@ -401,7 +376,7 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         }
     }
 
-    fn boundary_samples<C: CsCodeView + ?Sized>(
+    fn boundary_samples<C: CodeView + ?Sized>(
         &mut self,
         code: &C,
         sites: &[Vaddr],
@@ -428,7 +403,7 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
 
     /// `getContextNodeForLeafProbe`: call sites (with inferred tail-call frames) expanded through
     /// their call probes' inline contexts, then the leaf probe's inline context.
-    fn leaf_probe_context<C: CsCodeView + ?Sized>(
+    fn leaf_probe_context<C: CodeView + ?Sized>(
         &mut self,
         code: &C,
         sites: &[Vaddr],
@@ -526,11 +501,7 @@ impl MissingFrameInferrer {
     /// Call and tail-call edges come from the sampled branches of all contexts: a call
     /// instruction's sampled targets, and for jumps leaving their function range (direct jumps to
     /// another function, indirect jumps) the sampled targets in other ranges.
-    pub fn new<C: CsCodeView + ?Sized>(
-        code: &C,
-        counters: &ContextCounters,
-        max_depth: u32,
-    ) -> Self {
+    pub fn new<C: CodeView + ?Sized>(code: &C, counters: &ContextCounters, max_depth: u32) -> Self {
         let mut calls: BTreeMap<Vaddr, BTreeSet<Vaddr>> = BTreeMap::new();
         let mut tail_calls: BTreeMap<Vaddr, BTreeSet<Vaddr>> = BTreeMap::new();
         for c in counters.by_context.values() {
@@ -586,7 +557,7 @@ impl MissingFrameInferrer {
 
     /// `context` = call sites root first, then the leaf address; returns it with inferred
     /// tail-call sites inserted.
-    pub fn infer<C: CsCodeView + ?Sized>(&mut self, code: &C, context: &[Vaddr]) -> Vec<Vaddr> {
+    pub fn infer<C: CodeView + ?Sized>(&mut self, code: &C, context: &[Vaddr]) -> Vec<Vaddr> {
         if context.len() <= 1 {
             return context.to_vec();
         }
@@ -598,7 +569,7 @@ impl MissingFrameInferrer {
         out
     }
 
-    fn infer_between<C: CsCodeView + ?Sized>(
+    fn infer_between<C: CodeView + ?Sized>(
         &mut self,
         code: &C,
         from: Vaddr,

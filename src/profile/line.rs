@@ -5,10 +5,11 @@
 
 use super::builder::{TopLevelProfiles, callee_name, sorted_branches, zero_filled_ranges};
 use super::ranges::disjoint_ranges;
-use super::{LineLocation, Profile, ProfileKind};
+use super::{Profile, ProfileKind};
 use crate::aggregate::Counters;
-use crate::binary::dwarf::{base_discriminator, duplication_factor};
 use crate::binary::{Binary, SourceFrame};
+use crate::llvm::LineLocation;
+use crate::llvm::discriminator::{base_discriminator, duplication_factor};
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LineOptions {

@@ -1,34 +1,14 @@
 //! LLVM's sample profile data model (`SampleProf.h`): function profiles with body samples,
 //! call targets and nested inlinee profiles, keyed by name or by calling context.
 
+use crate::llvm::{ContextFrame, LineLocation};
 use std::collections::BTreeMap;
-
-/// `LineLocation`: line offset from the function's start line (or probe id) and discriminator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct LineLocation {
-    pub line_offset: u32,
-    pub discriminator: u32,
-}
-
-impl LineLocation {
-    pub fn new(line_offset: u32, discriminator: u32) -> Self {
-        LineLocation { line_offset, discriminator }
-    }
-}
 
 /// The samples of one source location: its count and the functions called from it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BodySample {
     pub count: u64,
     pub call_targets: BTreeMap<String, u64>,
-}
-
-/// One frame of a calling context: a function and the location in it (the call site for every
-/// frame but the leaf, whose location is (0, 0)).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ContextFrame {
-    pub func: String,
-    pub loc: LineLocation,
 }
 
 /// A calling context, root first, leaf last. A context of one frame is a base (context-less)

@@ -5,10 +5,11 @@
 
 use super::builder::{TopLevelProfiles, callee_name, sorted_branches, zero_filled_ranges};
 use super::ranges::disjoint_ranges;
-use super::{LineLocation, Profile, ProfileKind};
+use super::{Profile, ProfileKind};
 use crate::aggregate::Counters;
 use crate::binary::Binary;
-use crate::binary::probes::{Probe, ProbeInfo, md5_guid};
+use crate::binary::probes::{Probe, ProbeInfo};
+use crate::llvm::{LineLocation, md5_guid};
 use hashbrown::HashMap;
 
 /// The profile of `probe`'s function under its inline context.

@@ -216,7 +216,8 @@ impl Builder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::model::{Context, LineLocation, ProfileKind};
+    use crate::llvm::LineLocation;
+    use crate::profile::model::{Context, ProfileKind};
 
     fn func(name: &str, head: u64, counts: &[(u32, u64)]) -> FunctionSamples {
         let mut fs = FunctionSamples::new(name);

@@ -10,8 +10,10 @@
 
 use std::collections::BTreeMap;
 
-use super::{collect_names, sorted_profiles, uleb};
-use crate::profile::model::{FunctionSamples, LineLocation, Profile};
+use super::{collect_names, sorted_profiles};
+use crate::llvm::LineLocation;
+use crate::llvm::leb128::write_uleb128;
+use crate::profile::model::{FunctionSamples, Profile};
 use crate::profile::summary::ProfileSummary;
 
 /// `SPVersion()`.
@@ -27,18 +29,18 @@ pub(crate) type NameIndex<'a> = BTreeMap<&'a str, u64>;
 
 pub fn encode(profile: &Profile) -> Vec<u8> {
     let mut out = Vec::new();
-    uleb(&mut out, magic(0xff));
-    uleb(&mut out, VERSION);
+    write_uleb128(&mut out, magic(0xff));
+    write_uleb128(&mut out, VERSION);
     write_summary(&mut out, &ProfileSummary::compute(profile));
     let names = collect_names(profile);
-    uleb(&mut out, names.len() as u64);
+    write_uleb128(&mut out, names.len() as u64);
     for name in &names {
         out.extend_from_slice(name.as_bytes());
         out.push(0);
     }
     let index: NameIndex = names.into_iter().zip(0..).collect();
     for (ctx, fs) in sorted_profiles(profile) {
-        uleb(&mut out, fs.head_samples);
+        write_uleb128(&mut out, fs.head_samples);
         write_body(&mut out, index[ctx.leaf_name()], fs, &index);
     }
     out
@@ -46,37 +48,37 @@ pub fn encode(profile: &Profile) -> Vec<u8> {
 
 /// `writeSummary`.
 pub(crate) fn write_summary(out: &mut Vec<u8>, s: &ProfileSummary) {
-    uleb(out, s.total_count);
-    uleb(out, s.max_count);
-    uleb(out, s.max_function_count);
-    uleb(out, s.num_counts as u64);
-    uleb(out, s.num_functions as u64);
-    uleb(out, s.detailed.len() as u64);
+    write_uleb128(out, s.total_count);
+    write_uleb128(out, s.max_count);
+    write_uleb128(out, s.max_function_count);
+    write_uleb128(out, s.num_counts as u64);
+    write_uleb128(out, s.num_functions as u64);
+    write_uleb128(out, s.detailed.len() as u64);
     for e in &s.detailed {
-        uleb(out, e.cutoff as u64);
-        uleb(out, e.min_count);
-        uleb(out, e.num_counts);
+        write_uleb128(out, e.cutoff as u64);
+        write_uleb128(out, e.min_count);
+        write_uleb128(out, e.num_counts);
     }
 }
 
 /// `writeBody`: `own_idx` is the profile's name (or CS context) index; nested profiles always
 /// use their name index.
 pub(crate) fn write_body(out: &mut Vec<u8>, own_idx: u64, fs: &FunctionSamples, names: &NameIndex) {
-    uleb(out, own_idx);
-    uleb(out, fs.total_samples);
-    uleb(out, fs.body.len() as u64);
+    write_uleb128(out, own_idx);
+    write_uleb128(out, fs.total_samples);
+    write_uleb128(out, fs.body.len() as u64);
     for (loc, sample) in &fs.body {
         write_loc(out, *loc);
-        uleb(out, sample.count);
-        uleb(out, sample.call_targets.len() as u64);
+        write_uleb128(out, sample.count);
+        write_uleb128(out, sample.call_targets.len() as u64);
         let mut targets: Vec<_> = sample.call_targets.iter().collect();
         targets.sort_by(|a, b| b.1.cmp(a.1));
         for (name, count) in targets {
-            uleb(out, names[name.as_str()]);
-            uleb(out, *count);
+            write_uleb128(out, names[name.as_str()]);
+            write_uleb128(out, *count);
         }
     }
-    uleb(out, fs.callsites.values().map(|c| c.len() as u64).sum());
+    write_uleb128(out, fs.callsites.values().map(|c| c.len() as u64).sum());
     for (loc, callees) in &fs.callsites {
         for (name, callee) in callees {
             write_loc(out, *loc);
@@ -86,8 +88,8 @@ pub(crate) fn write_body(out: &mut Vec<u8>, own_idx: u64, fs: &FunctionSamples, 
 }
 
 pub(crate) fn write_loc(out: &mut Vec<u8>, loc: LineLocation) {
-    uleb(out, loc.line_offset as u64);
-    uleb(out, loc.discriminator as u64);
+    write_uleb128(out, loc.line_offset as u64);
+    write_uleb128(out, loc.discriminator as u64);
 }
 
 #[cfg(test)]
@@ -110,7 +112,7 @@ mod tests {
         expect.extend([3, 3, 1, 1, 1, 16]);
         let mut entries = Vec::new();
         for c in crate::profile::summary::DEFAULT_CUTOFFS {
-            uleb(&mut entries, c as u64);
+            write_uleb128(&mut entries, c as u64);
             // 3 × cutoff / 1e6 rounds down to 0 below 33.3%: nothing taken yet.
             entries.extend(if 3 * c < 1_000_000 { [0, 0] } else { [3, 1] });
         }

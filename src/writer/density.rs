@@ -102,7 +102,8 @@ pub fn density_report(profile: &Profile, opts: &DensityOptions) -> DensityReport
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::model::{Context, LineLocation};
+    use crate::llvm::LineLocation;
+    use crate::profile::model::Context;
 
     fn func(counts: &[u64]) -> FunctionSamples {
         let mut fs = FunctionSamples::new("f");

@@ -14,7 +14,9 @@
 use std::collections::BTreeMap;
 
 use super::binary::{NameIndex, VERSION, magic, write_body, write_loc, write_summary};
-use super::{UNIQ_SUFFIX, collect_names, md5_hash, sorted_profiles, uleb};
+use super::{UNIQ_SUFFIX, collect_names, sorted_profiles};
+use crate::llvm::leb128::write_uleb128;
+use crate::llvm::md5_guid;
 use crate::profile::model::{Context, FunctionSamples, Profile};
 use crate::profile::summary::ProfileSummary;
 
@@ -79,8 +81,8 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
     let sorted = sorted_profiles(profile);
 
     let mut out = Vec::new();
-    uleb(&mut out, magic(0x04));
-    uleb(&mut out, VERSION);
+    write_uleb128(&mut out, magic(0x04));
+    write_uleb128(&mut out, VERSION);
     out.extend_from_slice(&(LAYOUT.len() as u64).to_le_bytes());
     let hdr_table = out.len();
     out.resize(hdr_table + LAYOUT.len() * 32, 0xff);
@@ -104,11 +106,11 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
                 write_summary(&mut out, &ProfileSummary::compute(profile));
             }
             sec::NAME_TABLE => {
-                uleb(&mut out, names.len() as u64);
+                write_uleb128(&mut out, names.len() as u64);
                 if use_md5 {
                     flags |= flag::NAME_MD5 | flag::NAME_FIXED_LENGTH_MD5;
                     for name in &names {
-                        out.extend_from_slice(&md5_hash(name).to_le_bytes());
+                        out.extend_from_slice(&md5_guid(name).to_le_bytes());
                     }
                 } else {
                     if names.iter().any(|n| n.contains(UNIQ_SUFFIX)) {
@@ -121,11 +123,11 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
                 }
             }
             sec::CS_NAME_TABLE => {
-                uleb(&mut out, ctx_idx.len() as u64);
+                write_uleb128(&mut out, ctx_idx.len() as u64);
                 for ctx in ctx_idx.keys() {
-                    uleb(&mut out, ctx.0.len() as u64);
+                    write_uleb128(&mut out, ctx.0.len() as u64);
                     for frame in &ctx.0 {
-                        uleb(&mut out, name_idx[frame.func.as_str()]);
+                        write_uleb128(&mut out, name_idx[frame.func.as_str()]);
                         write_loc(&mut out, frame.loc);
                     }
                 }
@@ -134,7 +136,7 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
                 let lbr_start = out.len();
                 for &(ctx, fs) in &sorted {
                     offsets.push((ctx, (out.len() - lbr_start) as u64));
-                    uleb(&mut out, fs.head_samples);
+                    write_uleb128(&mut out, fs.head_samples);
                     write_body(&mut out, own_idx(ctx), fs, &name_idx);
                 }
             }
@@ -149,14 +151,14 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
                 }
             }
             sec::FUNC_OFFSET_TABLE => {
-                uleb(&mut out, offsets.len() as u64);
+                write_uleb128(&mut out, offsets.len() as u64);
                 if cs {
                     flags |= flag::FUNC_OFFSET_ORDERED;
                     offsets.sort_by(|a, b| a.0.cmp(b.0));
                 }
                 for &(ctx, offset) in &offsets {
-                    uleb(&mut out, own_idx(ctx));
-                    uleb(&mut out, offset);
+                    write_uleb128(&mut out, own_idx(ctx));
+                    write_uleb128(&mut out, offset);
                 }
             }
             sec::FUNC_METADATA => {
@@ -197,15 +199,15 @@ fn write_metadata(
     names: &NameIndex,
 ) {
     let kind = profile.kind;
-    uleb(out, idx);
+    write_uleb128(out, idx);
     if kind.probe_based {
-        uleb(out, fs.checksum.unwrap_or(0));
+        write_uleb128(out, fs.checksum.unwrap_or(0));
     }
     if kind.context_sensitive || kind.preinlined {
-        uleb(out, fs.attributes as u64);
+        write_uleb128(out, fs.attributes as u64);
     }
     if !kind.context_sensitive {
-        uleb(out, fs.callsites.values().map(|c| c.len() as u64).sum());
+        write_uleb128(out, fs.callsites.values().map(|c| c.len() as u64).sum());
         for (loc, callees) in &fs.callsites {
             for (name, callee) in callees {
                 write_loc(out, *loc);

@@ -208,45 +208,9 @@ pub(crate) fn collect_names(profile: &Profile) -> BTreeSet<&str> {
     names
 }
 
-pub(crate) fn uleb(out: &mut Vec<u8>, mut v: u64) {
-    loop {
-        let byte = (v & 0x7f) as u8;
-        v >>= 7;
-        if v == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
-}
-
-/// `MD5Hash`: the first 8 bytes of MD5(name) as a little-endian u64.
-pub fn md5_hash(name: &str) -> u64 {
-    use md5::Digest;
-    let digest = md5::Md5::digest(name.as_bytes());
-    let mut low = [0u8; 8];
-    low.copy_from_slice(&digest[..8]);
-    u64::from_le_bytes(low)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn uleb_encoding() {
-        let enc = |v| {
-            let mut out = Vec::new();
-            uleb(&mut out, v);
-            out
-        };
-        assert_eq!(enc(0), [0]);
-        assert_eq!(enc(127), [0x7f]);
-        assert_eq!(enc(128), [0x80, 0x01]);
-        assert_eq!(enc(103), [0x67]);
-        assert_eq!(enc(0x5350524F46343204), [0x84, 0xe4, 0xd0, 0xb1, 0xf4, 0xc9, 0x94, 0xa8, 0x53]);
-        assert_eq!(enc(u64::MAX).len(), 10);
-    }
 
     #[test]
     fn write_profile_streams_the_encoding_and_names_the_destination() {
@@ -270,11 +234,5 @@ mod tests {
             .map(|f| f.to_possible_value().unwrap().get_name().to_string())
             .collect();
         assert_eq!(names, ["text", "binary", "extbinary", "gcc"]);
-    }
-
-    #[test]
-    fn md5_hash_is_low_half_little_endian() {
-        // MD5("main") = fad58de7366495db4650cfefac2fcd61.
-        assert_eq!(md5_hash("main"), 0xdb956436e78dd5fa);
     }
 }

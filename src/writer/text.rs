@@ -13,7 +13,8 @@
 use std::fmt::Write as _;
 
 use super::sorted_profiles;
-use crate::profile::model::{Context, FunctionSamples, LineLocation, Profile, ProfileKind};
+use crate::llvm::LineLocation;
+use crate::profile::model::{Context, FunctionSamples, Profile, ProfileKind};
 
 pub fn encode(profile: &Profile) -> Vec<u8> {
     let mut out = String::new();
@@ -91,7 +92,8 @@ fn write_contents(out: &mut String, fs: &FunctionSamples, indent: usize, kind: P
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::profile::model::{ContextFrame, attr};
+    use crate::llvm::ContextFrame;
+    use crate::profile::model::attr;
 
     #[test]
     fn nested_line_profile() {

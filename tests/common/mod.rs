@@ -3,14 +3,13 @@
 #![allow(dead_code)]
 
 use profgen::addr::Vaddr;
-use profgen::aggregate::unwinder::{
-    Branch, CodeView, HybridSample, NormalizeStats, normalize_hybrid_sample,
-};
-use profgen::binary::{FuncId, FuncRange, InstKind, SourceFrame};
-use profgen::profile::cs::CsCodeView;
-use profgen::profile::{FunctionSamples, LineLocation};
+use profgen::aggregate::unwinder::{Branch, HybridSample, NormalizeStats, normalize_hybrid_sample};
+use profgen::binary::InstKind;
+pub use profgen::binary::code_view::CodeMap;
+use profgen::binary::code_view::frame;
+use profgen::llvm::LineLocation;
+use profgen::profile::FunctionSamples;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 /// The binaries are non-PIE and loaded at their preferred base, so perf addresses are vaddrs.
 pub const BASE: u64 = 0x201000;
@@ -20,19 +19,17 @@ pub fn fixture(dir: &str, name: &str) -> String {
         .unwrap()
 }
 
-pub struct CodeMap {
-    insts: BTreeMap<u64, (InstKind, Vec<SourceFrame>)>,
-    prolog: BTreeSet<u64>,
-    funcs: Vec<(u64, String)>,
-}
-
+/// The code map saved in fixture directory `dir` (`codemap.txt`): `func ADDR NAME` lines, then
+/// one line per instruction, `ADDR KIND [P] | func:line:discr ; ...` (inline frames outermost
+/// first; `P` marks a prolog/epilog address).
 pub fn load_code_map(dir: &str) -> CodeMap {
     let text = fixture(dir, "codemap.txt");
-    let mut m = CodeMap { insts: BTreeMap::new(), prolog: BTreeSet::new(), funcs: Vec::new() };
+    let mut m = CodeMap::default();
+    let mut starts = Vec::new();
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("func ") {
             let (a, name) = rest.split_once(' ').unwrap();
-            m.funcs.push((u64::from_str_radix(a, 16).unwrap(), name.to_string()));
+            starts.push((u64::from_str_radix(a, 16).unwrap(), name.to_string()));
             continue;
         }
         let (head, frames) = line.split_once(" | ").unwrap();
@@ -54,62 +51,18 @@ pub fn load_code_map(dir: &str) -> CodeMap {
             .filter(|f| !f.trim().is_empty())
             .map(|f| {
                 let v: Vec<&str> = f.trim().split(':').collect();
-                SourceFrame {
-                    func_name: v[0].into(),
-                    line_offset: v[1].parse().unwrap(),
-                    discriminator: v[2].parse().unwrap(),
-                }
+                frame(v[0], v[1].parse().unwrap(), v[2].parse().unwrap())
             })
             .collect();
-        m.insts.insert(addr, (kind, frames));
+        m.insts.insert(addr, kind);
+        m.inline.insert(addr, frames);
+    }
+    // A function runs up to the next one's start.
+    for (i, (start, name)) in starts.iter().enumerate() {
+        let end = starts.get(i + 1).map_or(u64::MAX, |f| f.0);
+        m.funcs.push((*start, end, name.clone()));
     }
     m
-}
-
-impl CodeView for CodeMap {
-    fn is_code(&self, a: Vaddr) -> bool {
-        self.insts.contains_key(&a.0)
-    }
-    fn inst_kind(&self, a: Vaddr) -> Option<InstKind> {
-        self.insts.get(&a.0).map(|i| i.0)
-    }
-    fn prev_inst(&self, a: Vaddr) -> Option<Vaddr> {
-        self.insts.range(..a.0).next_back().map(|(&p, _)| Vaddr(p))
-    }
-    fn call_addr_from_return_addr(&self, ret: Vaddr) -> Option<Vaddr> {
-        self.prev_inst(ret).filter(|&p| self.inst_kind(p) == Some(InstKind::Call))
-    }
-    fn range_crosses_uncond_branch(&self, start: Vaddr, end: Vaddr) -> bool {
-        start < end && self.insts.range(start.0..end.0).any(|(_, i)| i.0.is_unconditional())
-    }
-    fn is_prolog_or_epilog(&self, a: Vaddr) -> bool {
-        self.prolog.contains(&a.0)
-    }
-    fn inline_stack(&self, a: Vaddr) -> Arc<[SourceFrame]> {
-        self.insts.get(&a.0).map_or_else(|| Vec::new().into(), |i| i.1.clone().into())
-    }
-    fn uses_fs_discriminators(&self) -> bool {
-        false
-    }
-}
-
-impl CsCodeView for CodeMap {
-    fn insts_in(&self, start: Vaddr, end: Vaddr) -> impl Iterator<Item = Vaddr> + '_ {
-        self.insts.range(start.0..=end.0).map(|(&a, _)| Vaddr(a))
-    }
-    fn func_range(&self, a: Vaddr) -> Option<FuncRange> {
-        let i = self.funcs.iter().rposition(|f| f.0 <= a.0)?;
-        let end = self.funcs.get(i + 1).map_or(u64::MAX, |f| f.0);
-        Some(FuncRange {
-            start: Vaddr(self.funcs[i].0),
-            end: Vaddr(end),
-            func: FuncId(i as u32),
-            is_entry: true,
-        })
-    }
-    fn entry_func_name(&self, a: Vaddr) -> Option<Arc<str>> {
-        self.funcs.iter().find(|f| f.0 == a.0).map(|f| f.1.as_str().into())
-    }
 }
 
 /// Parses `s.txt` of fixture directory `dir`, a hybrid perf script (repeat count line, stack
@@ -158,7 +111,7 @@ pub fn read_samples(
         .collect()
 }
 
-pub fn context_string(frames: &[profgen::profile::ContextFrame]) -> String {
+pub fn context_string(frames: &[profgen::llvm::ContextFrame]) -> String {
     let n = frames.len();
     frames
         .iter()

@@ -16,91 +16,31 @@
 
 use super::*;
 use crate::aggregate::Counters;
+use crate::binary::code_view::{CodeMap, frame};
 use hashbrown::HashMap;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 const EXT: u64 = 1;
 
-struct Fake {
-    insts: BTreeMap<u64, InstKind>,
-    funcs: Vec<(u64, u64, &'static str)>,
-    inline: HashMap<u64, Vec<SourceFrame>>,
-    discriminators: HashMap<u64, u32>,
-    prolog: BTreeSet<u64>,
-}
-
-fn frame(func: &str, line: u32, discr: u32) -> SourceFrame {
-    SourceFrame { func_name: func.into(), line_offset: line, discriminator: discr }
-}
-
-impl Fake {
-    fn new() -> Fake {
-        use InstKind::*;
-        let o = Other;
-        let layout: &[(&'static str, u64, &[InstKind])] = &[
-            ("main", 0x100, &[o, ConditionalJump, Call, o, Call, o, Call, o, Return]),
-            ("foo", 0x200, &[o, o, Call, o, Return]),
-            ("bar", 0x300, &[o, o, ConditionalJump, o, Return]),
-            ("baz", 0x400, &[o, o, Return]),
-            ("fact", 0x500, &[o, ConditionalJump, Call, o, Return]),
-            ("tc", 0x600, &[o, DirectJump]),
-            ("main2", 0x700, &[o, Call, o, Return]),
-            ("outer", 0x800, &[o, o, o, o, Return]),
-            ("main3", 0x900, &[Call, o, Return]),
-        ];
-        let mut insts = BTreeMap::new();
-        let mut funcs = Vec::new();
-        for &(name, start, kinds) in layout {
-            for (i, k) in kinds.iter().enumerate() {
-                insts.insert(start + 4 * i as u64, *k);
-            }
-            funcs.push((start, start + 4 * kinds.len() as u64, name));
-        }
-        let mut inline = HashMap::new();
-        inline.insert(0x804, vec![frame("outer", 2, 0), frame("inl", 1, 0)]);
-        inline.insert(0x808, vec![frame("outer", 2, 0), frame("inl", 2, 0)]);
-        let discriminators = HashMap::from([(0x110, 2)]);
-        Fake { insts, funcs, inline, discriminators, prolog: BTreeSet::from([0x300, 0x304]) }
-    }
-}
-
-impl CodeView for Fake {
-    fn is_code(&self, a: Vaddr) -> bool {
-        self.insts.contains_key(&a.0)
-    }
-    fn inst_kind(&self, a: Vaddr) -> Option<InstKind> {
-        self.insts.get(&a.0).copied()
-    }
-    fn prev_inst(&self, a: Vaddr) -> Option<Vaddr> {
-        self.insts.range(..a.0).next_back().map(|(&p, _)| Vaddr(p))
-    }
-    fn call_addr_from_return_addr(&self, ret: Vaddr) -> Option<Vaddr> {
-        if !self.is_code(ret) {
-            return None;
-        }
-        self.prev_inst(ret).filter(|&p| self.inst_kind(p) == Some(InstKind::Call))
-    }
-    fn range_crosses_uncond_branch(&self, start: Vaddr, end: Vaddr) -> bool {
-        start < end && self.insts.range(start.0..end.0).any(|(_, k)| k.is_unconditional())
-    }
-    fn is_prolog_or_epilog(&self, a: Vaddr) -> bool {
-        self.prolog.contains(&a.0)
-    }
-    fn inline_stack(&self, a: Vaddr) -> Arc<[SourceFrame]> {
-        if let Some(v) = self.inline.get(&a.0) {
-            return v.clone().into();
-        }
-        match self.funcs.iter().find(|(s, e, _)| (*s..*e).contains(&a.0)) {
-            Some(&(s, _, name)) if self.is_code(a) => {
-                let d = self.discriminators.get(&a.0).copied().unwrap_or(0);
-                vec![frame(name, ((a.0 - s) / 4) as u32, d)].into()
-            }
-            _ => Vec::new().into(),
-        }
-    }
-    fn uses_fs_discriminators(&self) -> bool {
-        false
-    }
+fn fake() -> CodeMap {
+    use InstKind::*;
+    let o = Other;
+    let mut code = CodeMap::from_layout(&[
+        ("main", 0x100, &[o, ConditionalJump, Call, o, Call, o, Call, o, Return]),
+        ("foo", 0x200, &[o, o, Call, o, Return]),
+        ("bar", 0x300, &[o, o, ConditionalJump, o, Return]),
+        ("baz", 0x400, &[o, o, Return]),
+        ("fact", 0x500, &[o, ConditionalJump, Call, o, Return]),
+        ("tc", 0x600, &[o, DirectJump]),
+        ("main2", 0x700, &[o, Call, o, Return]),
+        ("outer", 0x800, &[o, o, o, o, Return]),
+        ("main3", 0x900, &[Call, o, Return]),
+    ]);
+    code.inline.insert(0x804, vec![frame("outer", 2, 0), frame("inl", 1, 0)]);
+    code.inline.insert(0x808, vec![frame("outer", 2, 0), frame("inl", 2, 0)]);
+    code.discriminators.insert(0x110, 2);
+    code.prolog.extend([0x300, 0x304]);
+    code
 }
 
 fn v(a: u64) -> Vaddr {
@@ -157,7 +97,7 @@ fn expected(e: Expected) -> HashMap<ContextKey, Counters> {
 }
 
 fn run(opts: UnwindOptions, samples: &[(HybridSample, u64)]) -> (ContextCounters, UnwindStats) {
-    let code = Fake::new();
+    let code = fake();
     let mut u = Unwinder::new(&code, opts);
     for (s, n) in samples {
         assert!(u.unwind(s, *n));
@@ -507,7 +447,7 @@ fn line_ranges_are_split_by_inline_context() {
 fn repeated_samples_accumulate_and_unwind_all_matches_sequential() {
     let samples = vec![(nested_calls(), 2), (call_then_return(), 3), (nested_calls(), 4)];
     let (seq, seq_stats) = run(PROBE, &samples);
-    let code = Fake::new();
+    let code = fake();
     let (par, par_stats) = unwind_all(&code, &samples, PROBE);
     assert_eq!(par.by_context, seq.by_context);
     assert_eq!(par_stats, seq_stats);
@@ -516,7 +456,7 @@ fn repeated_samples_accumulate_and_unwind_all_matches_sequential() {
 
 #[test]
 fn bogus_trace_and_empty_samples_are_rejected() {
-    let code = Fake::new();
+    let code = fake();
     let mut u = Unwinder::new(&code, PROBE);
     assert!(!u.unwind(&sample(&[0x500], &[(0x118, 0x300)]), 1));
     assert!(!u.unwind(&sample(&[], &[(0x118, 0x300)]), 1));
@@ -528,7 +468,7 @@ fn bogus_trace_and_empty_samples_are_rejected() {
 
 #[test]
 fn normalisation_maps_return_addresses_and_overwrites_the_leaf() {
-    let code = Fake::new();
+    let code = fake();
     let mut st = NormalizeStats::default();
     // Leaf 0x30c in bar, return addresses 0x20c (after foo's call) and 0x10c (after main's).
     let s = normalize_hybrid_sample(
@@ -544,7 +484,7 @@ fn normalisation_maps_return_addresses_and_overwrites_the_leaf() {
 
 #[test]
 fn normalisation_truncates_at_invalid_return_address() {
-    let code = Fake::new();
+    let code = fake();
     let mut st = NormalizeStats::default();
     // 0x204 follows a non-call instruction: the stack is cut there.
     let s = normalize_hybrid_sample(
@@ -568,7 +508,7 @@ fn normalisation_truncates_at_invalid_return_address() {
 
 #[test]
 fn normalisation_merges_external_frames_and_drops_external_root() {
-    let code = Fake::new();
+    let code = fake();
     let mut st = NormalizeStats::default();
     // 0xdead0 and 0xdead4 are outside the binary; the external root frame is dropped too.
     let s = normalize_hybrid_sample(
@@ -588,7 +528,7 @@ fn normalisation_merges_external_frames_and_drops_external_root() {
 
 #[test]
 fn normalisation_drops_prolog_leaves_and_empty_lbr() {
-    let code = Fake::new();
+    let code = fake();
     let mut st = NormalizeStats::default();
     assert_eq!(
         normalize_hybrid_sample(&code, &[v(0x304), v(0x20c)], &[(v(0x208), v(0x300))], 1, &mut st),

@@ -1,5 +1,6 @@
-//! Bounds-checked little-endian reads over a byte slice. Every read returns `None` instead of
-//! panicking when the slice is too short, so decoders can turn it into a located error.
+//! Bounds-checked little-endian reads over a byte slice, and where a record came from. Every
+//! read returns `None` instead of panicking when the slice is too short, so decoders can turn it
+//! into a located error ([`Loc`]).
 
 #[derive(Clone, Copy)]
 pub(super) struct Cursor<'a> {
@@ -59,4 +60,19 @@ pub(super) fn u64_at(data: &[u8], pos: usize) -> Option<u64> {
 pub(super) fn c_str(data: &[u8]) -> std::borrow::Cow<'_, str> {
     let end = data.iter().position(|&b| b == 0).unwrap_or(data.len());
     String::from_utf8_lossy(&data[..end])
+}
+
+/// Where a record came from, for error messages.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Loc {
+    /// File (or stream) offset of the record, or of the compressed record that contained it.
+    pub offset: u64,
+    /// Offset in the decompressed zstd stream, for records that came out of compressed records.
+    pub decompressed: Option<u64>,
+}
+
+impl Loc {
+    pub(super) fn plain(offset: u64) -> Loc {
+        Loc { offset, decompressed: None }
+    }
 }

@@ -10,7 +10,7 @@ use hashbrown::HashMap;
 use zstd::stream::raw::Operation;
 
 use super::attr::*;
-use super::bytes::{Cursor, c_str, u16_at, u32_at, u64_at};
+use super::bytes::{Cursor, Loc, c_str, u16_at, u32_at, u64_at};
 use super::features;
 use super::order::{ARENA_LIMIT, TimeOrder};
 use super::{ReadReport, Truncation};
@@ -24,21 +24,6 @@ use crate::input::{BranchEntry, MmapEvent, PerfEvent, Sample};
 
 /// Decompressed bytes produced per zstd call; records are cut out of it as they complete.
 const ZSTD_CHUNK: usize = 1 << 20;
-
-/// Where a record came from, for error messages.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Loc {
-    /// File (or stream) offset of the record, or of the compressed record that contained it.
-    pub offset: u64,
-    /// Offset in the decompressed zstd stream, for records that came out of compressed records.
-    pub decompressed: Option<u64>,
-}
-
-impl Loc {
-    pub(super) fn plain(offset: u64) -> Loc {
-        Loc { offset, decompressed: None }
-    }
-}
 
 /// Builds the located error for malformed input.
 pub(super) fn malformed(path: &Path, loc: Loc, at: usize, what: impl std::fmt::Display) -> Error {

@@ -5,7 +5,7 @@
 //! time order, because a round can still hold records older than its own newest ones. Records of
 //! an in-memory input are queued by position instead of copied.
 
-use super::decode::Loc;
+use super::bytes::Loc;
 
 /// Past this much queued data without a usable round the queue is released early (perf's
 /// ordered_events does the same when it runs out of its memory budget).

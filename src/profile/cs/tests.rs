@@ -2,86 +2,8 @@
 
 use super::*;
 use crate::aggregate::Counters;
-use crate::binary::SourceFrame;
+use crate::binary::code_view::{CodeMap, frame};
 use crate::profile::BodySample;
-
-/// Code map: 4-byte instructions, functions with line offsets (address - start) / 4 unless
-/// overridden.
-struct Code {
-    insts: BTreeMap<u64, InstKind>,
-    funcs: Vec<(u64, u64, &'static str)>,
-    inline: BTreeMap<u64, Vec<SourceFrame>>,
-}
-
-fn sf(func: &str, line: u32, discr: u32) -> SourceFrame {
-    SourceFrame { func_name: func.into(), line_offset: line, discriminator: discr }
-}
-
-impl Code {
-    fn new(funcs: &[(&'static str, u64, &[InstKind])]) -> Code {
-        let mut insts = BTreeMap::new();
-        let mut fs = Vec::new();
-        for &(name, start, kinds) in funcs {
-            for (i, k) in kinds.iter().enumerate() {
-                insts.insert(start + 4 * i as u64, *k);
-            }
-            fs.push((start, start + 4 * kinds.len() as u64, name));
-        }
-        Code { insts, funcs: fs, inline: BTreeMap::new() }
-    }
-    fn func_index(&self, a: u64) -> Option<usize> {
-        self.funcs.iter().position(|(s, e, _)| (*s..*e).contains(&a))
-    }
-}
-
-impl CodeView for Code {
-    fn is_code(&self, a: Vaddr) -> bool {
-        self.insts.contains_key(&a.0)
-    }
-    fn inst_kind(&self, a: Vaddr) -> Option<InstKind> {
-        self.insts.get(&a.0).copied()
-    }
-    fn prev_inst(&self, a: Vaddr) -> Option<Vaddr> {
-        self.insts.range(..a.0).next_back().map(|(&p, _)| Vaddr(p))
-    }
-    fn call_addr_from_return_addr(&self, ret: Vaddr) -> Option<Vaddr> {
-        self.prev_inst(ret).filter(|&p| self.inst_kind(p) == Some(InstKind::Call))
-    }
-    fn range_crosses_uncond_branch(&self, start: Vaddr, end: Vaddr) -> bool {
-        start < end && self.insts.range(start.0..end.0).any(|(_, k)| k.is_unconditional())
-    }
-    fn is_prolog_or_epilog(&self, _: Vaddr) -> bool {
-        false
-    }
-    fn inline_stack(&self, a: Vaddr) -> Arc<[SourceFrame]> {
-        if let Some(v) = self.inline.get(&a.0) {
-            return v.clone().into();
-        }
-        match self.func_index(a.0) {
-            Some(i) if self.is_code(a) => {
-                vec![sf(self.funcs[i].2, ((a.0 - self.funcs[i].0) / 4) as u32, 0)].into()
-            }
-            _ => Vec::new().into(),
-        }
-    }
-    fn uses_fs_discriminators(&self) -> bool {
-        false
-    }
-}
-
-impl CsCodeView for Code {
-    fn insts_in(&self, start: Vaddr, end: Vaddr) -> impl Iterator<Item = Vaddr> + '_ {
-        self.insts.range(start.0..=end.0).map(|(&a, _)| Vaddr(a))
-    }
-    fn func_range(&self, a: Vaddr) -> Option<FuncRange> {
-        let i = self.func_index(a.0)?;
-        let (s, e, _) = self.funcs[i];
-        Some(FuncRange { start: Vaddr(s), end: Vaddr(e), func: FuncId(i as u32), is_entry: true })
-    }
-    fn entry_func_name(&self, a: Vaddr) -> Option<Arc<str>> {
-        self.funcs.iter().find(|f| f.0 == a.0).map(|f| f.2.into())
-    }
-}
 
 fn v(a: u64) -> Vaddr {
     Vaddr(a)
@@ -170,15 +92,15 @@ fn profile_map(p: &Profile) -> BTreeMap<String, FunctionSamples> {
 // main: 100 O [main:0]  104 call foo [main:1, raw discriminator 2]  108 O  10c ret
 // foo:  200 O  204 O  208 O (same line as 204)  20c O (bar inlined, raw discriminator 0x202:
 //       base 1, duplication factor 2)  210 ret [foo:4]
-fn line_code() -> Code {
+fn line_code() -> CodeMap {
     use InstKind::*;
-    let mut c = Code::new(&[
+    let mut c = CodeMap::from_layout(&[
         ("main", 0x100, &[Other, Call, Other, Return]),
         ("foo", 0x200, &[Other, Other, Other, Other, Return]),
     ]);
-    c.inline.insert(0x104, vec![sf("main", 1, 2)]);
-    c.inline.insert(0x208, vec![sf("foo", 1, 0)]);
-    c.inline.insert(0x20c, vec![sf("foo", 2, 0), sf("bar", 1, 0x202)]);
+    c.inline.insert(0x104, vec![frame("main", 1, 2)]);
+    c.inline.insert(0x208, vec![frame("foo", 1, 0)]);
+    c.inline.insert(0x20c, vec![frame("foo", 2, 0), frame("bar", 1, 0x202)]);
     c
 }
 
@@ -335,10 +257,10 @@ impl ProbeView for Probes {
 // main: 100 [#1]  104 call [#2 call]  108 [#3]  10c ret
 // foo:  200 [#1]  204 [#2]  208 [bar #1]  20c [bar #2]  210 [#4]  214 ret [#5]   (bar inlined at #3)
 // tc:   300 [#1]  304 jmp foo [#2 call]
-fn probe_code() -> (Code, Probes) {
+fn probe_code() -> (CodeMap, Probes) {
     use InstKind::*;
     use ProbeType::*;
-    let code = Code::new(&[
+    let code = CodeMap::from_layout(&[
         ("main", 0x100, &[Other, Call, Other, Return]),
         ("foo", 0x200, &[Other, Other, Other, Other, Other, Return]),
         ("tc", 0x300, &[Other, DirectJump]),
@@ -458,7 +380,7 @@ fn probe_cs_without_inference_keeps_the_tail_called_function_under_the_caller() 
 fn missing_frame_inference_requires_a_unique_path() {
     use InstKind::*;
     // f calls g (sampled); g tail-calls h at 0x204 and k at 0x208; both h and k tail-call t.
-    let code = Code::new(&[
+    let code = CodeMap::from_layout(&[
         ("f", 0x100, &[Call, Return]),
         ("g", 0x200, &[Other, DirectJump, IndirectJump]),
         ("h", 0x300, &[DirectJump]),

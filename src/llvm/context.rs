@@ -1,7 +1,28 @@
-//! Context shaping shared by the unwinder (on call-site addresses) and the profile builders (on
-//! frames): recursion compression (`--compress-recursion`) and depth trim
-//! (`--csprof-max-context-depth`), ports of `CSProfileGenerator::compressRecursionContext` and
-//! `trimContext`.
+//! Calling contexts as LLVM's sample profiles spell them (`SampleContextFrame`, `LineLocation`)
+//! and the two ways llvm-profgen shapes them: recursion compression (`--compress-recursion`) and
+//! depth trim (`--csprof-max-context-depth`), ports of `CSProfileGenerator::compressRecursionContext`
+//! and `trimContext`. The unwinder shapes call-site addresses with them, the CS builders frames.
+
+/// `LineLocation`: line offset from the function's start line (or probe id) and discriminator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct LineLocation {
+    pub line_offset: u32,
+    pub discriminator: u32,
+}
+
+impl LineLocation {
+    pub fn new(line_offset: u32, discriminator: u32) -> Self {
+        LineLocation { line_offset, discriminator }
+    }
+}
+
+/// One frame of a calling context: a function and the location in it (the call site for every
+/// frame but the leaf, whose location is (0, 0)).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ContextFrame {
+    pub func: String,
+    pub loc: LineLocation,
+}
 
 /// Removes adjacent repeated sequences of up to `max_size` elements (-1: no limit, 0: off), for
 /// lengths 1, 2, … in turn, e.g. `a b a b c` → `a b c`. Same in-place scan as LLVM, so the

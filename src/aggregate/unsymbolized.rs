@@ -33,11 +33,11 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use super::perf_script::{parse_dec, parse_hex, trim_start};
+use super::{ContextCounters, ContextKey, Counters};
 use crate::addr::Vaddr;
-use crate::aggregate::{ContextCounters, ContextKey, Counters};
 use crate::error::{Error, Result};
-use crate::profile::{ContextFrame, LineLocation};
+use crate::llvm::{ContextFrame, LineLocation};
+use crate::text::{parse_dec, parse_hex, trim_start};
 
 /// The value subtracted from every address on writing and added back on reading.
 ///

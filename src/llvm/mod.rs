@@ -1,0 +1,13 @@
+//! The vocabulary every stage shares, as LLVM defines it: calling contexts and line locations of
+//! sample profiles, discriminator encodings, function-name canonicalisation, the MD5 GUID and
+//! call-site hashes, and LEB128. Nothing here knows about perf data, the binary or a stage.
+
+pub mod context;
+pub mod discriminator;
+pub mod hash;
+pub mod leb128;
+pub mod names;
+
+pub use context::{ContextFrame, LineLocation, compress_recursion, trim_context};
+pub use hash::{callsite_hash, callsite_hash_from_guid, md5_guid};
+pub use names::canonical_fn_name;
