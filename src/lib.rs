@@ -16,11 +16,13 @@
 //! 6. [`writer`]: text, binary and extbinary sample profile encodings.
 //!
 //! Side tools over the stages: [`record`] is the `profgen-record` software-LBR recorder that
-//! produces test data; [`order`] computes function orders from temporal traces.
+//! produces test data; [`order`] computes function orders from temporal traces; [`ab`] is
+//! `profgen-ab`, the A/B tool that measures whether a profile makes a program faster.
 //!
 //! [`driver`] wires the stages together for the `profgen` binary, from the [`config::Config`]
 //! that [`cli`] parses.
 
+pub mod ab;
 pub mod addr;
 pub mod aggregate;
 pub mod binary;
