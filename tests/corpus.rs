@@ -25,12 +25,18 @@ struct Case {
     kind: String,
 }
 
-fn case(name: &str) -> Case {
+/// `recording`: the case.toml key of the perf.data (`perfdata`, or `perfdata_branches` for the
+/// taken-branch recording of an lbr-stack case).
+fn case_recording(name: &str, recording: &str) -> Case {
     let dir = root().join("perf-samples").join(name);
     let toml: toml::Table =
         std::fs::read_to_string(dir.join("case.toml")).unwrap().parse().unwrap();
     let s = |k: &str| toml[k].as_str().unwrap().to_string();
-    Case { binary: dir.join(s("binary")), perfdata: dir.join(s("perfdata")), kind: s("kind"), dir }
+    Case { binary: dir.join(s("binary")), perfdata: dir.join(s(recording)), kind: s("kind"), dir }
+}
+
+fn case(name: &str) -> Case {
+    case_recording(name, "perfdata")
 }
 
 fn run_profgen(binary: &Path, input: &[&str], opts: &[&str], out: &Path) -> String {
@@ -127,7 +133,9 @@ fn without_functions(text: &str, functions: &[&str]) -> String {
 /// because of a listed llvm-profgen bug (README, "Differences from llvm-profgen"); profgen must
 /// profile them, and everything else must be identical.
 fn check(name: &str, label: &str, opts: &[&str], deliberately_different: &[&str]) {
-    let c = case(name);
+    // Labels ending in `-branches` use the taken-branch recording.
+    let recording = if label.ends_with("-branches") { "perfdata_branches" } else { "perfdata" };
+    let c = case_recording(name, recording);
     let work = tempfile_dir(&format!("{name}-{label}"));
     let ours_path = work.join("ours.prof");
     let input = ["--perfdata", c.perfdata.to_str().unwrap()];
@@ -199,14 +207,7 @@ corpus_test!(
 corpus_test!(inline_chain_ignore_stack, "inline_chain", "ignore-stack", ["--ignore-stack-samples"]);
 corpus_test!(recursion_ignore_stack, "recursion", "ignore-stack", ["--ignore-stack-samples"]);
 corpus_test!(shared_lib_ignore_stack, "shared_lib", "ignore-stack", ["--ignore-stack-samples"]);
-// `_start` has no DWARF (crt1.o): llvm-profgen-19 knows functions from DWARF only.
-corpus_test!(
-    switch_table_ignore_stack,
-    "switch_table",
-    "ignore-stack",
-    ["--ignore-stack-samples"],
-    deliberately_different = ["_start"]
-);
+corpus_test!(switch_table_ignore_stack, "switch_table", "ignore-stack", ["--ignore-stack-samples"]);
 corpus_test!(tailcall_ignore_stack, "tailcall", "ignore-stack", ["--ignore-stack-samples"]);
 corpus_test!(threads_ignore_stack, "threads", "ignore-stack", ["--ignore-stack-samples"]);
 // The forked child inherits the mapping without an mmap event of its own; llvm-profgen-19 only
@@ -249,13 +250,7 @@ corpus_test!(
 corpus_test!(inline_chain_default, "inline_chain", "default", []);
 corpus_test!(recursion_default, "recursion", "default", []);
 corpus_test!(shared_lib_default, "shared_lib", "default", []);
-corpus_test!(
-    switch_table_default,
-    "switch_table",
-    "default",
-    [],
-    deliberately_different = ["_start"]
-);
+corpus_test!(switch_table_default, "switch_table", "default", []);
 corpus_test!(tailcall_default, "tailcall", "default", []);
 corpus_test!(threads_default, "threads", "default", []);
 corpus_test!(fork_default, "fork", "default", []);
@@ -285,6 +280,28 @@ corpus_test!(
     deliberately_different = ["_Z10accumulateIlET_PKS0_i", "main"]
 );
 corpus_test!(cpp_virtual_ignore_stack, "cpp_virtual", "ignore-stack", ["--ignore-stack-samples"]);
+
+// A comparator that libc's qsort calls and that ends in a tail jump; mutual recursion through
+// tail jumps (line-based CS).
+corpus_test!(qsort_cmp_default, "qsort_cmp", "default", []);
+corpus_test!(qsort_cmp_ignore_stack, "qsort_cmp", "ignore-stack", ["--ignore-stack-samples"]);
+corpus_test!(tail_chain_default, "tail_chain", "default", []);
+corpus_test!(tail_chain_ignore_stack, "tail_chain", "ignore-stack", ["--ignore-stack-samples"]);
+
+// The taken-branch recordings (`br_inst_retired.near_taken`): every sample's IP is a branch
+// target, so many call stacks start in a prolog.
+corpus_test!(recursion_default_branches, "recursion", "default-branches", []);
+corpus_test!(tailcall_default_branches, "tailcall", "default-branches", []);
+corpus_test!(
+    cpp_virtual_ignore_stack_branches,
+    "cpp_virtual",
+    "ignore-stack-branches",
+    ["--ignore-stack-samples"]
+);
+
+// IP samples with truth (profgen-record, cpu-clock): probe and line builds of one program.
+corpus_test!(ip_probes_leading_ip_only, "ip-probes", "leading-ip-only", ["--leading-ip-only"]);
+corpus_test!(ip_lines_leading_ip_only, "ip-lines", "leading-ip-only", ["--leading-ip-only"]);
 
 /// `--skip-symbolization` then `--unsymbolized-profile` gives the direct run's profile.
 fn check_unsymbolized_round_trip(name: &str, opts: &[&str]) {

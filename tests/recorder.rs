@@ -9,7 +9,10 @@ use std::process::Command;
 
 use object::{Object, ObjectSegment};
 
-const SAMPLE_TYPE: u64 = 0x1 | 0x2 | 0x4 | 0x20 | 0x100 | 0x800;
+/// IP | TID | TIME | PERIOD, plus CALLCHAIN and BRANCH_STACK unless left out.
+const SAMPLE_IP_TID_TIME_PERIOD: u64 = 0x1 | 0x2 | 0x4 | 0x100;
+const SAMPLE_CALLCHAIN: u64 = 0x20;
+const SAMPLE_BRANCH_STACK: u64 = 0x800;
 const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
 
 fn on_path(tool: &str) -> bool {
@@ -43,11 +46,15 @@ struct Sample {
     tid: u32,
     period: u64,
     callchain: Vec<u64>,
-    branches: Vec<(u64, u64)>,
+    /// (from, to, cycles), newest first.
+    branches: Vec<(u64, u64, u64)>,
 }
 
 #[derive(Default)]
 struct PerfData {
+    /// perf_event_attr type and config.
+    event: (u32, u64),
+    sample_type: u64,
     mmaps: Vec<Mmap>,
     samples: Vec<Sample>,
     comms: usize,
@@ -66,13 +73,23 @@ fn read_perf_data(path: &Path) -> PerfData {
     let attr_off = u64_at(&b, 24) as usize;
     assert_eq!(u64_at(&b, 32), u64_at(&b, 16), "one attr");
     let attr = &b[attr_off..];
-    assert_eq!(u32_at(attr, 0), 0, "PERF_TYPE_HARDWARE");
-    assert_eq!(u64_at(attr, 24), SAMPLE_TYPE, "sample_type");
+    let sample_type = u64_at(attr, 24);
+    assert_eq!(
+        sample_type & !(SAMPLE_CALLCHAIN | SAMPLE_BRANCH_STACK),
+        SAMPLE_IP_TID_TIME_PERIOD,
+        "sample_type"
+    );
     assert_ne!(u64_at(attr, 40) & (1 << 18), 0, "sample_id_all");
-    assert_ne!(u64_at(attr, 40) & (1 << 5), 0, "exclude_kernel (cycles:u)");
-    assert_eq!(u64_at(attr, 72), 0x9, "branch_sample_type ANY|USER");
+    assert_ne!(u64_at(attr, 40) & (1 << 5), 0, "exclude_kernel (:u)");
+    let branch_sample_type = if sample_type & SAMPLE_BRANCH_STACK != 0 { 0x9 } else { 0 };
+    assert_eq!(u64_at(attr, 72), branch_sample_type, "branch_sample_type ANY|USER");
     let (data_off, data_size) = (u64_at(&b, 40) as usize, u64_at(&b, 48) as usize);
-    let mut pd = PerfData { features: u64_at(&b, 72), ..Default::default() };
+    let mut pd = PerfData {
+        event: (u32_at(attr, 0), u64_at(attr, 8)),
+        sample_type,
+        features: u64_at(&b, 72),
+        ..Default::default()
+    };
     let mut o = data_off;
     while o < data_off + data_size {
         let (kind, size) = (u32_at(&b, o), u16_at(&b, o + 6) as usize);
@@ -90,14 +107,26 @@ fn read_perf_data(path: &Path) -> PerfData {
             4 => pd.exits += 1,
             68 => pd.rounds += 1,
             9 => {
-                let nr = u64_at(r, 32) as usize;
-                let callchain: Vec<u64> = (0..nr).map(|i| u64_at(r, 40 + 8 * i)).collect();
-                let bo = 40 + 8 * nr;
-                let nb = u64_at(r, bo) as usize;
-                let branches = (0..nb)
-                    .map(|i| (u64_at(r, bo + 8 + 24 * i), u64_at(r, bo + 16 + 24 * i)))
-                    .collect();
-                assert_eq!(bo + 8 + 24 * nb, r.len(), "sample size at {o}");
+                let mut at = 32;
+                let mut callchain = Vec::new();
+                if sample_type & SAMPLE_CALLCHAIN != 0 {
+                    let nr = u64_at(r, at) as usize;
+                    callchain = (0..nr).map(|i| u64_at(r, at + 8 + 8 * i)).collect();
+                    at += 8 + 8 * nr;
+                }
+                let mut branches = Vec::new();
+                if sample_type & SAMPLE_BRANCH_STACK != 0 {
+                    let nb = u64_at(r, at) as usize;
+                    let entry = |i: usize| at + 8 + 24 * i;
+                    branches = (0..nb)
+                        .map(|i| {
+                            let flags = u64_at(r, entry(i) + 16);
+                            (u64_at(r, entry(i)), u64_at(r, entry(i) + 8), (flags >> 4) & 0xffff)
+                        })
+                        .collect();
+                    at = entry(nb);
+                }
+                assert_eq!(at, r.len(), "sample size at {o}");
                 pd.samples.push(Sample {
                     ip: u64_at(r, 0),
                     pid: u32_at(r, 8),
@@ -216,17 +245,29 @@ fn check_recording(perf_data: &Path, truth: &Path, binary: &Path, period: Option
     let insts = &t.insts[&name];
     let branches = &t.branches[&name];
     let (mut in_binary, mut checked_lbr) = (0, 0);
+    let has_lbr = pd.sample_type & SAMPLE_BRANCH_STACK != 0;
+    let branch_event = pd.event == (4, 0x20c4);
     for s in &pd.samples {
-        assert_eq!(s.callchain[0], PERF_CONTEXT_USER);
-        assert_eq!(s.callchain[1], s.ip);
-        assert!(s.branches.len() <= 32 && !s.branches.is_empty());
+        if pd.sample_type & SAMPLE_CALLCHAIN != 0 {
+            assert_eq!(s.callchain[0], PERF_CONTEXT_USER);
+            assert_eq!(s.callchain[1], s.ip);
+        }
         if let Some(v) = layout.vaddr(s.ip) {
             in_binary += 1;
             assert!(insts.contains_key(&v), "sample ip {v:#x} never executed per truth");
         }
+        if !has_lbr {
+            continue;
+        }
+        assert!(s.branches.len() <= 32 && !s.branches.is_empty());
+        if branch_event {
+            // The counter overflows on a taken branch: it is the newest entry, and the IP its
+            // target.
+            assert_eq!(s.branches[0].1, s.ip, "taken-branch sample IP");
+        }
         // Newest first: each branch target runs straight to the next (newer) branch source.
         let mut next_from = s.ip;
-        for &(from, to) in &s.branches {
+        for &(from, to, _) in &s.branches {
             if let (Some(f), Some(tv)) = (layout.vaddr(from), layout.vaddr(to)) {
                 assert!(branches.contains(&(f, tv)), "LBR {f:#x}->{tv:#x} not in truth");
                 checked_lbr += 1;
@@ -237,12 +278,14 @@ fn check_recording(perf_data: &Path, truth: &Path, binary: &Path, period: Option
             next_from = from;
         }
     }
-    assert!(checked_lbr > 0, "no LBR entry inside {name}");
-    let total_lbr: usize = pd.samples.iter().map(|s| s.branches.len()).sum();
-    assert!(
-        t.branch_total >= total_lbr as u64 / 32,
-        "truth has fewer taken branches than one LBR's worth"
-    );
+    if has_lbr {
+        assert!(checked_lbr > 0, "no LBR entry inside {name}");
+        let total_lbr: usize = pd.samples.iter().map(|s| s.branches.len()).sum();
+        assert!(
+            t.branch_total >= total_lbr as u64 / 32,
+            "truth has fewer taken branches than one LBR's worth"
+        );
+    }
 
     if on_path("perf") {
         for args in [&["script", "-F", "ip,brstack"][..], &["report", "--stdio"][..]] {
@@ -253,7 +296,8 @@ fn check_recording(perf_data: &Path, truth: &Path, binary: &Path, period: Option
             assert!(!out.stdout.is_empty());
         }
     }
-    if on_path("llvm-profgen-19") {
+    // llvm-profgen-19 rejects perf scripts without branch stacks.
+    if has_lbr && on_path("llvm-profgen-19") {
         let dir = tempdir("profgen");
         let prof = dir.join("out.prof");
         let out = Command::new("llvm-profgen-19")
@@ -293,6 +337,25 @@ fn toml_value(toml: &str, key: &str) -> Option<String> {
         .map(|v| v.trim_matches('"').to_string())
 }
 
+/// Records `binary` with `args` into a scratch directory: (directory, perf.data, truth, stderr).
+fn record(tag: &str, binary: &Path, args: &[&str]) -> (PathBuf, PathBuf, PathBuf, String) {
+    let dir = tempdir(tag);
+    let (data, truth) = (dir.join("perf.data"), dir.join("truth.txt"));
+    let out = Command::new(env!("CARGO_BIN_EXE_profgen-record"))
+        .args(args)
+        .arg("-o")
+        .arg(&data)
+        .arg("--truth")
+        .arg(&truth)
+        .arg("--")
+        .arg(binary)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    (dir, data, truth, err)
+}
+
 #[test]
 fn records_corpus_binary_under_valgrind() {
     if !on_path("valgrind") {
@@ -300,19 +363,8 @@ fn records_corpus_binary_under_valgrind() {
         return;
     }
     let binary = corpus().join("switch_table/switch_table");
-    let dir = tempdir("record");
-    let (data, truth) = (dir.join("perf.data"), dir.join("truth.txt"));
-    let out = Command::new(env!("CARGO_BIN_EXE_profgen-record"))
-        .args(["--period", "4999", "--seed", "7", "-o"])
-        .arg(&data)
-        .arg("--truth")
-        .arg(&truth)
-        .arg("--")
-        .arg(&binary)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(String::from_utf8_lossy(&out.stderr).contains(" samples, 1 process(es), 1 thread(s)"));
+    let (dir, data, truth, err) = record("record", &binary, &["--period", "4999", "--seed", "7"]);
+    assert!(err.contains(" samples, 1 process(es), 1 thread(s)"), "{err}");
     let n = check_recording(&data, &truth, &binary, Some(4999));
     assert!(n > 200, "only {n} samples in the binary");
     // The interpreter's dispatch loop dominates: most samples are in the binary itself.
@@ -320,6 +372,36 @@ fn records_corpus_binary_under_valgrind() {
     assert!(n * 10 > pd.samples.len() * 8, "{n} of {}", pd.samples.len());
     // Like perf, the recorder closes its rounds, so readers can order events by time.
     assert!(pd.rounds >= 1, "no FINISHED_ROUND records");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn records_taken_branch_samples_with_cycle_counts() {
+    if !on_path("valgrind") {
+        eprintln!("skipped: valgrind not on PATH");
+        return;
+    }
+    let binary = corpus().join("tailcall/tailcall");
+    let args = ["--event", "branches", "--lbr-cycles", "--period", "997"];
+    let (dir, data, truth, _) = record("record-branches", &binary, &args);
+    let n = check_recording(&data, &truth, &binary, None);
+    assert!(n > 100, "only {n} samples in the binary");
+    let pd = read_perf_data(&data);
+    assert_eq!(pd.event, (4, 0x20c4), "raw br_inst_retired.near_taken");
+    // A range from one branch target to the next branch holds at least the branch, and no
+    // more instructions than bytes.
+    for s in &pd.samples {
+        for (older, newer) in s.branches[1..].iter().zip(&s.branches) {
+            assert!(newer.2 >= 1, "cycles of {:#x}", newer.0);
+            if older.1 <= newer.0 && newer.0 - older.1 < 0x1000 {
+                assert!(newer.2 <= newer.0 - older.1 + 1, "cycles of {:#x}", newer.0);
+            }
+        }
+    }
+    if on_path("perf") {
+        let out = Command::new("perf").args(["evlist", "-i"]).arg(&data).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "br_inst_retired.near_taken:u");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -344,19 +426,19 @@ fn reports_missing_program() {
 
 #[test]
 fn committed_corpus_cases_are_valid() {
+    // Cases recorded by profgen-record have a truth file; the other IP cases come from perf.
     let mut cases: Vec<PathBuf> = std::fs::read_dir(corpus())
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.join("case.toml").is_file())
-        // IP-sampling cases are recorded with perf, not by the recorder.
         .filter(|p| {
             let toml = std::fs::read_to_string(p.join("case.toml")).unwrap();
-            toml_value(&toml, "kind").as_deref() == Some("lbr-stack")
+            toml_value(&toml, "truth").is_some()
         })
         .collect();
     cases.sort();
-    assert!(cases.len() >= 8, "{} cases", cases.len());
-    let mut probes = 0;
+    assert!(cases.len() >= 14, "{} cases", cases.len());
+    let (mut probes, mut ip_cases) = (0, 0);
     for case in &cases {
         let toml = std::fs::read_to_string(case.join("case.toml")).unwrap();
         for key in [
@@ -372,37 +454,65 @@ fn committed_corpus_cases_are_valid() {
         ] {
             assert!(toml_value(&toml, key).is_some(), "{}: no {key}", case.display());
         }
-        assert_eq!(toml_value(&toml, "kind").as_deref(), Some("lbr-stack"));
+        let kind = toml_value(&toml, "kind").unwrap();
         if toml_value(&toml, "probes").as_deref() == Some("true") {
             probes += 1;
         }
         let binary = case.join(toml_value(&toml, "binary").unwrap());
-        let data = case.join(toml_value(&toml, "perfdata").unwrap());
-        let truth = case.join(toml_value(&toml, "truth").unwrap());
-        let n = check_recording(&data, &truth, &binary, None);
-        assert!(n >= 100, "{}: {n} samples in the binary", case.display());
-        let pd = read_perf_data(&data);
-        assert!(
-            (1000..=2500).contains(&pd.samples.len()),
-            "{}: {} samples",
-            case.display(),
-            pd.samples.len()
+        // lbr-stack cases: cycles with LBR cycle counts, and taken branches.
+        let recordings: &[(&str, &str, (u32, u64))] = match kind.as_str() {
+            "lbr-stack" => &[
+                ("perfdata", "truth", (0, 0)),
+                ("perfdata_branches", "truth_branches", (4, 0x20c4)),
+            ],
+            "ip" => {
+                ip_cases += 1;
+                &[("perfdata", "truth", (1, 0))]
+            }
+            other => panic!("{}: kind {other}", case.display()),
+        };
+        for &(data_key, truth_key, event) in recordings {
+            let data = case.join(toml_value(&toml, data_key).unwrap());
+            let truth = case.join(toml_value(&toml, truth_key).unwrap());
+            let n = check_recording(&data, &truth, &binary, None);
+            assert!(n >= 100, "{}: {n} samples in the binary", data.display());
+            let pd = read_perf_data(&data);
+            assert_eq!(pd.event, event, "{}: event", data.display());
+            let expected = if kind == "ip" { 5000..=12000 } else { 1000..=2500 };
+            assert!(
+                expected.contains(&pd.samples.len()),
+                "{}: {} samples",
+                data.display(),
+                pd.samples.len()
+            );
+            if kind == "ip" {
+                assert!(pd.samples.iter().all(|s| s.branches.is_empty() && s.callchain.is_empty()));
+            }
+            // --lbr-cycles on the cycles recordings: every range holds at least its branch.
+            if kind == "lbr-stack" {
+                let with_cycles = pd.samples.iter().flat_map(|s| &s.branches).all(|b| b.2 >= 1);
+                assert_eq!(with_cycles, event == (0, 0), "{}: LBR cycle counts", data.display());
+            }
+        }
+    }
+    assert!(probes >= 6 && ip_cases >= 2, "{probes} probe cases, {ip_cases} IP cases");
+    // Threads and fork are covered by name.
+    for data in ["threads/perf.data", "threads/perf-branches.data"] {
+        let threads = read_perf_data(&corpus().join(data));
+        assert_eq!(threads.forks, 1, "one thread created");
+        assert_eq!(threads.samples.iter().map(|s| s.pid).collect::<HashSet<_>>().len(), 1);
+        assert_eq!(
+            threads.samples.iter().map(|s| s.tid).collect::<HashSet<_>>().len(),
+            2,
+            "both threads sampled"
         );
     }
-    assert!(probes >= 4);
-    // Threads and fork are covered by name.
-    let threads = read_perf_data(&corpus().join("threads/perf.data"));
-    assert_eq!(threads.forks, 1, "one thread created");
-    assert_eq!(threads.samples.iter().map(|s| s.pid).collect::<HashSet<_>>().len(), 1);
-    assert_eq!(
-        threads.samples.iter().map(|s| s.tid).collect::<HashSet<_>>().len(),
-        2,
-        "both threads sampled"
-    );
-    let fork = read_perf_data(&corpus().join("fork/perf.data"));
-    assert_eq!(
-        fork.samples.iter().map(|s| s.pid).collect::<HashSet<_>>().len(),
-        2,
-        "parent and child sampled"
-    );
+    for data in ["fork/perf.data", "fork/perf-branches.data"] {
+        let fork = read_perf_data(&corpus().join(data));
+        assert_eq!(
+            fork.samples.iter().map(|s| s.pid).collect::<HashSet<_>>().len(),
+            2,
+            "parent and child sampled"
+        );
+    }
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-/// Records `perf record -e cycles:u -b --call-graph fp`-like perf.data in software (valgrind
+/// Records `perf record -e EVENT -b --call-graph fp`-like perf.data in software (valgrind
 /// lackey), plus exact ground-truth instruction and branch counts.
 #[derive(Parser)]
 #[command(name = "profgen-record")]
@@ -15,9 +15,21 @@ struct Args {
     /// Ground-truth sidecar (text, see `profgen::record::truth`).
     #[arg(long)]
     truth: Option<PathBuf>,
-    /// Mean instructions between samples (jittered ±1/8).
+    /// Mean number of events between samples (jittered ±1/8).
     #[arg(long, default_value_t = 10007)]
     period: u64,
+    /// Sampling event: cycles (the attr says `cycles:u`; one instruction per cycle),
+    /// instructions, branches (taken branches: `br_inst_retired.near_taken:u`) or cpu-clock
+    /// (one instruction per nanosecond).
+    #[arg(long, default_value = "cycles", value_parser = parse_event)]
+    event: profgen::record::Event,
+    /// Fill each LBR entry's cycle count (cycles since the previous taken branch), as
+    /// Skylake and later do.
+    #[arg(long)]
+    lbr_cycles: bool,
+    /// Record IPs only, without branch stacks (`perf record` without `-b`).
+    #[arg(long)]
+    no_branch_stack: bool,
     /// Seed for the period jitter.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -38,6 +50,13 @@ struct Args {
     command: Vec<String>,
 }
 
+fn parse_event(s: &str) -> Result<profgen::record::Event, String> {
+    profgen::record::Event::ALL.iter().find(|(n, _)| *n == s).map(|&(_, e)| e).ok_or_else(|| {
+        let names: Vec<&str> = profgen::record::Event::ALL.iter().map(|(n, _)| *n).collect();
+        format!("expected one of {}", names.join(", "))
+    })
+}
+
 fn main() {
     let a = Args::parse();
     let opts = profgen::record::Options {
@@ -45,6 +64,9 @@ fn main() {
         output: a.output,
         truth: a.truth,
         period: a.period,
+        event: a.event,
+        lbr_cycles: a.lbr_cycles,
+        no_branch_stack: a.no_branch_stack,
         seed: a.seed,
         valgrind: a.valgrind,
         truth_all: a.truth_all,

@@ -7,6 +7,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::BufRead;
 
+use super::Event;
 use super::binaries::{Binaries, Kind, Mapping};
 use super::perf_data::{self, BuildIdEntry, Record};
 
@@ -36,8 +37,10 @@ struct Frame {
 struct Thread {
     tid: u32,
     stack: Vec<Frame>,
-    /// Newest last.
-    lbr: VecDeque<(u64, u64)>,
+    /// (from, to, cycles since the previous taken branch), newest last.
+    lbr: VecDeque<(u64, u64, u16)>,
+    /// Instructions retired since the last taken branch (cycles at one instruction per cycle).
+    since_branch: u64,
     prev: Option<(u64, u64, Inst)>,
     countdown: u64,
     period: u64,
@@ -50,6 +53,7 @@ impl Thread {
             tid,
             stack: vec![Frame { ret: 0, fp: false }],
             lbr: VecDeque::with_capacity(LBR_SIZE),
+            since_branch: 0,
             prev: None,
             countdown: 0,
             period: 0,
@@ -140,6 +144,9 @@ pub struct Recorder {
     branches: HashMap<(u32, u64, u32, u64), u64>,
     used_bins: HashSet<usize>,
     period: u64,
+    event: Event,
+    /// Fill each branch entry's cycle count, as Skylake and later LBRs do.
+    lbr_cycles: bool,
     rng: u64,
     instructions: u64,
     samples: u64,
@@ -154,6 +161,8 @@ impl Recorder {
         seed: u64,
         truth_all: bool,
         pid_base: Option<u32>,
+        event: Event,
+        lbr_cycles: bool,
     ) -> anyhow::Result<Recorder> {
         Ok(Recorder {
             bins: Binaries::new(truth_all)?,
@@ -162,6 +171,8 @@ impl Recorder {
             branches: HashMap::new(),
             used_bins: HashSet::new(),
             period,
+            event,
+            lbr_cycles,
             rng: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
             instructions: 0,
             samples: 0,
@@ -306,13 +317,14 @@ impl Recorder {
     fn instruction(&mut self, p: &mut Process, addr: u64, size: u64) {
         let inst = self.lookup(p, addr);
         let t = self.thread(p);
+        let mut taken = false;
         if let Some((paddr, psize, pinst)) = t.prev {
             // lackey prints each iteration of a `rep` instruction: not a branch, not a new one.
             if addr == paddr && pinst.kind == Kind::Other {
                 return;
             }
             let fall = paddr.wrapping_add(psize);
-            let taken = addr != fall || matches!(pinst.kind, Kind::Call | Kind::Ret | Kind::Jump);
+            taken = addr != fall || matches!(pinst.kind, Kind::Call | Kind::Ret | Kind::Jump);
             match pinst.kind {
                 Kind::Call => t.stack.push(Frame { ret: fall, fp: false }),
                 Kind::Ret => t.pop_to(addr),
@@ -325,11 +337,16 @@ impl Recorder {
                     }
                 }
             }
+            // The previous instruction has retired.
+            t.since_branch += 1;
             if taken {
                 if t.lbr.len() == LBR_SIZE {
                     t.lbr.pop_front();
                 }
-                t.lbr.push_back((paddr, addr));
+                // Cycles from the previous branch to this one, at one instruction per cycle.
+                let cycles = if self.lbr_cycles { t.since_branch.min(0xffff) as u16 } else { 0 };
+                t.lbr.push_back((paddr, addr, cycles));
+                t.since_branch = 0;
                 if self.tracked(pinst.bin) || self.tracked(inst.bin) {
                     let key = (pinst.bin, pinst.vaddr, inst.bin, inst.vaddr);
                     let c = self.branches.entry(key).or_insert(0);
@@ -344,6 +361,11 @@ impl Recorder {
         }
         p.time += 1;
         self.instructions += 1;
+        // A taken-branch event overflows on the branch: the sample shows it as the newest LBR
+        // entry and its target as the IP.
+        if self.event == Event::Branches && !taken {
+            return;
+        }
         let t = p.threads[p.cur.max(1)].as_mut().expect("current thread");
         t.countdown -= 1;
         if t.countdown == 0 {
@@ -354,7 +376,7 @@ impl Recorder {
             chain.extend(
                 t.stack[1..].iter().rev().filter(|f| f.fp).map(|f| f.ret).take(MAX_STACK - 1),
             );
-            let branches: Vec<(u64, u64)> = t.lbr.iter().rev().copied().collect();
+            let branches: Vec<(u64, u64, u16)> = t.lbr.iter().rev().copied().collect();
             let (tid, period) = (t.tid, t.period);
             self.records.push(perf_data::sample(&perf_data::Sample {
                 ip: addr,
@@ -555,7 +577,7 @@ mod tests {
 
     #[test]
     fn follows_threads_and_forks_from_control_lines() {
-        let mut r = Recorder::new(1000, 1, false, None).unwrap();
+        let mut r = Recorder::new(1000, 1, false, None, Event::Cycles, false).unwrap();
         let mut p = offline(100);
         let trace = "\
 SYSCALL[100,1](56) sys_clone ( 3d0f00, 0x5229f70, 0x522a990 ) --> [pre-success] Success(0x2957) --100--   SCHED[1]: releasing lock (VG_(vg_yield)) -> VgTs_Yielding
@@ -584,7 +606,7 @@ SYSCALL[100,1](231) exit_group( 0 ) --> [pre-success] Success(0x0)
 
     #[test]
     fn lbr_holds_taken_branches_newest_first() {
-        let mut r = Recorder::new(4, 1, false, None).unwrap();
+        let mut r = Recorder::new(4, 1, false, None, Event::Cycles, false).unwrap();
         let mut p = offline(100);
         // 1000 (2 bytes) falls through to 1002; 1002 jumps to 2000; 2000 jumps back to 1000.
         let trace = "I  1000,2\nI  1002,3\nI  2000,1\nI  1000,2\nI  1002,3\nI  2000,1\n";

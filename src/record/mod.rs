@@ -7,9 +7,11 @@
 //! replayed after the parent. Mappings come from `/proc/PID/maps` of the (still running)
 //! valgrind process whenever an address is not covered yet.
 //!
-//! Out: a file-mode perf.data as `perf record -e cycles:u -b --call-graph fp` would write it
+//! Out: a file-mode perf.data as `perf record -e EVENT -b --call-graph fp` would write it
 //! ([`perf_data`]), and a ground-truth sidecar ([`truth`]) with exact instruction and
-//! taken-branch counts per binary.
+//! taken-branch counts per binary. The sampling [`Event`] counts instructions (the emulated
+//! machine retires one instruction per cycle, so `cycles` and `cpu-clock` count the same) or taken
+//! branches, and the attr names it as perf would, so that readers can tell which it was.
 
 pub mod binaries;
 pub mod emulate;
@@ -25,12 +27,61 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
+/// The sampling event: what the period counts, and how the perf.data attr names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// `cycles:u` (PERF_TYPE_HARDWARE, PERF_COUNT_HW_CPU_CYCLES): one cycle per instruction.
+    Cycles,
+    /// `instructions:u` (PERF_TYPE_HARDWARE, PERF_COUNT_HW_INSTRUCTIONS).
+    Instructions,
+    /// `br_inst_retired.near_taken:u`: Intel's raw event 0xc4, umask 0x20 (PERF_TYPE_RAW
+    /// config 0x20c4), which AutoFDO recommends: every taken branch counts.
+    Branches,
+    /// `cpu-clock:u` (PERF_TYPE_SOFTWARE, PERF_COUNT_SW_CPU_CLOCK): time, one instruction per
+    /// nanosecond.
+    CpuClock,
+}
+
+impl Event {
+    pub const ALL: [(&'static str, Event); 4] = [
+        ("cycles", Event::Cycles),
+        ("instructions", Event::Instructions),
+        ("branches", Event::Branches),
+        ("cpu-clock", Event::CpuClock),
+    ];
+
+    /// The event as `perf record -e` spells it.
+    pub fn perf_name(self) -> &'static str {
+        match self {
+            Event::Cycles => "cycles:u",
+            Event::Instructions => "instructions:u",
+            Event::Branches => "br_inst_retired.near_taken:u",
+            Event::CpuClock => "cpu-clock:u",
+        }
+    }
+
+    /// `perf_event_attr` (type, config).
+    pub fn type_config(self) -> (u32, u64) {
+        match self {
+            Event::Cycles => (0, 0),
+            Event::Instructions => (0, 1),
+            Event::Branches => (4, 0x20c4),
+            Event::CpuClock => (1, 0),
+        }
+    }
+}
+
 pub struct Options {
     pub command: Vec<String>,
     pub output: PathBuf,
     pub truth: Option<PathBuf>,
-    /// Mean number of instructions between samples.
+    /// Mean number of events between samples.
     pub period: u64,
+    pub event: Event,
+    /// Fill each branch entry's cycle count (Skylake and later LBRs do).
+    pub lbr_cycles: bool,
+    /// Leave branch stacks out (IP sampling, `perf record` without `-b`).
+    pub no_branch_stack: bool,
     pub seed: u64,
     pub valgrind: String,
     /// Keep ground truth for system libraries too.
@@ -122,7 +173,14 @@ fn record_in(opts: &Options, dir: &Path, started: Instant) -> anyhow::Result<Sum
         .file_name()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let mut rec = emulate::Recorder::new(opts.period, opts.seed, opts.truth_all, opts.pid_base)?;
+    let mut rec = emulate::Recorder::new(
+        opts.period,
+        opts.seed,
+        opts.truth_all,
+        opts.pid_base,
+        opts.event,
+        opts.lbr_cycles,
+    )?;
     let shown = emulate::Process::root_pid(pid, opts.pid_base);
     let mut root = emulate::Process::new_root(pid, shown, &comm);
     rec.start_process(&mut root);
@@ -154,9 +212,16 @@ fn record_in(opts: &Options, dir: &Path, started: Instant) -> anyhow::Result<Sum
             .map(|s| s.trim().to_string())
             .unwrap_or_default(),
         nrcpus: std::thread::available_parallelism().map(|n| n.get() as u32).unwrap_or(1),
-        cmdline: ["perf", "record", "-e", "cycles:u", "-b", "--call-graph", "fp", "--"]
-            .iter()
-            .map(|s| s.to_string())
+        cmdline: ["perf", "record", "-e", opts.event.perf_name()]
+            .into_iter()
+            .chain((!opts.no_branch_stack).then_some("-b"))
+            .chain(
+                if opts.no_call_stack { &[][..] } else { &["--call-graph", "fp"][..] }
+                    .iter()
+                    .copied(),
+            )
+            .chain(["--"])
+            .map(str::to_string)
             .chain(opts.command.iter().cloned())
             .collect(),
     };
@@ -164,7 +229,13 @@ fn record_in(opts: &Options, dir: &Path, started: Instant) -> anyhow::Result<Sum
     let out = File::create(&opts.output)
         .with_context(|| format!("creating {}", opts.output.display()))?;
     let mut out = BufWriter::new(out);
-    perf_data::write(&mut out, opts.period, !opts.no_call_stack, records, &build_ids, &host)?;
+    let layout = perf_data::Layout {
+        event: opts.event,
+        sample_period: opts.period,
+        call_stacks: !opts.no_call_stack,
+        branch_stacks: !opts.no_branch_stack,
+    };
+    perf_data::write(&mut out, &layout, records, &build_ids, &host)?;
     out.flush()?;
     if let Some(t) = &opts.truth {
         let f = File::create(t).with_context(|| format!("creating {}", t.display()))?;

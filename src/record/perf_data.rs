@@ -1,8 +1,10 @@
-//! File-mode `perf.data` writer for what `perf record -e cycles:u -b --call-graph fp` produces:
-//! one `cycles:u` attr (IP|TID|TIME|PERIOD|CALLCHAIN|BRANCH_STACK, branch_sample_type ANY|USER,
-//! sample_id_all), then MMAP2/COMM/FORK/EXIT/SAMPLE records, then the BUILD_ID, CMDLINE and a
-//! few descriptive feature sections. Layout follows linux `tools/perf/util/header.c`.
+//! File-mode `perf.data` writer for what `perf record -e EVENT:u -b --call-graph fp` produces:
+//! one attr (IP|TID|TIME|PERIOD|CALLCHAIN|BRANCH_STACK, branch_sample_type ANY|USER,
+//! sample_id_all; CALLCHAIN without `--call-graph`, BRANCH_STACK without `-b` left out), then
+//! MMAP2/COMM/FORK/EXIT/SAMPLE records, then the BUILD_ID, EVENT_DESC, CMDLINE and a few
+//! descriptive feature sections. Layout follows linux `tools/perf/util/header.c`.
 
+use super::Event;
 use crate::input::perf_data::abi::*;
 
 use std::io::{self, Write};
@@ -46,8 +48,8 @@ pub struct Sample<'a> {
     pub period: u64,
     /// Without CONTEXT_USER (added here).
     pub callchain: &'a [u64],
-    /// Newest first.
-    pub branches: &'a [(u64, u64)],
+    /// (from, to, cycles), newest first.
+    pub branches: &'a [(u64, u64, u16)],
 }
 
 fn put_u16(b: &mut Vec<u8>, v: u16) {
@@ -134,23 +136,49 @@ pub fn sample(s: &Sample) -> Record {
         put_u64(&mut b, a);
     }
     put_u64(&mut b, s.branches.len() as u64);
-    for &(from, to) in s.branches {
+    for &(from, to, cycles) in s.branches {
         put_u64(&mut b, from);
         put_u64(&mut b, to);
-        put_u64(&mut b, 0); // flags: perf script shows `/-/-/-/0/`
+        // flags: mispred, predicted, in_tx, abort (all 0), then cycles in bits 4..20; perf
+        // script shows `/-/-/-/CYCLES/`.
+        put_u64(&mut b, u64::from(cycles) << 4);
     }
     let size = u16::try_from(b.len()).unwrap_or(u16::MAX);
     b[6..8].copy_from_slice(&size.to_le_bytes());
     Record { time: s.time, bytes: b }
 }
 
-fn attr(sample_period: u64, call_stacks: bool) -> Vec<u8> {
+/// What the file says about its samples.
+pub struct Layout {
+    pub event: Event,
+    pub sample_period: u64,
+    /// Samples carry CALLCHAIN.
+    pub call_stacks: bool,
+    /// Samples carry BRANCH_STACK.
+    pub branch_stacks: bool,
+}
+
+impl Layout {
+    fn sample_type(&self) -> u64 {
+        let mut t = SAMPLE_TYPE;
+        if !self.call_stacks {
+            t &= !SAMPLE_CALLCHAIN;
+        }
+        if !self.branch_stacks {
+            t &= !SAMPLE_BRANCH_STACK;
+        }
+        t
+    }
+}
+
+fn attr(layout: &Layout) -> Vec<u8> {
     let mut b = Vec::with_capacity(ATTR_SIZE as usize);
-    put_u32(&mut b, 0); // PERF_TYPE_HARDWARE
+    let (kind, config) = layout.event.type_config();
+    put_u32(&mut b, kind);
     put_u32(&mut b, ATTR_SIZE);
-    put_u64(&mut b, 0); // PERF_COUNT_HW_CPU_CYCLES
-    put_u64(&mut b, sample_period);
-    put_u64(&mut b, if call_stacks { SAMPLE_TYPE } else { SAMPLE_TYPE & !SAMPLE_CALLCHAIN });
+    put_u64(&mut b, config);
+    put_u64(&mut b, layout.sample_period);
+    put_u64(&mut b, layout.sample_type());
     put_u64(&mut b, 0); // read_format
     // disabled, inherit, exclude_kernel, exclude_hv, mmap, comm, enable_on_exec, task,
     // sample_id_all, exclude_guest, mmap2, comm_exec
@@ -171,7 +199,7 @@ fn attr(sample_period: u64, call_stacks: bool) -> Vec<u8> {
     put_u32(&mut b, 0); // bp_type
     put_u64(&mut b, 0); // config1
     put_u64(&mut b, 0); // config2
-    put_u64(&mut b, BRANCH_ANY | BRANCH_USER);
+    put_u64(&mut b, if layout.branch_stacks { BRANCH_ANY | BRANCH_USER } else { 0 });
     put_u64(&mut b, 0); // sample_regs_user
     put_u32(&mut b, 0); // sample_stack_user
     put_u32(&mut b, 0); // clockid
@@ -202,16 +230,22 @@ pub struct HostInfo {
     pub cmdline: Vec<String>,
 }
 
-/// Drops the CALLCHAIN field of a SAMPLE record written by [`sample`] (`perf record -b` without
-/// `-g`); other records are left alone.
-fn without_callchain(rec: &mut Vec<u8>) {
+/// Drops the fields `layout` leaves out of a SAMPLE record written by [`sample`]: CALLCHAIN
+/// (`perf record -b` without `-g`) and BRANCH_STACK (without `-b`, the branch stack ends the
+/// record); other records are left alone.
+fn strip_sample(rec: &mut Vec<u8>, layout: &Layout) {
     if u32::from_le_bytes([rec[0], rec[1], rec[2], rec[3]]) != RECORD_SAMPLE {
         return;
     }
     // header, ip, pid/tid, time, period, then nr and the chain.
     const NR_AT: usize = 40;
     let nr = u64::from_le_bytes(rec[NR_AT..NR_AT + 8].try_into().expect("8 bytes")) as usize;
-    rec.drain(NR_AT..NR_AT + 8 + 8 * nr);
+    if !layout.branch_stacks {
+        rec.truncate(NR_AT + 8 + 8 * nr);
+    }
+    if !layout.call_stacks {
+        rec.drain(NR_AT..NR_AT + 8 + 8 * nr);
+    }
     let size = u16::try_from(rec.len()).unwrap_or(u16::MAX);
     rec[6..8].copy_from_slice(&size.to_le_bytes());
 }
@@ -229,8 +263,7 @@ fn finished_round() -> Record {
 /// Writes a complete perf.data: header, attr, `records` sorted by time (stable), features.
 pub fn write(
     out: &mut impl Write,
-    sample_period: u64,
-    call_stacks: bool,
+    layout: &Layout,
     mut records: Vec<Record>,
     build_ids: &[BuildIdEntry],
     host: &HostInfo,
@@ -240,9 +273,7 @@ pub fn write(
     // rely on it to release queued records.
     let mut with_rounds = Vec::with_capacity(records.len() + records.len() / ROUND_RECORDS + 1);
     for (i, mut r) in records.into_iter().enumerate() {
-        if !call_stacks {
-            without_callchain(&mut r.bytes);
-        }
+        strip_sample(&mut r.bytes, layout);
         with_rounds.push(r);
         if (i + 1) % ROUND_RECORDS == 0 {
             with_rounds.push(finished_round());
@@ -271,6 +302,14 @@ pub fn write(
         bid[start + 6..start + 8].copy_from_slice(&size.to_le_bytes());
     }
     features.push((FEAT_BUILD_ID, bid));
+    // EVENT_DESC: one event, its attr, no ids, its name.
+    let mut desc = Vec::new();
+    put_u32(&mut desc, 1);
+    put_u32(&mut desc, ATTR_SIZE);
+    desc.extend_from_slice(&attr(layout));
+    put_u32(&mut desc, 0);
+    desc.extend_from_slice(&feature_string(layout.event.perf_name()));
+    features.push((FEAT_EVENT_DESC, desc));
     features.push((FEAT_HOSTNAME, feature_string(&host.hostname)));
     features.push((FEAT_OSRELEASE, feature_string(&host.osrelease)));
     features.push((FEAT_VERSION, feature_string("6.1.0 (profgen-record)")));
@@ -304,7 +343,7 @@ pub fn write(
         put_u64(&mut h, w);
     }
     out.write_all(&h)?;
-    let mut a = attr(sample_period, call_stacks);
+    let mut a = attr(layout);
     put_u64(&mut a, data_offset); // ids section: empty
     put_u64(&mut a, 0);
     out.write_all(&a)?;
