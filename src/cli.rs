@@ -1,15 +1,28 @@
 //! Command line: llvm-profgen's option names and meanings (plus `--threads`), parsed with clap
-//! and turned into a plain [`Config`].
+//! and turned into a [`Command`] of plain option structs, once.
+//!
+//! Profile generation is `profgen [OPTIONS]`, without a subcommand word, as llvm-profgen's
+//! command line. A subcommand is added as a [`Command`] variant, a clap `Args` struct of its own
+//! and an arm in [`parse`] matching its name as the first argument.
 //!
 //! LLVM's option parser accepts `-opt`, `--opt`, `--opt=v` and `--opt v`, and booleans as
 //! `--opt`, `--opt=1/0/true/false`; [`normalize_args`] maps the single-dash spellings onto
 //! clap's so scripts written for llvm-profgen keep working.
 
-use crate::config::{Config, Input, OutputFormat};
+use crate::aggregate::read::{Input, ReadOptions};
+use crate::aggregate::samples::SampleMode;
+use crate::aggregate::unsymbolized::UnsymbolizedOptions;
+use crate::binary::{DumpOptions, LoadOptions};
+use crate::config::{Command, Config, OutputOptions};
+use crate::llvm::ContextShape;
 use crate::postpass::{Opt, PostPassOptions};
+use crate::profile::ProfileOptions;
+use crate::profile::cs::CsOptions;
+use crate::profile::line::LineOptions;
 use crate::profile::summary::SummaryOptions;
 use crate::writer::density::DensityOptions;
-use clap::{ArgAction, Parser};
+use crate::writer::{OutputFormat, WriteOptions};
+use clap::{ArgAction, Parser, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
@@ -41,7 +54,7 @@ struct Args {
     output: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "extbinary")]
-    format: OutputFormat,
+    format: FormatArg,
     /// Only use mmap events (and samples) of this process.
     #[arg(long)]
     pid: Option<i32>,
@@ -194,6 +207,26 @@ struct Args {
     no_progress: bool,
 }
 
+/// `--format` values, llvm-profgen's names.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum FormatArg {
+    Text,
+    Binary,
+    Extbinary,
+    Gcc,
+}
+
+impl From<FormatArg> for OutputFormat {
+    fn from(f: FormatArg) -> Self {
+        match f {
+            FormatArg::Text => OutputFormat::Text,
+            FormatArg::Binary => OutputFormat::Binary,
+            FormatArg::Extbinary => OutputFormat::ExtBinary,
+            FormatArg::Gcc => OutputFormat::Gcc,
+        }
+    }
+}
+
 fn parse_llvm_bool(s: &str) -> Result<bool, String> {
     match s {
         "" | "1" | "true" | "TRUE" | "True" => Ok(true),
@@ -229,10 +262,10 @@ pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
     out
 }
 
-/// Parses the command line into a [`Config`]. Usage errors come back as clap errors (exit 2).
-pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Config, clap::Error> {
+/// Parses the command line into a [`Command`]. Usage errors come back as clap errors (exit 2).
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, clap::Error> {
     let args = Args::try_parse_from(normalize_args(args))?;
-    to_config(args)
+    to_config(args).map(Command::Profile)
 }
 
 fn usage(msg: impl Into<String>) -> clap::Error {
@@ -276,71 +309,120 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
     if a.threads == Some(0) {
         return Err(usage("--threads must be at least 1"));
     }
+    let threads = match a.threads {
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
     let mut perf_events = a.perf_event;
     perf_events.extend(a.perf_events.into_iter().filter(|e| !e.is_empty()));
-    Ok(Config {
-        binary,
-        debug_binary: a.debug_binary,
-        input,
-        output,
-        format: a.format,
-        pid: a.pid,
-        threads: a.threads,
-        ignore_stack_samples: a.ignore_stack_samples,
-        leading_ip_only: a.leading_ip_only,
-        perf_events,
-        sample_period: a.sample_period,
-        skip_symbolization: a.skip_symbolization,
-        use_offset: a.use_offset,
-        use_first_loadable_segment_as_base: a.use_first_loadable_segment_as_base,
-        use_dwarf_correlation: a.use_dwarf_correlation,
-        show_mmap_events: a.show_mmap_events,
-        use_md5: a.use_md5,
-        populate_profile_symbol_list: a.populate_profile_symbol_list,
-        fill_zero_for_all_funcs: a.fill_zero_for_all_funcs,
-        update_total_samples: a.update_total_samples,
-        show_disassembly_only: a.show_disassembly_only,
-        disassemble_functions: a.disassemble_functions,
-        show_source_locations: a.show_source_locations,
-        show_pseudo_probe: a.show_pseudo_probe,
-        show_canonical_fname: a.show_canonical_fname,
-        progress: !a.no_progress,
+    let context = ContextShape {
         compress_recursion: a.compress_recursion,
         max_context_depth: a.csprof_max_context_depth,
-        infer_missing_frames: a.infer_missing_frames,
-        max_search_depth: a.max_search_depth,
-        postpass: PostPassOptions {
-            preinliner: a.csspgo_preinliner,
-            use_context_cost: a.use_context_cost_for_preinliner,
-            replay_preinline: a.csspgo_replay_preinline,
-            multiplier_for_previous_inlining: a.csspgo_preinliner_multiplier_for_previous_inlining,
-            hot_inline_threshold: a
-                .sample_profile_hot_inline_threshold
-                .map_or(Opt::Default, Opt::Given),
-            cold_inline_threshold: a
-                .sample_profile_cold_inline_threshold
-                .map_or(Opt::Default, Opt::Given),
-            inline_growth_limit: a.sample_profile_inline_growth_limit,
-            inline_limit_min: a.sample_profile_inline_limit_min,
-            inline_limit_max: a.sample_profile_inline_limit_max.map_or(Opt::Default, Opt::Given),
-            sort_profiled_scc_member: a.sort_profiled_scc_member,
-            trim_cold_profile: a.trim_cold_profile,
-            merge_cold_context: a.csprof_merge_cold_context.map_or(Opt::Default, Opt::Given),
-            max_cold_context_depth: a.csprof_max_cold_context_depth,
-            gen_cs_nested_profile: a.gen_cs_nested_profile,
-            generate_merged_base_profiles: a.generate_merged_base_profiles,
+    };
+    Ok(Config {
+        binary,
+        load: LoadOptions {
+            debug_binary: a.debug_binary,
+            use_dwarf_correlation: a.use_dwarf_correlation,
+        },
+        input,
+        threads,
+        read: ReadOptions {
+            pid: a.pid,
+            perf_events,
+            sample: SampleMode {
+                leading_ip_only: a.leading_ip_only,
+                ignore_stack: a.ignore_stack_samples,
+                sample_period: a.sample_period,
+            },
+            context,
+            unsymbolized: UnsymbolizedOptions {
+                use_offset: a.use_offset,
+                use_first_loadable_segment_as_base: a.use_first_loadable_segment_as_base,
+            },
+            show_mmap_events: a.show_mmap_events,
+            progress: !a.no_progress,
+        },
+        skip_symbolization: a.skip_symbolization,
+        profile: ProfileOptions {
+            line: LineOptions {
+                fill_zero_for_all_funcs: a.fill_zero_for_all_funcs,
+                leading_ip_only: a.leading_ip_only,
+            },
             update_total_samples: a.update_total_samples,
+            cs: CsOptions {
+                update_total_samples: a.update_total_samples,
+                // profgen's fix of llvm-profgen-19's raw-discriminator callee contexts (README,
+                // "Differences from llvm-profgen").
+                callee_context_base_discriminator: true,
+                infer_missing_frames: a.infer_missing_frames,
+                max_search_depth: a.max_search_depth,
+                context,
+            },
         },
-        summary: SummaryOptions {
-            cutoff_hot: a.profile_summary_cutoff_hot,
-            cutoff_cold: a.profile_summary_cutoff_cold,
-            hot_count: a.profile_summary_hot_count,
-            cold_count: a.profile_summary_cold_count,
+        output: OutputOptions {
+            postpass: PostPassOptions {
+                preinliner: a.csspgo_preinliner,
+                use_context_cost: a.use_context_cost_for_preinliner,
+                replay_preinline: a.csspgo_replay_preinline,
+                multiplier_for_previous_inlining: a
+                    .csspgo_preinliner_multiplier_for_previous_inlining,
+                hot_inline_threshold: a
+                    .sample_profile_hot_inline_threshold
+                    .map_or(Opt::Default, Opt::Given),
+                cold_inline_threshold: a
+                    .sample_profile_cold_inline_threshold
+                    .map_or(Opt::Default, Opt::Given),
+                inline_growth_limit: a.sample_profile_inline_growth_limit,
+                inline_limit_min: a.sample_profile_inline_limit_min,
+                inline_limit_max: a
+                    .sample_profile_inline_limit_max
+                    .map_or(Opt::Default, Opt::Given),
+                sort_profiled_scc_member: a.sort_profiled_scc_member,
+                trim_cold_profile: a.trim_cold_profile,
+                merge_cold_context: a.csprof_merge_cold_context.map_or(Opt::Default, Opt::Given),
+                max_cold_context_depth: a.csprof_max_cold_context_depth,
+                gen_cs_nested_profile: a.gen_cs_nested_profile,
+                generate_merged_base_profiles: a.generate_merged_base_profiles,
+                update_total_samples: a.update_total_samples,
+            },
+            summary: SummaryOptions {
+                cutoff_hot: a.profile_summary_cutoff_hot,
+                cutoff_cold: a.profile_summary_cutoff_cold,
+                hot_count: a.profile_summary_hot_count,
+                cold_count: a.profile_summary_cold_count,
+            },
+            populate_profile_symbol_list: a.populate_profile_symbol_list,
+            density: DensityOptions {
+                threshold: a.profile_density_threshold,
+                cutoff_hot: a.profile_density_cutoff_hot,
+                show: a.show_density,
+            },
+            format: a.format.into(),
+            write: WriteOptions { use_md5: a.use_md5 },
+            path: output,
         },
-        density: DensityOptions {
-            threshold: a.profile_density_threshold,
-            cutoff_hot: a.profile_density_cutoff_hot,
-            show: a.show_density,
+        show_disassembly_only: a.show_disassembly_only,
+        show_pseudo_probe: a.show_pseudo_probe,
+        disassembly: DumpOptions {
+            functions: a.disassemble_functions,
+            source_locations: a.show_source_locations,
+            pseudo_probes: a.show_pseudo_probe,
+            canonical_names: a.show_canonical_fname,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_names_match_llvm_profgen() {
+        let names: Vec<_> = FormatArg::value_variants()
+            .iter()
+            .map(|f| f.to_possible_value().unwrap().get_name().to_string())
+            .collect();
+        assert_eq!(names, ["text", "binary", "extbinary", "gcc"]);
+    }
 }

@@ -19,8 +19,9 @@
 //! produces test data; [`order`] computes function orders from temporal traces; [`ab`] is
 //! `profgen-ab`, the A/B tool that measures whether a profile makes a program faster.
 //!
-//! [`driver`] wires the stages together for the `profgen` binary, from the [`config::Config`]
-//! that [`cli`] parses.
+//! The front end: [`cli`] parses the command line once into a [`config::Command`] of plain
+//! option structs, one per stage; [`driver`] wires the stages for it, each step a library call
+//! that other commands reuse.
 
 pub mod ab;
 pub mod addr;

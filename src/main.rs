@@ -1,22 +1,28 @@
 //! `profgen`: thin command-line front end over the library (see `profgen::driver`).
 
+use profgen::config::Command;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let cfg = match profgen::cli::parse(std::env::args_os()) {
-        Ok(cfg) => cfg,
+    let command = match profgen::cli::parse(std::env::args_os()) {
+        Ok(command) => command,
         Err(e) => {
             let _ = e.print();
             // clap uses 0 for --help/--version and 2 for usage errors.
             return ExitCode::from(e.exit_code() as u8);
         }
     };
-    match profgen::driver::run(&cfg) {
+    let (result, summary) = match &command {
+        Command::Profile(cfg) => {
+            (profgen::driver::run(cfg), cfg.input.is_some() && !cfg.show_disassembly_only)
+        }
+    };
+    match result {
         Ok(report) => {
             for w in &report.warnings {
                 eprintln!("warning: {w}");
             }
-            if cfg.input.is_some() && !cfg.show_disassembly_only {
+            if summary {
                 eprintln!("{}", report.summary_line());
             }
             ExitCode::SUCCESS

@@ -312,7 +312,7 @@ fn recursion_compression_and_depth_trim_match_llvm_profgen() {
 fn non_cs_update_total_samples_matches_llvm_profgen() {
     let text = std::fs::read_to_string(format!("{FIXTURES}/recursion/lbr_only.expected")).unwrap();
     let mut profile = read_text(&text);
-    postpass::update_function_samples(&mut profile, true);
+    profgen::profile::update::update_function_samples(&mut profile, true);
     let want =
         std::fs::read_to_string(format!("{FIXTURES}/recursion/lbr_only_update_total.expected"))
             .unwrap();

@@ -70,7 +70,8 @@ fn run_lib(
         argv.push(path.into());
     }
     argv.extend(["--format".into(), "text".into(), "--output".into(), out.into()]);
-    let cfg = profgen::cli::parse(argv).expect("valid command line");
+    let profgen::config::Command::Profile(cfg) =
+        profgen::cli::parse(argv).expect("valid command line");
     profgen::driver::run(&cfg)
 }
 
@@ -207,10 +208,10 @@ fn truncation_at_every_record_boundary_keeps_the_records_before_it() {
             );
             assert!(out.exists(), "cut at {cut}: no profile written");
             assert!(
-                report.samples.used >= last_used,
+                report.inputs.samples.used >= last_used,
                 "cut at {cut}: fewer samples than an earlier cut"
             );
-            last_used = report.samples.used;
+            last_used = report.inputs.samples.used;
         }
     }
     assert_eq!(last_used, 5, "the last cut drops only the last sample in the binary");
@@ -469,7 +470,11 @@ fn wrong_binary_says_what_the_input_holds() {
         .unwrap();
     let data = write(&dir, "shared.data", &first_records(&full, lib_mmap + 1));
     let report = run_lib(&[], &[("--binary", &lib), ("--perfdata", &data)], &out).unwrap();
-    assert!(report.samples.read > 0 && report.samples.used == 0, "{:?}", report.samples);
+    assert!(
+        report.inputs.samples.read > 0 && report.inputs.samples.used == 0,
+        "{:?}",
+        report.inputs.samples
+    );
     assert!(
         report.warnings.iter().any(|w| w.starts_with(&format!("no sample lands in {} (it is mapped); executables mapped in the input, most-sampled first: ", lib.display()))),
         "{:?}",

@@ -13,6 +13,7 @@ use profgen::aggregate::unwinder::{
     NormalizeStats, UnwindOptions, Unwinder, normalize_hybrid_sample,
 };
 use profgen::binary::{Binary, LoadOptions};
+use profgen::llvm::ContextShape;
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -52,8 +53,10 @@ fuzz_target!(|data: &[u8]| {
     let binary = &binaries()[usize::from(flags & 1)];
     let opts = UnwindOptions {
         probe_based: binary.probes().is_some(),
-        max_compression_size: i32::from((flags >> 1) & 7) - 1,
-        max_context_depth: i32::from(flags >> 4) - 1,
+        context: ContextShape {
+            compress_recursion: i32::from((flags >> 1) & 7) - 1,
+            max_context_depth: i32::from(flags >> 4) - 1,
+        },
     };
     let addrs: Vec<Vaddr> = rest.chunks_exact(3).map(|b| addr(binary, b)).collect();
     let (stack, lbr) = addrs.split_at(usize::from(*stack_len).min(addrs.len()));

@@ -2,12 +2,18 @@
 //! once (weighted by its count) into range and branch counters, per calling context when the
 //! samples carry call stacks.
 //!
-//! In: samples whose addresses are already binary [`Vaddr`]s (or [`Vaddr::EXTERNAL`]). Out:
+//! [`read`] runs the stage: the inputs' events through the address mappers into aggregation, then
+//! the distinct samples into counters.
+//!
+//! In: [`crate::input`] samples, whose runtime addresses the aggregator translates through the
+//! [`crate::mapping`] address map current when each was read into binary [`Vaddr`]s
+//! ([`Vaddr::EXTERNAL`] for anything that is not an instruction of the binary). Out:
 //! [`ContextCounters`], which the profile builders consume, and which [`unsymbolized`] writes
 //! (`--skip-symbolization`) and reads back (`--unsymbolized-profile`).
 
 pub mod lbr;
 pub mod parallel;
+pub mod read;
 pub mod samples;
 pub mod unsymbolized;
 

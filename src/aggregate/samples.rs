@@ -1,8 +1,8 @@
 //! Sample de-duplication: every sample is reduced to the binary addresses that matter (LBR
 //! entries, call stack) and counted; identical samples are walked once, weighted by count.
 //!
-//! In: [`Sample`]s and an [`AddressMapper`]. Out: [`AggregatedSamples`], a map from an encoded
-//! sample to its count. Memory grows with the number of distinct samples, not with the input.
+//! In: [`Sample`]s and the [`AddressMap`] current when each was read. Out: [`AggregatedSamples`],
+//! a map from an encoded sample to its count. Memory grows with the number of distinct samples, not with the input.
 
 use super::Counters;
 use super::unwinder::{HybridSample, NormalizeStats, normalize_into};

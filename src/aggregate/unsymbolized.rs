@@ -35,9 +35,38 @@ use std::path::Path;
 
 use super::{ContextCounters, ContextKey, Counters};
 use crate::addr::Vaddr;
+use crate::binary::Binary;
 use crate::error::{Error, Result};
 use crate::llvm::{ContextFrame, LineLocation};
 use crate::text::{parse_dec, parse_hex, trim_start};
+
+/// Where the addresses of an unsymbolized profile are relative to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UnsymbolizedOptions {
+    /// `--use-offset` (default true): relative to the preferred base.
+    pub use_offset: bool,
+    /// `--use-first-loadable-segment-as-base`: with `use_offset`, relative to the first loadable
+    /// segment instead.
+    pub use_first_loadable_segment_as_base: bool,
+}
+
+impl Default for UnsymbolizedOptions {
+    fn default() -> Self {
+        UnsymbolizedOptions { use_offset: true, use_first_loadable_segment_as_base: false }
+    }
+}
+
+impl UnsymbolizedOptions {
+    /// The [`offset_base`] of `binary`.
+    pub fn base(&self, binary: &Binary) -> u64 {
+        offset_base(
+            self.use_offset,
+            self.use_first_loadable_segment_as_base,
+            binary.preferred_base(),
+            binary.first_loadable_address(),
+        )
+    }
+}
 
 /// The value subtracted from every address on writing and added back on reading.
 ///

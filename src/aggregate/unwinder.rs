@@ -24,7 +24,7 @@ use crate::addr::Vaddr;
 use crate::aggregate::{ContextCounters, ContextKey};
 use crate::binary::{CodeView, InstKind, SourceFrame};
 use crate::llvm::discriminator::base_discriminator;
-use crate::llvm::{ContextFrame, LineLocation, compress_recursion, trim_context};
+use crate::llvm::{ContextFrame, ContextShape, LineLocation};
 use std::collections::BTreeSet;
 
 /// One taken branch in binary addresses ([`Vaddr::EXTERNAL`] for either end outside the binary).
@@ -178,20 +178,12 @@ pub fn normalize_into<C: CodeView + ?Sized>(
 }
 
 /// How contexts are keyed and shaped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct UnwindOptions {
     /// Key contexts by call-site addresses (probe binaries) instead of symbolized frames.
     pub probe_based: bool,
-    /// `--compress-recursion` (-1 = unlimited, 0 = off).
-    pub max_compression_size: i32,
-    /// `--csprof-max-context-depth` (-1 = unlimited).
-    pub max_context_depth: i32,
-}
-
-impl Default for UnwindOptions {
-    fn default() -> Self {
-        UnwindOptions { probe_based: false, max_compression_size: -1, max_context_depth: -1 }
-    }
+    /// Recursion compression and depth limit of the contexts.
+    pub context: ContextShape,
 }
 
 /// Unwinder statistics (reference §5.6), summed over samples.
@@ -286,8 +278,7 @@ pub fn expanded_context<C: CodeView + ?Sized>(
         return frames;
     };
     leaf.loc = LineLocation::default();
-    compress_recursion(&mut frames, opts.max_compression_size);
-    trim_context(&mut frames, opts.max_context_depth);
+    opts.context.apply(&mut frames);
     frames.push(leaf);
     frames
 }
@@ -592,8 +583,7 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
     fn context_key(&self, stack: &[Vaddr]) -> ContextKey {
         if self.opts.probe_based {
             let mut addrs = stack.to_vec();
-            compress_recursion(&mut addrs, self.opts.max_compression_size);
-            trim_context(&mut addrs, self.opts.max_context_depth);
+            self.opts.context.apply(&mut addrs);
             ContextKey::Addrs(addrs)
         } else {
             ContextKey::Frames(expanded_context(self.code, stack, &self.opts))

@@ -12,6 +12,13 @@ pub mod perf_data;
 pub mod perf_script;
 
 use crate::addr::{FileOffset, RuntimeAddr};
+use crate::error::Error;
+use std::path::Path;
+
+/// Reads a whole input file (perf script and unsymbolized profiles are parsed from memory).
+pub fn read_file(path: &Path) -> Result<Vec<u8>, Error> {
+    std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+}
 
 /// One taken branch of a last-branch-record stack.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]

@@ -47,12 +47,11 @@ mod tests;
 use std::fmt;
 use std::io::{self, Read};
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use abi::{FILE_HEADER_SIZE, MAGIC};
 use attr::Attr;
-use bytes::Loc;
-use bytes::{u16_at, u32_at, u64_at};
+use bytes::{Loc, u16_at, u32_at, u64_at};
 use decode::{Decoder, Sink, malformed};
 
 use crate::error::Error;
@@ -84,6 +83,24 @@ pub struct ReadReport {
     pub truncated: Option<Truncation>,
     /// Non-fatal problems (bad feature sections and the like), each naming file and offset.
     pub warnings: Vec<String>,
+}
+
+impl ReadReport {
+    /// The warnings to show for `path`: the reader's own, then the truncation and lost events.
+    pub fn into_warnings(self, path: &Path) -> Vec<String> {
+        let mut warnings = self.warnings;
+        if let Some(t) = &self.truncated {
+            warnings.push(format!("{}: {t}", path.display()));
+        }
+        if self.lost_events > 0 {
+            warnings.push(format!(
+                "{}: the kernel lost {} events while recording",
+                path.display(),
+                self.lost_events
+            ));
+        }
+        warnings
+    }
 }
 
 /// Where and why reading stopped early.
@@ -191,6 +208,72 @@ pub fn read_perf_data_stream(
     }
     decoder.finish(offset, sink)?;
     Ok(decoder.report)
+}
+
+/// Maps a perf.data file read-only, for [`PerfData::parse`].
+pub fn map_file(path: &Path) -> Result<memmap2::Mmap, Error> {
+    let io_err = |source| Error::Io { path: path.to_path_buf(), source };
+    let file = std::fs::File::open(path).map_err(io_err)?;
+    // SAFETY: the file is only read; profgen does not guard against another process truncating
+    // it while mapped (perf does not rewrite finished files).
+    unsafe { memmap2::Mmap::map(&file) }.map_err(io_err)
+}
+
+/// An `on_consumed` for [`PerfData::decode_in_time_order_releasing`] over `map`: drops the pages
+/// already decoded, so resident memory stays flat however large the file (mapped pages count as
+/// resident).
+pub fn page_releaser(map: &memmap2::Mmap) -> impl FnMut(usize) + '_ {
+    let mut released = 0usize;
+    move |upto: usize| {
+        let upto = upto & !0xfff;
+        if upto > released {
+            // SAFETY: the bytes before `upto` are not read again (the reader's contract); for a
+            // read-only file mapping, DONTNEED only drops pages that would be read back from the
+            // file unchanged.
+            let _ = unsafe {
+                map.unchecked_advise_range(
+                    memmap2::UncheckedAdvice::DontNeed,
+                    released,
+                    upto - released,
+                )
+            };
+            released = upto;
+        }
+    }
+}
+
+/// `--perfdata DIR` stands for every perf.data file in DIR (files starting with perf's magic,
+/// in name order), e.g. a directory of recordings collected from many hosts; other paths stand
+/// for themselves.
+pub fn expand_dirs(given: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
+    let mut out = Vec::new();
+    for path in given {
+        if !path.is_dir() {
+            out.push(path.clone());
+            continue;
+        }
+        let io_err = |source| Error::Io { path: path.clone(), source };
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(io_err)? {
+            let p = entry.map_err(io_err)?.path();
+            let mut magic = [0u8; 8];
+            let is_perf_data = std::fs::File::open(&p)
+                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
+                .is_ok_and(|()| &magic == b"PERFILE2");
+            if p.is_file() && is_perf_data {
+                found.push(p);
+            }
+        }
+        if found.is_empty() {
+            return Err(Error::BadFile {
+                path: path.clone(),
+                what: "the directory holds no perf.data file".into(),
+            });
+        }
+        found.sort();
+        out.extend(found);
+    }
+    Ok(out)
 }
 
 /// A parsed perf.data held in memory: header, attrs and features decoded, records not yet.

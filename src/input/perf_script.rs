@@ -90,6 +90,17 @@ pub struct ScriptReport {
     pub warnings_omitted: u64,
 }
 
+impl ScriptReport {
+    /// The warnings to show: the reader's own, then how many more were omitted.
+    pub fn into_warnings(self) -> Vec<String> {
+        let mut warnings = self.warnings;
+        if self.warnings_omitted > 0 {
+            warnings.push(format!("{} more perf script warnings omitted", self.warnings_omitted));
+        }
+        warnings
+    }
+}
+
 /// Reads a whole perf script, calling `on_event` for every mmap line and sample.
 ///
 /// Errors (naming `path`): `Invalid perf script input!` when no line identifies the kind, and

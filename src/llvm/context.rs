@@ -24,12 +24,34 @@ pub struct ContextFrame {
     pub loc: LineLocation,
 }
 
+/// How contexts are shaped: llvm-profgen applies [`compress_recursion`] and then [`trim_context`]
+/// to the *callers* only: set the leaf frame aside (its location becomes (0, 0)), shape, push the
+/// leaf back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContextShape {
+    /// `--compress-recursion`: longest repeated sequence collapsed (-1 = unlimited, 0 = off).
+    pub compress_recursion: i32,
+    /// `--csprof-max-context-depth`: caller frames kept (-1 = unlimited).
+    pub max_context_depth: i32,
+}
+
+impl Default for ContextShape {
+    fn default() -> Self {
+        ContextShape { compress_recursion: -1, max_context_depth: -1 }
+    }
+}
+
+impl ContextShape {
+    /// Compresses recursion in `callers` (root first, without the leaf), then trims them.
+    pub fn apply<T: PartialEq + Clone>(&self, callers: &mut Vec<T>) {
+        compress_recursion(callers, self.compress_recursion);
+        trim_context(callers, self.max_context_depth);
+    }
+}
+
 /// Removes adjacent repeated sequences of up to `max_size` elements (-1: no limit, 0: off), for
 /// lengths 1, 2, … in turn, e.g. `a b a b c` → `a b c`. Same in-place scan as LLVM, so the
 /// surviving copy of each repetition is the one LLVM keeps.
-///
-/// llvm-profgen applies this and then [`trim_context`] to the *callers* only: set the leaf
-/// frame aside (its location becomes (0, 0)), compress, trim, push the leaf back.
 pub fn compress_recursion<T: PartialEq + Clone>(context: &mut Vec<T>, max_size: i32) {
     let half = context.len() / 2;
     let mut max_dedup = if max_size < 0 { half } else { (max_size as usize).min(half) };
@@ -110,6 +132,12 @@ mod tests {
         assert_eq!(compressed("a", -1), "a");
         // Length-1 pass first: "abba" → "aba", which has no repeat of length 1 or 2 left.
         assert_eq!(compressed("abba", -1), "aba");
+        assert_eq!(compressed("abcbc", -1), "abc");
+        assert_eq!(compressed("abab", 1), "abab");
+        assert_eq!(compressed("aabab", 1), "abab");
+        assert_eq!(compressed("abcabcx", -1), "abcx");
+        assert_eq!(compressed("abcabcx", 2), "abcabcx");
+        assert_eq!(compressed("xyz", 0), "xyz");
     }
 
     #[test]

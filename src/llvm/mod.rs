@@ -8,6 +8,6 @@ pub mod hash;
 pub mod leb128;
 pub mod names;
 
-pub use context::{ContextFrame, LineLocation, compress_recursion, trim_context};
+pub use context::{ContextFrame, ContextShape, LineLocation, compress_recursion, trim_context};
 pub use hash::{callsite_hash, callsite_hash_from_guid, md5_guid};
 pub use names::canonical_fn_name;

@@ -12,8 +12,8 @@
 //! CS order (`CSProfileGenerator::postProcessProfiles`): pre-inliner → cold-context trim/merge →
 //! CS-to-nested conversion → drop `__cxx_global_var_init*` / `__tls_init*`. Non-CS order
 //! (`ProfileGenerator::postProcessProfiles`): cold trim → drop the same names.
-//! [`update_function_samples`] is the last step of *generation* (`updateFunctionSamples`), run by
-//! the builders before the post-passes, and only for profiles built from perf data.
+//! [`run`] computes the thresholds and context sizes from the binary and runs the passes of the
+//! profile's kind.
 
 mod fixups;
 mod nest;
@@ -21,14 +21,19 @@ mod preinliner;
 mod trie;
 mod trim;
 
-pub use fixups::{filter_ambiguous_profiles, update_function_samples};
+pub use fixups::filter_ambiguous_profiles;
 pub use nest::convert_cs_to_nested;
 pub use preinliner::{PreInlinerStats, run_preinliner};
 pub use trie::context_less_profile;
 pub use trim::{trim_and_merge_cold_contexts, trim_cold_profiles};
 
+use crate::aggregate::ContextCounters;
+use crate::binary::{Binary, FuncSource};
+use crate::error::Error;
+use crate::llvm::canonical_fn_name;
 use crate::profile::Profile;
-use crate::profile::context_size::ContextSizeOracle;
+use crate::profile::context_size::{self, ContextSizeOracle, NoContextSizes};
+use crate::profile::summary::{DEFAULT_CUTOFFS, ProfileSummary, SummaryOptions};
 
 /// An option value together with whether the user gave it: several llvm-profgen defaults depend
 /// on `getNumOccurrences()` (the pre-inliner's own thresholds, cold-context merging being forced
@@ -138,6 +143,63 @@ pub struct Report {
     pub ambiguous_profiles_removed: usize,
 }
 
+/// The post-passes of `profile`, built from `counters` of `binary`: thresholds from the profile
+/// summary (of the context-less merge for CS profiles), the pre-inliner's context sizes from the
+/// binary when it uses them, then [`post_process_cs`] or [`post_process_non_cs`].
+pub fn run(
+    binary: &Binary,
+    counters: &ContextCounters,
+    profile: &mut Profile,
+    opts: &PostPassOptions,
+    summary: &SummaryOptions,
+) -> Result<Report, Error> {
+    if !counters.context_sensitive {
+        let thresholds = thresholds(binary, profile, summary)?;
+        return Ok(post_process_non_cs(profile, opts, &thresholds));
+    }
+    let thresholds = thresholds(binary, &context_less_profile(profile), summary)?;
+    // The pre-inliner's context costs need every instruction of the profiled functions
+    // symbolized; only pay for it when they are used.
+    Ok(if opts.preinliner && opts.use_context_cost {
+        let profiled = context_size::profiled_functions(binary, counters);
+        let sizes = context_size::context_sizes(binary, &profiled);
+        post_process_cs(profile, opts, &thresholds, &sizes)
+    } else {
+        post_process_cs(profile, opts, &thresholds, &NoContextSizes)
+    })
+}
+
+/// Hot and cold count thresholds from the profile summary (`computeSummaryAndThreshold`) of a
+/// non-CS (or context-less) profile.
+///
+/// Profiles of functions only the symbol table knows (e.g. `_start`) are left out: llvm-profgen
+/// cannot see them, and their counts would move the thresholds and with them the pre-inlining
+/// and trimming of every other function.
+fn thresholds(
+    binary: &Binary,
+    profile: &Profile,
+    opts: &SummaryOptions,
+) -> Result<Thresholds, Error> {
+    let mut symbol_only: hashbrown::HashSet<&str> = binary
+        .functions()
+        .iter()
+        .filter(|f| f.source == FuncSource::Symbol)
+        .map(|f| canonical_fn_name(&f.name))
+        .collect();
+    for f in binary.functions().iter().filter(|f| f.source == FuncSource::Dwarf) {
+        symbol_only.remove(canonical_fn_name(&f.name));
+    }
+    let summary = ProfileSummary::from_top_level(
+        profile.functions.values().filter(|fs| !symbol_only.contains(fs.name.as_str())),
+        &DEFAULT_CUTOFFS,
+    );
+    Ok(Thresholds {
+        hot: summary.hot_count_threshold(opts)?,
+        cold: summary.cold_count_threshold(opts)?,
+        p10_min_count: summary.p10_min_count(),
+    })
+}
+
 /// `CSProfileGenerator::postProcessProfiles` minus the summary (input) and density report.
 pub fn post_process_cs(
     profile: &mut Profile,
@@ -187,7 +249,6 @@ pub fn post_process_non_cs(
 mod tests {
     use super::*;
     use crate::llvm::{ContextFrame, LineLocation};
-    use crate::profile::context_size::NoContextSizes;
     use crate::profile::{Context, FunctionSamples};
 
     fn cs_profile() -> Profile {

@@ -17,9 +17,7 @@ use crate::aggregate::{ContextCounters, ContextKey};
 use crate::binary::probes::{NodeId, Probe, ProbeInfo, ProbeType};
 use crate::binary::{CodeView, FuncId, InstKind};
 use crate::llvm::discriminator::{base_discriminator, duplication_factor};
-use crate::llvm::{
-    ContextFrame, LineLocation, canonical_fn_name, compress_recursion, trim_context,
-};
+use crate::llvm::{ContextFrame, ContextShape, LineLocation, canonical_fn_name};
 use crate::profile::model::attr;
 use crate::profile::ranges::disjoint_ranges;
 use crate::profile::{Context, FunctionSamples, Profile, ProfileKind};
@@ -79,10 +77,8 @@ pub struct CsOptions {
     pub infer_missing_frames: bool,
     /// `--max-search-depth`.
     pub max_search_depth: u32,
-    /// `--compress-recursion`.
-    pub max_compression_size: i32,
-    /// `--csprof-max-context-depth`.
-    pub max_context_depth: i32,
+    /// Recursion compression and depth limit of the contexts.
+    pub context: ContextShape,
 }
 
 impl Default for CsOptions {
@@ -92,8 +88,7 @@ impl Default for CsOptions {
             callee_context_base_discriminator: false,
             infer_missing_frames: true,
             max_search_depth: u32::MAX - 1,
-            max_compression_size: -1,
-            max_context_depth: -1,
+            context: ContextShape::default(),
         }
     }
 }
@@ -432,8 +427,7 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         self.push_inline_context(leaf, &mut frames)?;
         let mut leaf_frame = frames.pop()?;
         leaf_frame.loc = LineLocation::default();
-        compress_recursion(&mut frames, self.opts.max_compression_size);
-        trim_context(&mut frames, self.opts.max_context_depth);
+        self.opts.context.apply(&mut frames);
         frames.push(leaf_frame);
         let (_, checksum) = self.probes.func_desc(self.probes.node_guid(leaf.node))?;
         Some(ProbeContext {

@@ -2,7 +2,8 @@
 //! aggregated counters and the binary model.
 //!
 //! In: [`crate::aggregate`] counters + [`crate::binary::Binary`]. Out: a [`Profile`], which the
-//! post-passes reshape and the writers encode.
+//! post-passes reshape and the writers encode. [`generate`] picks the builder: [`line`] or
+//! [`probe`] for context-less counters (then [`update`]), [`cs`] for counters per context.
 
 pub mod builder;
 pub mod context_size;
@@ -12,5 +13,66 @@ pub mod model;
 pub mod probe;
 pub mod ranges;
 pub mod summary;
+pub mod update;
 
 pub use model::*;
+
+use crate::aggregate::{ContextCounters, ContextKey};
+use crate::binary::Binary;
+
+/// Options of profile generation, for every kind of profile.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProfileOptions {
+    /// Context-less profiles (`fill_zero_for_all_funcs` also applies to probe-based ones).
+    pub line: line::LineOptions,
+    /// `--update-total-samples` for context-less profiles ([`update::update_function_samples`]).
+    pub update_total_samples: bool,
+    /// Context-sensitive profiles.
+    pub cs: cs::CsOptions,
+}
+
+/// The profile of `counters`, before the post-passes. Warnings are added to `warnings`.
+pub fn generate(
+    binary: &Binary,
+    counters: &ContextCounters,
+    opts: &ProfileOptions,
+    warnings: &mut Vec<String>,
+) -> Profile {
+    if counters.context_sensitive {
+        return match binary.probes() {
+            Some(probes) => {
+                let (profile, stats) = cs::generate_probe_cs(binary, probes, counters, &opts.cs);
+                if stats.probes_without_desc > 0 {
+                    warnings.push(format!(
+                        "{} probes skipped: a function on their inline chain has no .pseudo_probe_desc entry",
+                        stats.probes_without_desc
+                    ));
+                }
+                profile
+            }
+            None => cs::generate_line_cs(binary, counters, &opts.cs),
+        };
+    }
+    let empty = Default::default();
+    let c = counters.by_context.get(&ContextKey::None).unwrap_or(&empty);
+    let mut profile = match binary.probes() {
+        Some(probes) => probe::build(binary, probes, c, opts.line.fill_zero_for_all_funcs),
+        None => line::build(binary, c, opts.line),
+    };
+    update::update_function_samples(&mut profile, opts.update_total_samples);
+    profile
+}
+
+/// The extbinary profile symbol list (`--populate-profile-symbol-list`): every function of the
+/// binary with code.
+pub fn symbol_list(binary: &Binary) -> Vec<String> {
+    let mut names: Vec<String> = binary
+        .functions()
+        .iter()
+        .filter(|f| !f.ranges.is_empty())
+        .map(|f| f.name.to_string())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}

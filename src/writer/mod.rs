@@ -20,13 +20,12 @@ use crate::error::{Error, Result};
 use crate::profile::model::{Context, FunctionSamples, Profile};
 
 /// `--format` (`text`, `binary`, `extbinary`, `gcc`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum OutputFormat {
     Text,
     /// Raw binary (`SPF_Binary`): only for non-CS, non-probe profiles.
     Binary,
     #[default]
-    #[value(name = "extbinary")]
     ExtBinary,
     /// Accepted by the option parser, never writable.
     Gcc,
@@ -224,15 +223,5 @@ mod tests {
         let err = write_profile(&p, OutputFormat::Binary, &WriteOptions::default(), &mut out, name)
             .unwrap_err();
         assert_eq!(err.to_string(), format!("out.prof: {UNSUPPORTED_FORMAT}"));
-    }
-
-    #[test]
-    fn format_names_match_llvm_profgen() {
-        use clap::ValueEnum;
-        let names: Vec<_> = OutputFormat::value_variants()
-            .iter()
-            .map(|f| f.to_possible_value().unwrap().get_name().to_string())
-            .collect();
-        assert_eq!(names, ["text", "binary", "extbinary", "gcc"]);
     }
 }

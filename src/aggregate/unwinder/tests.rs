@@ -105,10 +105,9 @@ fn run(opts: UnwindOptions, samples: &[(HybridSample, u64)]) -> (ContextCounters
     u.finish()
 }
 
-const PROBE: UnwindOptions =
-    UnwindOptions { probe_based: true, max_compression_size: -1, max_context_depth: -1 };
-const LINE: UnwindOptions =
-    UnwindOptions { probe_based: false, max_compression_size: -1, max_context_depth: -1 };
+const NO_SHAPING: ContextShape = ContextShape { compress_recursion: -1, max_context_depth: -1 };
+const PROBE: UnwindOptions = UnwindOptions { probe_based: true, context: NO_SHAPING };
+const LINE: UnwindOptions = UnwindOptions { probe_based: false, context: NO_SHAPING };
 
 // main → foo → bar, sampled at bar's entry.
 fn nested_calls() -> HybridSample {
@@ -194,7 +193,10 @@ fn recursion_is_compressed_in_keys() {
 
 #[test]
 fn recursion_without_compression_keeps_every_level() {
-    let (c, _) = run(UnwindOptions { max_compression_size: 0, ..PROBE }, &[(recursion(), 1)]);
+    let (c, _) = run(
+        UnwindOptions { context: ContextShape { compress_recursion: 0, ..NO_SHAPING }, ..PROBE },
+        &[(recursion(), 1)],
+    );
     assert_eq!(
         c.by_context,
         expected(&[
@@ -218,7 +220,10 @@ fn recursion_line_keys_and_depth_trim() {
         ])
     );
     // Depth 1 keeps only the last caller frame.
-    let (c, _) = run(UnwindOptions { max_context_depth: 1, ..LINE }, &[(recursion(), 1)]);
+    let (c, _) = run(
+        UnwindOptions { context: ContextShape { max_context_depth: 1, ..NO_SHAPING }, ..LINE },
+        &[(recursion(), 1)],
+    );
     assert_eq!(
         c.by_context,
         expected(&[
@@ -554,34 +559,4 @@ fn normalisation_drops_prolog_leaves_and_empty_lbr() {
             ..Default::default()
         }
     );
-}
-
-#[test]
-fn compress_recursion_matches_llvm_examples() {
-    let c = |s: &str, n: i32| {
-        let mut v: Vec<char> = s.chars().collect();
-        compress_recursion(&mut v, n);
-        v.into_iter().collect::<String>()
-    };
-    assert_eq!(c("ababc", -1), "abc");
-    assert_eq!(c("fff", -1), "f");
-    assert_eq!(c("aabb", -1), "ab");
-    assert_eq!(c("abcbc", -1), "abc");
-    assert_eq!(c("abab", 1), "abab");
-    assert_eq!(c("aabab", 1), "abab");
-    assert_eq!(c("abcabcx", -1), "abcx");
-    assert_eq!(c("abcabcx", 2), "abcabcx");
-    assert_eq!(c("xyz", 0), "xyz");
-    assert_eq!(c("", -1), "");
-}
-
-#[test]
-fn trim_context_keeps_last_frames() {
-    let mut v = vec![1, 2, 3, 4];
-    trim_context(&mut v, 2);
-    assert_eq!(v, vec![3, 4]);
-    trim_context(&mut v, -1);
-    assert_eq!(v, vec![3, 4]);
-    trim_context(&mut v, 0);
-    assert!(v.is_empty());
 }

@@ -1,0 +1,470 @@
+//! Reading the inputs into counters: every input's events go through its own address mapper
+//! (process mappings, `--pid` and `--perf-event` filters) into aggregation, on this thread or on
+//! worker threads fed in batches; several input files are read in parallel, one per worker, and
+//! merged. The distinct samples then become [`ContextCounters`] (LBR-only ranges and branches, or
+//! unwound per context). An unsymbolized profile is read as counters directly.
+//!
+//! In: the [`Binary`], the [`Input`] and [`ReadOptions`]. Out: [`ContextCounters`] and an
+//! [`InputsReport`] (sample counts, how the binary was matched, warnings).
+
+use super::lbr::lbr_counters;
+use super::parallel::aggregate_in_parallel;
+use super::samples::{AggregatedSamples, Aggregator, SampleMode, SampleStats, key};
+use super::unsymbolized::{self, UnsymbolizedOptions};
+use super::unwinder::{UnwindOptions, unwind_all_with};
+use super::{ContextCounters, ContextKey};
+use crate::binary::Binary;
+use crate::error::Error;
+use crate::input::perf_data::{self, PerfData, read_perf_data_stream};
+use crate::input::perf_script::{ScriptOptions, read_perf_script};
+use crate::input::{PerfEvent, Sample, read_file};
+use crate::llvm::ContextShape;
+use crate::mapping::{
+    AddressMap, AddressMapper, BinaryIdentity, MappingStats, MatchedBy, file_name_of, hex,
+};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Where samples come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// One or more perf.data files or directories of them (`-` = stdin, pipe mode).
+    PerfData(Vec<PathBuf>),
+    PerfScript(PathBuf),
+    Unsymbolized(PathBuf),
+}
+
+/// How the inputs are read and their samples interpreted.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    /// `--pid`: only this process's mappings and samples.
+    pub pid: Option<i32>,
+    /// `--perf-event`: keep only samples of these events (all when empty).
+    pub perf_events: Vec<String>,
+    pub sample: SampleMode,
+    /// Shaping of the unwinder's contexts.
+    pub context: ContextShape,
+    /// Where the addresses of an unsymbolized profile are relative to.
+    pub unsymbolized: UnsymbolizedOptions,
+    /// `--show-mmap-events`: print every mmap event of the binary as it is applied.
+    pub show_mmap_events: bool,
+    /// A spinner on stderr while reading takes long.
+    pub progress: bool,
+}
+
+/// What reading the inputs did, for the summary line and the warnings.
+#[derive(Debug, Default)]
+pub struct InputsReport {
+    pub samples: SampleStats,
+    pub distinct_samples: usize,
+    /// How the binary was recognised in the inputs' mmap events.
+    pub matched_by: Option<MatchedBy>,
+    /// Samples with call stacks that could not be unwound (leaf in a prolog/epilog, no LBR entry
+    /// in the binary).
+    pub not_unwound: u64,
+    pub warnings: Vec<String>,
+}
+
+/// Reads `input` into counters with `workers` threads.
+pub fn read_counters(
+    binary: &Binary,
+    input: &Input,
+    opts: &ReadOptions,
+    workers: usize,
+) -> Result<(ContextCounters, InputsReport), Error> {
+    let mut report = InputsReport::default();
+    let counters = match input {
+        Input::Unsymbolized(path) => {
+            let base = opts.unsymbolized.base(binary);
+            let text = read_file(path)?;
+            unsymbolized::read_unsymbolized(&text, path, base, binary.probes().is_some())?
+        }
+        Input::PerfData(_) | Input::PerfScript(_) => {
+            let samples = read_samples(binary, input, opts, workers, &mut report)?;
+            report.distinct_samples = samples.len();
+            samples_to_counters(binary, &samples, &opts.context, &mut report)
+        }
+    };
+    Ok((counters, report))
+}
+
+/// Shows a spinner on stderr once reading takes longer than a second (never when stderr is not
+/// a terminal: indicatif hides itself then).
+struct Progress {
+    enabled: bool,
+    samples: u64,
+    start: Instant,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    fn new(enabled: bool) -> Self {
+        Progress { enabled, samples: 0, start: Instant::now(), bar: None }
+    }
+    fn sample(&mut self) {
+        self.samples += 1;
+        let samples = self.samples;
+        if !self.enabled || !samples.is_multiple_of(65536) {
+            return;
+        }
+        if self.bar.is_none() && self.start.elapsed() > Duration::from_secs(1) {
+            let bar = indicatif::ProgressBar::new_spinner();
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}")
+                    .expect("static template"),
+            );
+            self.bar = Some(bar);
+        }
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!("{samples} samples read"));
+            bar.tick();
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// One input's contribution before merging.
+struct InputResult {
+    samples: AggregatedSamples,
+    stats: SampleStats,
+    matched: Option<MatchedBy>,
+    warnings: Vec<String>,
+    mapping: MappingStats,
+    /// The input ended early (truncated perf.data).
+    truncated: bool,
+}
+
+fn identity_of(binary: &Binary) -> BinaryIdentity {
+    BinaryIdentity {
+        build_id: binary.build_id().map(<[u8]>::to_vec),
+        file_name: file_name_of(binary.path()),
+        segments: binary.segments().to_vec(),
+    }
+}
+
+/// The sequential side of reading one input: mapping state, sample filters, progress, warnings.
+struct EventFront<'c, N> {
+    opts: &'c ReadOptions,
+    binary: &'c Binary,
+    mapper: AddressMapper,
+    event_names: N,
+    /// perf script filters events itself.
+    filter_events: bool,
+    matched: Option<MatchedBy>,
+    progress: Progress,
+    warnings: Vec<String>,
+    warned_no_mmap: bool,
+    /// Samples dropped here, before aggregation.
+    filtered: SampleStats,
+    /// Whether a sample IP has landed in the binary; until then every sample is attributed to the
+    /// executable it is in, to say what the input holds when none lands in the binary.
+    ip_in_binary: bool,
+}
+
+impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
+    /// Applies `ev`; samples that pass the filters go to `add` with the current address map.
+    fn handle(&mut self, ev: PerfEvent<'_>, add: &mut impl FnMut(&AddressMap, &Sample<'_>)) {
+        let opts = self.opts;
+        match ev {
+            PerfEvent::Mmap(m) => {
+                if let Some(how) = self.mapper.on_mmap(&m) {
+                    if opts.show_mmap_events {
+                        println!("Mmap: Binary {} loaded at {:#x}: ", m.path, m.start.0);
+                    }
+                    self.matched = Some(self.matched.map_or(how, |h| h.min(how)));
+                }
+            }
+            PerfEvent::Fork { pid, ppid, .. } => self.mapper.on_fork(pid, ppid),
+            PerfEvent::Comm { pid, exec: true, .. } => self.mapper.on_exec(pid),
+            PerfEvent::Comm { .. } | PerfEvent::Exit { .. } => {}
+            PerfEvent::Sample(s) => {
+                if opts.pid.is_some_and(|p| s.pid.is_some_and(|sp| sp != p)) {
+                    self.filtered.read += 1;
+                    self.filtered.other_process += 1;
+                    return;
+                }
+                if self.filter_events && !opts.perf_events.is_empty() {
+                    let name = (self.event_names)(s.attr_index);
+                    if !name.is_some_and(|n| opts.perf_events.contains(&n)) {
+                        self.filtered.read += 1;
+                        self.filtered.other_event += 1;
+                        return;
+                    }
+                }
+                if s.pid.is_none() && !self.mapper.any_mapping() && !self.warned_no_mmap {
+                    self.warned_no_mmap = true;
+                    self.mapper.assume_preferred_base();
+                    self.warnings.push(format!(
+                        "No relevant mmap event is matched for {}, will use preferred address ({:#x}) as the base loading address!",
+                        self.mapper.binary_file_name(),
+                        self.binary.preferred_base().0
+                    ));
+                }
+                if !self.ip_in_binary {
+                    match self.mapper.to_vaddr(s.pid, s.ip) {
+                        Some(_) => self.ip_in_binary = true,
+                        None => self.mapper.note_unused_sample(s.pid, s.ip),
+                    }
+                }
+                add(self.mapper.map(), &s);
+                self.progress.sample();
+            }
+        }
+    }
+}
+
+/// Feeds one input's events through a fresh mapper into aggregation: on this thread with one
+/// worker, else on `workers` threads fed in batches. `perf_script` inputs carry no process ids
+/// that apply to samples and filter events themselves.
+fn aggregate_events(
+    opts: &ReadOptions,
+    workers: usize,
+    binary: &Binary,
+    read: impl FnOnce(&mut dyn FnMut(PerfEvent<'_>)) -> Result<Vec<String>, Error>,
+    event_names: impl Fn(usize) -> Option<String>,
+    perf_script: bool,
+    build_ids: &[(String, Vec<u8>)],
+) -> Result<InputResult, Error> {
+    let mut mapper = if perf_script {
+        AddressMapper::pidless(identity_of(binary), opts.pid)
+    } else {
+        AddressMapper::new(identity_of(binary), opts.pid)
+    };
+    mapper.add_build_ids(build_ids);
+    let mut front = EventFront {
+        opts,
+        binary,
+        mapper,
+        event_names,
+        filter_events: !perf_script,
+        matched: None,
+        progress: Progress::new(opts.progress),
+        warnings: Vec::new(),
+        warned_no_mmap: false,
+        filtered: SampleStats::default(),
+        ip_in_binary: false,
+    };
+    let (reader_warnings, samples, mut stats) = if workers <= 1 {
+        let mut agg = Aggregator::new(binary, opts.sample);
+        let r = read(&mut |ev| front.handle(ev, &mut |map, s| agg.add(map, s)));
+        (r, agg.samples, agg.stats)
+    } else {
+        let initial = front.mapper.map().clone();
+        aggregate_in_parallel(binary, opts.sample, workers, &initial, |sender| {
+            read(&mut |ev| front.handle(ev, &mut |map, s| sender.add(map, s)))
+        })
+    };
+    let mut warnings = front.warnings;
+    warnings.extend(reader_warnings?);
+    stats.merge(&front.filtered);
+    if front.matched.is_none() && stats.read > 0 && front.mapper.stats.name_match_wrong_build_id > 0
+    {
+        warnings.push(format!(
+            "{} is mapped in the input, but with a different build id than {}",
+            front.mapper.binary_file_name(),
+            binary.path().display()
+        ));
+    }
+    Ok(InputResult {
+        samples,
+        stats,
+        matched: front.matched,
+        warnings,
+        mapping: front.mapper.stats,
+        truncated: false,
+    })
+}
+
+fn read_samples(
+    binary: &Binary,
+    input: &Input,
+    opts: &ReadOptions,
+    workers: usize,
+    report: &mut InputsReport,
+) -> Result<AggregatedSamples, Error> {
+    use rayon::prelude::*;
+    let results: Vec<Result<InputResult, Error>> = match input {
+        Input::PerfData(given) => {
+            let paths = perf_data::expand_dirs(given)?;
+            // Several files: one per worker; one file: all workers on it.
+            if paths.len() > 1 {
+                paths.par_iter().map(|p| read_perf_data_file(opts, 1, binary, p)).collect()
+            } else {
+                paths.iter().map(|p| read_perf_data_file(opts, workers, binary, p)).collect()
+            }
+        }
+        Input::PerfScript(p) => vec![read_perf_script_file(opts, workers, binary, p)],
+        Input::Unsymbolized(_) => unreachable!("unsymbolized input has no samples"),
+    };
+    let mut samples = AggregatedSamples::default();
+    let mut mapping = MappingStats::default();
+    let mut truncated = false;
+    for r in results {
+        let r = r?;
+        mapping.merge(r.mapping);
+        truncated |= r.truncated;
+        samples.merge(r.samples);
+        report.samples.merge(&r.stats);
+        report.warnings.extend(r.warnings);
+        if let Some(m) = r.matched {
+            report.matched_by = Some(report.matched_by.map_or(m, |h| h.min(m)));
+        }
+    }
+    if report.samples.read > 0 && report.samples.used == 0 {
+        no_sample_in_binary(binary, input, opts.pid, &mapping, truncated, report)?;
+    }
+    Ok(samples)
+}
+
+/// No sample of the input lands in the binary: say what the input holds instead. A binary the
+/// input never maps is the wrong binary (an error, as llvm-profgen's `No relevant mmap event`);
+/// a mapped binary without samples, or a truncated input, gives a warning and the empty profile.
+fn no_sample_in_binary(
+    binary: &Binary,
+    input: &Input,
+    pid: Option<i32>,
+    mapping: &MappingStats,
+    truncated: bool,
+    report: &mut InputsReport,
+) -> Result<(), Error> {
+    let found = mapping.what_the_input_maps_instead();
+    let for_pid = pid.map_or(String::new(), |p| format!(" for pid {p}"));
+    if mapping.binary_mapped() || truncated {
+        let how =
+            if mapping.binary_mapped() { "is mapped" } else { "is not mapped in the part read" };
+        report.warnings.push(format!(
+            "no sample lands in {} (it {how}{for_pid}); {found}",
+            binary.path().display()
+        ));
+        return Ok(());
+    }
+    let input = match input {
+        Input::PerfData(paths) => {
+            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        }
+        Input::PerfScript(p) | Input::Unsymbolized(p) => p.display().to_string(),
+    };
+    let identity = match binary.build_id() {
+        Some(id) => format!("build id {}, file name {}", hex(id), file_name_of(binary.path())),
+        None => format!("no build id, file name {}", file_name_of(binary.path())),
+    };
+    Err(Error::BinaryNotInInput {
+        binary: binary.path().to_path_buf(),
+        input: format!("{input}{for_pid}"),
+        identity,
+        found,
+    })
+}
+
+/// llvm-profgen's warning line: `12.34%(n/total) <msg>` (printed after `warning: `).
+pub fn warning_summary(n: u64, total: u64, msg: &str) -> Option<String> {
+    (n > 0 && total > 0)
+        .then(|| format!("{:.2}%({n}/{total}) {msg}", n as f64 * 100.0 / total as f64))
+}
+
+fn push_warning_summaries(report: &mut InputsReport, lines: Vec<(u64, u64, &'static str)>) {
+    report
+        .warnings
+        .extend(lines.into_iter().filter_map(|(n, total, msg)| warning_summary(n, total, msg)));
+}
+
+/// The distinct samples → counters: LBR-only samples need no context; samples with call stacks
+/// (normalised as they were aggregated) are unwound, the distinct ones in parallel.
+fn samples_to_counters(
+    binary: &Binary,
+    samples: &AggregatedSamples,
+    context: &ContextShape,
+    report: &mut InputsReport,
+) -> ContextCounters {
+    if !samples.has_call_stacks {
+        let mut out = ContextCounters::default();
+        *out.counters_mut(ContextKey::None) = lbr_counters(binary, samples);
+        return out;
+    }
+    let normalize = &samples.normalize;
+    let entries = samples.entries();
+    let opts = UnwindOptions { probe_based: binary.probes().is_some(), context: *context };
+    let (counters, unwind) = unwind_all_with(
+        binary,
+        &entries,
+        |(k, n)| (std::borrow::Cow::Owned(key::decode(k)), *n),
+        opts,
+    );
+    report.not_unwound =
+        normalize.dropped_prolog_epilog.saturating_add(normalize.dropped_empty_lbr);
+    push_warning_summaries(report, normalize.summary(samples.len() as u64));
+    push_warning_summaries(report, unwind.summary(counters.by_context.len() as u64));
+    counters
+}
+
+fn read_perf_script_file(
+    opts: &ReadOptions,
+    workers: usize,
+    binary: &Binary,
+    path: &Path,
+) -> Result<InputResult, Error> {
+    let text = read_file(path)?;
+    let script_opts = ScriptOptions {
+        perf_events: opts.perf_events.clone(),
+        leading_ip_only: opts.sample.leading_ip_only,
+    };
+    aggregate_events(
+        opts,
+        workers,
+        binary,
+        |on_event| Ok(read_perf_script(&text, path, &script_opts, on_event)?.into_warnings()),
+        |_| None,
+        true,
+        &[],
+    )
+}
+
+fn read_perf_data_file(
+    opts: &ReadOptions,
+    workers: usize,
+    binary: &Binary,
+    path: &Path,
+) -> Result<InputResult, Error> {
+    let truncated = std::cell::Cell::new(false);
+    let finish = |report: perf_data::ReadReport| -> Vec<String> {
+        truncated.set(report.truncated.is_some());
+        report.into_warnings(path)
+    };
+    let with_truncation = |r: InputResult| InputResult { truncated: truncated.get(), ..r };
+    if path.as_os_str() == "-" {
+        let stdin = std::io::stdin().lock();
+        return aggregate_events(
+            opts,
+            workers,
+            binary,
+            |on_event| Ok(finish(read_perf_data_stream(stdin, path, on_event)?)),
+            |_| None,
+            false,
+            &[],
+        )
+        .map(with_truncation);
+    }
+    let map = perf_data::map_file(path)?;
+    let data = PerfData::parse(&map, path)?;
+    let event_names = data.info().event_names.clone();
+    aggregate_events(
+        opts,
+        workers,
+        binary,
+        |on_event| {
+            let release = perf_data::page_releaser(&map);
+            Ok(finish(data.decode_in_time_order_releasing(on_event, release)?))
+        },
+        |i| event_names.get(i).cloned(),
+        false,
+        &data.info().build_ids,
+    )
+    .map(with_truncation)
+}
