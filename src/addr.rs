@@ -15,6 +15,14 @@ pub struct Vaddr(pub u64);
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
 pub struct FileOffset(pub u64);
 
+/// One taken branch: the address it left from and the one it went to, in one address space
+/// (perf's last-branch-record `from`/`to`, LLVM's `LBREntry` `Source`/`Target`).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct Branch<A> {
+    pub source: A,
+    pub target: A,
+}
+
 impl Vaddr {
     /// llvm-profgen's `ExternalAddr`: stands for any address outside the profiled binary.
     pub const EXTERNAL: Vaddr = Vaddr(1);

@@ -10,12 +10,12 @@
 //! clap's so scripts written for llvm-profgen keep working.
 
 use crate::aggregate::read::{Input, ReadOptions};
-use crate::aggregate::samples::SampleMode;
+use crate::aggregate::samples::SampleOptions;
 use crate::aggregate::unsymbolized::UnsymbolizedOptions;
 use crate::binary::{DumpOptions, LoadOptions};
 use crate::config::{Command, Config, OutputOptions};
 use crate::llvm::ContextShape;
-use crate::postpass::{Opt, PostPassOptions};
+use crate::postpass::PostPassOptions;
 use crate::profile::ProfileOptions;
 use crate::profile::cs::CsOptions;
 use crate::profile::line::LineOptions;
@@ -330,7 +330,7 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
         read: ReadOptions {
             pid: a.pid,
             perf_events,
-            sample: SampleMode {
+            sample: SampleOptions {
                 leading_ip_only: a.leading_ip_only,
                 ignore_stack: a.ignore_stack_samples,
                 sample_period: a.sample_period,
@@ -367,20 +367,14 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
                 replay_preinline: a.csspgo_replay_preinline,
                 multiplier_for_previous_inlining: a
                     .csspgo_preinliner_multiplier_for_previous_inlining,
-                hot_inline_threshold: a
-                    .sample_profile_hot_inline_threshold
-                    .map_or(Opt::Default, Opt::Given),
-                cold_inline_threshold: a
-                    .sample_profile_cold_inline_threshold
-                    .map_or(Opt::Default, Opt::Given),
+                hot_inline_threshold: a.sample_profile_hot_inline_threshold,
+                cold_inline_threshold: a.sample_profile_cold_inline_threshold,
                 inline_growth_limit: a.sample_profile_inline_growth_limit,
                 inline_limit_min: a.sample_profile_inline_limit_min,
-                inline_limit_max: a
-                    .sample_profile_inline_limit_max
-                    .map_or(Opt::Default, Opt::Given),
+                inline_limit_max: a.sample_profile_inline_limit_max,
                 sort_profiled_scc_member: a.sort_profiled_scc_member,
                 trim_cold_profile: a.trim_cold_profile,
-                merge_cold_context: a.csprof_merge_cold_context.map_or(Opt::Default, Opt::Given),
+                merge_cold_context: a.csprof_merge_cold_context,
                 max_cold_context_depth: a.csprof_max_cold_context_depth,
                 gen_cs_nested_profile: a.gen_cs_nested_profile,
                 generate_merged_base_profiles: a.generate_merged_base_profiles,

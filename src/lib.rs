@@ -12,7 +12,7 @@
 //! 3. [`aggregate`]: identical samples counted, then LBR ranges/branches and unwinder contexts
 //!    ([`aggregate::ContextCounters`], also read and written as unsymbolized profiles).
 //! 4. [`profile`]: counters + binary model → [`profile::Profile`].
-//! 5. [`postpass`]: trimming, recursion compression, pre-inlining, nesting.
+//! 5. [`postpass`]: pre-inlining, cold-context trimming and merging, nesting.
 //! 6. [`writer`]: text, binary and extbinary sample profile encodings.
 //!
 //! Side tools over the stages: [`record`] is the `profgen-record` software-LBR recorder that
@@ -22,6 +22,10 @@
 //! The front end: [`cli`] parses the command line once into a [`config::Command`] of plain
 //! option structs, one per stage; [`driver`] wires the stages for it, each step a library call
 //! that other commands reuse.
+//!
+//! Names: `*Options` say what a stage is asked to do; `*Stats` count what one component did
+//! (merged across workers); `*Report` is what a step returns to its caller: counts together with
+//! warnings or facts about the input.
 
 pub mod ab;
 pub mod addr;

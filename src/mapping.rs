@@ -172,7 +172,7 @@ pub struct AddressMapper {
     others_by_pid: HashMap<Option<i32>, Vec<OtherMapping>>,
     /// Samples carry no pid (perf script text): every mapping applies to every sample, the last
     /// one mapped winning, as in llvm-profgen.
-    pidless: bool,
+    perf_script: bool,
     pub stats: MappingStats,
 }
 
@@ -181,9 +181,10 @@ fn base_name(path: &str) -> &str {
 }
 
 impl AddressMapper {
-    /// A mapper for inputs whose samples carry no pid: mappings of all processes apply.
-    pub fn pidless(identity: BinaryIdentity, pid_filter: Option<i32>) -> Self {
-        AddressMapper { pidless: true, ..Self::new(identity, pid_filter) }
+    /// A mapper for perf script input, whose samples carry no pid: mappings of all processes
+    /// apply.
+    pub fn for_perf_script(identity: BinaryIdentity, pid_filter: Option<i32>) -> Self {
+        AddressMapper { perf_script: true, ..Self::new(identity, pid_filter) }
     }
 
     pub fn new(identity: BinaryIdentity, pid_filter: Option<i32>) -> Self {
@@ -197,7 +198,7 @@ impl AddressMapper {
             path_build_ids: HashMap::new(),
             pid_filter,
             others_by_pid: HashMap::new(),
-            pidless: false,
+            perf_script: false,
             stats: MappingStats::default(),
         }
     }
@@ -237,7 +238,7 @@ impl AddressMapper {
         let matched = self.matches(ev);
         let start = ev.start;
         let end = RuntimeAddr(ev.start.0.saturating_add(ev.len));
-        let key = if self.pidless { None } else { ev.pid };
+        let key = if self.perf_script { None } else { ev.pid };
         let others = self.others_by_pid.entry(key).or_default();
         others.retain(|m| m.end <= start || m.start >= end);
         match matched {
@@ -462,8 +463,8 @@ mod tests {
     }
 
     #[test]
-    fn pidless_input_maps_every_process() {
-        let mut m = AddressMapper::pidless(identity(), None);
+    fn perf_script_input_maps_every_process() {
+        let mut m = AddressMapper::for_perf_script(identity(), None);
         m.on_mmap(&mmap(1, 0x1000_0000, 0x800, "/x/app", None));
         assert_eq!(m.to_vaddr(None, RuntimeAddr(0x1000_0004)), Some(Vaddr(0x1804)));
         m.on_mmap(&mmap(2, 0x2000_0000, 0x800, "/x/app", None));

@@ -1,13 +1,16 @@
 //! Binary model against the oracles: llvm-profgen-19 listings (disassembly, source locations,
 //! pseudo probes) and objdump (instruction kinds), on the fixtures in tests/fixtures/binary.
 
+mod common;
+
+use common::scratch;
 use profgen::addr::{FileOffset, Vaddr};
 use profgen::binary::probes::ProbeType;
 use profgen::binary::*;
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/binary").join(name)
+    common::fixture(&format!("binary/{name}"))
 }
 
 fn load(name: &str) -> Binary {
@@ -109,8 +112,7 @@ fn split_dwarf_is_read_from_the_dwo() {
     assert_eq!(b.function(work.func).source, FuncSource::Dwarf);
 
     // Without its .dwo (name changed in a copy), the functions come from the symbol table.
-    let dir = std::env::temp_dir().join(format!("profgen-split-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("split");
     let mut bytes = std::fs::read(fixture("prog_split")).unwrap();
     let name = b"prog_split-prog.dwo";
     let at = bytes.windows(name.len()).position(|w| w == name).unwrap();
@@ -352,8 +354,7 @@ fn probe_queries() {
 
 #[test]
 fn debug_binary_supplies_dwarf() {
-    let dir = std::env::temp_dir().join(format!("profgen-binary-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("debug-binary");
     // A copy of prog_pie without debug sections is enough to show the DWARF comes from elsewhere:
     // strip the .debug_* section names so no DWARF is found in the main file.
     let mut bytes = std::fs::read(fixture("prog_pie")).unwrap();
@@ -376,8 +377,7 @@ fn debug_binary_supplies_dwarf() {
 
 #[test]
 fn truncated_or_corrupt_elf_is_an_error_not_a_panic() {
-    let dir = std::env::temp_dir().join(format!("profgen-binary-corrupt-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("corrupt");
     let bytes = std::fs::read(fixture("prog_probe")).unwrap();
     let path = dir.join("bad");
     for len in [0, 4, 63, 64, 200, 1000, 4096, 8192, bytes.len() / 2, bytes.len() - 1] {

@@ -2,13 +2,12 @@
 //! them without a warning, apply them (sample-profile remarks), and lay hot code out apart
 //! (`.text.hot.` sections appear only with the profile). Skips when clang-19 is not installed.
 
-use object::{Object, ObjectSection};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
+use common::{PROFGEN, have, sample, scratch};
+use object::{Object, ObjectSection};
+use std::path::Path;
+use std::process::Command;
 
 fn section_names(obj: &Path) -> Vec<String> {
     let data = std::fs::read(obj).unwrap();
@@ -27,7 +26,7 @@ fn compile(
 ) -> (String, Vec<String>) {
     let obj = work.join(out);
     let o = Command::new("clang-19")
-        .current_dir(root().join("perf-samples").join(case))
+        .current_dir(sample(case))
         .args(["-O2", "-g", "-c", source, "-o"])
         .arg(&obj)
         .args(flags)
@@ -40,15 +39,14 @@ fn compile(
 }
 
 fn check(case: &str, binary: &str, source: &str, flags: &[&str], expected_remark: &str) {
-    if Command::new("clang-19").arg("--version").output().is_err() {
+    if !have("clang-19") {
         eprintln!("note: clang-19 not installed; skipped");
         return;
     }
-    let work = std::env::temp_dir().join(format!("profgen-pgo-{}-{case}", std::process::id()));
-    std::fs::create_dir_all(&work).unwrap();
-    let dir = root().join("perf-samples").join(case);
+    let work = scratch(&format!("pgo-{case}"));
+    let dir = sample(case);
     let profile = work.join("profile.extbinary");
-    let o = Command::new(env!("CARGO_BIN_EXE_profgen"))
+    let o = Command::new(PROFGEN)
         .arg("--binary")
         .arg(dir.join(binary))
         .arg("--perfdata")

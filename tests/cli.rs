@@ -1,18 +1,12 @@
 //! Command-line behaviour: llvm-profgen option spellings, usage errors (exit 2), debug listings.
 
-use std::path::PathBuf;
+mod common;
+
+use common::{PROFGEN, have, root, scratch};
 use std::process::{Command, Output};
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 fn profgen(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_profgen")).current_dir(root()).args(args).output().unwrap()
-}
-
-fn have(tool: &str) -> bool {
-    Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
+    Command::new(PROFGEN).current_dir(root()).args(args).output().unwrap()
 }
 
 #[test]
@@ -53,7 +47,7 @@ fn compress_recursion_below_minus_one_is_rejected() {
 
 #[test]
 fn llvm_style_single_dash_options_and_boolean_values_are_accepted() {
-    let out = std::env::temp_dir().join(format!("profgen-cli-{}.txt", std::process::id()));
+    let out = scratch("single-dash").join("out.txt");
     let o = profgen(&[
         "-binary=perf-samples/ip-inline-pie/prog",
         "-perfdata",
@@ -77,7 +71,7 @@ fn llvm_style_single_dash_options_and_boolean_values_are_accepted() {
 
 #[test]
 fn use_md5_with_text_format_warns_like_llvm_profgen() {
-    let out = std::env::temp_dir().join(format!("profgen-cli-md5-{}.txt", std::process::id()));
+    let out = scratch("md5").join("out.txt");
     let o = profgen(&[
         "--binary=perf-samples/ip-inline-pie/prog",
         "--perfdata=perf-samples/ip-inline-pie/perf.data",
@@ -131,8 +125,7 @@ fn disassembly_listing_with_probes_equals_llvm_profgen_19() {
 
 #[test]
 fn a_directory_of_recordings_is_the_same_as_listing_them() {
-    let dir = std::env::temp_dir().join(format!("profgen-cli-dir-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("dir");
     let data = root().join("perf-samples/ip-inline-pie/perf.data");
     std::fs::copy(&data, dir.join("host1.data")).unwrap();
     std::fs::copy(&data, dir.join("host2.data")).unwrap();

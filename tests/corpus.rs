@@ -7,16 +7,11 @@
 //! the case lists the option set as a deliberate difference (README, "Differences from
 //! llvm-profgen").
 
+mod common;
+
+use common::{PROFGEN, have, root, sample, scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn have(tool: &str) -> bool {
-    Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success())
-}
 
 struct Case {
     dir: PathBuf,
@@ -28,7 +23,7 @@ struct Case {
 /// `recording`: the case.toml key of the perf.data (`perfdata`, or `perfdata_branches` for the
 /// taken-branch recording of an lbr-stack case).
 fn case_recording(name: &str, recording: &str) -> Case {
-    let dir = root().join("perf-samples").join(name);
+    let dir = sample(name);
     let toml: toml::Table =
         std::fs::read_to_string(dir.join("case.toml")).unwrap().parse().unwrap();
     let s = |k: &str| toml[k].as_str().unwrap().to_string();
@@ -40,7 +35,7 @@ fn case(name: &str) -> Case {
 }
 
 fn run_profgen(binary: &Path, input: &[&str], opts: &[&str], out: &Path) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_profgen"))
+    let o = Command::new(PROFGEN)
         .arg("--binary")
         .arg(binary)
         .args(input)
@@ -136,7 +131,7 @@ fn check(name: &str, label: &str, opts: &[&str], deliberately_different: &[&str]
     // Labels ending in `-branches` use the taken-branch recording.
     let recording = if label.ends_with("-branches") { "perfdata_branches" } else { "perfdata" };
     let c = case_recording(name, recording);
-    let work = tempfile_dir(&format!("{name}-{label}"));
+    let work = scratch(&format!("{name}-{label}"));
     let ours_path = work.join("ours.prof");
     let input = ["--perfdata", c.perfdata.to_str().unwrap()];
     let ours = run_profgen(&c.binary, &input, opts, &ours_path);
@@ -170,12 +165,6 @@ fn check(name: &str, label: &str, opts: &[&str], deliberately_different: &[&str]
         );
     }
     let _ = std::fs::remove_dir_all(&work);
-}
-
-fn tempfile_dir(label: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("profgen-corpus-{}-{label}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 macro_rules! corpus_test {
@@ -306,11 +295,11 @@ corpus_test!(ip_lines_leading_ip_only, "ip-lines", "leading-ip-only", ["--leadin
 /// `--skip-symbolization` then `--unsymbolized-profile` gives the direct run's profile.
 fn check_unsymbolized_round_trip(name: &str, opts: &[&str]) {
     let c = case(name);
-    let work = tempfile_dir(&format!("{name}-roundtrip"));
+    let work = scratch(&format!("{name}-roundtrip"));
     let perfdata = ["--perfdata", c.perfdata.to_str().unwrap()];
     let direct = run_profgen(&c.binary, &perfdata, opts, &work.join("direct.prof"));
     let raw = work.join("unsymbolized.txt");
-    let o = Command::new(env!("CARGO_BIN_EXE_profgen"))
+    let o = Command::new(PROFGEN)
         .arg("--binary")
         .arg(&c.binary)
         .args(perfdata)
@@ -359,7 +348,7 @@ fn check_perfscript_equals_perfdata(name: &str, opts: &[&str]) {
         return;
     }
     let c = case(name);
-    let work = tempfile_dir(&format!("{name}-perfscript"));
+    let work = scratch(&format!("{name}-perfscript"));
     let script = Command::new(root().join("scripts/perf-script-for-llvm"))
         .arg(&c.perfdata)
         .arg(&c.kind)

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::*;
+use common::oracle::*;
 use profgen::aggregate::unwinder::{NormalizeStats, UnwindOptions, Unwinder};
 use profgen::aggregate::{ContextCounters, ContextKey};
 use profgen::profile::FunctionSamples;
@@ -41,7 +41,10 @@ fn unwinder_matches_llvm_profgen_unsymbolized_output() {
         let ContextKey::Frames(f) = key else { panic!("line-based keys expected") };
         ours.insert(context_string(f), render_counters(c));
     }
-    assert_eq!(ours, read_unsymbolized(&fixture("cs_line", "llvm-profgen-19.unsymbolized.txt")));
+    assert_eq!(
+        ours,
+        read_unsymbolized(&read_fixture("cs_line", "llvm-profgen-19.unsymbolized.txt"))
+    );
 }
 
 #[test]
@@ -50,5 +53,5 @@ fn cs_line_profile_matches_llvm_profgen() {
     let profile = generate_line_cs(&code, &cc, &CsOptions::default());
     let ours: BTreeMap<String, FunctionSamples> =
         profile.functions.iter().map(|(c, f)| (context_string(&c.0), f.clone())).collect();
-    assert_eq!(ours, read_cs_text(&fixture("cs_line", "llvm-profgen-19.cs.txt")));
+    assert_eq!(ours, read_cs_text(&read_fixture("cs_line", "llvm-profgen-19.cs.txt")));
 }

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::*;
+use common::oracle::*;
 use profgen::aggregate::unwinder::{NormalizeStats, UnwindOptions, Unwinder};
 use profgen::aggregate::{ContextCounters, ContextKey};
 use profgen::profile::FunctionSamples;
@@ -31,7 +31,10 @@ fn probe_unwinder_matches_llvm_profgen_unsymbolized_output() {
         let ctx: Vec<String> = a.iter().map(|x| format!("0x{:x}", x.0 - BASE)).collect();
         ours.insert(ctx.join(" @ "), render_counters(c));
     }
-    assert_eq!(ours, read_unsymbolized(&fixture("cs_probe", "llvm-profgen-19.unsymbolized.txt")));
+    assert_eq!(
+        ours,
+        read_unsymbolized(&read_fixture("cs_probe", "llvm-profgen-19.unsymbolized.txt"))
+    );
 }
 
 #[test]
@@ -44,6 +47,6 @@ fn cs_probe_profile_matches_llvm_profgen() {
         assert_eq!(stats, ProbeCsStats::default());
         let ours: BTreeMap<String, FunctionSamples> =
             profile.functions.iter().map(|(c, f)| (context_string(&c.0), f.clone())).collect();
-        assert_eq!(ours, read_cs_text(&fixture("cs_probe", "llvm-profgen-19.cs.txt")));
+        assert_eq!(ours, read_cs_text(&read_fixture("cs_probe", "llvm-profgen-19.cs.txt")));
     }
 }

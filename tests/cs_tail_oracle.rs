@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::*;
+use common::oracle::*;
 use profgen::aggregate::unwinder::{NormalizeStats, UnwindOptions, Unwinder};
 use profgen::aggregate::{ContextCounters, ContextKey};
 use profgen::profile::FunctionSamples;
@@ -43,7 +43,7 @@ fn unwinder_matches_llvm_profgen_for_line_and_probe_builds() {
             cc.by_context.iter().map(|(k, c)| (key_string(k), render_counters(c))).collect();
         assert_eq!(
             ours,
-            read_unsymbolized(&fixture(dir, "llvm-profgen-19.unsymbolized.txt")),
+            read_unsymbolized(&read_fixture(dir, "llvm-profgen-19.unsymbolized.txt")),
             "{dir}"
         );
     }
@@ -53,7 +53,7 @@ fn unwinder_matches_llvm_profgen_for_line_and_probe_builds() {
 fn cs_line_profile_replicates_raw_discriminator_quirk() {
     let (code, cc) = unwind("cs_tail_line", false);
     let ours = by_name(&generate_line_cs(&code, &cc, &CsOptions::default()));
-    let theirs = read_cs_text(&fixture("cs_tail_line", "llvm-profgen-19.cs.txt"));
+    let theirs = read_cs_text(&read_fixture("cs_tail_line", "llvm-profgen-19.cs.txt"));
     assert!(theirs.contains_key("main:4.516 @ leaf"));
     assert_eq!(ours, theirs);
 }
@@ -77,7 +77,7 @@ fn cs_probe_profile_with_tail_call_inference_matches_llvm_profgen() {
     let (profile, _) = generate_probe_cs(&code, &probes, &cc, &CsOptions::default());
     let ours = by_name(&profile);
     assert!(ours.contains_key("main:5 @ tail:2 @ leaf"));
-    assert_eq!(ours, read_cs_text(&fixture("cs_tail_probe", "llvm-profgen-19.cs.txt")));
+    assert_eq!(ours, read_cs_text(&read_fixture("cs_tail_probe", "llvm-profgen-19.cs.txt")));
     // Without inference the tail-called leaf hangs directly under main's call to tail.
     let opts = CsOptions { infer_missing_frames: false, ..CsOptions::default() };
     let ours = by_name(&generate_probe_cs(&code, &probes, &cc, &opts).0);

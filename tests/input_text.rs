@@ -1,7 +1,10 @@
 //! Text inputs against real files: LLVM's perf scripts, perf's own output for the shared LBR
 //! recording, and llvm-profgen-19's unsymbolized profiles (byte-exact round trips).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::fixture;
+use std::path::Path;
 use std::process::Command;
 
 use object::{Object, ObjectSegment, SegmentFlags};
@@ -10,10 +13,6 @@ use profgen::aggregate::unsymbolized::{offset_base, read_unsymbolized, write_uns
 use profgen::aggregate::{ContextCounters, ContextKey};
 use profgen::input::PerfEvent;
 use profgen::input::perf_script::{ScriptKind, ScriptOptions, ScriptReport, read_perf_script};
-
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
-}
 
 /// (ip, repeat, call chain, LBR entries)
 type OwnedSample = (u64, u64, Vec<u64>, Vec<(u64, u64)>);
@@ -35,7 +34,7 @@ fn read_script(text: &[u8], path: &Path) -> (Collected, ScriptReport) {
                 s.ip.0,
                 s.repeat,
                 s.callchain.iter().map(|a| a.0).collect(),
-                s.branches.iter().map(|b| (b.from.0, b.to.0)).collect(),
+                s.branches.iter().map(|b| (b.source.0, b.target.0)).collect(),
             ))
         }
         other => panic!("unexpected {other:?}"),

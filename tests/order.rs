@@ -1,17 +1,11 @@
 //! Start-up function ordering end to end: the start-up pages metric (`profgen-pages`, needs
 //! valgrind).
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{have, root};
+use std::path::Path;
 use std::process::Command;
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-}
 
 fn pages(binary: &Path, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_profgen-pages"))
@@ -28,7 +22,7 @@ fn pages(binary: &Path, args: &[&str]) -> String {
 
 #[test]
 fn start_up_pages_counts_the_binarys_code_pages_by_first_execution() {
-    if !on_path("valgrind") {
+    if !have("valgrind") {
         eprintln!("skipped: valgrind not on PATH");
         return;
     }

@@ -3,6 +3,9 @@
 //! or a FIFO at a name the old `.NAME.PID.tmp` scheme would have used) is followed, opened or
 //! waited on; the new profile gets the old file's permissions, or the umask's.
 
+mod common;
+
+use common::{PROFGEN, sample, scratch};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,15 +13,6 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use profgen::writer::write_bytes_atomically;
-
-const PROFGEN: &str = env!("CARGO_BIN_EXE_profgen");
-
-fn scratch(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("profgen-output-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn mkfifo(path: &Path) {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
@@ -112,7 +106,7 @@ fn names_the_old_scheme_could_produce_are_left_alone_by_the_binary() {
 
 /// Runs profgen on a committed sample with a 60 s deadline; its exit status and pid.
 fn run_profgen(out: &Path) -> (std::process::ExitStatus, u32) {
-    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("perf-samples/inline_chain");
+    let sample = sample("inline_chain");
     let mut child = Command::new(PROFGEN)
         .arg("--binary")
         .arg(sample.join("inline_chain"))

@@ -5,6 +5,8 @@
 //! callchain addresses of PIE binaries relative to their DSO, while the dump shows the recorded
 //! values.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,7 +16,7 @@ use profgen::input::PerfEvent;
 use profgen::input::perf_data::{PerfData, ReadReport, read_perf_data, read_perf_data_stream};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/perfdata").join(name)
+    common::fixture(&format!("perfdata/{name}"))
 }
 
 fn blessing() -> bool {
@@ -513,7 +515,8 @@ fn propeller_lbr_file_decodes() {
                 assert!(!s.has_callchain && s.callchain.is_empty());
             }
             if s.time == Some(PROPELLER_FIRST_LBR_TIME) {
-                let lbr: Vec<(u64, u64)> = s.branches.iter().map(|b| (b.from.0, b.to.0)).collect();
+                let lbr: Vec<(u64, u64)> =
+                    s.branches.iter().map(|b| (b.source.0, b.target.0)).collect();
                 first = Some((s.ip.0, lbr));
             }
         }

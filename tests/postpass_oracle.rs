@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use profgen::llvm::{ContextFrame, LineLocation, compress_recursion, trim_context};
-use profgen::postpass::{self, Opt, PostPassOptions, Thresholds};
+use profgen::postpass::{self, PostPassOptions, Thresholds};
 use profgen::profile::context_size::NoContextSizes;
 use profgen::profile::{Context, FunctionSamples, Profile};
 
@@ -334,10 +334,10 @@ fn opts_from_flags(flags: &str) -> PostPassOptions {
             "csspgo-preinliner" => o.preinliner = b,
             "csprof-max-cold-context-depth" => o.max_cold_context_depth = n(),
             "trim-cold-profile" => o.trim_cold_profile = b,
-            "csprof-merge-cold-context" => o.merge_cold_context = Opt::Given(b),
-            "sample-profile-hot-inline-threshold" => o.hot_inline_threshold = Opt::Given(n()),
-            "sample-profile-cold-inline-threshold" => o.cold_inline_threshold = Opt::Given(n()),
-            "sample-profile-inline-limit-max" => o.inline_limit_max = Opt::Given(n()),
+            "csprof-merge-cold-context" => o.merge_cold_context = Some(b),
+            "sample-profile-hot-inline-threshold" => o.hot_inline_threshold = Some(n()),
+            "sample-profile-cold-inline-threshold" => o.cold_inline_threshold = Some(n()),
+            "sample-profile-inline-limit-max" => o.inline_limit_max = Some(n()),
             "sample-profile-inline-limit-min" => o.inline_limit_min = n(),
             "sample-profile-inline-growth-limit" => o.inline_growth_limit = n(),
             "csspgo-preinliner-multiplier-for-previous-inlining" => {

@@ -3,6 +3,9 @@
 //! validates every committed `perf-samples/` case the same way. `perf` and `llvm-profgen-19`
 //! checks run only when those tools are on PATH; the recording test needs valgrind.
 
+mod common;
+
+use common::have;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,11 +17,6 @@ const SAMPLE_IP_TID_TIME_PERIOD: u64 = 0x1 | 0x2 | 0x4 | 0x100;
 const SAMPLE_CALLCHAIN: u64 = 0x20;
 const SAMPLE_BRANCH_STACK: u64 = 0x800;
 const PERF_CONTEXT_USER: u64 = (-512i64) as u64;
-
-fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-}
 
 fn u16_at(b: &[u8], o: usize) -> u16 {
     u16::from_le_bytes(b[o..o + 2].try_into().unwrap())
@@ -287,7 +285,7 @@ fn check_recording(perf_data: &Path, truth: &Path, binary: &Path, period: Option
         );
     }
 
-    if on_path("perf") {
+    if have("perf") {
         for args in [&["script", "-F", "ip,brstack"][..], &["report", "--stdio"][..]] {
             let out = Command::new("perf").args(args).arg("-i").arg(perf_data).output().unwrap();
             assert!(out.status.success(), "perf {args:?} failed");
@@ -297,7 +295,7 @@ fn check_recording(perf_data: &Path, truth: &Path, binary: &Path, period: Option
         }
     }
     // llvm-profgen-19 rejects perf scripts without branch stacks.
-    if has_lbr && on_path("llvm-profgen-19") {
+    if has_lbr && have("llvm-profgen-19") {
         let dir = tempdir("profgen");
         let prof = dir.join("out.prof");
         let out = Command::new("llvm-profgen-19")
@@ -358,7 +356,7 @@ fn record(tag: &str, binary: &Path, args: &[&str]) -> (PathBuf, PathBuf, PathBuf
 
 #[test]
 fn records_corpus_binary_under_valgrind() {
-    if !on_path("valgrind") {
+    if !have("valgrind") {
         eprintln!("skipped: valgrind not on PATH");
         return;
     }
@@ -377,7 +375,7 @@ fn records_corpus_binary_under_valgrind() {
 
 #[test]
 fn records_taken_branch_samples_with_cycle_counts() {
-    if !on_path("valgrind") {
+    if !have("valgrind") {
         eprintln!("skipped: valgrind not on PATH");
         return;
     }
@@ -398,7 +396,7 @@ fn records_taken_branch_samples_with_cycle_counts() {
             }
         }
     }
-    if on_path("perf") {
+    if have("perf") {
         let out = Command::new("perf").args(["evlist", "-i"]).arg(&data).output().unwrap();
         assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "br_inst_retired.near_taken:u");
     }
@@ -407,7 +405,7 @@ fn records_taken_branch_samples_with_cycle_counts() {
 
 #[test]
 fn reports_missing_program() {
-    if !on_path("valgrind") {
+    if !have("valgrind") {
         eprintln!("skipped: valgrind not on PATH");
         return;
     }

@@ -4,29 +4,13 @@
 //! bad input, 2 for bad usage), never a panic or a signal, and never a partial profile at
 //! `--output`: a failed run leaves whatever was there before untouched.
 
+mod common;
+
+use common::{PROFGEN, fixture, sample, scratch};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use profgen::error::Error;
-
-const PROFGEN: &str = env!("CARGO_BIN_EXE_profgen");
-
-fn sample(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("perf-samples").join(rel)
-}
-
-fn fixture(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
-}
-
-/// A fresh, empty scratch directory for one test.
-fn scratch(test: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("profgen-robustness-{}-{test}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     let p = dir.join(name);

@@ -3,11 +3,14 @@
 //! event (name match) or, with the binary renamed, drops every sample; profgen matches by build id
 //! and profiles `main` and `compute_flag` from the symbol table. Skips when ../shared is absent.
 
+mod common;
+
+use common::{PROFGEN, root, scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn shared() -> Option<PathBuf> {
-    let d = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/autofdo");
+    let d = root().join("../shared/data/autofdo");
     if d.join("propeller_sample_1.perfdata1").exists() {
         Some(d)
     } else {
@@ -17,26 +20,15 @@ fn shared() -> Option<PathBuf> {
 }
 
 fn profgen(args: &[&str], out: &Path) -> (String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_profgen"))
-        .args(args)
-        .arg("--output")
-        .arg(out)
-        .output()
-        .unwrap();
+    let o = Command::new(PROFGEN).args(args).arg("--output").arg(out).output().unwrap();
     assert!(o.status.success(), "profgen failed: {}", String::from_utf8_lossy(&o.stderr));
     (std::fs::read_to_string(out).unwrap(), String::from_utf8_lossy(&o.stderr).into_owned())
-}
-
-fn work(label: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("profgen-shared-{}-{label}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
 }
 
 #[test]
 fn renamed_binary_without_program_dwarf_is_matched_by_build_id_and_profiled_from_symbols() {
     let Some(d) = shared() else { return };
-    let w = work("text");
+    let w = scratch("text");
     let (text, stderr) = profgen(
         &[
             "--perfdata",
@@ -74,7 +66,7 @@ fn unsymbolized_counters_equal_llvm_profgen_19_given_the_recorded_name() {
         eprintln!("note: llvm-profgen-19 or perf missing; skipped");
         return;
     }
-    let w = work("unsym");
+    let w = scratch("unsym");
     // llvm-profgen matches by file name: give it the binary under its recorded name.
     let renamed = w.join("propeller_sample_1.bin.gen");
     std::fs::copy(d.join("propeller_sample_1.bin"), &renamed).unwrap();

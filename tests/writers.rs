@@ -9,6 +9,9 @@
 //! (d) `show --detailed-summary` of our extbinary (stored summary) equals LLVM's own summary of
 //!     our text.
 
+mod common;
+
+use common::{have, scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -470,16 +473,6 @@ fn cases() -> Vec<Case> {
 // ---------------------------------------------------------------------------------------------
 // Tool plumbing.
 
-fn on_path(tool: &str) -> Option<PathBuf> {
-    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(tool)).find(|p| p.is_file())
-}
-
-fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("profgen-writers-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn run(cmd: &mut Command) -> (bool, Vec<u8>, String) {
     let out = cmd.output().expect("tool runs");
     (out.status.success(), out.stdout, String::from_utf8_lossy(&out.stderr).into_owned())
@@ -495,8 +488,8 @@ fn profdata(args: &[&str], input: &Path) -> String {
 fn test_binary() -> Option<&'static Path> {
     static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
     BIN.get_or_init(|| {
-        on_path("clang-19")?;
-        let dir = scratch_dir("bin");
+        have("clang-19").then_some(())?;
+        let dir = scratch("bin");
         let src = dir.join("a.c");
         std::fs::write(
             &src,
@@ -625,11 +618,11 @@ fn gcc_format_is_rejected() {
 
 #[test]
 fn profdata_reads_what_we_write() {
-    if on_path("llvm-profdata-19").is_none() {
+    if !have("llvm-profdata-19") {
         eprintln!("note: llvm-profdata-19 not on PATH; skipping oracle checks");
         return;
     }
-    let dir = scratch_dir("profdata");
+    let dir = scratch("profdata");
     for case in cases() {
         let opts = WriteOptions { use_md5: case.use_md5 };
         let txt = dir.join(format!("{}.txt", case.name));
@@ -717,7 +710,7 @@ fn profdata_reads_what_we_write() {
 
 #[test]
 fn llvm_profgen_writes_the_same_bytes() {
-    if on_path("llvm-profgen-19").is_none() {
+    if !have("llvm-profgen-19") {
         eprintln!("note: llvm-profgen-19 not on PATH; skipping byte comparison");
         return;
     }
@@ -725,7 +718,7 @@ fn llvm_profgen_writes_the_same_bytes() {
         eprintln!("note: clang-19 not on PATH (needed for a --binary); skipping byte comparison");
         return;
     };
-    let dir = scratch_dir("profgen");
+    let dir = scratch("profgen");
     let mut density_warnings = 0;
     for case in cases() {
         let Some(profgen_args) = case.profgen_args else {
@@ -795,7 +788,7 @@ fn llvm_profgen_writes_the_same_bytes() {
 #[test]
 fn profile_files_are_replaced_atomically() {
     use profgen::writer::write_profile_file;
-    let dir = scratch_dir("files");
+    let dir = scratch("files");
     let path = dir.join("out.prof");
     std::fs::write(&path, b"old contents").unwrap();
     let opts = WriteOptions::default();

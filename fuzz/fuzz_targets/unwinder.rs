@@ -60,7 +60,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let addrs: Vec<Vaddr> = rest.chunks_exact(3).map(|b| addr(binary, b)).collect();
     let (stack, lbr) = addrs.split_at(usize::from(*stack_len).min(addrs.len()));
-    let lbr: Vec<(Vaddr, Vaddr)> = lbr.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+    let branches: Vec<(Vaddr, Vaddr)> = lbr.chunks_exact(2).map(|p| (p[0], p[1])).collect();
     let mut stats = NormalizeStats::default();
     let repeat = u64::from(*stack_len) << 56;
     if let Some(sample) = normalize_hybrid_sample(binary, stack, &lbr, repeat, &mut stats) {

@@ -35,16 +35,16 @@ impl Counters {
         let c = self.ranges.entry((start, end)).or_default();
         *c = c.saturating_add(n);
     }
-    pub fn add_branch(&mut self, src: Vaddr, dst: Vaddr, n: u64) {
-        let c = self.branches.entry((src, dst)).or_default();
+    pub fn add_branch(&mut self, source: Vaddr, target: Vaddr, n: u64) {
+        let c = self.branches.entry((source, target)).or_default();
         *c = c.saturating_add(n);
     }
     pub fn merge(&mut self, other: &Counters) {
         for (&(s, e), &n) in &other.ranges {
             self.add_range(s, e, n);
         }
-        for (&(s, d), &n) in &other.branches {
-            self.add_branch(s, d, n);
+        for (&(s, t), &n) in &other.branches {
+            self.add_branch(s, t, n);
         }
     }
     pub fn is_empty(&self) -> bool {

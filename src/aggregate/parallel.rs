@@ -6,10 +6,10 @@
 //!
 //! Memory stays bounded: the channel holds at most a few batches per worker.
 
-use super::samples::{AggregatedSamples, Aggregator, SampleMode, SampleStats};
-use crate::addr::RuntimeAddr;
+use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats};
+use crate::addr::{Branch, RuntimeAddr};
 use crate::binary::Binary;
-use crate::input::{BranchEntry, Sample};
+use crate::input::Sample;
 use crate::mapping::AddressMap;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
@@ -34,7 +34,7 @@ struct Batch {
     map: Arc<AddressMap>,
     heads: Vec<SampleHead>,
     callchains: Vec<RuntimeAddr>,
-    branches: Vec<BranchEntry>,
+    branches: Vec<Branch<RuntimeAddr>>,
 }
 
 impl Batch {
@@ -112,8 +112,12 @@ impl BatchSender {
     }
 }
 
-fn work<'b>(binary: &'b Binary, mode: SampleMode, rx: &Mutex<Receiver<Batch>>) -> Aggregator<'b> {
-    let mut agg = Aggregator::new(binary, mode);
+fn work<'b>(
+    binary: &'b Binary,
+    opts: SampleOptions,
+    rx: &Mutex<Receiver<Batch>>,
+) -> Aggregator<'b> {
+    let mut agg = Aggregator::new(binary, opts);
     loop {
         // A poisoned lock means another worker panicked; the scope re-raises that panic.
         let next = match rx.lock() {
@@ -132,7 +136,7 @@ fn work<'b>(binary: &'b Binary, mode: SampleMode, rx: &Mutex<Receiver<Batch>>) -
 /// batches; returns `read`'s result and the merged samples and statistics.
 pub fn aggregate_in_parallel<T>(
     binary: &Binary,
-    mode: SampleMode,
+    opts: SampleOptions,
     workers: usize,
     initial_map: &AddressMap,
     read: impl FnOnce(&mut BatchSender) -> T,
@@ -141,7 +145,7 @@ pub fn aggregate_in_parallel<T>(
     let rx = Mutex::new(rx);
     std::thread::scope(|scope| {
         let handles: Vec<_> =
-            (0..workers.max(1)).map(|_| scope.spawn(|| work(binary, mode, &rx))).collect();
+            (0..workers.max(1)).map(|_| scope.spawn(|| work(binary, opts, &rx))).collect();
         let mut sender = BatchSender { tx, batch: Batch::new(Arc::new(initial_map.clone())) };
         let out = read(&mut sender);
         sender.flush();

@@ -9,7 +9,7 @@
 
 use super::lbr::lbr_counters;
 use super::parallel::aggregate_in_parallel;
-use super::samples::{AggregatedSamples, Aggregator, SampleMode, SampleStats, key};
+use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats, key};
 use super::unsymbolized::{self, UnsymbolizedOptions};
 use super::unwinder::{UnwindOptions, unwind_all_with};
 use super::{ContextCounters, ContextKey};
@@ -41,7 +41,7 @@ pub struct ReadOptions {
     pub pid: Option<i32>,
     /// `--perf-event`: keep only samples of these events (all when empty).
     pub perf_events: Vec<String>,
-    pub sample: SampleMode,
+    pub sample: SampleOptions,
     /// Shaping of the unwinder's contexts.
     pub context: ContextShape,
     /// Where the addresses of an unsymbolized profile are relative to.
@@ -233,7 +233,7 @@ fn aggregate_events(
     build_ids: &[(String, Vec<u8>)],
 ) -> Result<InputResult, Error> {
     let mut mapper = if perf_script {
-        AddressMapper::pidless(identity_of(binary), opts.pid)
+        AddressMapper::for_perf_script(identity_of(binary), opts.pid)
     } else {
         AddressMapper::new(identity_of(binary), opts.pid)
     };

@@ -2,7 +2,8 @@
 //! entries, call stack) and counted; identical samples are walked once, weighted by count.
 //!
 //! In: [`Sample`]s and the [`AddressMap`] current when each was read. Out: [`AggregatedSamples`],
-//! a map from an encoded sample to its count. Memory grows with the number of distinct samples, not with the input.
+//! a map from an encoded sample to its count. Memory grows with the number of distinct samples,
+//! not with the input.
 
 use super::Counters;
 use super::unwinder::{HybridSample, NormalizeStats, normalize_into};
@@ -14,7 +15,7 @@ use hashbrown::HashMap;
 
 /// How samples are to be read.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct SampleMode {
+pub struct SampleOptions {
     /// Use only the sample IP (`--leading-ip-only`).
     pub leading_ip_only: bool,
     /// Drop call stacks (`--ignore-stack-samples`).
@@ -57,16 +58,18 @@ impl SampleStats {
 /// the zigzag LEB128 delta from the previous one. Neighbouring addresses are close, so a key
 /// takes a few bytes per address instead of eight; memory is what bounds CS aggregation.
 pub mod key {
+    use crate::addr::Branch;
     use crate::addr::Vaddr;
-    use crate::aggregate::unwinder::{Branch, HybridSample};
+    use crate::aggregate::unwinder::HybridSample;
     use crate::llvm::leb128::{read_uleb128, write_uleb128};
 
     /// Encodes `h` into `out` (cleared first).
     pub fn encode(h: &HybridSample, out: &mut Vec<u8>) {
         out.clear();
-        write_uleb128(out, h.stack.len() as u64);
+        write_uleb128(out, h.callchain.len() as u64);
         let mut prev = 0u64;
-        let addrs = h.stack.iter().copied().chain(h.lbr.iter().flat_map(|b| [b.source, b.target]));
+        let addrs =
+            h.callchain.iter().copied().chain(h.branches.iter().flat_map(|b| [b.source, b.target]));
         for Vaddr(a) in addrs {
             let d = a.wrapping_sub(prev) as i64;
             write_uleb128(out, ((d << 1) ^ (d >> 63)) as u64);
@@ -87,12 +90,12 @@ pub mod key {
             addrs.push(Vaddr(prev));
         }
         let n_stack = n_stack.min(addrs.len());
-        let lbr = addrs[n_stack..]
+        let branches = addrs[n_stack..]
             .chunks_exact(2)
             .map(|p| Branch { source: p[0], target: p[1] })
             .collect();
         addrs.truncate(n_stack);
-        HybridSample { stack: addrs, lbr }
+        HybridSample { callchain: addrs, branches }
     }
 
     #[cfg(test)]
@@ -102,8 +105,8 @@ pub mod key {
         #[test]
         fn round_trips_any_addresses() {
             let h = HybridSample {
-                stack: vec![Vaddr(0x401000), Vaddr::EXTERNAL, Vaddr(u64::MAX), Vaddr(0)],
-                lbr: vec![
+                callchain: vec![Vaddr(0x401000), Vaddr::EXTERNAL, Vaddr(u64::MAX), Vaddr(0)],
+                branches: vec![
                     Branch { source: Vaddr(0x401010), target: Vaddr(0x400ff0) },
                     Branch { source: Vaddr::EXTERNAL, target: Vaddr(0xffff_ffff_ff00_0000) },
                 ],
@@ -113,8 +116,8 @@ pub mod key {
             assert_eq!(decode(&k), h);
             // Close addresses take one or two bytes each.
             let near = HybridSample {
-                stack: vec![Vaddr(0x401000)],
-                lbr: vec![Branch { source: Vaddr(0x401020), target: Vaddr(0x401008) }],
+                callchain: vec![Vaddr(0x401000)],
+                branches: vec![Branch { source: Vaddr(0x401020), target: Vaddr(0x401008) }],
             };
             encode(&near, &mut k);
             assert_eq!(k.len(), 1 + 4 + 1 + 1);
@@ -206,7 +209,7 @@ impl TranslationCache {
 /// Reduces samples to binary addresses and counts them.
 pub struct Aggregator<'b> {
     binary: &'b Binary,
-    mode: SampleMode,
+    opts: SampleOptions,
     cache: TranslationCache,
     /// Reused buffer: the sample's stack and LBR entries as translated addresses.
     translated: Vec<u64>,
@@ -218,13 +221,13 @@ pub struct Aggregator<'b> {
 }
 
 impl<'b> Aggregator<'b> {
-    pub fn new(binary: &'b Binary, mode: SampleMode) -> Self {
+    pub fn new(binary: &'b Binary, opts: SampleOptions) -> Self {
         Aggregator {
             binary,
-            mode,
+            opts,
             cache: TranslationCache::new(),
             translated: Vec::new(),
-            hybrid: HybridSample { stack: Vec::new(), lbr: Vec::new() },
+            hybrid: HybridSample { callchain: Vec::new(), branches: Vec::new() },
             key_bytes: Vec::new(),
             samples: AggregatedSamples::default(),
             stats: SampleStats::default(),
@@ -260,14 +263,14 @@ impl<'b> Aggregator<'b> {
         translated.clear();
         translated.push(0);
         let mut count = s.repeat;
-        if self.mode.leading_ip_only {
+        if self.opts.leading_ip_only {
             let ip = self.internal(mapper, s.pid, s.ip);
             if ip == ext {
                 self.stats.outside_binary += 1;
                 self.translated = translated;
                 return;
             }
-            if let Some(p) = self.mode.sample_period {
+            if let Some(p) = self.opts.sample_period {
                 count = count.saturating_mul(p);
             }
             self.samples.raw.add_range(Vaddr(ip), Vaddr(ip), count);
@@ -280,7 +283,7 @@ impl<'b> Aggregator<'b> {
                 self.translated = translated;
                 return;
             }
-            let with_stack = s.has_callchain && !self.mode.ignore_stack && !s.callchain.is_empty();
+            let with_stack = s.has_callchain && !self.opts.ignore_stack && !s.callchain.is_empty();
             if with_stack {
                 self.samples.has_call_stacks = true;
                 self.stats.with_call_stack += 1;
@@ -291,8 +294,10 @@ impl<'b> Aggregator<'b> {
             }
             let stack_end = translated.len();
             for b in s.branches {
-                let (from, to) =
-                    (self.internal(mapper, s.pid, b.from), self.internal(mapper, s.pid, b.to));
+                let (from, to) = (
+                    self.internal(mapper, s.pid, b.source),
+                    self.internal(mapper, s.pid, b.target),
+                );
                 // External-to-external entries carry nothing (llvm-profgen drops them too).
                 if from != ext || to != ext {
                     translated.extend([from, to]);
@@ -304,7 +309,7 @@ impl<'b> Aggregator<'b> {
                 self.translated = translated;
                 return;
             }
-            if let Some(p) = self.mode.sample_period {
+            if let Some(p) = self.opts.sample_period {
                 count = count.saturating_mul(p);
                 if !with_stack && n_entries > 1 {
                     count /= n_entries as u64 - 1;

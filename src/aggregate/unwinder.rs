@@ -20,28 +20,21 @@
 //! - `WasLeafInlined` of a line-based key is true if any sampled address yielding that key had
 //!   the leaf inlined (llvm-profgen keeps whichever key instance was inserted first).
 
-use crate::addr::Vaddr;
+use crate::addr::{Branch, Vaddr};
 use crate::aggregate::{ContextCounters, ContextKey};
 use crate::binary::{CodeView, InstKind, SourceFrame};
 use crate::llvm::discriminator::base_discriminator;
 use crate::llvm::{ContextFrame, ContextShape, LineLocation};
 use std::collections::BTreeSet;
 
-/// One taken branch in binary addresses ([`Vaddr::EXTERNAL`] for either end outside the binary).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Branch {
-    pub source: Vaddr,
-    pub target: Vaddr,
-}
-
 /// A normalised LBR + call stack sample, the aggregation key of hybrid samples.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct HybridSample {
     /// Leaf first; non-leaf frames are call-site addresses; [`Vaddr::EXTERNAL`] for frames
     /// outside the binary (consecutive ones merged). The leaf is `lbr[0].target`.
-    pub stack: Vec<Vaddr>,
+    pub callchain: Vec<Vaddr>,
     /// Newest first; never both ends external.
-    pub lbr: Vec<Branch>,
+    pub branches: Vec<Branch<Vaddr>>,
 }
 
 /// Why samples were changed or dropped during normalisation (reference §2.2).
@@ -93,20 +86,20 @@ impl NormalizeStats {
 /// statistics.
 pub fn normalize_hybrid_sample<C: CodeView + ?Sized>(
     code: &C,
-    raw_stack: &[Vaddr],
-    raw_lbr: &[(Vaddr, Vaddr)],
+    raw_callchain: &[Vaddr],
+    raw_branches: &[(Vaddr, Vaddr)],
     repeat: u64,
     stats: &mut NormalizeStats,
 ) -> Option<HybridSample> {
     let mut out = HybridSample {
-        stack: Vec::with_capacity(raw_stack.len()),
-        lbr: Vec::with_capacity(raw_lbr.len()),
+        callchain: Vec::with_capacity(raw_callchain.len()),
+        branches: Vec::with_capacity(raw_branches.len()),
     };
     normalize_into(
         code,
         |a| code.is_code(a),
-        raw_stack.iter().copied(),
-        raw_lbr.iter().copied(),
+        raw_callchain.iter().copied(),
+        raw_branches.iter().copied(),
         repeat,
         stats,
         &mut out,
@@ -120,16 +113,16 @@ pub fn normalize_hybrid_sample<C: CodeView + ?Sized>(
 pub fn normalize_into<C: CodeView + ?Sized>(
     code: &C,
     is_code: impl Fn(Vaddr) -> bool,
-    raw_stack: impl Iterator<Item = Vaddr>,
-    raw_lbr: impl Iterator<Item = (Vaddr, Vaddr)>,
+    raw_callchain: impl Iterator<Item = Vaddr>,
+    raw_branches: impl Iterator<Item = (Vaddr, Vaddr)>,
     repeat: u64,
     stats: &mut NormalizeStats,
     out: &mut HybridSample,
 ) -> bool {
     stats.samples = stats.samples.saturating_add(repeat);
-    let stack = &mut out.stack;
+    let stack = &mut out.callchain;
     stack.clear();
-    for a in raw_stack {
+    for a in raw_callchain {
         if !is_code(a) {
             if stack.is_empty() {
                 stats.leaf_external = stats.leaf_external.saturating_add(repeat);
@@ -162,18 +155,18 @@ pub fn normalize_into<C: CodeView + ?Sized>(
     // Addresses that are not instruction starts become external; entries with both ends
     // external are dropped.
     let ext = |a: Vaddr| if is_code(a) { a } else { Vaddr::EXTERNAL };
-    out.lbr.clear();
-    out.lbr.extend(
-        raw_lbr
+    out.branches.clear();
+    out.branches.extend(
+        raw_branches
             .map(|(s, t)| Branch { source: ext(s), target: ext(t) })
             .filter(|b| !(b.source.is_external() && b.target.is_external())),
     );
-    let Some(first) = out.lbr.first() else {
+    let Some(first) = out.branches.first() else {
         stats.dropped_empty_lbr = stats.dropped_empty_lbr.saturating_add(repeat);
         return false;
     };
     // The sampled IP skews behind the last branch; the LBR target is the precise leaf.
-    out.stack[0] = first.target;
+    out.callchain[0] = first.target;
     true
 }
 
@@ -344,7 +337,7 @@ struct State<'s> {
     trie: &'s mut Trie,
     leaf: usize,
     ip: Vaddr,
-    lbr: &'s [Branch],
+    branches: &'s [Branch<Vaddr>],
     index: usize,
     invalid: bool,
 }
@@ -363,8 +356,8 @@ impl State<'_> {
     fn push(&mut self, addr: Vaddr) {
         self.leaf = self.trie.child(self.leaf, addr);
     }
-    fn current(&self) -> Branch {
-        self.lbr[self.index]
+    fn current(&self) -> Branch<Vaddr> {
+        self.branches[self.index]
     }
 }
 
@@ -401,7 +394,8 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
     /// Unwinds one aggregated sample seen `repeat` times. Returns false when the sample was
     /// rejected (empty stack or LBR, or a bogus trace).
     pub fn unwind(&mut self, sample: &HybridSample, repeat: u64) -> bool {
-        let (Some(&leaf_addr), Some(first)) = (sample.stack.first(), sample.lbr.first()) else {
+        let (Some(&leaf_addr), Some(first)) = (sample.callchain.first(), sample.branches.first())
+        else {
             return false;
         };
         // Stack leaf and LBR tip must be close (always true once the leaf is overwritten).
@@ -412,20 +406,20 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         let mut trie = std::mem::take(&mut self.trie);
         trie.reset();
         let mut leaf = ROOT;
-        for &a in sample.stack.iter().rev() {
+        for &a in sample.callchain.iter().rev() {
             leaf = trie.child(leaf, a);
         }
         let mut st = State {
             trie: &mut trie,
             leaf,
             ip: leaf_addr,
-            lbr: &sample.lbr,
+            branches: &sample.branches,
             index: 0,
             invalid: false,
         };
         self.stats.total_branches =
-            self.stats.total_branches.saturating_add(sample.lbr.len() as u64);
-        while st.index < st.lbr.len() {
+            self.stats.total_branches.saturating_add(sample.branches.len() as u64);
+        while st.index < st.branches.len() {
             // The range between the newest target and the sample IP is incomplete: skip it.
             if st.index > 0 {
                 self.unwind_linear(&mut st, repeat);
@@ -452,12 +446,12 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         true
     }
 
-    fn is_call(&self, b: Branch) -> bool {
+    fn is_call(&self, b: Branch<Vaddr>) -> bool {
         self.code.inst_kind(b.source) == Some(InstKind::Call)
             || (b.source.is_external() && self.code.call_addr_from_return_addr(b.target).is_none())
     }
 
-    fn is_return(&self, b: Branch) -> bool {
+    fn is_return(&self, b: Branch<Vaddr>) -> bool {
         self.code.inst_kind(b.source) == Some(InstKind::Return)
             || (b.source.is_external() && self.code.call_addr_from_return_addr(b.target).is_some())
     }
@@ -539,7 +533,7 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         st.trie.frames[st.leaf].ranges.push((ip, end, repeat));
     }
 
-    fn record_branch(&mut self, st: &mut State, br: Branch, repeat: u64) {
+    fn record_branch(&mut self, st: &mut State, br: Branch<Vaddr>, repeat: u64) {
         if br.target.is_external() {
             return;
         }

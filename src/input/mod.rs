@@ -11,20 +11,13 @@
 pub mod perf_data;
 pub mod perf_script;
 
-use crate::addr::{FileOffset, RuntimeAddr};
+use crate::addr::{Branch, FileOffset, RuntimeAddr};
 use crate::error::Error;
 use std::path::Path;
 
 /// Reads a whole input file (perf script and unsymbolized profiles are parsed from memory).
 pub fn read_file(path: &Path) -> Result<Vec<u8>, Error> {
     std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })
-}
-
-/// One taken branch of a last-branch-record stack.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
-pub struct BranchEntry {
-    pub from: RuntimeAddr,
-    pub to: RuntimeAddr,
 }
 
 /// A mapping of a file (or anonymous memory) into a process.
@@ -61,7 +54,7 @@ pub struct Sample<'a> {
     /// Context markers (PERF_CONTEXT_*) and kernel frames are removed.
     pub callchain: &'a [RuntimeAddr],
     /// Last branch records, most recent first (perf order).
-    pub branches: &'a [BranchEntry],
+    pub branches: &'a [Branch<RuntimeAddr>],
     /// Whether the input recorded call chains at all (distinguishes LBR-only from LBR + stack).
     pub has_callchain: bool,
 }

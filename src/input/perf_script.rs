@@ -1,7 +1,7 @@
 //! `perf script` text reader, accepting what llvm-profgen-19 accepts with `--perfscript`.
 //!
-//! In: the text of `perf script --show-mmap-events -F [event,]ip,brstack` (whole file as bytes,
-//! usually mmap'd). Out: a stream of [`PerfEvent::Mmap`] and [`PerfEvent::Sample`] plus a
+//! In: the text of `perf script --show-mmap-events -F [event,]ip,brstack` (the whole file as
+//! bytes). Out: a stream of [`PerfEvent::Mmap`] and [`PerfEvent::Sample`] plus a
 //! [`ScriptReport`] with the sniffed [`ScriptKind`], counts and warnings worded like llvm-profgen's.
 //!
 //! The grammar follows LLVM 19's `PerfReader.cpp` (reference §2.2): the same type sniffing, mmap
@@ -39,8 +39,8 @@ use std::path::Path;
 
 use memchr::memmem;
 
-use super::{BranchEntry, MmapEvent, PerfEvent, Sample};
-use crate::addr::{FileOffset, RuntimeAddr};
+use super::{MmapEvent, PerfEvent, Sample};
+use crate::addr::{Branch, FileOffset, RuntimeAddr};
 use crate::error::{Error, Result};
 use crate::text::{parse_dec, parse_hex, trim, trim_end, trim_start};
 
@@ -201,7 +201,7 @@ struct Parser<'o> {
     report: ScriptReport,
     /// Reused per sample, so parsing allocates nothing per sample.
     frames: Vec<RuntimeAddr>,
-    branches: Vec<BranchEntry>,
+    branches: Vec<Branch<RuntimeAddr>>,
     /// Event named by an `event:` line that precedes a frame block.
     pending_event: Option<usize>,
 }
@@ -598,11 +598,11 @@ fn parse_frame(line: &[u8]) -> Option<u64> {
 }
 
 /// `0xfrom/0xto/flags...`; as in llvm the first two characters of each address are not checked.
-fn parse_lbr_entry(tok: &[u8]) -> Option<BranchEntry> {
+fn parse_lbr_entry(tok: &[u8]) -> Option<Branch<RuntimeAddr>> {
     let mut fields = tok.split(|&b| b == b'/');
     let from = fields.next().and_then(|f| f.get(2..)).and_then(parse_hex)?;
     let to = fields.next().and_then(|f| f.get(2..)).and_then(parse_hex)?;
-    Some(BranchEntry { from: RuntimeAddr(from), to: RuntimeAddr(to) })
+    Some(Branch { source: RuntimeAddr(from), target: RuntimeAddr(to) })
 }
 
 /// `PERF_RECORD_MMAP2 <pid>/<tid>: [<0xaddr>(<0xlen>) @ <0xpgoff|0> <anything>]: <perm> <path>`
@@ -709,7 +709,7 @@ mod tests {
                     repeat: s.repeat,
                     event: s.attr_index,
                     chain: s.callchain.iter().map(|a| a.0).collect(),
-                    lbr: s.branches.iter().map(|b| (b.from.0, b.to.0)).collect(),
+                    lbr: s.branches.iter().map(|b| (b.source.0, b.target.0)).collect(),
                     stack: s.has_callchain,
                 },
                 other => panic!("unexpected event {other:?}"),

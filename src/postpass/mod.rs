@@ -1,19 +1,17 @@
 //! Post-passes: reshape a freshly built [`Profile`] the way llvm-profgen 19 does before writing.
 //!
-//! In: the [`Profile`] from [`crate::profile`] (flat CS contexts, or nested non-CS profiles), the
-//! [`PostPassOptions`], the summary [`Thresholds`] the caller computed, and for the pre-inliner a
+//! In: the [`Profile`] from [`crate::profile`] (flat CS contexts, or nested non-CS profiles) with
+//! the counters and binary it was built from, the [`PostPassOptions`] and the summary options.
+//! [`run`] computes the summary [`Thresholds`] and, for the pre-inliner's context costs, a
 //! [`ContextSizeOracle`]: the profile stage's
-//! [`ContextSizeTracker`](crate::profile::context_size::ContextSizeTracker), which
-//! [`context_sizes`](crate::profile::context_size::context_sizes) fills from the binary's code
-//! under each inline context, or [`NoContextSizes`](crate::profile::context_size::NoContextSizes)
-//! when sizes come from the profile. Out: the same profile, reshaped in place, and a [`Report`]
-//! of what changed.
+//! [`ContextSizeTracker`](crate::profile::context_size::ContextSizeTracker), filled from the
+//! binary's code under each inline context, or
+//! [`NoContextSizes`](crate::profile::context_size::NoContextSizes) when sizes come from the
+//! profile. Out: the same profile, reshaped in place, and [`PostPassStats`] of what changed.
 //!
 //! CS order (`CSProfileGenerator::postProcessProfiles`): pre-inliner → cold-context trim/merge →
 //! CS-to-nested conversion → drop `__cxx_global_var_init*` / `__tls_init*`. Non-CS order
 //! (`ProfileGenerator::postProcessProfiles`): cold trim → drop the same names.
-//! [`run`] computes the thresholds and context sizes from the binary and runs the passes of the
-//! profile's kind.
 
 mod fixups;
 mod nest;
@@ -35,26 +33,10 @@ use crate::profile::Profile;
 use crate::profile::context_size::{self, ContextSizeOracle, NoContextSizes};
 use crate::profile::summary::{DEFAULT_CUTOFFS, ProfileSummary, SummaryOptions};
 
-/// An option value together with whether the user gave it: several llvm-profgen defaults depend
-/// on `getNumOccurrences()` (the pre-inliner's own thresholds, cold-context merging being forced
-/// off when the pre-inliner runs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Opt<T> {
-    Default,
-    Given(T),
-}
-
-impl<T: Copy> Opt<T> {
-    /// The given value, or `default` when the option was not given.
-    pub fn or(self, default: T) -> T {
-        match self {
-            Opt::Given(v) => v,
-            Opt::Default => default,
-        }
-    }
-}
-
-/// The options of llvm-profgen 19 that the post-passes read (same names, same defaults).
+/// The options of llvm-profgen 19 that the post-passes read (same names, same defaults). An
+/// `Option` is `None` when the option was not given: several llvm-profgen defaults depend on
+/// `getNumOccurrences()` (the pre-inliner's own thresholds, cold-context merging being forced off
+/// when the pre-inliner runs).
 #[derive(Clone, Debug)]
 pub struct PostPassOptions {
     /// `--csspgo-preinliner` (default true).
@@ -67,21 +49,21 @@ pub struct PostPassOptions {
     /// `--csspgo-preinliner-multiplier-for-previous-inlining` (default 100).
     pub multiplier_for_previous_inlining: i32,
     /// `--sample-profile-hot-inline-threshold` (3000; the pre-inliner uses 1500 unless given).
-    pub hot_inline_threshold: Opt<u32>,
+    pub hot_inline_threshold: Option<u32>,
     /// `--sample-profile-cold-inline-threshold` (45; the pre-inliner uses 0 unless given).
-    pub cold_inline_threshold: Opt<u32>,
+    pub cold_inline_threshold: Option<u32>,
     /// `--sample-profile-inline-growth-limit` (default 12).
     pub inline_growth_limit: u32,
     /// `--sample-profile-inline-limit-min` (default 100).
     pub inline_limit_min: u32,
     /// `--sample-profile-inline-limit-max` (10000; the pre-inliner uses 50000 unless given).
-    pub inline_limit_max: Opt<u32>,
+    pub inline_limit_max: Option<u32>,
     /// `--sort-profiled-scc-member` (default true).
     pub sort_profiled_scc_member: bool,
     /// `--trim-cold-profile` (default false).
     pub trim_cold_profile: bool,
     /// `--csprof-merge-cold-context` (true, but off after the pre-inliner unless given).
-    pub merge_cold_context: Opt<bool>,
+    pub merge_cold_context: Option<bool>,
     /// `--csprof-max-cold-context-depth` (default 1).
     pub max_cold_context_depth: u32,
     /// `--gen-cs-nested-profile` (default true).
@@ -99,14 +81,14 @@ impl Default for PostPassOptions {
             use_context_cost: true,
             replay_preinline: false,
             multiplier_for_previous_inlining: 100,
-            hot_inline_threshold: Opt::Default,
-            cold_inline_threshold: Opt::Default,
+            hot_inline_threshold: None,
+            cold_inline_threshold: None,
             inline_growth_limit: 12,
             inline_limit_min: 100,
-            inline_limit_max: Opt::Default,
+            inline_limit_max: None,
             sort_profiled_scc_member: true,
             trim_cold_profile: false,
-            merge_cold_context: Opt::Default,
+            merge_cold_context: None,
             max_cold_context_depth: 1,
             gen_cs_nested_profile: true,
             generate_merged_base_profiles: false,
@@ -134,7 +116,7 @@ pub struct Thresholds {
 
 /// What the post-passes did, for logging and tests.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Report {
+pub struct PostPassStats {
     pub preinliner: Option<PreInlinerStats>,
     /// Contexts removed or merged away by cold trimming/merging.
     pub cold_profiles_removed: usize,
@@ -152,7 +134,7 @@ pub fn run(
     profile: &mut Profile,
     opts: &PostPassOptions,
     summary: &SummaryOptions,
-) -> Result<Report, Error> {
+) -> Result<PostPassStats, Error> {
     if !counters.context_sensitive {
         let thresholds = thresholds(binary, profile, summary)?;
         return Ok(post_process_non_cs(profile, opts, &thresholds));
@@ -206,15 +188,15 @@ pub fn post_process_cs(
     opts: &PostPassOptions,
     thresholds: &Thresholds,
     sizes: &dyn ContextSizeOracle,
-) -> Report {
-    let mut report = Report::default();
-    let mut merge_cold = opts.merge_cold_context.or(true);
+) -> PostPassStats {
+    let mut stats = PostPassStats::default();
+    let mut merge_cold = opts.merge_cold_context.unwrap_or(true);
     if opts.preinliner {
-        report.preinliner = Some(run_preinliner(profile, opts, thresholds, sizes));
-        merge_cold = opts.merge_cold_context.or(false);
+        stats.preinliner = Some(run_preinliner(profile, opts, thresholds, sizes));
+        merge_cold = opts.merge_cold_context.unwrap_or(false);
     }
     if opts.trim_cold_profile || merge_cold {
-        report.cold_profiles_removed = trim_and_merge_cold_contexts(
+        stats.cold_profiles_removed = trim_and_merge_cold_contexts(
             profile,
             thresholds.hot,
             opts.trim_cold_profile,
@@ -225,10 +207,10 @@ pub fn post_process_cs(
     }
     if opts.gen_cs_nested_profile {
         convert_cs_to_nested(profile, opts.generate_merged_base_profiles);
-        report.nested = true;
+        stats.nested = true;
     }
-    report.ambiguous_profiles_removed = filter_ambiguous_profiles(profile);
-    report
+    stats.ambiguous_profiles_removed = filter_ambiguous_profiles(profile);
+    stats
 }
 
 /// `ProfileGenerator::postProcessProfiles` minus the summary (input) and density report.
@@ -236,13 +218,13 @@ pub fn post_process_non_cs(
     profile: &mut Profile,
     opts: &PostPassOptions,
     thresholds: &Thresholds,
-) -> Report {
-    let mut report = Report::default();
+) -> PostPassStats {
+    let mut stats = PostPassStats::default();
     if opts.trim_cold_profile {
-        report.cold_profiles_removed = trim_cold_profiles(profile, thresholds.cold);
+        stats.cold_profiles_removed = trim_cold_profiles(profile, thresholds.cold);
     }
-    report.ambiguous_profiles_removed = filter_ambiguous_profiles(profile);
-    report
+    stats.ambiguous_profiles_removed = filter_ambiguous_profiles(profile);
+    stats
 }
 
 #[cfg(test)]
@@ -280,7 +262,7 @@ mod tests {
             let opts = PostPassOptions {
                 preinliner,
                 use_context_cost: false,
-                merge_cold_context: Opt::Given(true),
+                merge_cold_context: Some(true),
                 max_cold_context_depth: 0,
                 ..Default::default()
             };

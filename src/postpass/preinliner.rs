@@ -31,9 +31,9 @@ pub fn run_preinliner(
         opts,
         thresholds,
         sizes,
-        hot_threshold: opts.hot_inline_threshold.or(1500),
-        cold_threshold: opts.cold_inline_threshold.or(0),
-        limit_max: opts.inline_limit_max.or(50000),
+        hot_threshold: opts.hot_inline_threshold.unwrap_or(1500),
+        cold_threshold: opts.cold_inline_threshold.unwrap_or(0),
+        limit_max: opts.inline_limit_max.unwrap_or(50000),
         stats: PreInlinerStats::default(),
     };
     for func in top_down_order(&trie, thresholds.cold, opts.sort_profiled_scc_member) {

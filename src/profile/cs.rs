@@ -5,8 +5,10 @@
 //! post-passes (pre-inliner, trimming, nesting).
 //!
 //! Matches llvm-profgen-19 output (checked against it in `tests/cs_*_oracle.rs`), except:
-//! - [`CsOptions::callee_context_base_discriminator`] optionally fixes LLVM 19's raw-discriminator
-//!   callee contexts (off by default, i.e. LLVM's behaviour);
+//! - [`CsOptions::callee_context_base_discriminator`] fixes LLVM 19's raw-discriminator callee
+//!   contexts: `CsOptions::default()` leaves it off (LLVM's behaviour, which the oracle tests
+//!   compare against), profgen's command line turns it on (README, "Differences from
+//!   llvm-profgen", 9);
 //! - probes whose inline chain names a function without `.pseudo_probe_desc` entry are skipped
 //!   and counted ([`ProbeCsStats`]) where llvm-profgen dereferences a null descriptor;
 //! - tail-call inference walks edges in address/function order (llvm-profgen: hash order), which
@@ -71,7 +73,8 @@ pub struct CsOptions {
     /// Line-based: create the callee context of a call at the caller's *base* discriminator,
     /// like body contexts. llvm-profgen-19 uses the raw discriminator (reference §8.6), which
     /// strands the call's head samples in a context no body sample reaches and doubles the
-    /// caller's call-site count through inference. Off = identical to llvm-profgen-19.
+    /// caller's call-site count through inference. Off = identical to llvm-profgen-19; the
+    /// command line turns it on.
     pub callee_context_base_discriminator: bool,
     /// `--infer-missing-frames` (probe-based only).
     pub infer_missing_frames: bool,

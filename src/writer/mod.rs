@@ -5,7 +5,8 @@
 //! encodings: [`text`], [`extbinary`] (the default) and raw [`binary`]. Every encoder builds the
 //! whole output in memory (extbinary needs back-patched offsets anyway); [`write_profile_file`]
 //! then writes it to an exclusively created temporary file next to the target and renames it, so
-//! a failed run never leaves a partial profile and nothing planted in the directory is followed. [`density`] holds the profile density report printed after writing.
+//! a failed run never leaves a partial profile and nothing planted in the directory is followed.
+//! [`density`] holds the profile density report, printed before the profile is written.
 
 pub mod binary;
 pub mod density;

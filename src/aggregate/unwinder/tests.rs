@@ -47,10 +47,10 @@ fn v(a: u64) -> Vaddr {
     Vaddr(a)
 }
 
-fn sample(stack: &[u64], lbr: &[(u64, u64)]) -> HybridSample {
+fn sample(callchain: &[u64], branches: &[(u64, u64)]) -> HybridSample {
     HybridSample {
-        stack: stack.iter().map(|&a| v(a)).collect(),
-        lbr: lbr.iter().map(|&(s, t)| Branch { source: v(s), target: v(t) }).collect(),
+        callchain: callchain.iter().map(|&a| v(a)).collect(),
+        branches: branches.iter().map(|&(s, t)| Branch { source: v(s), target: v(t) }).collect(),
     }
 }
 

@@ -14,9 +14,9 @@ use super::bytes::{Cursor, Loc, c_str, u16_at, u32_at, u64_at};
 use super::features;
 use super::order::{ARENA_LIMIT, TimeOrder};
 use super::{ReadReport, Truncation};
-use crate::addr::{FileOffset, RuntimeAddr};
+use crate::addr::{Branch, FileOffset, RuntimeAddr};
 use crate::error::Error;
-use crate::input::{BranchEntry, MmapEvent, PerfEvent, Sample};
+use crate::input::{MmapEvent, PerfEvent, Sample};
 
 // Record types (kernel: include/uapi/linux/perf_event.h; user: tools/lib/perf/include/perf/event.h).
 
@@ -57,7 +57,7 @@ pub(super) struct Decoder<'p> {
     /// Set when events are delivered in time order rather than file order.
     order: Option<TimeOrder>,
     callchain: Vec<RuntimeAddr>,
-    branches: Vec<BranchEntry>,
+    branches: Vec<Branch<RuntimeAddr>>,
     zstd: Option<zstd::stream::raw::Decoder<'static>>,
     zstd_out: Vec<u8>,
     /// Decompressed bytes that do not yet form a whole record (records may span compressed records).
@@ -433,9 +433,9 @@ impl<'p> Decoder<'p> {
                 field!(c.u64(), "branch hw_idx");
             }
             let entries = field!(array(&mut c, nr, 24), "branch stack");
-            self.branches.extend(entries.chunks_exact(24).map(|e| BranchEntry {
-                from: RuntimeAddr(u64_at(e, 0).unwrap_or(0)),
-                to: RuntimeAddr(u64_at(e, 8).unwrap_or(0)),
+            self.branches.extend(entries.chunks_exact(24).map(|e| Branch {
+                source: RuntimeAddr(u64_at(e, 0).unwrap_or(0)),
+                target: RuntimeAddr(u64_at(e, 8).unwrap_or(0)),
             }));
             if attr.branch_sample_type & BRANCH_COUNTERS != 0 {
                 field!(array(&mut c, nr, 8), "branch counters");

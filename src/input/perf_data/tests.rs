@@ -62,7 +62,7 @@ fn run(bytes: &[u8]) -> (Vec<String>, Result<ReadReport, Error>) {
                 s.time,
                 s.period,
                 s.callchain.iter().map(|a| a.0).collect::<Vec<_>>(),
-                s.branches.iter().map(|b| (b.from.0, b.to.0)).collect::<Vec<_>>()
+                s.branches.iter().map(|b| (b.source.0, b.target.0)).collect::<Vec<_>>()
             ),
             other => format!("{other:?}"),
         })
