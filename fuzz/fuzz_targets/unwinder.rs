@@ -59,11 +59,13 @@ fuzz_target!(|data: &[u8]| {
         },
     };
     let addrs: Vec<Vaddr> = rest.chunks_exact(3).map(|b| addr(binary, b)).collect();
-    let (stack, lbr) = addrs.split_at(usize::from(*stack_len).min(addrs.len()));
-    let branches: Vec<(Vaddr, Vaddr)> = lbr.chunks_exact(2).map(|p| (p[0], p[1])).collect();
+    let (callchain, branch_addrs) = addrs.split_at(usize::from(*stack_len).min(addrs.len()));
+    let branches: Vec<(Vaddr, Vaddr)> =
+        branch_addrs.chunks_exact(2).map(|p| (p[0], p[1])).collect();
     let mut stats = NormalizeStats::default();
     let repeat = u64::from(*stack_len) << 56;
-    if let Some(sample) = normalize_hybrid_sample(binary, stack, &lbr, repeat, &mut stats) {
+    if let Some(sample) = normalize_hybrid_sample(binary, callchain, &branches, repeat, &mut stats)
+    {
         let mut unwinder = Unwinder::new(binary, opts);
         // Twice: the second pass meets the context keys the first one cached; counts saturate.
         unwinder.unwind(&sample, repeat);
