@@ -65,9 +65,21 @@ pub struct Options {
 pub struct Measured {
     pub timed: Vec<Timed>,
     pub sim: Option<Simulated>,
-    /// (sections padded, padding bytes, .text sections moved against the default link,
-    /// .text sections in all, unplaced sections).
-    pub padding: Option<(usize, u64, usize, usize, usize)>,
+    /// The layout's padding and how faithful it is (None for the default layout).
+    pub layout: Option<LayoutCheck>,
+}
+
+/// What a counterfactual layout inserted, checked against the default link.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LayoutCheck {
+    /// `.text` input sections preceded by padding, and the bytes inserted before them.
+    pub padded_sections: usize,
+    pub padding_bytes: u64,
+    /// `.text` input sections with code whose position differs from the default link's, of all.
+    pub moved: usize,
+    pub text_sections: usize,
+    /// Sections that could not be placed exactly ([`layout::Layout::unplaced`]).
+    pub unplaced: usize,
 }
 
 /// The whole run: per layout (index 0..N) and per build, what was measured.
@@ -226,13 +238,13 @@ pub fn run(o: &Options) -> Result<Run> {
             build(b, &dir, &exe, &ldflags)?;
             let padded = layout::parse_map(&std::fs::read_to_string(&lmap)?, &lmap)?;
             let (moved, total) = layout::fidelity(&map, &padded);
-            measured[li][bi].padding = Some((
-                plan.section_paddings,
-                plan.section_padding_bytes,
+            measured[li][bi].layout = Some(LayoutCheck {
+                padded_sections: plan.section_paddings,
+                padding_bytes: plan.section_padding_bytes,
                 moved,
-                total,
-                plan.unplaced,
-            ));
+                text_sections: total,
+                unplaced: plan.unplaced,
+            });
             exes[li].push(exe);
         }
     }

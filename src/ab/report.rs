@@ -280,16 +280,17 @@ pub fn markdown(run: &Run, comparisons: &[Comparison]) -> String {
             let (ins, mis) = m.sim.map_or(("—".into(), "—".into()), |x| {
                 (x.instructions.to_string(), x.mispredictions.to_string())
             });
-            let (pad, moved) =
-                m.padding.map_or(("—".into(), "—".into()), |(n, b, mv, tot, un)| {
-                    (
-                        format!("{n} ({b})"),
-                        format!(
-                            "{mv} of {tot}{}",
-                            if un > 0 { format!(", {un} unplaced") } else { String::new() }
-                        ),
-                    )
-                });
+            let (pad, moved) = m.layout.map_or(("—".into(), "—".into()), |c| {
+                let unplaced = if c.unplaced > 0 {
+                    format!(", {} unplaced", c.unplaced)
+                } else {
+                    String::new()
+                };
+                (
+                    format!("{} ({})", c.padded_sections, c.padding_bytes),
+                    format!("{} of {}{unplaced}", c.moved, c.text_sections),
+                )
+            });
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {} | {ins} | {mis} | {pad} | {moved} |",
@@ -487,12 +488,12 @@ pub fn json(run: &Run, comparisons: &[Comparison]) -> String {
                                     v.push(("branches", J::Num(x.branches as f64)));
                                     v.push(("mispredictions", J::Num(x.mispredictions as f64)));
                                 }
-                                if let Some((n, b, mv, tot, un)) = m.padding {
-                                    v.push(("padded_sections", J::Num(n as f64)));
-                                    v.push(("padding_bytes", J::Num(b as f64)));
-                                    v.push(("text_sections_moved", J::Num(mv as f64)));
-                                    v.push(("text_sections", J::Num(tot as f64)));
-                                    v.push(("unplaced_sections", J::Num(un as f64)));
+                                if let Some(c) = m.layout {
+                                    v.push(("padded_sections", J::Num(c.padded_sections as f64)));
+                                    v.push(("padding_bytes", J::Num(c.padding_bytes as f64)));
+                                    v.push(("text_sections_moved", J::Num(c.moved as f64)));
+                                    v.push(("text_sections", J::Num(c.text_sections as f64)));
+                                    v.push(("unplaced_sections", J::Num(c.unplaced as f64)));
                                 }
                                 J::Obj(v)
                             })
