@@ -22,6 +22,10 @@ struct Args {
     /// Count pages executed within the first N instructions (repeatable).
     #[arg(long, value_name = "N")]
     at_instructions: Vec<u64>,
+    /// Stop the program after N instructions: measures the start of a long run cheaply
+    /// (only --at-instructions cutoffs then).
+    #[arg(long, value_name = "N", conflicts_with = "at_percent")]
+    stop_after: Option<u64>,
     /// Valgrind executable.
     #[arg(long, default_value = "valgrind")]
     valgrind: String,
@@ -40,6 +44,7 @@ fn main() {
         binary: a.binary.clone(),
         command: a.command,
         valgrind: a.valgrind,
+        stop_after: a.stop_after,
     };
     let touches = match profgen::order::pages::measure(&opts) {
         Ok(t) => t,
@@ -49,12 +54,13 @@ fn main() {
         }
     };
     let mut percents = a.at_percent;
-    if percents.is_empty() && a.at_instructions.is_empty() {
+    if percents.is_empty() && a.at_instructions.is_empty() && a.stop_after.is_none() {
         percents = vec![1.0, 5.0, 10.0, 25.0, 50.0, 100.0];
     }
     let total = touches.instructions();
+    let stopped = if a.stop_after.is_some_and(|n| total >= n) { " (stopped there)" } else { "" };
     println!(
-        "# {}: {} instructions, {} code pages executed",
+        "# {}: {} instructions{stopped}, {} code pages executed",
         a.binary.display(),
         total,
         touches.pages_within(total)
@@ -64,7 +70,11 @@ fn main() {
         let n = touches.at_percent(k);
         println!("{k}%\t{n}\t{}", touches.pages_within(n));
     }
-    for n in a.at_instructions {
+    let mut at_instructions = a.at_instructions;
+    if let Some(n) = a.stop_after.filter(|n| !at_instructions.contains(n)) {
+        at_instructions.push(n);
+    }
+    for n in at_instructions {
         println!("{n}\t{}\t{}", n.min(total), touches.pages_within(n));
     }
 }

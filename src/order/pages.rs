@@ -64,6 +64,8 @@ pub struct MeasureOptions {
     pub binary: PathBuf,
     pub command: Vec<String>,
     pub valgrind: String,
+    /// Stop the program after this many instructions (the pages of a long run's start).
+    pub stop_after: Option<u64>,
 }
 
 /// Runs `opts.command` under lackey and records when each code page of `opts.binary` is first
@@ -101,6 +103,12 @@ pub fn measure(opts: &MeasureOptions) -> anyhow::Result<PageTouches> {
         }
         if let Some((addr, size)) = parse_inst(&line) {
             touches.execute(maps.vaddr_in(&target, addr).map(|v| (v, size)));
+            if opts.stop_after.is_some_and(|n| touches.instructions() >= n) {
+                // Killing valgrind (the child itself: sh exec'd it) ends the program and the log.
+                let _ = child.kill();
+                let _ = child.wait();
+                return Ok(touches);
+            }
         }
     }
     let status = child.wait()?;
