@@ -13,8 +13,11 @@ use crate::aggregate::read::{Input, ReadOptions};
 use crate::aggregate::samples::SampleOptions;
 use crate::aggregate::unsymbolized::UnsymbolizedOptions;
 use crate::binary::{DumpOptions, LoadOptions};
-use crate::config::{Command, Config, OutputOptions};
+use crate::config::{Command, Config, OrderConfig, OrderOutput, OutputOptions};
 use crate::llvm::ContextShape;
+use crate::order::partition::PartitionConfig;
+use crate::order::reservoir::SamplingParams;
+use crate::order::{Algorithm, OrderOptions};
 use crate::postpass::PostPassOptions;
 use crate::profile::ProfileOptions;
 use crate::profile::cs::CsOptions;
@@ -205,6 +208,73 @@ struct Args {
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
+    /// Also write an lld --symbol-ordering-file of start-up function order, from the same
+    /// samples (as `profgen order` with its defaults).
+    #[arg(long, value_name = "PATH")]
+    order_output: Option<PathBuf>,
+}
+
+/// `profgen order`: start-up function order from sample timestamps.
+#[derive(Parser, Debug)]
+#[command(
+    name = "profgen order",
+    about = "Order functions for start-up: temporal traces from samples, balanced partitioning, \
+             an lld --symbol-ordering-file",
+    after_help = "Exit codes: 0 success, 1 bad input, 2 bad usage."
+)]
+struct OrderArgs {
+    /// Profiled executable (its function symbols are what gets ordered).
+    #[arg(long, value_name = "PATH")]
+    binary: PathBuf,
+    /// perf.data input, or a directory of them (repeatable; `-` reads pipe-mode data from stdin).
+    #[arg(long, value_name = "PATH", action = ArgAction::Append)]
+    perfdata: Vec<PathBuf>,
+    /// `perf script` text input (no process ids: the whole script is one trace).
+    #[arg(long, value_name = "PATH", conflicts_with = "perfdata")]
+    perfscript: Option<PathBuf>,
+    /// Traces saved by --write-traces (repeatable): merged with the inputs' traces exactly as if
+    /// all inputs had been read at once.
+    #[arg(long, value_name = "PATH", action = ArgAction::Append)]
+    traces: Vec<PathBuf>,
+    /// The symbol ordering file to write (`-` = stdout).
+    #[arg(long, short = 'o', value_name = "PATH")]
+    output: Option<PathBuf>,
+    /// Write the sample of traces (text) for later merges.
+    #[arg(long, value_name = "PATH")]
+    write_traces: Option<PathBuf>,
+    /// How traced functions are ordered.
+    #[arg(long, value_enum, default_value = "balanced")]
+    algorithm: AlgorithmArg,
+    /// Seed of the trace sampling and of the partitioning.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Traces kept (a random sample of this many when there are more).
+    #[arg(long, value_name = "N", default_value_t = SamplingParams::default().capacity)]
+    max_traces: usize,
+    /// Functions kept per trace (the first ones).
+    #[arg(long, value_name = "N", default_value_t = SamplingParams::default().max_length)]
+    max_trace_length: usize,
+    /// Only use mmap events (and samples) of this process.
+    #[arg(long)]
+    pid: Option<i32>,
+    /// Keep only samples of this event (repeatable).
+    #[arg(long, action = ArgAction::Append)]
+    perf_event: Vec<String>,
+    /// Worker threads (default: all cores).
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// No progress bar.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+/// `--algorithm` values.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum AlgorithmArg {
+    /// Balanced partitioning over trace prefixes (llvm-profdata order).
+    Balanced,
+    /// By earliest position in any trace, without partitioning.
+    Timestamp,
 }
 
 /// `--format` values, llvm-profgen's names.
@@ -264,8 +334,60 @@ pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
 
 /// Parses the command line into a [`Command`]. Usage errors come back as clap errors (exit 2).
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, clap::Error> {
+    let args: Vec<OsString> = args.into_iter().collect();
+    if args.get(1).is_some_and(|a| a == "order") {
+        let a = OrderArgs::try_parse_from(&args[1..])?;
+        return to_order_config(a).map(Command::Order);
+    }
     let args = Args::try_parse_from(normalize_args(args))?;
     to_config(args).map(Command::Profile)
+}
+
+fn thread_count(given: Option<usize>) -> Result<usize, clap::Error> {
+    match given {
+        Some(0) => Err(usage("--threads must be at least 1")),
+        Some(n) => Ok(n),
+        None => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+    }
+}
+
+fn to_order_config(a: OrderArgs) -> Result<OrderConfig, clap::Error> {
+    if a.output.is_none() && a.write_traces.is_none() {
+        return Err(usage("nothing to write: give --output (the order) or --write-traces"));
+    }
+    let input = match (a.perfdata.is_empty(), a.perfscript) {
+        (false, _) => Some(Input::PerfData(a.perfdata)),
+        (true, Some(p)) => Some(Input::PerfScript(p)),
+        (true, None) => None,
+    };
+    if input.is_none() && a.traces.is_empty() {
+        return Err(usage("no traces to order by: give --perfdata, --perfscript or --traces"));
+    }
+    let sampling =
+        SamplingParams { seed: a.seed, capacity: a.max_traces, max_length: a.max_trace_length };
+    Ok(OrderConfig {
+        binary: a.binary,
+        input,
+        traces: a.traces,
+        threads: thread_count(a.threads)?,
+        read: ReadOptions {
+            pid: a.pid,
+            perf_events: a.perf_event,
+            progress: !a.no_progress,
+            temporal_traces: Some(sampling.max_length),
+            ..ReadOptions::default()
+        },
+        options: OrderOptions {
+            algorithm: match a.algorithm {
+                AlgorithmArg::Balanced => Algorithm::Balanced,
+                AlgorithmArg::Timestamp => Algorithm::FirstTimestamp,
+            },
+            sampling,
+            partition: PartitionConfig { seed: a.seed, ..PartitionConfig::default() },
+        },
+        output: a.output,
+        write_traces: a.write_traces,
+    })
 }
 
 fn usage(msg: impl Into<String>) -> clap::Error {
@@ -306,13 +428,13 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
     if a.compress_recursion < -1 {
         return Err(usage("Value of --compress-recursion should >= -1"));
     }
-    if a.threads == Some(0) {
-        return Err(usage("--threads must be at least 1"));
+    let threads = thread_count(a.threads)?;
+    if a.order_output.is_some() && matches!(input, Some(Input::Unsymbolized(_)) | None) {
+        return Err(usage(
+            "--order-output needs samples: --perfdata or --perfscript (an unsymbolized profile has no sample times)",
+        ));
     }
-    let threads = match a.threads {
-        Some(n) => n,
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
-    };
+    let order = a.order_output.map(|path| OrderOutput { options: OrderOptions::default(), path });
     let mut perf_events = a.perf_event;
     perf_events.extend(a.perf_events.into_iter().filter(|e| !e.is_empty()));
     let context = ContextShape {
@@ -342,6 +464,7 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
             },
             show_mmap_events: a.show_mmap_events,
             progress: !a.no_progress,
+            temporal_traces: order.as_ref().map(|o| o.options.sampling.max_length),
         },
         skip_symbolization: a.skip_symbolization,
         profile: ProfileOptions {
@@ -404,6 +527,7 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
             pseudo_probes: a.show_pseudo_probe,
             canonical_names: a.show_canonical_fname,
         },
+        order,
     })
 }
 

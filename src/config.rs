@@ -4,6 +4,7 @@
 
 use crate::aggregate::read::{Input, ReadOptions};
 use crate::binary::{DumpOptions, LoadOptions};
+use crate::order::OrderOptions;
 use crate::postpass::PostPassOptions;
 use crate::profile::ProfileOptions;
 use crate::profile::summary::SummaryOptions;
@@ -16,6 +17,8 @@ use std::path::PathBuf;
 pub enum Command {
     /// Profile generation: `profgen [OPTIONS]`, llvm-profgen's command line.
     Profile(Config),
+    /// Start-up function order: `profgen order [OPTIONS]`.
+    Order(OrderConfig),
 }
 
 /// Profile generation: binary and inputs → counters → profile → post-passes → output.
@@ -38,6 +41,35 @@ pub struct Config {
     /// `--show-pseudo-probe`: print the decoded pseudo probes.
     pub show_pseudo_probe: bool,
     pub disassembly: DumpOptions,
+    /// `--order-output`: also write a symbol ordering file from the same samples (the read
+    /// options then keep temporal traces).
+    pub order: Option<OrderOutput>,
+}
+
+/// Where and how a function order is written.
+#[derive(Clone, Debug)]
+pub struct OrderOutput {
+    pub options: OrderOptions,
+    /// The symbol ordering file (`-` = stdout).
+    pub path: PathBuf,
+}
+
+/// `profgen order`: temporal traces from the inputs and from saved trace samples → a sample of
+/// traces → a function order.
+#[derive(Clone, Debug)]
+pub struct OrderConfig {
+    pub binary: PathBuf,
+    /// perf.data or perf script input; `None` when only saved traces are given.
+    pub input: Option<Input>,
+    /// `--traces`: trace samples written by earlier runs (`--write-traces`), merged in.
+    pub traces: Vec<PathBuf>,
+    pub threads: usize,
+    pub read: ReadOptions,
+    pub options: OrderOptions,
+    /// `--output`: the symbol ordering file.
+    pub output: Option<PathBuf>,
+    /// `--write-traces`: the merged trace sample, for later merges.
+    pub write_traces: Option<PathBuf>,
 }
 
 /// What happens to a generated profile: post-passes, symbol list, density report, encoding.

@@ -1,15 +1,21 @@
 //! Runs a `profgen` command by wiring the stages: binary → inputs → counters → profile →
 //! post-passes → writer. Each step is a library call that another command can reuse:
 //! [`read_counters`] (inputs → counters and the run report), [`crate::profile::generate`]
-//! (counters → profile) and [`finish_profile`] (post-passes → output).
+//! (counters → profile) and [`finish_profile`] (post-passes → output). `profgen order`
+//! ([`run_order`]) reads the same inputs for their temporal traces and writes a function order
+//! ([`write_order`]), which a profile run can also do on the side (`--order-output`).
 
 use crate::aggregate::ContextCounters;
 use crate::aggregate::read::{Input, InputsReport, ReadOptions};
+use crate::aggregate::traces::{FunctionTable, TemporalTraces};
 use crate::aggregate::unsymbolized::{UnsymbolizedOptions, write_unsymbolized};
 use crate::binary::Binary;
-use crate::config::{Config, OutputOptions};
+use crate::config::{Config, OrderConfig, OutputOptions};
 use crate::error::Error;
+use crate::input::read_file;
 use crate::mapping::MatchedBy;
+use crate::order::reservoir::TraceSample;
+use crate::order::{OrderOptions, OrderReport, offer_traces, order_file};
 use crate::profile::{self, Profile};
 use crate::writer::{self, OutputFormat, USE_MD5_IGNORED};
 use crate::{aggregate, postpass};
@@ -22,11 +28,18 @@ pub struct RunReport {
     pub functions_in_profile: usize,
     /// Every warning of the run, in the order the stages gave them.
     pub warnings: Vec<String>,
+    /// What making the function order did, when one was written.
+    pub order: Option<OrderReport>,
 }
 
 impl RunReport {
-    /// One line: samples read, used, and dropped by reason.
+    /// One line: samples read, used, and dropped by reason; functions in the profile.
     pub fn summary_line(&self) -> String {
+        format!("{}; {} functions in the profile", self.samples_line(), self.functions_in_profile)
+    }
+
+    /// Samples read, used, and dropped by reason, and how the binary was recognised.
+    pub fn samples_line(&self) -> String {
         let s = &self.inputs.samples;
         let mut dropped = Vec::new();
         for (n, why) in [
@@ -56,7 +69,6 @@ impl RunReport {
             Some(MatchedBy::FileName) => line.push_str("; binary matched by file name"),
             None => {}
         }
-        line.push_str(&format!("; {} functions in the profile", self.functions_in_profile));
         line
     }
 }
@@ -64,12 +76,19 @@ impl RunReport {
 /// Runs profile generation on `cfg.threads` worker threads. Warnings are returned in the report
 /// (and printed by `main`).
 pub fn run(cfg: &Config) -> Result<RunReport, Error> {
-    let n = cfg.threads;
+    on_threads(cfg.threads, || generate(cfg))
+}
+
+/// Runs `job` on a pool of `n` worker threads.
+fn on_threads<T>(n: usize, job: impl FnOnce() -> Result<T, Error> + Send) -> Result<T, Error>
+where
+    T: Send,
+{
     rayon::ThreadPoolBuilder::new()
         .num_threads(n)
         .build()
         .map_err(|e| Error::Usage(format!("cannot start {n} worker threads: {e}")))?
-        .install(|| generate(cfg))
+        .install(job)
 }
 
 fn generate(cfg: &Config) -> Result<RunReport, Error> {
@@ -84,11 +103,81 @@ fn generate(cfg: &Config) -> Result<RunReport, Error> {
     let counters = read_counters(&binary, input, &cfg.read, cfg.threads, &mut report)?;
     if cfg.skip_symbolization {
         write_unsymbolized_file(&binary, &counters, &cfg.read.unsymbolized, &cfg.output.path)?;
-        return Ok(report);
+    } else {
+        let profile = profile::generate(&binary, &counters, &cfg.profile, &mut report.warnings);
+        finish_profile(&binary, &counters, profile, &cfg.output, &mut report)?;
     }
-    let profile = profile::generate(&binary, &counters, &cfg.profile, &mut report.warnings);
-    finish_profile(&binary, &counters, profile, &cfg.output, &mut report)?;
+    if let (Some(order), Some(traces)) = (&cfg.order, report.inputs.traces.take()) {
+        let mut sample = TraceSample::new(order.options.sampling);
+        offer_traces(&mut sample, &traces.table, traces.traces);
+        write_order(&sample, &traces.table, &order.options, Some(&order.path), None, &mut report)?;
+    }
     Ok(report)
+}
+
+/// `profgen order` on `cfg.threads` worker threads: the inputs' temporal traces and the saved
+/// ones, sampled together, then the order and/or the sample written.
+pub fn run_order(cfg: &OrderConfig) -> Result<RunReport, Error> {
+    on_threads(cfg.threads, || order(cfg))
+}
+
+fn order(cfg: &OrderConfig) -> Result<RunReport, Error> {
+    let binary = Binary::load(&cfg.binary, &Default::default())?;
+    let mut report = RunReport { warnings: binary.warnings().to_vec(), ..Default::default() };
+    let mut sample = TraceSample::new(cfg.options.sampling);
+    for path in &cfg.traces {
+        let saved = TraceSample::read(&read_file(path)?, path)?;
+        sample.merge(saved).map_err(|what| Error::BadFile { path: path.clone(), what })?;
+    }
+    let table = match &cfg.input {
+        Some(input) => {
+            let mut inputs = aggregate::read::read_traces(&binary, input, &cfg.read, cfg.threads)?;
+            report.warnings.append(&mut inputs.warnings);
+            let TemporalTraces { table, traces } =
+                inputs.traces.take().expect("profgen order reads temporal traces");
+            offer_traces(&mut sample, &table, traces);
+            report.inputs = inputs;
+            table
+        }
+        None => FunctionTable::of_binary(&binary),
+    };
+    write_order(
+        &sample,
+        &table,
+        &cfg.options,
+        cfg.output.as_deref(),
+        cfg.write_traces.as_deref(),
+        &mut report,
+    )?;
+    Ok(report)
+}
+
+/// Writes the order of `table`'s functions by `sample` to `order_path` and the sample itself to
+/// `traces_path`, each when given.
+pub fn write_order(
+    sample: &TraceSample,
+    table: &FunctionTable,
+    opts: &OrderOptions,
+    order_path: Option<&Path>,
+    traces_path: Option<&Path>,
+    report: &mut RunReport,
+) -> Result<(), Error> {
+    if let Some(path) = traces_path {
+        writer::write_bytes_atomically(sample.write().as_bytes(), path)?;
+    }
+    if let Some(path) = order_path {
+        let (text, order) = order_file(sample, table, opts);
+        if order.traces == 0 {
+            report.warnings.push(format!(
+                "no temporal trace (no sample landed in a function of the binary): {} lists the \
+                 functions in their original order",
+                path.display()
+            ));
+        }
+        writer::write_bytes_atomically(text.as_bytes(), path)?;
+        report.order = Some(order);
+    }
+    Ok(())
 }
 
 /// Reads `input` into counters with `threads` workers, adding what it did to `report`.

@@ -12,18 +12,24 @@ fn main() -> ExitCode {
             return ExitCode::from(e.exit_code() as u8);
         }
     };
-    let (result, summary) = match &command {
-        Command::Profile(cfg) => {
-            (profgen::driver::run(cfg), cfg.input.is_some() && !cfg.show_disassembly_only)
-        }
+    let result = match &command {
+        Command::Profile(cfg) => profgen::driver::run(cfg).map(|report| {
+            let summary = cfg.input.is_some() && !cfg.show_disassembly_only;
+            (summary.then(|| report.summary_line()), report)
+        }),
+        Command::Order(cfg) => profgen::driver::run_order(cfg)
+            .map(|report| (cfg.input.is_some().then(|| report.samples_line()), report)),
     };
     match result {
-        Ok(report) => {
+        Ok((summary, report)) => {
             for w in &report.warnings {
                 eprintln!("warning: {w}");
             }
-            if summary {
-                eprintln!("{}", report.summary_line());
+            if let Some(line) = summary {
+                eprintln!("{line}");
+            }
+            if let Some(order) = &report.order {
+                eprintln!("{}", order.summary_line());
             }
             ExitCode::SUCCESS
         }

@@ -55,7 +55,10 @@ fn run_lib(
     }
     argv.extend(["--format".into(), "text".into(), "--output".into(), out.into()]);
     let profgen::config::Command::Profile(cfg) =
-        profgen::cli::parse(argv).expect("valid command line");
+        profgen::cli::parse(argv).expect("valid command line")
+    else {
+        panic!("a profile command line parsed as another command");
+    };
     profgen::driver::run(&cfg)
 }
 

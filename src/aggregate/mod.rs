@@ -9,12 +9,15 @@
 //! [`crate::mapping`] address map current when each was read into binary [`Vaddr`]s
 //! ([`Vaddr::EXTERNAL`] for anything that is not an instruction of the binary). Out:
 //! [`ContextCounters`], which the profile builders consume, and which [`unsymbolized`] writes
-//! (`--skip-symbolization`) and reads back (`--unsymbolized-profile`).
+//! (`--skip-symbolization`) and reads back (`--unsymbolized-profile`). Asked for, [`traces`]
+//! also keeps per process the order in which functions first appear in the samples (the
+//! temporal traces `profgen order` orders functions by).
 
 pub mod lbr;
 pub mod parallel;
 pub mod read;
 pub mod samples;
+pub mod traces;
 pub mod unsymbolized;
 
 use crate::addr::Vaddr;

@@ -10,6 +10,7 @@
 use super::lbr::lbr_counters;
 use super::parallel::aggregate_in_parallel;
 use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats, key};
+use super::traces::{FunctionTable, ProcessFunctions, TemporalTraces, TraceCollector};
 use super::unsymbolized::{self, UnsymbolizedOptions};
 use super::unwinder::{UnwindOptions, unwind_all_with};
 use super::{ContextCounters, ContextKey};
@@ -50,6 +51,9 @@ pub struct ReadOptions {
     pub show_mmap_events: bool,
     /// A spinner on stderr while reading takes long.
     pub progress: bool,
+    /// Keep each process's temporal trace (the binary's functions in the order they first
+    /// appear in a sample), of at most this many functions.
+    pub temporal_traces: Option<usize>,
 }
 
 /// What reading the inputs did, for the summary line and the warnings.
@@ -63,6 +67,9 @@ pub struct InputsReport {
     /// in the binary).
     pub not_unwound: u64,
     pub warnings: Vec<String>,
+    /// The temporal traces, when [`ReadOptions::temporal_traces`] asks for them: every input's,
+    /// inputs in the order given.
+    pub traces: Option<TemporalTraces>,
 }
 
 /// Reads `input` into counters with `workers` threads.
@@ -86,6 +93,26 @@ pub fn read_counters(
         }
     };
     Ok((counters, report))
+}
+
+/// Reads `input` for its temporal traces only, without counters (`profgen order`);
+/// `opts.temporal_traces` says how long they may get.
+pub fn read_traces(
+    binary: &Binary,
+    input: &Input,
+    opts: &ReadOptions,
+    workers: usize,
+) -> Result<InputsReport, Error> {
+    let mut report = InputsReport::default();
+    if let Input::Unsymbolized(path) = input {
+        return Err(Error::BadFile {
+            path: path.clone(),
+            what: "an unsymbolized profile has no sample times to make temporal traces from".into(),
+        });
+    }
+    let samples = read_samples(binary, input, opts, workers, &mut report)?;
+    report.distinct_samples = samples.len();
+    Ok(report)
 }
 
 /// Shows a spinner on stderr once reading takes longer than a second (never when stderr is not
@@ -139,6 +166,7 @@ struct InputResult {
     mapping: MappingStats,
     /// The input ended early (truncated perf.data).
     truncated: bool,
+    traces: Vec<ProcessFunctions>,
 }
 
 fn identity_of(binary: &Binary) -> BinaryIdentity {
@@ -166,6 +194,7 @@ struct EventFront<'c, N> {
     /// Whether a sample IP has landed in the binary; until then every sample is attributed to the
     /// executable it is in, to say what the input holds when none lands in the binary.
     ip_in_binary: bool,
+    traces: Option<TraceCollector<'c>>,
 }
 
 impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
@@ -182,8 +211,18 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
                 }
             }
             PerfEvent::Fork { pid, ppid, .. } => self.mapper.on_fork(pid, ppid),
-            PerfEvent::Comm { pid, exec: true, .. } => self.mapper.on_exec(pid),
-            PerfEvent::Comm { .. } | PerfEvent::Exit { .. } => {}
+            PerfEvent::Comm { pid, exec: true, .. } => {
+                if let Some(t) = &mut self.traces {
+                    t.end_process(pid);
+                }
+                self.mapper.on_exec(pid)
+            }
+            PerfEvent::Exit { pid, tid } => {
+                if let Some(t) = self.traces.as_mut().filter(|_| pid == tid) {
+                    t.end_process(pid);
+                }
+            }
+            PerfEvent::Comm { .. } => {}
             PerfEvent::Sample(s) => {
                 if opts.pid.is_some_and(|p| s.pid.is_some_and(|sp| sp != p)) {
                     self.filtered.read += 1;
@@ -213,6 +252,9 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
                         None => self.mapper.note_unused_sample(s.pid, s.ip),
                     }
                 }
+                if let Some(t) = &mut self.traces {
+                    t.sample(self.mapper.map(), &s);
+                }
                 add(self.mapper.map(), &s);
                 self.progress.sample();
             }
@@ -222,11 +264,14 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
 
 /// Feeds one input's events through a fresh mapper into aggregation: on this thread with one
 /// worker, else on `workers` threads fed in batches. `perf_script` inputs carry no process ids
-/// that apply to samples and filter events themselves.
+/// that apply to samples and filter events themselves. With `functions`, the temporal traces of
+/// the input's processes are kept too.
+#[allow(clippy::too_many_arguments)]
 fn aggregate_events(
     opts: &ReadOptions,
     workers: usize,
     binary: &Binary,
+    functions: Option<&FunctionTable>,
     read: impl FnOnce(&mut dyn FnMut(PerfEvent<'_>)) -> Result<Vec<String>, Error>,
     event_names: impl Fn(usize) -> Option<String>,
     perf_script: bool,
@@ -250,6 +295,9 @@ fn aggregate_events(
         warned_no_mmap: false,
         filtered: SampleStats::default(),
         ip_in_binary: false,
+        traces: functions
+            .zip(opts.temporal_traces)
+            .map(|(table, max_length)| TraceCollector::new(table, max_length)),
     };
     let (reader_warnings, samples, mut stats) = if workers <= 1 {
         let mut agg = Aggregator::new(binary, opts.sample);
@@ -279,6 +327,7 @@ fn aggregate_events(
         warnings,
         mapping: front.mapper.stats,
         truncated: false,
+        traces: front.traces.map(TraceCollector::finish).unwrap_or_default(),
     })
 }
 
@@ -290,24 +339,34 @@ fn read_samples(
     report: &mut InputsReport,
 ) -> Result<AggregatedSamples, Error> {
     use rayon::prelude::*;
+    let table = opts.temporal_traces.map(|_| FunctionTable::of_binary(binary));
+    let functions = table.as_ref();
     let results: Vec<Result<InputResult, Error>> = match input {
         Input::PerfData(given) => {
             let paths = perf_data::expand_dirs(given)?;
             // Several files: one per worker; one file: all workers on it.
             if paths.len() > 1 {
-                paths.par_iter().map(|p| read_perf_data_file(opts, 1, binary, p)).collect()
+                paths
+                    .par_iter()
+                    .map(|p| read_perf_data_file(opts, 1, binary, functions, p))
+                    .collect()
             } else {
-                paths.iter().map(|p| read_perf_data_file(opts, workers, binary, p)).collect()
+                paths
+                    .iter()
+                    .map(|p| read_perf_data_file(opts, workers, binary, functions, p))
+                    .collect()
             }
         }
-        Input::PerfScript(p) => vec![read_perf_script_file(opts, workers, binary, p)],
+        Input::PerfScript(p) => vec![read_perf_script_file(opts, workers, binary, functions, p)],
         Input::Unsymbolized(_) => unreachable!("unsymbolized input has no samples"),
     };
     let mut samples = AggregatedSamples::default();
     let mut mapping = MappingStats::default();
     let mut truncated = false;
+    let mut traces = Vec::new();
     for r in results {
         let r = r?;
+        traces.extend(r.traces);
         mapping.merge(r.mapping);
         truncated |= r.truncated;
         samples.merge(r.samples);
@@ -320,6 +379,7 @@ fn read_samples(
     if report.samples.read > 0 && report.samples.used == 0 {
         no_sample_in_binary(binary, input, opts.pid, &mapping, truncated, report)?;
     }
+    report.traces = table.map(|table| TemporalTraces { table, traces });
     Ok(samples)
 }
 
@@ -408,6 +468,7 @@ fn read_perf_script_file(
     opts: &ReadOptions,
     workers: usize,
     binary: &Binary,
+    functions: Option<&FunctionTable>,
     path: &Path,
 ) -> Result<InputResult, Error> {
     let text = read_file(path)?;
@@ -419,6 +480,7 @@ fn read_perf_script_file(
         opts,
         workers,
         binary,
+        functions,
         |on_event| Ok(read_perf_script(&text, path, &script_opts, on_event)?.into_warnings()),
         |_| None,
         true,
@@ -430,6 +492,7 @@ fn read_perf_data_file(
     opts: &ReadOptions,
     workers: usize,
     binary: &Binary,
+    functions: Option<&FunctionTable>,
     path: &Path,
 ) -> Result<InputResult, Error> {
     let truncated = std::cell::Cell::new(false);
@@ -444,6 +507,7 @@ fn read_perf_data_file(
             opts,
             workers,
             binary,
+            functions,
             |on_event| Ok(finish(read_perf_data_stream(stdin, path, on_event)?)),
             |_| None,
             false,
@@ -458,6 +522,7 @@ fn read_perf_data_file(
         opts,
         workers,
         binary,
+        functions,
         |on_event| {
             let release = perf_data::page_releaser(&map);
             Ok(finish(data.decode_in_time_order_releasing(on_event, release)?))

@@ -91,6 +91,14 @@ pub struct Function {
     pub source: FuncSource,
 }
 
+/// A `.symtab` function symbol of executable code: what a linker's symbol ordering file names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionSymbol {
+    pub name: Arc<str>,
+    pub addr: Vaddr,
+    pub size: u64,
+}
+
 /// One contiguous address range of a function (a function split into `foo` and `foo.cold` has
 /// two).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,6 +132,7 @@ pub struct Binary {
     elf: elf::ElfInfo,
     code: disasm::Code,
     functions: Vec<Function>,
+    function_symbols: Vec<FunctionSymbol>,
     /// Sorted by start, disjoint starts.
     func_ranges: Vec<FuncRange>,
     /// Per function range, the inline stacks of its instructions, computed on first use.
@@ -165,6 +174,15 @@ impl Binary {
         let obj = elf::parse(data).map_err(bad)?;
         let elf_info = elf::info(&obj).map_err(bad)?;
         let symbols = elf::symbols(&obj);
+        let function_symbols = symbols
+            .iter()
+            .filter(|s| {
+                s.is_func
+                    && s.size > 0
+                    && obj.section_by_index(s.section).is_ok_and(|sec| elf::is_exec_section(&sec))
+            })
+            .map(|s| FunctionSymbol { name: Arc::from(s.name), addr: Vaddr(s.addr), size: s.size })
+            .collect();
         let sections = disasm::text_sections(&obj, &symbols).map_err(bad)?;
         let base = elf_info.preferred_base.0;
         let dbg_data = opts.debug_binary.as_deref().map(map_file).transpose()?;
@@ -205,6 +223,7 @@ impl Binary {
         });
         Ok(Binary {
             path: path.to_path_buf(),
+            function_symbols,
             elf: elf_info,
             code,
             range_frames: (0..func_ranges.len()).map(|_| OnceLock::new()).collect(),
@@ -303,6 +322,10 @@ impl Binary {
     }
     pub fn functions(&self) -> &[Function] {
         &self.functions
+    }
+    /// The sized function symbols of executable sections, in `.symtab` order.
+    pub fn function_symbols(&self) -> &[FunctionSymbol] {
+        &self.function_symbols
     }
     pub fn function(&self, id: FuncId) -> &Function {
         &self.functions()[id.0 as usize]

@@ -7,6 +7,9 @@
 //! carry timestamps, and whose LBR entries and call stacks show many more functions than the
 //! sampled IPs alone.
 //!
+//! The traces themselves are collected while the inputs are read
+//! ([`crate::aggregate::traces`]); here they are sampled, partitioned and written out:
+//!
 //! - [`reservoir`]: a fixed-size, seeded random sample of traces that merges exactly.
 //! - [`utility`]: the trace prefixes each function belongs to.
 //! - [`partition`]: balanced partitioning (recursive bisection with local moves).
@@ -17,7 +20,12 @@ pub mod partition;
 pub mod reservoir;
 pub mod utility;
 
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+use crate::aggregate::traces::{FunctionTable, ProcessFunctions};
 use partition::{PartitionConfig, balanced_partition};
+use reservoir::{SamplingParams, TemporalTrace, TraceSample};
 use utility::startup_nodes;
 
 /// How traced functions are ordered.
@@ -28,6 +36,14 @@ pub enum Algorithm {
     Balanced,
     /// By earliest position in any trace (ties by original order): no partitioning.
     FirstTimestamp,
+}
+
+/// How a function order is made from traces.
+#[derive(Clone, Debug, Default)]
+pub struct OrderOptions {
+    pub algorithm: Algorithm,
+    pub sampling: SamplingParams,
+    pub partition: PartitionConfig,
 }
 
 /// The new order of functions `0..sizes.len()` (indices in their original, address order):
@@ -56,11 +72,140 @@ pub fn order_functions(
     order
 }
 
-/// The start-up cost of a layout as lld's `BPSectionOrderer` evaluates one: functions laid out
-/// back to back in `order` (with `sizes`), the sum over every trace and every step `t` of the
-/// number of distinct pages its first `t` functions touch (the area under the page-fault
-/// curve). Lower is better.
-pub fn page_fault_area(traces: &[Vec<u32>], sizes: &[u64], order: &[u32], page_size: u64) -> u64 {
+/// Offers the traces collected from one input to `sample`, with the table's names.
+pub fn offer_traces(
+    sample: &mut TraceSample,
+    table: &FunctionTable,
+    traces: Vec<ProcessFunctions>,
+) {
+    for t in traces {
+        sample.offer(TemporalTrace {
+            pid: t.pid,
+            start_time: t.start_time,
+            functions: t.functions.iter().map(|&f| table.name(f).to_string()).collect(),
+        });
+    }
+}
+
+/// What [`order_file`] did, for the summary line.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OrderReport {
+    /// Traces used, and traces seen by the sample.
+    pub traces: usize,
+    pub traces_seen: u64,
+    /// Functions of the binary placed by the traces, and all of them.
+    pub ordered: usize,
+    pub functions: usize,
+    /// Names in the traces that the binary does not have (traces of another build).
+    pub unknown_names: usize,
+    /// Mean 4 KiB pages a trace's functions span, laid out back to back in the original order
+    /// and in the new one (an estimate: the real layout adds alignment and other sections).
+    pub pages_before: f64,
+    pub pages_after: f64,
+}
+
+impl OrderReport {
+    pub fn summary_line(&self) -> String {
+        format!(
+            "profgen order: {} used ({} seen), {} of {} functions ordered by {}{}; pages their \
+             functions span (mean per trace, estimated): {:.1} in the original order, {:.1} \
+             ordered",
+            traces(self.traces),
+            self.traces_seen,
+            self.ordered,
+            self.functions,
+            if self.traces == 1 { "it" } else { "them" },
+            if self.unknown_names > 0 {
+                format!(", {} names not in the binary", self.unknown_names)
+            } else {
+                String::new()
+            },
+            self.pages_before,
+            self.pages_after
+        )
+    }
+}
+
+fn traces(n: usize) -> String {
+    format!("{n} trace{}", if n == 1 { "" } else { "s" })
+}
+
+/// The lld `--symbol-ordering-file` for `table`'s functions ordered by `sample`'s traces: one
+/// symbol per line, after `#` comment lines saying how it was made.
+pub fn order_file(
+    sample: &TraceSample,
+    table: &FunctionTable,
+    opts: &OrderOptions,
+) -> (String, OrderReport) {
+    let mut unknown = HashSet::new();
+    let traces: Vec<Vec<u32>> = sample
+        .traces()
+        .map(|t| {
+            let mut seen = HashSet::new();
+            t.functions
+                .iter()
+                .filter_map(|name| match table.entry_of_name(name) {
+                    Some(f) => seen.insert(f).then_some(f),
+                    None => {
+                        unknown.insert(name.as_str());
+                        None
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let order = order_functions(&traces, table.sizes(), opts.algorithm, &opts.partition);
+    let ordered = traces.iter().flatten().collect::<HashSet<_>>().len();
+    let original: Vec<u32> = (0..table.len() as u32).collect();
+    let report = OrderReport {
+        traces: traces.len(),
+        traces_seen: sample.seen(),
+        ordered,
+        functions: table.len(),
+        unknown_names: unknown.len(),
+        pages_before: mean_pages(&traces, table.sizes(), &original),
+        pages_after: mean_pages(&traces, table.sizes(), &order),
+    };
+    let how = match opts.algorithm {
+        Algorithm::Balanced => "balanced partitioning",
+        Algorithm::FirstTimestamp => "first timestamp",
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# profgen order: {} functions, the first {ordered} by {how} of {} temporal {}",
+        order.len(),
+        traces.len(),
+        if traces.len() == 1 { "trace" } else { "traces" }
+    );
+    let _ = writeln!(out, "# for lld --symbol-ordering-file (with -ffunction-sections)");
+    for f in order {
+        let _ = writeln!(out, "{}", table.name(f));
+    }
+    (out, report)
+}
+
+/// Mean over `traces` of the distinct 4 KiB pages their functions span when laid out back to
+/// back in `order` (0 without traces).
+fn mean_pages(traces: &[Vec<u32>], sizes: &[u64], order: &[u32]) -> f64 {
+    if traces.is_empty() {
+        return 0.0;
+    }
+    let spans = layout_pages(sizes, order, 4096);
+    let total: usize = traces
+        .iter()
+        .map(|t| {
+            t.iter()
+                .flat_map(|&f| spans[f as usize].0..=spans[f as usize].1)
+                .collect::<HashSet<_>>()
+                .len()
+        })
+        .sum();
+    total as f64 / traces.len() as f64
+}
+
+/// The first and last page of every function laid out back to back in `order`.
+fn layout_pages(sizes: &[u64], order: &[u32], page_size: u64) -> Vec<(u64, u64)> {
     let mut pages = vec![(0u64, 0u64); sizes.len()];
     let mut at = 0u64;
     for &f in order {
@@ -68,21 +213,30 @@ pub fn page_fault_area(traces: &[Vec<u32>], sizes: &[u64], order: &[u32], page_s
         pages[f as usize] = (at / page_size, (at + size - 1) / page_size);
         at += size;
     }
-    let mut area = 0;
-    for trace in traces {
-        let mut touched = std::collections::HashSet::new();
-        for &f in trace {
-            let (first, last) = pages[f as usize];
-            touched.extend(first..=last);
-            area += touched.len() as u64;
-        }
-    }
-    area
+    pages
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The start-up cost of a layout as lld's `BPSectionOrderer` evaluates one: functions laid out
+    /// back to back in `order` (with `sizes`), the sum over every trace and every step `t` of the
+    /// number of distinct pages its first `t` functions touch (the area under the page-fault
+    /// curve). Lower is better.
+    fn page_fault_area(traces: &[Vec<u32>], sizes: &[u64], order: &[u32], page_size: u64) -> u64 {
+        let pages = layout_pages(sizes, order, page_size);
+        let mut area = 0;
+        for trace in traces {
+            let mut touched = std::collections::HashSet::new();
+            for &f in trace {
+                let (first, last) = pages[f as usize];
+                touched.extend(first..=last);
+                area += touched.len() as u64;
+            }
+        }
+        area
+    }
 
     fn permutations(n: u32) -> Vec<Vec<u32>> {
         let mut out = Vec::new();
@@ -167,5 +321,46 @@ mod tests {
         let sizes = [1000, 1000, 6000];
         assert_eq!(page_fault_area(&[vec![0, 2]], &sizes, &[0, 1, 2], 4096), 1 + 2);
         assert_eq!(page_fault_area(&[vec![0, 1]], &sizes, &[0, 2, 1], 4096), 1 + 2);
+    }
+
+    #[test]
+    fn order_file_lists_traced_functions_first_then_the_rest_in_address_order() {
+        let table = FunctionTable::new([
+            ("main", 0x1000, 0x100),
+            ("init_a", 0x1100, 0x2000),
+            ("cold", 0x3100, 0x3000),
+            ("init_b", 0x6100, 0x800),
+            ("exit", 0x6900, 0x10),
+        ]);
+        let mut sample = TraceSample::new(SamplingParams::default());
+        let trace = |f: &[u32]| ProcessFunctions { pid: 1, start_time: 5, functions: f.to_vec() };
+        offer_traces(&mut sample, &table, vec![trace(&[0, 3, 1])]);
+        sample.offer(TemporalTrace {
+            pid: 2,
+            start_time: 9,
+            functions: vec!["main".into(), "gone_in_this_build".into(), "init_b".into()],
+        });
+        let opts = OrderOptions { algorithm: Algorithm::FirstTimestamp, ..Default::default() };
+        let (text, report) = order_file(&sample, &table, &opts);
+        assert_eq!(
+            text,
+            "# profgen order: 5 functions, the first 3 by first timestamp of 2 temporal traces\n\
+             # for lld --symbol-ordering-file (with -ffunction-sections)\n\
+             main\ninit_b\ninit_a\ncold\nexit\n"
+        );
+        // Back to back in the original order, main, init_b and init_a span pages 0-2 and 5, main
+        // and init_b pages 0 and 5; ordered, pages 0-2 and page 0.
+        assert_eq!(
+            report,
+            OrderReport {
+                traces: 2,
+                traces_seen: 2,
+                ordered: 3,
+                functions: 5,
+                unknown_names: 1,
+                pages_before: 3.0,
+                pages_after: 2.0,
+            }
+        );
     }
 }

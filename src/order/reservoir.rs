@@ -136,7 +136,12 @@ impl TraceSample {
     }
 
     /// Reads [`TraceSample::write`]'s text; errors name `path` and the line.
-    pub fn read(text: &str, path: &Path) -> Result<TraceSample> {
+    pub fn read(bytes: &[u8], path: &Path) -> Result<TraceSample> {
+        let text = std::str::from_utf8(bytes).map_err(|e| Error::Malformed {
+            path: path.to_path_buf(),
+            offset: e.valid_up_to() as u64,
+            what: "not UTF-8 text: not a trace file".into(),
+        })?;
         let bad = |line: usize, what: String| Error::BadLine {
             path: path.to_path_buf(),
             line: line as u64 + 1,
@@ -343,13 +348,14 @@ mod tests {
         assert!(text.starts_with(
             "# profgen temporal traces v1\nseed 4 capacity 5 max-length 2 seen 9\ntrace "
         ));
-        assert_eq!(TraceSample::read(&text, Path::new("t.traces")).unwrap(), s);
+        assert_eq!(TraceSample::read(text.as_bytes(), Path::new("t.traces")).unwrap(), s);
     }
 
     #[test]
     fn malformed_text_names_file_and_line() {
-        let err =
-            |text: &str| TraceSample::read(text, Path::new("t.traces")).unwrap_err().to_string();
+        let err = |text: &str| {
+            TraceSample::read(text.as_bytes(), Path::new("t.traces")).unwrap_err().to_string()
+        };
         assert_eq!(
             err("hello\n"),
             "t.traces:1: not a trace file: the first line must be `# profgen temporal traces v1`"
