@@ -321,24 +321,26 @@ impl<'b> Aggregator<'b> {
                 self.translated = translated;
                 return;
             }
-            // Normalise now (return addresses → call sites, leaf → newest branch target): more
-            // samples become identical, and only the normalised form is kept.
-            let stack = translated[1..stack_end].iter().map(|&a| Vaddr(a));
-            let lbr = translated[stack_end..].chunks_exact(2).map(|p| (Vaddr(p[0]), Vaddr(p[1])));
-            let h = &mut self.hybrid;
-            // Translated addresses are instruction starts or external: no second search.
-            let is_code = |a: Vaddr| !a.is_external();
-            let normalize = &mut self.samples.normalize;
-            if !normalize_into(self.binary, is_code, stack, lbr, count, normalize, h) {
-                self.stats.used += 1;
-                self.translated = translated;
-                return;
-            }
-            key::encode(h, &mut self.key_bytes);
-            self.samples.add(&self.key_bytes, count);
+            self.keep_hybrid(&translated[1..stack_end], &translated[stack_end..], count);
         }
         self.stats.used += 1;
         self.translated = translated;
+    }
+
+    /// Normalises a sample with a call stack now (return addresses → call sites, leaf → newest
+    /// branch target): more samples become identical, and only the normalised form is kept.
+    /// Out of line, so that the LBR-only path of [`add`](Self::add) stays small.
+    #[inline(never)]
+    fn keep_hybrid(&mut self, callchain: &[u64], branches: &[u64], count: u64) {
+        let callchain = callchain.iter().map(|&a| Vaddr(a));
+        let branches = branches.chunks_exact(2).map(|p| (Vaddr(p[0]), Vaddr(p[1])));
+        // Translated addresses are instruction starts or external: no second search.
+        let is_code = |a: Vaddr| !a.is_external();
+        let (normalize, h) = (&mut self.samples.normalize, &mut self.hybrid);
+        if normalize_into(self.binary, is_code, callchain, branches, count, normalize, h) {
+            key::encode(h, &mut self.key_bytes);
+            self.samples.add(&self.key_bytes, count);
+        }
     }
 
     /// Branches with an internal target, and the straight-line code between consecutive entries
