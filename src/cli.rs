@@ -3,7 +3,8 @@
 //!
 //! Profile generation is `profgen [OPTIONS]`, without a subcommand word, as llvm-profgen's
 //! command line. A subcommand is added as a [`Command`] variant, a clap `Args` struct of its own
-//! and an arm in [`parse`] matching its name as the first argument.
+//! and an arm in [`parse`] matching its name as the first argument: `profgen aggregate` and
+//! `profgen merge` (the fleet's map and reduce steps) are.
 //!
 //! LLVM's option parser accepts `-opt`, `--opt`, `--opt=v` and `--opt v`, and booleans as
 //! `--opt`, `--opt=1/0/true/false`; [`normalize_args`] maps the single-dash spellings onto
@@ -13,7 +14,10 @@ use crate::aggregate::read::{Input, ReadOptions};
 use crate::aggregate::samples::SampleOptions;
 use crate::aggregate::unsymbolized::UnsymbolizedOptions;
 use crate::binary::{DumpOptions, LoadOptions};
-use crate::config::{Command, Config, OrderConfig, OrderOutput, OutputOptions};
+use crate::config::{
+    AggregateConfig, Binaries, Command, Config, MergeConfig, OrderConfig, OrderOutput,
+    OutputOptions,
+};
 use crate::llvm::ContextShape;
 use crate::order::partition::PartitionConfig;
 use crate::order::reservoir::SamplingParams;
@@ -52,34 +56,27 @@ struct Args {
     /// Unsymbolized profile written by --skip-symbolization.
     #[arg(long, visible_alias = "up", value_name = "PATH")]
     unsymbolized_profile: Option<PathBuf>,
+    /// Aggregate file written by `profgen aggregate` or `profgen merge` (repeatable: merged).
+    #[arg(long, value_name = "PATH", action = ArgAction::Append)]
+    aggregate: Vec<PathBuf>,
+    /// Instead of --binary: a directory of binaries or a .build-id tree; one profile is written
+    /// per binary the inputs have samples of, into --output-dir.
+    #[arg(long, value_name = "DIR", conflicts_with = "binary")]
+    binaries: Option<PathBuf>,
+    /// With --binaries: where the profiles go (`NAME-BUILDID.prof`; created if missing).
+    #[arg(long, value_name = "DIR", requires = "binaries", conflicts_with = "output")]
+    output_dir: Option<PathBuf>,
     /// Output profile path.
     #[arg(long, short = 'o', value_name = "PATH")]
     output: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value = "extbinary")]
     format: FormatArg,
-    /// Only use mmap events (and samples) of this process.
-    #[arg(long)]
-    pid: Option<i32>,
     /// Worker threads (default: all cores).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
-
-    /// Treat LBR + call-stack samples as LBR-only (non-CS profile).
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
-    ignore_stack_samples: bool,
-    /// Profile from sample IPs only, ignoring LBR entries.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
-    leading_ip_only: bool,
-    /// Keep only samples of this event (repeatable).
-    #[arg(long, action = ArgAction::Append)]
-    perf_event: Vec<String>,
-    /// Comma-separated list of events to keep.
-    #[arg(long, value_delimiter = ',')]
-    perf_events: Vec<String>,
-    /// Multiply LBR-only sample counts by this period.
-    #[arg(long)]
-    sample_period: Option<u64>,
+    #[command(flatten)]
+    counting: CountingArgs,
     /// Stop after aggregation and write the unsymbolized profile.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     skip_symbolization: bool,
@@ -89,9 +86,6 @@ struct Args {
     /// With --use-offset: relative to the first loadable segment instead.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     use_first_loadable_segment_as_base: bool,
-    /// Ignore pseudo probes and use DWARF line correlation.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
-    use_dwarf_correlation: bool,
     /// Print every mmap event of the binary as it is applied.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     show_mmap_events: bool,
@@ -125,12 +119,6 @@ struct Args {
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     show_pseudo_probe: bool,
     // Context-sensitive profiles.
-    /// Collapse repeated frame sequences up to this length (-1 unlimited, 0 off).
-    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
-    compress_recursion: i32,
-    /// Keep only this many caller frames (-1 unlimited).
-    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
-    csprof_max_context_depth: i32,
     /// Infer frames lost to tail calls (probe-based CS profiles).
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
     infer_missing_frames: bool,
@@ -277,6 +265,128 @@ enum AlgorithmArg {
     Timestamp,
 }
 
+/// The options that decide what is counted, shared by the profile run and `profgen aggregate`
+/// (an aggregate records them; the run that reads it must ask for the same).
+#[derive(clap::Args, Debug)]
+struct CountingArgs {
+    /// Only use mmap events (and samples) of this process.
+    #[arg(long)]
+    pid: Option<i32>,
+    /// Treat LBR + call-stack samples as LBR-only (non-CS profile).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    ignore_stack_samples: bool,
+    /// Profile from sample IPs only, ignoring LBR entries.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    leading_ip_only: bool,
+    /// Keep only samples of this event (repeatable).
+    #[arg(long, action = ArgAction::Append)]
+    perf_event: Vec<String>,
+    /// Comma-separated list of events to keep.
+    #[arg(long, value_delimiter = ',')]
+    perf_events: Vec<String>,
+    /// Multiply LBR-only sample counts by this period.
+    #[arg(long)]
+    sample_period: Option<u64>,
+    /// Ignore pseudo probes and use DWARF line correlation.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    use_dwarf_correlation: bool,
+    /// Collapse repeated frame sequences up to this length (-1 unlimited, 0 off).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    compress_recursion: i32,
+    /// Keep only this many caller frames (-1 unlimited).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    csprof_max_context_depth: i32,
+}
+
+impl CountingArgs {
+    fn check(&self) -> Result<(), clap::Error> {
+        if self.compress_recursion < -1 {
+            return Err(usage("Value of --compress-recursion should >= -1"));
+        }
+        Ok(())
+    }
+
+    fn context(&self) -> ContextShape {
+        ContextShape {
+            compress_recursion: self.compress_recursion,
+            max_context_depth: self.csprof_max_context_depth,
+        }
+    }
+
+    /// The read stage's options (`--use-offset` style options at their defaults).
+    fn read_options(&self, progress: bool, show_mmap_events: bool) -> ReadOptions {
+        let mut perf_events = self.perf_event.clone();
+        perf_events.extend(self.perf_events.iter().filter(|e| !e.is_empty()).cloned());
+        ReadOptions {
+            pid: self.pid,
+            perf_events,
+            sample: SampleOptions {
+                leading_ip_only: self.leading_ip_only,
+                ignore_stack: self.ignore_stack_samples,
+                sample_period: self.sample_period,
+            },
+            context: self.context(),
+            unsymbolized: UnsymbolizedOptions::default(),
+            show_mmap_events,
+            progress,
+            temporal_traces: None,
+        }
+    }
+}
+
+/// `profgen aggregate`: counters of each binary from the inputs, as an aggregate file.
+#[derive(Parser, Debug)]
+#[command(
+    name = "profgen aggregate",
+    about = "Aggregate perf.data into a mergeable aggregate file (.pga), per binary build id",
+    after_help = "Exit codes: 0 success, 1 bad input, 2 bad usage."
+)]
+struct AggregateArgs {
+    /// Profiled executable.
+    #[arg(long, value_name = "PATH", required_unless_present = "binaries")]
+    binary: Option<PathBuf>,
+    /// A directory of binaries or a .build-id tree: every binary in it the inputs map is
+    /// aggregated (found by build id, or by file name for inputs without build ids).
+    #[arg(long, value_name = "DIR", conflicts_with = "binary")]
+    binaries: Option<PathBuf>,
+    /// Read DWARF from this file instead of --binary.
+    #[arg(long, value_name = "PATH", conflicts_with = "binaries")]
+    debug_binary: Option<PathBuf>,
+    /// perf.data input, or a directory of them (repeatable).
+    #[arg(long, visible_alias = "pd", value_name = "PATH", action = ArgAction::Append)]
+    perfdata: Vec<PathBuf>,
+    /// `perf script` text input (with --binary).
+    #[arg(long, visible_alias = "ps", value_name = "PATH", conflicts_with_all = ["perfdata", "binaries"])]
+    perfscript: Option<PathBuf>,
+    /// The aggregate file to write.
+    #[arg(long, short = 'o', value_name = "PATH")]
+    output: PathBuf,
+    /// Worker threads (default: all cores).
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    #[command(flatten)]
+    counting: CountingArgs,
+    /// No progress bar.
+    #[arg(long)]
+    no_progress: bool,
+}
+
+/// `profgen merge`: aggregate files summed into one.
+#[derive(Parser, Debug)]
+#[command(
+    name = "profgen merge",
+    about = "Merge aggregate files (.pga): the result is the same for any grouping and order",
+    after_help = "Exit codes: 0 success, 1 bad input, 2 bad usage."
+)]
+struct MergeArgs {
+    /// Aggregate files to merge.
+    #[arg(value_name = "AGGREGATE", required = true)]
+    inputs: Vec<PathBuf>,
+    /// The merged aggregate file.
+    #[arg(long, short = 'o', value_name = "PATH")]
+    output: PathBuf,
+}
+
 /// `--format` values, llvm-profgen's names.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum FormatArg {
@@ -335,9 +445,20 @@ pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString>
 /// Parses the command line into a [`Command`]. Usage errors come back as clap errors (exit 2).
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, clap::Error> {
     let args: Vec<OsString> = args.into_iter().collect();
-    if args.get(1).is_some_and(|a| a == "order") {
-        let a = OrderArgs::try_parse_from(&args[1..])?;
-        return to_order_config(a).map(Command::Order);
+    match args.get(1).and_then(|a| a.to_str()) {
+        Some("order") => {
+            let a = OrderArgs::try_parse_from(&args[1..])?;
+            return to_order_config(a).map(Command::Order);
+        }
+        Some("aggregate") => {
+            let a = AggregateArgs::try_parse_from(normalize_args(args.into_iter().skip(1)))?;
+            return to_aggregate_config(a).map(Command::Aggregate);
+        }
+        Some("merge") => {
+            let a = MergeArgs::try_parse_from(normalize_args(args.into_iter().skip(1)))?;
+            return Ok(Command::Merge(MergeConfig { inputs: a.inputs, output: a.output }));
+        }
+        _ => {}
     }
     let args = Args::try_parse_from(normalize_args(args))?;
     to_config(args).map(Command::Profile)
@@ -390,15 +511,51 @@ fn to_order_config(a: OrderArgs) -> Result<OrderConfig, clap::Error> {
     })
 }
 
+fn to_aggregate_config(a: AggregateArgs) -> Result<AggregateConfig, clap::Error> {
+    a.counting.check()?;
+    let input = match a.perfscript {
+        Some(p) => Input::PerfScript(p),
+        None if a.perfdata.is_empty() => {
+            return Err(usage("no input: give --perfdata (files or directories) or --perfscript"));
+        }
+        None => Input::PerfData(a.perfdata),
+    };
+    let binaries = match (a.binary, a.binaries) {
+        (Some(b), _) => Binaries::One(b),
+        (None, Some(d)) => Binaries::Store(d),
+        (None, None) => return Err(usage("give --binary or --binaries")),
+    };
+    Ok(AggregateConfig {
+        binaries,
+        load: LoadOptions {
+            debug_binary: a.debug_binary,
+            use_dwarf_correlation: a.counting.use_dwarf_correlation,
+        },
+        input,
+        threads: thread_count(a.threads)?,
+        read: a.counting.read_options(!a.no_progress, false),
+        output: a.output,
+    })
+}
+
 fn usage(msg: impl Into<String>) -> clap::Error {
     clap::Error::raw(clap::error::ErrorKind::ArgumentConflict, format!("{}\n", msg.into()))
 }
 
 fn to_config(a: Args) -> Result<Config, clap::Error> {
-    let binary = a.binary.ok_or_else(|| usage("--binary is required"))?;
-    let output = a
-        .output
-        .ok_or_else(|| usage("for the --output option: must be specified at least once!"))?;
+    let (binaries, output) = match (a.binary, a.binaries) {
+        (Some(b), _) => (
+            Binaries::One(b),
+            a.output.ok_or_else(|| {
+                usage("for the --output option: must be specified at least once!")
+            })?,
+        ),
+        (None, Some(d)) => (
+            Binaries::Store(d),
+            a.output_dir.ok_or_else(|| usage("--binaries needs --output-dir"))?,
+        ),
+        (None, None) => return Err(usage("--binary is required")),
+    };
     let given = [!a.perfdata.is_empty(), a.perfscript.is_some(), a.unsymbolized_profile.is_some()]
         .iter()
         .filter(|g| **g)
@@ -408,16 +565,28 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
             "`--perfscript`, `--perfdata` and `--unsymbolized-profile` cannot be used together.",
         ));
     }
+    if given > 0 && !a.aggregate.is_empty() {
+        return Err(usage(
+            "`--aggregate` cannot be used with `--perfscript`, `--perfdata` or `--unsymbolized-profile`.",
+        ));
+    }
     let input = if !a.perfdata.is_empty() {
         Some(Input::PerfData(a.perfdata))
     } else if let Some(p) = a.perfscript {
         Some(Input::PerfScript(p))
+    } else if !a.aggregate.is_empty() {
+        Some(Input::Aggregate(a.aggregate))
     } else {
         a.unsymbolized_profile.map(Input::Unsymbolized)
     };
     if input.is_none() && !a.show_disassembly_only {
         return Err(usage(
-            "Perf input file is missing, please use one of --perfscript, --perfdata and --unsymbolized-profile for the input.",
+            "Perf input file is missing, please use one of --perfscript, --perfdata, --unsymbolized-profile and --aggregate for the input.",
+        ));
+    }
+    if matches!(binaries, Binaries::Store(_)) && !matches!(input, Some(Input::Aggregate(_))) {
+        return Err(usage(
+            "--binaries profiles aggregates: give --aggregate (see `profgen aggregate`)",
         ));
     }
     if a.show_source_locations && !a.show_disassembly_only {
@@ -425,52 +594,37 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
             "--show-source-locations should work together with --show-disassembly-only!",
         ));
     }
-    if a.compress_recursion < -1 {
-        return Err(usage("Value of --compress-recursion should >= -1"));
-    }
+    a.counting.check()?;
     let threads = thread_count(a.threads)?;
-    if a.order_output.is_some() && matches!(input, Some(Input::Unsymbolized(_)) | None) {
+    let no_times = matches!(input, Some(Input::Unsymbolized(_) | Input::Aggregate(_)) | None);
+    if a.order_output.is_some() && no_times {
         return Err(usage(
-            "--order-output needs samples: --perfdata or --perfscript (an unsymbolized profile has no sample times)",
+            "--order-output needs samples: --perfdata or --perfscript (an unsymbolized profile or an aggregate has no sample times)",
         ));
     }
     let order = a.order_output.map(|path| OrderOutput { options: OrderOptions::default(), path });
-    let mut perf_events = a.perf_event;
-    perf_events.extend(a.perf_events.into_iter().filter(|e| !e.is_empty()));
-    let context = ContextShape {
-        compress_recursion: a.compress_recursion,
-        max_context_depth: a.csprof_max_context_depth,
-    };
+    let context = a.counting.context();
     Ok(Config {
-        binary,
+        binaries,
         load: LoadOptions {
             debug_binary: a.debug_binary,
-            use_dwarf_correlation: a.use_dwarf_correlation,
+            use_dwarf_correlation: a.counting.use_dwarf_correlation,
         },
         input,
         threads,
         read: ReadOptions {
-            pid: a.pid,
-            perf_events,
-            sample: SampleOptions {
-                leading_ip_only: a.leading_ip_only,
-                ignore_stack: a.ignore_stack_samples,
-                sample_period: a.sample_period,
-            },
-            context,
             unsymbolized: UnsymbolizedOptions {
                 use_offset: a.use_offset,
                 use_first_loadable_segment_as_base: a.use_first_loadable_segment_as_base,
             },
-            show_mmap_events: a.show_mmap_events,
-            progress: !a.no_progress,
             temporal_traces: order.as_ref().map(|o| o.options.sampling.max_length),
+            ..a.counting.read_options(!a.no_progress, a.show_mmap_events)
         },
         skip_symbolization: a.skip_symbolization,
         profile: ProfileOptions {
             line: LineOptions {
                 fill_zero_for_all_funcs: a.fill_zero_for_all_funcs,
-                leading_ip_only: a.leading_ip_only,
+                leading_ip_only: a.counting.leading_ip_only,
             },
             update_total_samples: a.update_total_samples,
             cs: CsOptions {

@@ -19,12 +19,28 @@ pub enum Command {
     Profile(Config),
     /// Start-up function order: `profgen order [OPTIONS]`.
     Order(OrderConfig),
+    /// `profgen aggregate`: inputs → counters per binary → an aggregate file.
+    Aggregate(AggregateConfig),
+    /// `profgen merge`: aggregate files → one aggregate file.
+    Merge(MergeConfig),
+}
+
+/// Which binaries are profiled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Binaries {
+    /// `--binary`.
+    One(PathBuf),
+    /// `--binaries DIR`: every binary of the store (a directory of binaries or a build-id tree,
+    /// see [`crate::binary::store`]) that the inputs have samples of.
+    Store(PathBuf),
 }
 
 /// Profile generation: binary and inputs → counters → profile → post-passes → output.
 #[derive(Clone, Debug)]
 pub struct Config {
-    pub binary: PathBuf,
+    /// With [`Binaries::Store`], one profile per binary, written into the directory
+    /// `output.path`.
+    pub binaries: Binaries,
     pub load: LoadOptions,
     /// `None` only with `--show-disassembly-only` / `--show-pseudo-probe` style runs.
     pub input: Option<Input>,
@@ -72,6 +88,27 @@ pub struct OrderConfig {
     pub write_traces: Option<PathBuf>,
 }
 
+/// `profgen aggregate`: the inputs' counters for each binary, written as an aggregate file
+/// ([`crate::aggregate::pga`]).
+#[derive(Clone, Debug)]
+pub struct AggregateConfig {
+    pub binaries: Binaries,
+    pub load: LoadOptions,
+    /// perf.data files and directories, or one perf script (with [`Binaries::One`]).
+    pub input: Input,
+    pub threads: usize,
+    pub read: ReadOptions,
+    /// The aggregate file to write.
+    pub output: PathBuf,
+}
+
+/// `profgen merge`: aggregate files summed into one.
+#[derive(Clone, Debug)]
+pub struct MergeConfig {
+    pub inputs: Vec<PathBuf>,
+    pub output: PathBuf,
+}
+
 /// What happens to a generated profile: post-passes, symbol list, density report, encoding.
 #[derive(Clone, Debug)]
 pub struct OutputOptions {
@@ -82,6 +119,6 @@ pub struct OutputOptions {
     pub density: DensityOptions,
     pub format: OutputFormat,
     pub write: WriteOptions,
-    /// `--output` (`-` = stdout).
+    /// `--output` (`-` = stdout), or with a binary store, `--output-dir`.
     pub path: PathBuf,
 }

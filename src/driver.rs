@@ -4,22 +4,30 @@
 //! (counters → profile) and [`finish_profile`] (post-passes → output). `profgen order`
 //! ([`run_order`]) reads the same inputs for their temporal traces and writes a function order
 //! ([`write_order`]), which a profile run can also do on the side (`--order-output`).
+//!
+//! The fleet commands split a profile run in two: `profgen aggregate` ([`run_aggregate`]) stops
+//! after [`read_counters`] and writes the counters of each binary to an aggregate file, `profgen
+//! merge` ([`run_merge`]) sums such files, and the profile run reads them back as its input
+//! ([`Input::Aggregate`]), for one binary or for every binary of a store ([`run_store`]).
 
 use crate::aggregate::ContextCounters;
-use crate::aggregate::read::{Input, InputsReport, ReadOptions};
+use crate::aggregate::pga::{Aggregate, BinaryAggregate, BinaryKey};
+use crate::aggregate::read::{Input, InputsReport, ReadOptions, counting_options};
 use crate::aggregate::traces::{FunctionTable, TemporalTraces};
 use crate::aggregate::unsymbolized::{UnsymbolizedOptions, write_unsymbolized};
-use crate::binary::Binary;
-use crate::config::{Config, OrderConfig, OutputOptions};
+use crate::binary::store::{BinaryStore, StoredBinary};
+use crate::binary::{Binary, LoadOptions, hex};
+use crate::config::{AggregateConfig, Binaries, Config, MergeConfig, OrderConfig, OutputOptions};
 use crate::error::Error;
+use crate::input::perf_data::MappedFile;
 use crate::input::read_file;
-use crate::mapping::MatchedBy;
+use crate::mapping::{MatchedBy, file_name_of};
 use crate::order::reservoir::TraceSample;
 use crate::order::{OrderOptions, OrderReport, offer_traces, order_file};
 use crate::profile::{self, Profile};
 use crate::writer::{self, OutputFormat, USE_MD5_IGNORED};
 use crate::{aggregate, postpass};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What a run did, for the summary line and for tests.
 #[derive(Debug, Default)]
@@ -53,7 +61,7 @@ impl RunReport {
             }
         }
         let dropped_total = s.read - s.used;
-        let mut line = format!("profgen: {} samples read, {} used", s.read, s.used);
+        let mut line = format!("{} samples read, {} used", s.read, s.used);
         if self.inputs.distinct_samples > 0 {
             line.push_str(&format!(" ({} distinct stacks)", self.inputs.distinct_samples));
         }
@@ -73,7 +81,7 @@ impl RunReport {
     }
 }
 
-/// Runs profile generation on `cfg.threads` worker threads. Warnings are returned in the report
+/// Runs profile generation of one binary on `cfg.threads` worker threads. Warnings are returned in the report
 /// (and printed by `main`).
 pub fn run(cfg: &Config) -> Result<RunReport, Error> {
     on_threads(cfg.threads, || generate(cfg))
@@ -92,7 +100,10 @@ where
 }
 
 fn generate(cfg: &Config) -> Result<RunReport, Error> {
-    let binary = Binary::load(&cfg.binary, &cfg.load)?;
+    let Binaries::One(path) = &cfg.binaries else {
+        return Err(Error::Usage("a binary store profiles with `run_store`".into()));
+    };
+    let binary = Binary::load(path, &cfg.load)?;
     let mut report = RunReport { warnings: binary.warnings().to_vec(), ..Default::default() };
     if cfg.show_disassembly_only || cfg.show_pseudo_probe {
         show_binary(cfg, &binary)?;
@@ -249,4 +260,219 @@ fn show_binary(cfg: &Config, binary: &Binary) -> Result<(), Error> {
         binary.dump_disassembly(&mut out, &cfg.disassembly)?;
     }
     std::io::Write::flush(&mut out).map_err(io_err)
+}
+
+/// One binary's part of a fleet command: which binary and what its run did.
+#[derive(Debug)]
+pub struct BinaryReport {
+    /// The profile written (profile runs), or the binary's name and build id (aggregates).
+    pub name: String,
+    pub report: RunReport,
+}
+
+/// What `profgen aggregate` did.
+#[derive(Debug, Default)]
+pub struct AggregateReport {
+    /// Per binary aggregated, in the order of the aggregate file.
+    pub binaries: Vec<BinaryReport>,
+    /// Executables the inputs map that the binary store does not have.
+    pub unprofiled: usize,
+    pub warnings: Vec<String>,
+}
+
+/// `profgen aggregate`: reads the inputs into counters for each binary (as a profile run would,
+/// up to [`read_counters`]) and writes them as an aggregate file.
+pub fn run_aggregate(cfg: &AggregateConfig) -> Result<AggregateReport, Error> {
+    on_threads(cfg.threads, || aggregate(cfg))
+}
+
+fn aggregate(cfg: &AggregateConfig) -> Result<AggregateReport, Error> {
+    let options = counting_options(&cfg.read, cfg.load.use_dwarf_correlation);
+    let mut out = Aggregate::new(options);
+    let mut report = AggregateReport::default();
+    let jobs: Vec<(StoredBinary, String, Input)> = match (&cfg.binaries, &cfg.input) {
+        (Binaries::One(path), input) => {
+            out.inputs = match input {
+                Input::PerfData(given) => crate::input::perf_data::expand_dirs(given)?.len() as u64,
+                _ => 1,
+            };
+            let stored = StoredBinary { path: path.clone(), debug: cfg.load.debug_binary.clone() };
+            vec![(stored, file_name_of(path), input.clone())]
+        }
+        (Binaries::Store(dir), Input::PerfData(given)) => {
+            let store = BinaryStore::open(dir)?;
+            let skipped = store.skipped.iter().map(|e| format!("binary store: skipped {e}"));
+            report.warnings.extend(skipped);
+            let files = crate::input::perf_data::expand_dirs(given)?;
+            out.inputs = files.len() as u64;
+            let found = binaries_of_inputs(&store, &files, &mut out, &mut report.warnings)?;
+            report.unprofiled = out.unprofiled.len();
+            found.into_iter().map(|(b, name, files)| (b, name, Input::PerfData(files))).collect()
+        }
+        (Binaries::Store(_), _) => {
+            return Err(Error::Usage("--binaries reads perf.data files (--perfdata)".into()));
+        }
+    };
+    for (stored, name, input) in jobs {
+        let load = LoadOptions { debug_binary: stored.debug.clone(), ..cfg.load.clone() };
+        let binary = Binary::load(&stored.path, &load)?;
+        let mut run = RunReport { warnings: binary.warnings().to_vec(), ..Default::default() };
+        let counters = read_counters(&binary, &input, &cfg.read, cfg.threads, &mut run)?;
+        let key = match binary.build_id() {
+            Some(id) => BinaryKey::BuildId(crate::binary::unpadded_build_id(id).to_vec()),
+            None => BinaryKey::FileName(name.clone()),
+        };
+        let inputs = match &input {
+            Input::PerfData(files) => files.len() as u64,
+            _ => 1,
+        };
+        let i = &run.inputs;
+        let entry = BinaryAggregate {
+            file_name: name.clone(),
+            inputs,
+            matched_by: i.matched_by,
+            samples: i.samples.clone(),
+            distinct_samples: i.distinct_samples as u64,
+            normalize: i.normalize.clone(),
+            unwind: i.unwind.clone(),
+            counters,
+        };
+        let shown = format!("{name} ({})", key.describe());
+        match out.binaries.get_mut(&key) {
+            Some(mine) => mine.merge(entry),
+            None => {
+                out.binaries.insert(key, entry);
+            }
+        }
+        report.binaries.push(BinaryReport { name: shown, report: run });
+    }
+    writer::write_bytes_atomically(&out.encode(), &cfg.output)?;
+    Ok(report)
+}
+
+/// Which binaries of `store` the perf.data `files` map, each with the file name it is mapped
+/// under and the files that map it; the executables the store does not have go to
+/// `out.unprofiled`.
+fn binaries_of_inputs(
+    store: &BinaryStore,
+    files: &[PathBuf],
+    out: &mut Aggregate,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<(StoredBinary, String, Vec<PathBuf>)>, Error> {
+    use rayon::prelude::*;
+    use std::collections::{BTreeMap, BTreeSet};
+    let mapped: Vec<Result<Vec<MappedFile>, Error>> = files
+        .par_iter()
+        .map(|f| {
+            let map = crate::input::perf_data::map_file(f)?;
+            crate::input::perf_data::PerfData::parse(&map, f)?.mapped_executables()
+        })
+        .collect();
+    let mut by_binary: BTreeMap<PathBuf, (StoredBinary, String, Vec<PathBuf>)> = BTreeMap::new();
+    for (file, mapped) in files.iter().zip(mapped) {
+        let mut here = BTreeSet::new();
+        for MappedFile { path, build_id: id } in mapped? {
+            let name = path.rsplit('/').next().unwrap_or(&path).to_string();
+            match store.find(id.as_deref(), &name) {
+                Some(b) => {
+                    if here.insert(b.path.clone()) {
+                        let entry = by_binary
+                            .entry(b.path.clone())
+                            .or_insert_with(|| (b, name, Vec::new()));
+                        entry.2.push(file.clone());
+                    }
+                }
+                None => {
+                    if id.is_none() && store.count_named(&name) > 1 {
+                        warnings.push(format!(
+                            "{}: {path} has no build id, and {} binaries of the store are called {name}: not profiled",
+                            file.display(),
+                            store.count_named(&name)
+                        ));
+                    }
+                    let id = id.as_deref().map(crate::binary::unpadded_build_id).unwrap_or(&[]);
+                    *out.unprofiled.entry((id.to_vec(), path)).or_default() += 1;
+                }
+            }
+        }
+    }
+    Ok(by_binary.into_values().collect())
+}
+
+/// What `profgen merge` did.
+#[derive(Debug, Default)]
+pub struct MergeReport {
+    pub inputs: usize,
+    pub binaries: usize,
+    /// Input files the merged aggregates were made from.
+    pub perf_inputs: u64,
+}
+
+/// `profgen merge`: sums aggregate files (one at a time: memory holds the result and one input).
+pub fn run_merge(cfg: &MergeConfig) -> Result<MergeReport, Error> {
+    let merged = Aggregate::read_merged(&cfg.inputs, None)?.unwrap_or_default();
+    writer::write_bytes_atomically(&merged.encode(), &cfg.output)?;
+    Ok(MergeReport {
+        inputs: cfg.inputs.len(),
+        binaries: merged.binaries.len(),
+        perf_inputs: merged.inputs,
+    })
+}
+
+/// A profile run over a binary store (`--binaries DIR --output-dir OUT`): for each binary the
+/// aggregates have samples of and the store has, its profile, `OUT/NAME-BUILDID.prof`.
+pub fn run_store(cfg: &Config) -> Result<Vec<BinaryReport>, Error> {
+    on_threads(cfg.threads, || generate_store(cfg))
+}
+
+fn generate_store(cfg: &Config) -> Result<Vec<BinaryReport>, Error> {
+    let (Binaries::Store(dir), Some(Input::Aggregate(paths))) = (&cfg.binaries, &cfg.input) else {
+        return Err(Error::Usage("--binaries profiles aggregates (--aggregate)".into()));
+    };
+    let store = BinaryStore::open(dir)?;
+    let merged = Aggregate::read_merged(paths, None)?.unwrap_or_default();
+    let out_dir = &cfg.output.path;
+    std::fs::create_dir_all(out_dir)
+        .map_err(|source| Error::Io { path: out_dir.clone(), source })?;
+    let mut reports = Vec::new();
+    for (key, entry) in &merged.binaries {
+        if entry.samples.used == 0 {
+            continue;
+        }
+        let id = match key {
+            BinaryKey::BuildId(id) => Some(&id[..]),
+            BinaryKey::FileName(_) => None,
+        };
+        let Some(stored) = store.find(id, &entry.file_name) else {
+            reports.push(BinaryReport {
+                name: entry.file_name.clone(),
+                report: RunReport {
+                    warnings: vec![format!(
+                        "{} ({}): not in the binary store {}; no profile written",
+                        entry.file_name,
+                        key.describe(),
+                        dir.display()
+                    )],
+                    ..Default::default()
+                },
+            });
+            continue;
+        };
+        let load = LoadOptions { debug_binary: stored.debug.clone(), ..cfg.load.clone() };
+        let binary = Binary::load(&stored.path, &load)?;
+        let mut report = RunReport { warnings: binary.warnings().to_vec(), ..Default::default() };
+        let (counters, mut inputs) =
+            crate::aggregate::read::counters_from_aggregate(&binary, &merged, paths, &cfg.read)?;
+        report.warnings.append(&mut inputs.warnings);
+        report.inputs = inputs;
+        let profile = profile::generate(&binary, &counters, &cfg.profile, &mut report.warnings);
+        let name = match id {
+            Some(id) => format!("{}-{}.prof", entry.file_name, hex(id)),
+            None => format!("{}.prof", entry.file_name),
+        };
+        let output = OutputOptions { path: out_dir.join(name), ..cfg.output.clone() };
+        finish_profile(&binary, &counters, profile, &output, &mut report)?;
+        reports.push(BinaryReport { name: output.path.display().to_string(), report });
+    }
+    Ok(reports)
 }

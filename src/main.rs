@@ -1,6 +1,7 @@
 //! `profgen`: thin command-line front end over the library (see `profgen::driver`).
 
-use profgen::config::Command;
+use profgen::config::{Binaries, Command};
+use profgen::driver::RunReport;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -13,29 +14,71 @@ fn main() -> ExitCode {
         }
     };
     let result = match &command {
-        Command::Profile(cfg) => profgen::driver::run(cfg).map(|report| {
-            let summary = cfg.input.is_some() && !cfg.show_disassembly_only;
-            (summary.then(|| report.summary_line()), report)
-        }),
+        Command::Profile(cfg) => match cfg.binaries {
+            Binaries::One(_) => profgen::driver::run(cfg).map(|report| {
+                let summary = cfg.input.is_some() && !cfg.show_disassembly_only;
+                print_run(&report, summary.then(|| report.summary_line()));
+            }),
+            Binaries::Store(_) => profgen::driver::run_store(cfg).map(|reports| {
+                let mut written = 0;
+                for b in &reports {
+                    let r = &b.report;
+                    let line = (r.inputs.samples.read > 0).then(|| named(&b.name, r.summary_line()));
+                    written += usize::from(line.is_some());
+                    print_run(r, line);
+                }
+                eprintln!("profgen: {written} profiles written");
+            }),
+        },
         Command::Order(cfg) => profgen::driver::run_order(cfg)
-            .map(|report| (cfg.input.is_some().then(|| report.samples_line()), report)),
-    };
-    match result {
-        Ok((summary, report)) => {
-            for w in &report.warnings {
+            .map(|report| print_run(&report, cfg.input.is_some().then(|| report.samples_line()))),
+        Command::Aggregate(cfg) => profgen::driver::run_aggregate(cfg).map(|r| {
+            for w in &r.warnings {
                 eprintln!("warning: {w}");
             }
-            if let Some(line) = summary {
-                eprintln!("{line}");
+            for b in &r.binaries {
+                print_run(&b.report, Some(named(&b.name, b.report.samples_line())));
             }
-            if let Some(order) = &report.order {
-                eprintln!("{}", order.summary_line());
+            if r.unprofiled > 0 {
+                eprintln!(
+                    "profgen: {} executables mapped by the inputs are not in the binary store (listed in the aggregate)",
+                    r.unprofiled
+                );
             }
-            ExitCode::SUCCESS
-        }
+        }),
+        Command::Merge(cfg) => profgen::driver::run_merge(cfg).map(|r| {
+            eprintln!(
+                "profgen: merged {} aggregates of {} inputs: {} binaries",
+                r.inputs, r.perf_inputs, r.binaries
+            );
+        }),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("profgen: error: {e}");
             ExitCode::from(e.exit_code() as u8)
         }
+    }
+}
+
+/// A run's warnings, then its summary line and the function order's.
+fn print_run(report: &RunReport, summary: Option<String>) {
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    if let Some(line) = summary {
+        eprintln!("{line}");
+    }
+    if let Some(order) = &report.order {
+        eprintln!("{}", order.summary_line());
+    }
+}
+
+/// `profgen: NAME: …` from a summary line `profgen: …`.
+fn named(name: &str, line: String) -> String {
+    match line.strip_prefix("profgen: ") {
+        Some(rest) => format!("profgen: {name}: {rest}"),
+        None => line,
     }
 }

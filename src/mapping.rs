@@ -10,7 +10,7 @@
 //! is turned into a vaddr through the program headers rather than by page arithmetic.
 
 use crate::addr::{FileOffset, RuntimeAddr, Vaddr};
-use crate::binary::Segment;
+use crate::binary::{Segment, unpadded_build_id};
 use crate::input::MmapEvent;
 use hashbrown::HashMap;
 use std::path::Path;
@@ -133,10 +133,7 @@ impl MappingStats {
     }
 }
 
-/// A build id as perf and `file` print it.
-pub fn hex(id: &[u8]) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use crate::binary::hex;
 
 /// An executable mapping of another file, kept to attribute unused samples to it. The path is
 /// shared: forks copy every mapping of their parent.
@@ -366,11 +363,7 @@ impl AddressMap {
 
 /// perf pads build ids to 20 bytes with zeros; compare the meaningful prefix.
 fn build_ids_equal(a: &[u8], b: &[u8]) -> bool {
-    fn trim(x: &[u8]) -> &[u8] {
-        let n = x.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
-        &x[..n]
-    }
-    let (a, b) = (trim(a), trim(b));
+    let (a, b) = (unpadded_build_id(a), unpadded_build_id(b));
     !a.is_empty() && (a == b)
 }
 

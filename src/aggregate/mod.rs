@@ -15,6 +15,7 @@
 
 pub mod lbr;
 pub mod parallel;
+pub mod pga;
 pub mod read;
 pub mod samples;
 pub mod traces;
@@ -68,7 +69,7 @@ pub enum ContextKey {
 }
 
 /// Counters per context.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ContextCounters {
     pub by_context: HashMap<ContextKey, Counters>,
     /// True when samples had call stacks (CS mode), even if no context survived.

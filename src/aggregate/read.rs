@@ -9,10 +9,11 @@
 
 use super::lbr::lbr_counters;
 use super::parallel::aggregate_in_parallel;
+use super::pga::{self, Aggregate};
 use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats, key};
 use super::traces::{FunctionTable, ProcessFunctions, TemporalTraces, TraceCollector};
 use super::unsymbolized::{self, UnsymbolizedOptions};
-use super::unwinder::{UnwindOptions, unwind_all_with};
+use super::unwinder::{NormalizeStats, UnwindOptions, UnwindStats, unwind_all_with};
 use super::{ContextCounters, ContextKey};
 use crate::binary::Binary;
 use crate::error::Error;
@@ -33,6 +34,8 @@ pub enum Input {
     PerfData(Vec<PathBuf>),
     PerfScript(PathBuf),
     Unsymbolized(PathBuf),
+    /// Aggregate files (`profgen aggregate`, `profgen merge`), merged.
+    Aggregate(Vec<PathBuf>),
 }
 
 /// How the inputs are read and their samples interpreted.
@@ -66,6 +69,10 @@ pub struct InputsReport {
     /// Samples with call stacks that could not be unwound (leaf in a prolog/epilog, no LBR entry
     /// in the binary).
     pub not_unwound: u64,
+    /// What normalising the call stacks changed or dropped.
+    pub normalize: NormalizeStats,
+    /// What the unwinder met.
+    pub unwind: UnwindStats,
     pub warnings: Vec<String>,
     /// The temporal traces, when [`ReadOptions::temporal_traces`] asks for them: every input's,
     /// inputs in the order given.
@@ -91,6 +98,7 @@ pub fn read_counters(
             report.distinct_samples = samples.len();
             samples_to_counters(binary, &samples, &opts.context, &mut report)
         }
+        Input::Aggregate(paths) => read_aggregates(binary, paths, opts, &mut report)?,
     };
     Ok((counters, report))
 }
@@ -104,15 +112,125 @@ pub fn read_traces(
     workers: usize,
 ) -> Result<InputsReport, Error> {
     let mut report = InputsReport::default();
-    if let Input::Unsymbolized(path) = input {
-        return Err(Error::BadFile {
-            path: path.clone(),
-            what: "an unsymbolized profile has no sample times to make temporal traces from".into(),
-        });
+    match input {
+        Input::Unsymbolized(path) => {
+            return Err(Error::BadFile {
+                path: path.clone(),
+                what: "an unsymbolized profile has no sample times to make temporal traces from"
+                    .into(),
+            });
+        }
+        Input::Aggregate(paths) => {
+            return Err(Error::BadFile {
+                path: paths[0].clone(),
+                what: "an aggregate has no sample times to make temporal traces from".into(),
+            });
+        }
+        Input::PerfData(_) | Input::PerfScript(_) => {}
     }
     let samples = read_samples(binary, input, opts, workers, &mut report)?;
     report.distinct_samples = samples.len();
     Ok(report)
+}
+
+/// The binary's counters from aggregate files, merged.
+fn read_aggregates(
+    binary: &Binary,
+    paths: &[PathBuf],
+    opts: &ReadOptions,
+    report: &mut InputsReport,
+) -> Result<ContextCounters, Error> {
+    let merged = Aggregate::read_merged(paths, None)?.unwrap_or_default();
+    let (counters, r) = counters_from_aggregate(binary, &merged, paths, opts)?;
+    *report = r;
+    Ok(counters)
+}
+
+/// The counters of `binary` in `merged` (read from `paths`) and the report of the runs that
+/// made them, after checking that they were shaped by the options this run asks for.
+pub fn counters_from_aggregate(
+    binary: &Binary,
+    merged: &Aggregate,
+    paths: &[PathBuf],
+    opts: &ReadOptions,
+) -> Result<(ContextCounters, InputsReport), Error> {
+    // Whether contexts were keyed by addresses or frames shows in the counters (checked below).
+    let dwarf = merged.options.iter().any(|(k, v)| k == "use-dwarf-correlation" && v == "true");
+    let wanted = counting_options(opts, dwarf);
+    let names = || paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
+    if merged.options != wanted {
+        return Err(Error::Usage(format!(
+            "{} made with {}, but this run asks for {}: give the options `profgen aggregate` was given",
+            names(),
+            pga::describe_options(&merged.options, &wanted),
+            pga::describe_options(&wanted, &merged.options),
+        )));
+    }
+    let name = file_name_of(binary.path());
+    let Some(entry) = merged.find(binary.build_id(), &name) else {
+        let identity = match binary.build_id() {
+            Some(id) => format!("build id {}", hex(id)),
+            None => format!("no build id, file name {name}"),
+        };
+        return Err(Error::BadFile {
+            path: binary.path().to_path_buf(),
+            what: format!(
+                "no sample of this binary ({identity}) in {}; {}",
+                names(),
+                merged.describe_binaries()
+            ),
+        });
+    };
+    let probe_based = binary.probes().is_some();
+    let other_kind = entry.counters.by_context.keys().any(|k| match k {
+        ContextKey::Addrs(_) => !probe_based,
+        ContextKey::Frames(_) => probe_based,
+        ContextKey::None => false,
+    });
+    if other_kind {
+        let (theirs, ours) = if probe_based { ("frames", "probe") } else { ("probes", "line") };
+        return Err(Error::Usage(format!(
+            "{} keyed this binary's contexts by {theirs}, but this run makes a {ours}-based profile: give the --use-dwarf-correlation `profgen aggregate` was given",
+            names()
+        )));
+    }
+    let mut report = InputsReport {
+        samples: entry.samples.clone(),
+        distinct_samples: entry.distinct_samples as usize,
+        matched_by: entry.matched_by,
+        normalize: entry.normalize.clone(),
+        unwind: entry.unwind.clone(),
+        ..Default::default()
+    };
+    if entry.counters.context_sensitive {
+        add_unwind_warnings(&mut report, entry.counters.by_context.len());
+    }
+    Ok((entry.counters.clone(), report))
+}
+
+/// The options that shape counters, as an aggregate file records them: counters made with other
+/// ones are not what a run asks for. `use_dwarf_correlation` decides whether the contexts of a
+/// pseudo-probe binary are call-site addresses or symbolized frames.
+pub fn counting_options(opts: &ReadOptions, use_dwarf_correlation: bool) -> Vec<(String, String)> {
+    let s = &opts.sample;
+    let mut events = opts.perf_events.clone();
+    events.sort();
+    events.dedup();
+    let mut v: Vec<(String, String)> = [
+        ("compress-recursion", opts.context.compress_recursion.to_string()),
+        ("csprof-max-context-depth", opts.context.max_context_depth.to_string()),
+        ("ignore-stack-samples", s.ignore_stack.to_string()),
+        ("leading-ip-only", s.leading_ip_only.to_string()),
+        ("perf-events", events.join(",")),
+        ("pid", opts.pid.map_or(String::new(), |p| p.to_string())),
+        ("sample-period", s.sample_period.map_or(String::new(), |p| p.to_string())),
+        ("use-dwarf-correlation", use_dwarf_correlation.to_string()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    v.sort();
+    v
 }
 
 /// Shows a spinner on stderr once reading takes longer than a second (never when stderr is not
@@ -358,7 +476,9 @@ fn read_samples(
             }
         }
         Input::PerfScript(p) => vec![read_perf_script_file(opts, workers, binary, functions, p)],
-        Input::Unsymbolized(_) => unreachable!("unsymbolized input has no samples"),
+        Input::Unsymbolized(_) | Input::Aggregate(_) => {
+            unreachable!("unsymbolized and aggregate inputs have no samples")
+        }
     };
     let mut samples = AggregatedSamples::default();
     let mut mapping = MappingStats::default();
@@ -410,6 +530,7 @@ fn no_sample_in_binary(
             paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         }
         Input::PerfScript(p) | Input::Unsymbolized(p) => p.display().to_string(),
+        Input::Aggregate(_) => unreachable!("aggregate inputs have no samples"),
     };
     let identity = match binary.build_id() {
         Some(id) => format!("build id {}, file name {}", hex(id), file_name_of(binary.path())),
@@ -457,11 +578,21 @@ fn samples_to_counters(
         |(k, n)| (std::borrow::Cow::Owned(key::decode(k)), *n),
         opts,
     );
-    report.not_unwound =
-        normalize.dropped_prolog_epilog.saturating_add(normalize.dropped_empty_lbr);
-    push_warning_summaries(report, normalize.summary(samples.len() as u64));
-    push_warning_summaries(report, unwind.summary(counters.by_context.len() as u64));
+    report.normalize = normalize.clone();
+    report.unwind = unwind;
+    add_unwind_warnings(report, counters.by_context.len());
     counters
+}
+
+/// The samples not unwound and llvm-profgen's warning lines, from the normalisation and unwinder
+/// statistics in `report`; `contexts` is how many contexts the counters have.
+fn add_unwind_warnings(report: &mut InputsReport, contexts: usize) {
+    let n = &report.normalize;
+    report.not_unwound = n.dropped_prolog_epilog.saturating_add(n.dropped_empty_lbr);
+    let lines = n.summary(report.distinct_samples as u64);
+    push_warning_summaries(report, lines);
+    let lines = report.unwind.summary(contexts as u64);
+    push_warning_summaries(report, lines);
 }
 
 fn read_perf_script_file(

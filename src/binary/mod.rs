@@ -23,6 +23,7 @@ pub mod disasm;
 pub mod dwarf;
 pub mod elf;
 pub mod probes;
+pub mod store;
 
 pub use code_view::CodeView;
 pub use disasm::DumpOptions;
@@ -151,6 +152,17 @@ pub struct LoadOptions {
     pub debug_binary: Option<std::path::PathBuf>,
     /// Ignore pseudo probes and use DWARF lines (`--use-dwarf-correlation`).
     pub use_dwarf_correlation: bool,
+}
+
+/// A build id as perf and `file` print it.
+pub fn hex(id: &[u8]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `id` without the zero bytes perf pads build ids with (to 20 bytes).
+pub fn unpadded_build_id(id: &[u8]) -> &[u8] {
+    let n = id.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
+    &id[..n]
 }
 
 pub(crate) fn map_file(path: &Path) -> Result<memmap2::Mmap, Error> {

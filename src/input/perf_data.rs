@@ -276,6 +276,13 @@ pub fn expand_dirs(given: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
     Ok(out)
 }
 
+/// An executable file an input maps (see [`PerfData::mapped_executables`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MappedFile {
+    pub path: String,
+    pub build_id: Option<Vec<u8>>,
+}
+
 /// A parsed perf.data held in memory: header, attrs and features decoded, records not yet.
 pub struct PerfData<'a> {
     bytes: &'a [u8],
@@ -405,6 +412,33 @@ impl<'a> PerfData<'a> {
         self.decode_range(range, false, &mut on_event, &mut |_| {})
     }
 
+    /// The executable files the input maps (MMAP/MMAP2 events with PROT_EXEC, anonymous and
+    /// `[…]` mappings left out), each with its build id when the event or the build-id table
+    /// gives one, in the order first mapped. Samples are skipped, not decoded, so this costs a
+    /// small part of a full read: what a job that profiles several binaries reads first, to know
+    /// which of them the input holds.
+    pub fn mapped_executables(&self) -> Result<Vec<MappedFile>, Error> {
+        let mut found: Vec<MappedFile> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut on_event = |ev: PerfEvent<'_>| {
+            if let PerfEvent::Mmap(m) = ev {
+                let named = !m.path.starts_with('[') && !m.path.starts_with("//anon");
+                if m.executable && named && seen.insert((m.path.clone(), m.build_id.clone())) {
+                    found.push(MappedFile { path: m.path, build_id: m.build_id });
+                }
+            }
+        };
+        let report =
+            self.decode_with(self.data_range(), false, true, &mut on_event, &mut |_| {})?;
+        for f in &mut found {
+            if f.build_id.is_none() {
+                let known = report.info.build_ids.iter().find(|(p, _)| *p == f.path);
+                f.build_id = known.map(|(_, id)| id.clone());
+            }
+        }
+        Ok(found)
+    }
+
     fn decode_range(
         &self,
         range: Range<usize>,
@@ -412,7 +446,19 @@ impl<'a> PerfData<'a> {
         sink: &mut Sink<'_>,
         on_consumed: &mut dyn FnMut(usize),
     ) -> Result<ReadReport, Error> {
+        self.decode_with(range, by_time, false, sink, on_consumed)
+    }
+
+    fn decode_with(
+        &self,
+        range: Range<usize>,
+        by_time: bool,
+        skip_samples: bool,
+        sink: &mut Sink<'_>,
+        on_consumed: &mut dyn FnMut(usize),
+    ) -> Result<ReadReport, Error> {
         let mut decoder = self.template.fork();
+        decoder.skip_samples = skip_samples;
         if by_time {
             decoder.order_by_time(self.bytes);
         }

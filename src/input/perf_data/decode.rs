@@ -64,6 +64,8 @@ pub(super) struct Decoder<'p> {
     pending: Vec<u8>,
     /// Decompressed-stream offset of `pending[0]`.
     pending_offset: u64,
+    /// Samples are skipped, not decoded (a scan for the input's mappings).
+    pub(super) skip_samples: bool,
     pub(super) report: ReadReport,
 }
 
@@ -86,6 +88,7 @@ impl<'p> Decoder<'p> {
             zstd_out: Vec::new(),
             pending: Vec::new(),
             pending_offset: 0,
+            skip_samples: false,
             report: ReadReport::default(),
         }
     }
@@ -211,6 +214,7 @@ impl<'p> Decoder<'p> {
         let r = &mut self.report;
         r.records = r.records.saturating_add(1);
         match rtype {
+            RECORD_SAMPLE if self.skip_samples => {}
             RECORD_SAMPLE => self.sample(rec, misc, loc, sink)?,
             RECORD_MMAP | RECORD_MMAP2 => self.mmap(rec, rtype, misc, loc, sink)?,
             RECORD_COMM => {
