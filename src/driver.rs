@@ -61,7 +61,7 @@ impl RunReport {
             }
         }
         let dropped_total = s.read - s.used;
-        let mut line = format!("{} samples read, {} used", s.read, s.used);
+        let mut line = format!("profgen: {} samples read, {} used", s.read, s.used);
         if self.inputs.distinct_samples > 0 {
             line.push_str(&format!(" ({} distinct stacks)", self.inputs.distinct_samples));
         }
