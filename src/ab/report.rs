@@ -60,15 +60,27 @@ pub fn noise_floor(run: &Run, cpu_time: bool) -> Option<f64> {
     Some(100.0 * (clock + startup) / mean(&base))
 }
 
-fn verdict(s: &Summary, floor: Option<f64>, lower: &str, higher: &str) -> String {
-    match s.ci {
+/// The verdict on a difference: significant only when the interval over all pairs and, with
+/// two layouts or more, the interval over the per-layout means both exclude 0 (pairs from one
+/// layout are not independent, so the first alone is too narrow when layouts matter), and the
+/// mean is above the noise floor.
+fn verdict(
+    pairs: &Summary,
+    layouts: &Summary,
+    floor: Option<f64>,
+    lower: &str,
+    higher: &str,
+) -> String {
+    match pairs.ci {
         None => "no interval (needs at least 2 samples)".into(),
-        Some(_) if s.includes(0.0) => "no significant difference".into(),
-        Some(_) if floor.is_some_and(|f| s.mean.abs() < f) => {
+        Some(_) if pairs.includes(0.0) || layouts.includes(0.0) => {
+            "no significant difference".into()
+        }
+        Some(_) if floor.is_some_and(|f| pairs.mean.abs() < f) => {
             format!("below the noise floor ({:.2}%)", floor.unwrap_or(0.0))
         }
-        Some(_) if s.mean < 0.0 => format!("{lower} by {:.2}%", -s.mean),
-        Some(_) => format!("{higher} by {:.2}%", s.mean),
+        Some(_) if pairs.mean < 0.0 => format!("{lower} by {:.2}%", -pairs.mean),
+        Some(_) => format!("{higher} by {:.2}%", pairs.mean),
     }
 }
 
@@ -98,8 +110,9 @@ pub fn compare(run: &Run) -> Vec<Comparison> {
                     pairs.extend(d);
                 }
                 let pairs = Summary::of(&pairs, conf);
-                let verdict = verdict(&pairs, floor, "experiment faster", "experiment slower");
                 let layouts = Summary::of(&per_layout, conf);
+                let verdict =
+                    verdict(&pairs, &layouts, floor, "experiment faster", "experiment slower");
                 metrics.push(Metric {
                     name,
                     unit: "s",
@@ -125,7 +138,8 @@ pub fn compare(run: &Run) -> Vec<Comparison> {
                 let (bv, ev) = (v(0), v(ei));
                 let d: Vec<f64> = bv.iter().zip(&ev).map(|(x, y)| pct(*x, *y)).collect();
                 let pairs = Summary::of(&d, conf);
-                let verdict = verdict(&pairs, None, "experiment lower", "experiment higher");
+                let verdict =
+                    verdict(&pairs, &pairs, None, "experiment lower", "experiment higher");
                 metrics.push(Metric {
                     name,
                     unit: "",
@@ -520,4 +534,28 @@ pub fn json(run: &Run, comparisons: &[Comparison]) -> String {
     J::Obj(top).write(&mut s);
     s.push('\n');
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn verdicts_need_both_intervals_and_the_noise_floor() {
+        let s = |xs: &[f64]| Summary::of(xs, 0.95);
+        let pairs = s(&[3.0, 3.2, 2.8, 3.1, 2.9, 3.0]);
+        let (tight, loose) = (s(&[3.0, 3.05, 2.95]), s(&[6.0, -1.0, 4.0]));
+        assert_eq!(verdict(&pairs, &tight, None, "faster", "slower"), "slower by 3.00%");
+        assert_eq!(verdict(&pairs, &loose, None, "faster", "slower"), "no significant difference");
+        assert_eq!(
+            verdict(&pairs, &tight, Some(5.0), "faster", "slower"),
+            "below the noise floor (5.00%)"
+        );
+        let neg = s(&[-2.0, -2.2, -1.8]);
+        assert_eq!(verdict(&neg, &neg, Some(1.0), "faster", "slower"), "faster by 2.00%");
+        assert_eq!(
+            verdict(&s(&[1.0]), &s(&[1.0]), None, "a", "b"),
+            "no interval (needs at least 2 samples)"
+        );
+    }
 }
