@@ -235,14 +235,7 @@ impl Aggregate {
             put_bytes(&mut p, path.as_bytes());
             write_uleb128(&mut p, *n);
         }
-        let mut out = Vec::with_capacity(HEADER_SIZE + p.len());
-        out.extend_from_slice(&MAGIC);
-        out.extend_from_slice(&VERSION.to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
-        out.extend_from_slice(&(p.len() as u64).to_le_bytes());
-        out.extend_from_slice(&Md5::digest(&p));
-        out.extend_from_slice(&p);
-        out
+        file_from_payload(&p)
     }
 
     /// Reads an aggregate file's bytes; `path` names it in errors.
@@ -329,6 +322,19 @@ impl Aggregate {
         }
         Ok(merged.map(|(a, _)| a))
     }
+}
+
+/// An aggregate file around `payload`: the header with its size and checksum. (The fuzz target
+/// uses it to reach the payload decoder past the checksum.)
+pub fn file_from_payload(payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER_SIZE + payload.len());
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&Md5::digest(payload));
+    out.extend_from_slice(payload);
+    out
 }
 
 /// `--a=1, --b=2`: the options of `mine` that differ from `theirs`.
