@@ -16,7 +16,7 @@ use crate::aggregate::unsymbolized::UnsymbolizedOptions;
 use crate::binary::{DumpOptions, LoadOptions};
 use crate::config::{
     AggregateConfig, Binaries, Command, Config, MergeConfig, OrderConfig, OrderOutput,
-    OutputOptions,
+    OutputOptions, RunOptions,
 };
 use crate::llvm::ContextShape;
 use crate::order::partition::PartitionConfig;
@@ -29,32 +29,48 @@ use crate::profile::line::LineOptions;
 use crate::profile::summary::SummaryOptions;
 use crate::writer::density::DensityOptions;
 use crate::writer::{OutputFormat, WriteOptions};
-use clap::{ArgAction, Parser, ValueEnum};
+use clap::{ArgAction, CommandFactory, Parser, ValueEnum};
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+/// Help headings, llvm-profgen's grouping; a subcommand's options use the same names.
+mod heading {
+    pub const INPUT: &str = "Input";
+    pub const OUTPUT: &str = "Output";
+    pub const CS: &str = "Context-sensitive profiles";
+    pub const SUMMARY: &str = "Profile summary and density";
+    pub const INSPECT: &str = "Inspection";
+    pub const RUN: &str = "Running";
+}
+
+/// `-h` lists the common options, `--help` every llvm-profgen option, `--help-hidden` also the
+/// expert ones (LLVM's convention); help is wrapped at the terminal's width.
 #[derive(Parser, Debug)]
 #[command(
     name = "profgen",
     version,
     about = "Generate LLVM sample profiles (AutoFDO, CSSPGO) from Linux perf data",
-    after_help = "Exit codes: 0 success, 1 bad input, 2 bad usage."
+    after_help = "Options may also come from response files: @FILE (LLVM's GNU quoting rules). \
+                  `profgen --help` lists every option, `--help-hidden` the expert ones too.\n\
+                  Exit codes: 0 success, 1 bad input, 2 bad usage.",
+    allow_negative_numbers = true,
+    next_line_help = true
 )]
 struct Args {
     /// Profiled executable.
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = heading::INPUT, long, value_name = "PATH")]
     binary: Option<PathBuf>,
     /// Read DWARF (functions and symbolization) from this file instead of --binary.
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = heading::INPUT, long, value_name = "PATH")]
     debug_binary: Option<PathBuf>,
     /// perf.data input (repeatable; `-` reads pipe-mode data from stdin).
-    #[arg(long, visible_alias = "pd", value_name = "PATH", action = ArgAction::Append)]
+    #[arg(help_heading = heading::INPUT, long, visible_alias = "pd", value_name = "PATH", action = ArgAction::Append)]
     perfdata: Vec<PathBuf>,
     /// `perf script -F ip,brstack --show-mmap-events` text input.
-    #[arg(long, visible_alias = "ps", value_name = "PATH")]
+    #[arg(help_heading = heading::INPUT, long, visible_alias = "ps", value_name = "PATH")]
     perfscript: Option<PathBuf>,
     /// Unsymbolized profile written by --skip-symbolization.
-    #[arg(long, visible_alias = "up", value_name = "PATH")]
+    #[arg(help_heading = heading::INPUT, long, visible_alias = "up", value_name = "PATH")]
     unsymbolized_profile: Option<PathBuf>,
     /// Aggregate file written by `profgen aggregate` or `profgen merge` (repeatable: merged).
     #[arg(long, value_name = "PATH", action = ArgAction::Append)]
@@ -67,138 +83,172 @@ struct Args {
     #[arg(long, value_name = "DIR", requires = "binaries", conflicts_with = "output")]
     output_dir: Option<PathBuf>,
     /// Output profile path.
-    #[arg(long, short = 'o', value_name = "PATH")]
+    #[arg(help_heading = heading::OUTPUT, long, short = 'o', value_name = "PATH")]
     output: Option<PathBuf>,
     /// Output format.
-    #[arg(long, value_enum, default_value = "extbinary")]
+    #[arg(help_heading = heading::OUTPUT, long, value_enum, default_value = "extbinary")]
     format: FormatArg,
     /// Worker threads (default: all cores).
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = heading::RUN, long, value_name = "N")]
     threads: Option<usize>,
     #[command(flatten)]
     counting: CountingArgs,
     /// Stop after aggregation and write the unsymbolized profile.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::OUTPUT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     skip_symbolization: bool,
     /// Unsymbolized profile addresses relative to the preferred base.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
+    #[arg(help_heading = heading::OUTPUT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
     use_offset: bool,
     /// With --use-offset: relative to the first loadable segment instead.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::OUTPUT, hide = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     use_first_loadable_segment_as_base: bool,
     /// Print every mmap event of the binary as it is applied.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     show_mmap_events: bool,
 
     /// Name table of MD5 hashes (extbinary only).
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::OUTPUT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     use_md5: bool,
     /// Write the profile symbol list (extbinary only).
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::OUTPUT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     populate_profile_symbol_list: bool,
     /// Zero-fill the ranges of all functions, not only sampled ones.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::OUTPUT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     fill_zero_for_all_funcs: bool,
     /// Recompute total samples as the sum of body samples.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::OUTPUT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     update_total_samples: bool,
 
     /// Print the disassembly and exit.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::INSPECT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     show_disassembly_only: bool,
     /// With --show-disassembly-only: only these functions.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(help_heading = heading::INSPECT, hide_short_help = true, long, value_delimiter = ',')]
     disassemble_functions: Vec<String>,
     /// With --show-disassembly-only: print source locations.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::INSPECT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     show_source_locations: bool,
     /// With --show-disassembly-only: print canonical function names.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::INSPECT, hide = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     show_canonical_fname: bool,
     /// Print the decoded pseudo probes.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::INSPECT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     show_pseudo_probe: bool,
     // Context-sensitive profiles.
     /// Infer frames lost to tail calls (probe-based CS profiles).
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
+    #[arg(help_heading = heading::CS, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
     infer_missing_frames: bool,
     /// Search depth limit for --infer-missing-frames.
-    #[arg(long, default_value_t = u32::MAX - 1)]
+    #[arg(help_heading = heading::CS, hide = true, long, value_name = "N", default_value_t = u32::MAX - 1)]
     max_search_depth: u32,
     /// Merge cold contexts into their base (default: on, off when the pre-inliner runs).
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool)]
+    #[arg(help_heading = heading::CS, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool)]
     csprof_merge_cold_context: Option<bool>,
     /// Frames kept when merging cold contexts.
-    #[arg(long, default_value_t = 1)]
+    #[arg(help_heading = heading::CS, hide_short_help = true, long, value_name = "N", default_value_t = 1)]
     csprof_max_cold_context_depth: u32,
     /// Drop cold profiles (contexts).
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::CS, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     trim_cold_profile: bool,
     /// Convert the CS profile to a nested profile before writing.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
+    #[arg(help_heading = heading::CS, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
     gen_cs_nested_profile: bool,
     /// With nesting: also emit merged base profiles.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::CS, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     generate_merged_base_profiles: bool,
     /// Run the CS pre-inliner.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
+    #[arg(help_heading = heading::CS, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
     csspgo_preinliner: bool,
     /// Pre-inliner size cost from the binary's code under each context.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
+    #[arg(help_heading = heading::CS, hide = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
     use_context_cost_for_preinliner: bool,
     /// Pre-inline exactly what the profiled binary inlined.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::CS, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     csspgo_replay_preinline: bool,
     /// Threshold multiplier for call sites inlined in the profiled binary.
-    #[arg(long, default_value_t = 100)]
+    #[arg(help_heading = heading::CS, hide = true, long, value_name = "N", default_value_t = 100)]
     csspgo_preinliner_multiplier_for_previous_inlining: i32,
     /// Hot call-site inline threshold (pre-inliner default 1500).
-    #[arg(long)]
+    #[arg(help_heading = heading::CS, hide = true, long, value_name = "N")]
     sample_profile_hot_inline_threshold: Option<u32>,
     /// Cold call-site inline threshold (pre-inliner default 0).
-    #[arg(long)]
+    #[arg(help_heading = heading::CS, hide = true, long, value_name = "N")]
     sample_profile_cold_inline_threshold: Option<u32>,
     /// Inline size growth limit (× caller size).
-    #[arg(long, default_value_t = 12)]
+    #[arg(help_heading = heading::CS, hide = true, long, value_name = "N", default_value_t = 12)]
     sample_profile_inline_growth_limit: u32,
     /// Lower clamp of the inline size limit.
-    #[arg(long, default_value_t = 100)]
+    #[arg(help_heading = heading::CS, hide = true, long, value_name = "N", default_value_t = 100)]
     sample_profile_inline_limit_min: u32,
     /// Upper clamp of the inline size limit (pre-inliner default 50000).
-    #[arg(long)]
+    #[arg(help_heading = heading::CS, hide = true, long, value_name = "N")]
     sample_profile_inline_limit_max: Option<u32>,
     /// Order SCC members by edge weight in the pre-inliner.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
+    #[arg(help_heading = heading::CS, hide = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
     sort_profiled_scc_member: bool,
 
-    // Profile summary and density.
     /// Hot cutoff (parts per million).
-    #[arg(long, default_value_t = 990000)]
+    #[arg(help_heading = heading::SUMMARY, hide = true, long, value_name = "N", default_value_t = 990000)]
     profile_summary_cutoff_hot: u32,
     /// Cold cutoff (parts per million).
-    #[arg(long, default_value_t = 999999)]
+    #[arg(help_heading = heading::SUMMARY, hide = true, long, value_name = "N", default_value_t = 999999)]
     profile_summary_cutoff_cold: u32,
     /// Hot count threshold, replacing the derived one.
-    #[arg(long)]
+    #[arg(help_heading = heading::SUMMARY, hide_short_help = true, long, value_name = "N")]
     profile_summary_hot_count: Option<u64>,
     /// Cold count threshold, replacing the derived one.
-    #[arg(long)]
+    #[arg(help_heading = heading::SUMMARY, hide_short_help = true, long, value_name = "N")]
     profile_summary_cold_count: Option<u64>,
     /// Density below which profgen warns that more samples are needed.
-    #[arg(long, default_value_t = 50)]
+    #[arg(help_heading = heading::SUMMARY, hide_short_help = true, long, value_name = "N", default_value_t = 50)]
     profile_density_threshold: i32,
     /// Cutoff (parts per million) for the density computation.
-    #[arg(long, default_value_t = 990000)]
+    #[arg(help_heading = heading::SUMMARY, hide = true, long, value_name = "N", default_value_t = 990000)]
     profile_density_cutoff_hot: i32,
     /// Print the profile density.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::SUMMARY, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     show_density: bool,
     /// No progress bar.
-    #[arg(long)]
+    #[arg(help_heading = heading::RUN, long)]
     no_progress: bool,
+    /// Split-DWARF package of the binary (default: BINARY.dwp when it exists; `.dwo` files are
+    /// also found through the skeleton units' DW_AT_dwo_name and comp_dir).
+    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, value_name = "PATH")]
+    dwp: Option<PathBuf>,
+    /// The binary is a Linux kernel image (vmlinux): samples are mapped through the
+    /// `[kernel.kallsyms]` mmap event; no user-space mapping is needed.
+    #[arg(help_heading = heading::INPUT, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    kernel: bool,
+    /// Build id (hex) whose `buildid:0xADDR` perf script addresses belong to the binary
+    /// (default: the binary's own for a shared library, none for an executable).
+    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, value_name = "HEX")]
+    filter_build_id: Option<String>,
+    /// Functions from the symbol table where DWARF has none (off: DWARF functions only, as
+    /// llvm-profgen-19).
+    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
+    load_function_from_symbol: bool,
+    /// Keep only this many frames of probe-based (address) contexts while unwinding (-1
+    /// unlimited; the smaller of this and --csprof-max-context-depth applies).
+    #[arg(help_heading = heading::CS, hide = true, long, value_name = "N", default_value_t = -1)]
+    csprof_max_unsymbolized_context_depth: i32,
+    /// Mark every context profile as pre-inlined (ShouldBeInlined), to replay all inlining.
+    #[arg(help_heading = heading::CS, hide = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    mark_all_context_preinlined: bool,
+    /// Warn about sampled addresses of the binary that have no function or no source line.
+    #[arg(help_heading = heading::INSPECT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    warn_not_symbolized: bool,
+    /// Print the time each phase took (stderr).
+    #[arg(help_heading = heading::RUN, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    time_profgen: bool,
+    /// Print nothing on stderr but warnings and errors (no progress, no summary line).
+    #[arg(help_heading = heading::RUN, long, short = 'q')]
+    quiet: bool,
+    /// Every option, the expert ones too.
+    #[arg(help_heading = heading::RUN, hide_short_help = true, long, action = ArgAction::HelpLong)]
+    help_hidden: Option<bool>,
     /// Also write an lld --symbol-ordering-file of start-up function order, from the same
     /// samples (as `profgen order` with its defaults).
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = heading::OUTPUT, hide_short_help = true, long, value_name = "PATH")]
     order_output: Option<PathBuf>,
 }
 
@@ -270,31 +320,34 @@ enum AlgorithmArg {
 #[derive(clap::Args, Debug)]
 struct CountingArgs {
     /// Only use mmap events (and samples) of this process.
-    #[arg(long)]
+    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, value_name = "N")]
     pid: Option<i32>,
     /// Treat LBR + call-stack samples as LBR-only (non-CS profile).
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::INPUT, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     ignore_stack_samples: bool,
     /// Profile from sample IPs only, ignoring LBR entries.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::INPUT, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     leading_ip_only: bool,
+    /// Newer llvm-profgen's name for --leading-ip-only: a flat profile from sample IPs.
+    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    basic_events: bool,
     /// Keep only samples of this event (repeatable).
-    #[arg(long, action = ArgAction::Append)]
+    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, action = ArgAction::Append)]
     perf_event: Vec<String>,
     /// Comma-separated list of events to keep.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, value_delimiter = ',')]
     perf_events: Vec<String>,
     /// Multiply LBR-only sample counts by this period.
-    #[arg(long)]
+    #[arg(help_heading = heading::INPUT, hide = true, long, value_name = "N")]
     sample_period: Option<u64>,
     /// Ignore pseudo probes and use DWARF line correlation.
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     use_dwarf_correlation: bool,
     /// Collapse repeated frame sequences up to this length (-1 unlimited, 0 off).
-    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    #[arg(help_heading = heading::CS, hide_short_help = true, long, value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
     compress_recursion: i32,
     /// Keep only this many caller frames (-1 unlimited).
-    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    #[arg(help_heading = heading::CS, hide_short_help = true, long, value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
     csprof_max_context_depth: i32,
 }
 
@@ -314,6 +367,11 @@ impl CountingArgs {
     }
 
     /// The read stage's options (`--use-offset` style options at their defaults).
+    /// `--leading-ip-only` or its newer name `--basic-events`.
+    fn ip_samples(&self) -> bool {
+        self.leading_ip_only || self.basic_events
+    }
+
     fn read_options(&self, progress: bool, show_mmap_events: bool) -> ReadOptions {
         let mut perf_events = self.perf_event.clone();
         perf_events.extend(self.perf_events.iter().filter(|e| !e.is_empty()).cloned());
@@ -321,15 +379,14 @@ impl CountingArgs {
             pid: self.pid,
             perf_events,
             sample: SampleOptions {
-                leading_ip_only: self.leading_ip_only,
+                leading_ip_only: self.ip_samples(),
                 ignore_stack: self.ignore_stack_samples,
                 sample_period: self.sample_period,
             },
             context: self.context(),
-            unsymbolized: UnsymbolizedOptions::default(),
             show_mmap_events,
             progress,
-            temporal_traces: None,
+            ..ReadOptions::default()
         }
     }
 }
@@ -415,36 +472,126 @@ fn parse_llvm_bool(s: &str) -> Result<bool, String> {
     }
 }
 
-/// Maps LLVM's single-dash long options (`-binary=x`, `-output x`) to `--binary=x`; `-o` and
-/// anything after `--` are left alone.
+/// Maps LLVM's single-dash long options (`-binary=x`, `-output x`) to `--binary=x`; `-o`,
+/// `-q`, negative numbers (`-10`, a value) and anything after `--` are left alone.
 pub fn normalize_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
     let mut out = Vec::new();
     let mut rest = false;
     for (i, a) in args.into_iter().enumerate() {
         let fixed = match a.to_str() {
-            Some(s)
-                if i > 0 && !rest && s.len() > 2 && s.starts_with('-') && !s.starts_with("--") =>
-            {
-                if s.starts_with("-o=") {
-                    a.clone()
-                } else {
-                    OsString::from(format!("-{s}"))
-                }
-            }
             Some("--") => {
                 rest = true;
-                a.clone()
+                a
             }
-            _ => a.clone(),
+            Some(s)
+                if i > 0
+                    && !rest
+                    && s.len() > 2
+                    && s.starts_with('-')
+                    && !s.starts_with("--")
+                    && !s.starts_with("-o=")
+                    && s[1..].parse::<f64>().is_err() =>
+            {
+                OsString::from(format!("-{s}"))
+            }
+            _ => a,
         };
         out.push(fixed);
     }
     out
 }
 
+/// LLVM's `ExpansionContext::expandResponseFiles` with the GNU tokenizer (what every LLVM tool
+/// does with its arguments on Linux): an argument `@FILE` is replaced by the arguments in FILE,
+/// whose own `@FILE`s are expanded in turn (relative to the current directory, as LLVM); a FILE
+/// that does not exist leaves `@FILE` as a literal argument (libiberty's rule); a file that
+/// includes itself, directly or not, is an error.
+pub fn expand_response_files(args: Vec<OsString>) -> Result<Vec<OsString>, String> {
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    use std::os::unix::fs::MetadataExt;
+    let mut args = args;
+    // (identity, path, index one past its expansion) of the files being expanded.
+    let mut stack: Vec<((u64, u64), String, usize)> = Vec::new();
+    let mut i = 1;
+    while i < args.len() {
+        while stack.last().is_some_and(|f| i >= f.2) {
+            stack.pop();
+        }
+        let Some(name) = args[i].as_bytes().strip_prefix(b"@").map(std::ffi::OsStr::from_bytes)
+        else {
+            i += 1;
+            continue;
+        };
+        let shown = name.to_string_lossy().into_owned();
+        let meta = match std::fs::metadata(name) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                i += 1;
+                continue;
+            }
+            Err(e) => return Err(format!("cannot open file '{shown}': {e}")),
+        };
+        let id = (meta.dev(), meta.ino());
+        if let Some(f) = stack.iter().find(|f| f.0 == id) {
+            return Err(format!("recursive expansion of: '{}'", f.1));
+        }
+        let bytes = std::fs::read(name).map_err(|e| format!("cannot open file '{shown}': {e}"))?;
+        let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
+        let tokens: Vec<OsString> =
+            tokenize_gnu_command_line(bytes).into_iter().map(OsString::from_vec).collect();
+        let n = tokens.len();
+        for f in &mut stack {
+            f.2 = f.2 + n - 1;
+        }
+        stack.push((id, shown, i + n));
+        args.splice(i..=i, tokens);
+    }
+    Ok(args)
+}
+
+/// LLVM's `cl::TokenizeGNUCommandLine`: whitespace separates arguments; a backslash takes the
+/// next character literally, also inside single or double quotes; quotes group and are removed
+/// (`a'b c'd` is one argument `ab cd`); an unterminated quote runs to the end of the text; an
+/// empty argument (`''`) is dropped, as LLVM drops it.
+pub fn tokenize_gnu_command_line(src: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut token = Vec::new();
+    let mut i = 0;
+    while i < src.len() {
+        let c = src[i];
+        i += 1;
+        match c {
+            b'\\' if i < src.len() => {
+                token.push(src[i]);
+                i += 1;
+            }
+            b'"' | b'\'' => {
+                while i < src.len() && src[i] != c {
+                    if src[i] == b'\\' && i + 1 < src.len() {
+                        i += 1;
+                    }
+                    token.push(src[i]);
+                    i += 1;
+                }
+                i += 1;
+            }
+            b' ' | b'\t' | b'\r' | b'\n' => {
+                if !token.is_empty() {
+                    out.push(std::mem::take(&mut token));
+                }
+            }
+            _ => token.push(c),
+        }
+    }
+    if !token.is_empty() {
+        out.push(token);
+    }
+    out
+}
+
 /// Parses the command line into a [`Command`]. Usage errors come back as clap errors (exit 2).
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, clap::Error> {
-    let args: Vec<OsString> = args.into_iter().collect();
+    let args = expand_response_files(args.into_iter().collect()).map_err(usage)?;
     match args.get(1).and_then(|a| a.to_str()) {
         Some("order") => {
             let a = OrderArgs::try_parse_from(&args[1..])?;
@@ -460,7 +607,13 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, clap::
         }
         _ => {}
     }
-    let args = Args::try_parse_from(normalize_args(args))?;
+    let args = normalize_args(args);
+    if args.iter().skip(1).any(|a| a == "--help-hidden") {
+        // The same options with none hidden: clap prints the long help and exits 0.
+        let all = Args::command().mut_args(|a| a.hide(false).hide_short_help(false));
+        return Err(all.try_get_matches_from(args).expect_err("--help-hidden prints help"));
+    }
+    let args = Args::try_parse_from(args)?;
     to_config(args).map(Command::Profile)
 }
 
@@ -530,12 +683,26 @@ fn to_aggregate_config(a: AggregateArgs) -> Result<AggregateConfig, clap::Error>
         load: LoadOptions {
             debug_binary: a.debug_binary,
             use_dwarf_correlation: a.counting.use_dwarf_correlation,
+            ..LoadOptions::default()
         },
         input,
         threads: thread_count(a.threads)?,
         read: a.counting.read_options(!a.no_progress, false),
         output: a.output,
     })
+}
+
+/// `--filter-build-id`: hex digits (an optional `0x` is allowed), as `file` and perf print them.
+fn parse_build_id(s: &str) -> Result<Vec<u8>, clap::Error> {
+    let hex = s.strip_prefix("0x").unwrap_or(s);
+    let bad = || usage(format!("--filter-build-id: '{s}' is not a build id (hex digits)"));
+    if hex.is_empty() || !hex.len().is_multiple_of(2) {
+        return Err(bad());
+    }
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| hex.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()).ok_or_else(bad))
+        .collect()
 }
 
 fn usage(msg: impl Into<String>) -> clap::Error {
@@ -604,11 +771,15 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
     }
     let order = a.order_output.map(|path| OrderOutput { options: OrderOptions::default(), path });
     let context = a.counting.context();
+    let leading_ip_only = a.counting.ip_samples();
+    let filter_build_id = a.filter_build_id.as_deref().map(parse_build_id).transpose()?;
     Ok(Config {
         binaries,
         load: LoadOptions {
             debug_binary: a.debug_binary,
+            dwp: a.dwp,
             use_dwarf_correlation: a.counting.use_dwarf_correlation,
+            load_function_from_symbol: a.load_function_from_symbol,
         },
         input,
         threads,
@@ -618,13 +789,16 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
                 use_first_loadable_segment_as_base: a.use_first_loadable_segment_as_base,
             },
             temporal_traces: order.as_ref().map(|o| o.options.sampling.max_length),
-            ..a.counting.read_options(!a.no_progress, a.show_mmap_events)
+            kernel: a.kernel,
+            filter_build_id,
+            max_unsymbolized_context_depth: a.csprof_max_unsymbolized_context_depth,
+            ..a.counting.read_options(!a.no_progress && !a.quiet, a.show_mmap_events)
         },
         skip_symbolization: a.skip_symbolization,
         profile: ProfileOptions {
             line: LineOptions {
                 fill_zero_for_all_funcs: a.fill_zero_for_all_funcs,
-                leading_ip_only: a.counting.leading_ip_only,
+                leading_ip_only,
             },
             update_total_samples: a.update_total_samples,
             cs: CsOptions {
@@ -656,6 +830,7 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
                 gen_cs_nested_profile: a.gen_cs_nested_profile,
                 generate_merged_base_profiles: a.generate_merged_base_profiles,
                 update_total_samples: a.update_total_samples,
+                mark_all_context_preinlined: a.mark_all_context_preinlined,
             },
             summary: SummaryOptions {
                 cutoff_hot: a.profile_summary_cutoff_hot,
@@ -682,6 +857,11 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
             canonical_names: a.show_canonical_fname,
         },
         order,
+        run: RunOptions {
+            quiet: a.quiet,
+            time_phases: a.time_profgen,
+            warn_not_symbolized: a.warn_not_symbolized,
+        },
     })
 }
 

@@ -12,8 +12,9 @@ use crate::writer::density::DensityOptions;
 use crate::writer::{OutputFormat, WriteOptions};
 use std::path::PathBuf;
 
-/// A parsed command line.
+/// A parsed command line (one per process: the size of its largest variant does not matter).
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Profile generation: `profgen [OPTIONS]`, llvm-profgen's command line.
     Profile(Config),
@@ -60,6 +61,18 @@ pub struct Config {
     /// `--order-output`: also write a symbol ordering file from the same samples (the read
     /// options then keep temporal traces).
     pub order: Option<OrderOutput>,
+    pub run: RunOptions,
+}
+
+/// How a run reports on itself (front-end options; the stages never see them).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunOptions {
+    /// `--quiet`: no progress and no summary line; warnings and errors only.
+    pub quiet: bool,
+    /// `--time-profgen`: the time each phase took, on stderr.
+    pub time_phases: bool,
+    /// `--warn-not-symbolized`: warn about sampled addresses without a function or a line.
+    pub warn_not_symbolized: bool,
 }
 
 /// Where and how a function order is written.

@@ -25,9 +25,12 @@ use crate::mapping::{MatchedBy, file_name_of};
 use crate::order::reservoir::TraceSample;
 use crate::order::{OrderOptions, OrderReport, offer_traces, order_file};
 use crate::profile::{self, Profile};
+use crate::progress::{Display, Phase, PhaseTimer, Reporter, Sink};
 use crate::writer::{self, OutputFormat, USE_MD5_IGNORED};
 use crate::{aggregate, postpass};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// What a run did, for the summary line and for tests.
 #[derive(Debug, Default)]
@@ -38,6 +41,10 @@ pub struct RunReport {
     pub warnings: Vec<String>,
     /// What making the function order did, when one was written.
     pub order: Option<OrderReport>,
+    /// Facts about the run that are not warnings (`note: ` lines on stderr).
+    pub notes: Vec<String>,
+    /// `--time-profgen`: the time-per-phase table.
+    pub phase_times: Option<String>,
 }
 
 impl RunReport {
@@ -81,10 +88,31 @@ impl RunReport {
     }
 }
 
-/// Runs profile generation of one binary on `cfg.threads` worker threads. Warnings are returned in the report
-/// (and printed by `main`).
+/// Runs profile generation of one binary on `cfg.threads` worker threads. Warnings are returned
+/// in the report (and printed by `main`); progress goes to stderr when it is a terminal and the
+/// options ask.
 pub fn run(cfg: &Config) -> Result<RunReport, Error> {
-    on_threads(cfg.threads, || generate(cfg))
+    let timer = cfg.run.time_phases.then(|| Arc::new(PhaseTimer::default()));
+    let reporter = reporter(cfg.read.progress && !cfg.run.quiet, timer.clone());
+    let result = on_threads(cfg.threads, || generate(cfg, &reporter));
+    reporter.finish();
+    result.map(|mut report| {
+        report.phase_times = timer.map(|t| t.table());
+        report
+    })
+}
+
+/// The progress reporter of a run: a display on stderr when `display` and stderr is a terminal,
+/// and the phase timer of `--time-profgen`.
+fn reporter(display: bool, timer: Option<Arc<PhaseTimer>>) -> Reporter {
+    let mut sinks: Vec<Arc<dyn Sink>> = Vec::new();
+    if let Some(t) = timer {
+        sinks.push(t);
+    }
+    if display && std::io::stderr().is_terminal() {
+        sinks.push(Arc::new(Display::new()));
+    }
+    Reporter::new(sinks)
 }
 
 /// Runs `job` on a pool of `n` worker threads.
@@ -99,10 +127,11 @@ where
         .install(job)
 }
 
-fn generate(cfg: &Config) -> Result<RunReport, Error> {
+fn generate(cfg: &Config, reporter: &Reporter) -> Result<RunReport, Error> {
     let Binaries::One(path) = &cfg.binaries else {
         return Err(Error::Usage("a binary store profiles with `run_store`".into()));
     };
+    reporter.phase(Phase::Loading);
     let binary = Binary::load(path, &cfg.load)?;
     let mut report = RunReport { warnings: binary.warnings().to_vec(), ..Default::default() };
     if cfg.show_disassembly_only || cfg.show_pseudo_probe {
@@ -111,11 +140,22 @@ fn generate(cfg: &Config) -> Result<RunReport, Error> {
     let Some(input) = cfg.input.as_ref().filter(|_| !cfg.show_disassembly_only) else {
         return Ok(report);
     };
-    let counters = read_counters(&binary, input, &cfg.read, cfg.threads, &mut report)?;
+    reporter.phase(Phase::Reading);
+    let read = ReadOptions { reporter: reporter.clone(), ..cfg.read.clone() };
+    let counters = read_counters(&binary, input, &read, cfg.threads, &mut report)?;
     if cfg.skip_symbolization {
+        reporter.phase(Phase::Writing);
         write_unsymbolized_file(&binary, &counters, &cfg.read.unsymbolized, &cfg.output.path)?;
     } else {
-        let profile = profile::generate(&binary, &counters, &cfg.profile, &mut report.warnings);
+        reporter.phase(Phase::Symbolizing);
+        let mut opts = cfg.profile;
+        // Inputs recorded without branch stacks were read as IP samples: profile them as such.
+        opts.line.leading_ip_only |= report.inputs.ip_samples_detected;
+        let profile = profile::generate(&binary, &counters, &opts, &mut report.warnings);
+        if cfg.run.warn_not_symbolized {
+            report.warnings.extend(not_symbolized_warning(&binary, &counters));
+        }
+        reporter.phase(Phase::PostProcessing);
         finish_profile(&binary, &counters, profile, &cfg.output, &mut report)?;
     }
     if let (Some(order), Some(traces)) = (&cfg.order, report.inputs.traces.take()) {
@@ -129,10 +169,14 @@ fn generate(cfg: &Config) -> Result<RunReport, Error> {
 /// `profgen order` on `cfg.threads` worker threads: the inputs' temporal traces and the saved
 /// ones, sampled together, then the order and/or the sample written.
 pub fn run_order(cfg: &OrderConfig) -> Result<RunReport, Error> {
-    on_threads(cfg.threads, || order(cfg))
+    let reporter = reporter(cfg.read.progress, None);
+    let read = ReadOptions { reporter: reporter.clone(), ..cfg.read.clone() };
+    let result = on_threads(cfg.threads, || order(cfg, &read));
+    reporter.finish();
+    result
 }
 
-fn order(cfg: &OrderConfig) -> Result<RunReport, Error> {
+fn order(cfg: &OrderConfig, read: &ReadOptions) -> Result<RunReport, Error> {
     let binary = Binary::load(&cfg.binary, &Default::default())?;
     let mut report = RunReport { warnings: binary.warnings().to_vec(), ..Default::default() };
     let mut sample = TraceSample::new(cfg.options.sampling);
@@ -142,7 +186,7 @@ fn order(cfg: &OrderConfig) -> Result<RunReport, Error> {
     }
     let table = match &cfg.input {
         Some(input) => {
-            let mut inputs = aggregate::read::read_traces(&binary, input, &cfg.read, cfg.threads)?;
+            let mut inputs = aggregate::read::read_traces(&binary, input, read, cfg.threads)?;
             report.warnings.append(&mut inputs.warnings);
             let TemporalTraces { table, traces } =
                 inputs.traces.take().expect("profgen order reads temporal traces");
@@ -201,6 +245,7 @@ pub fn read_counters(
 ) -> Result<ContextCounters, Error> {
     let (counters, mut inputs) = aggregate::read::read_counters(binary, input, opts, threads)?;
     report.warnings.append(&mut inputs.warnings);
+    report.notes.append(&mut inputs.notes);
     report.inputs = inputs;
     Ok(counters)
 }
@@ -224,15 +269,61 @@ pub fn finish_profile(
         .extend(density.warnings.lines().map(|l| l.trim_start_matches("warning: ").to_string()));
     report.functions_in_profile = profile.functions.len();
     if profile.functions.is_empty() {
-        report.warnings.push(format!(
-            "the profile is empty: no sample fell into a function of {}",
-            binary.path().display()
-        ));
+        report
+            .warnings
+            .push(format!("the profile is empty: {}", empty_profile_reason(binary, report)));
     }
     if opts.write.use_md5 && opts.format != OutputFormat::ExtBinary {
         report.warnings.push(USE_MD5_IGNORED.to_string());
     }
     writer::write_profile_file(&profile, opts.format, &opts.write, &opts.path)
+}
+
+/// Why a profile came out empty, for the warning that says so.
+fn empty_profile_reason(binary: &Binary, report: &RunReport) -> String {
+    let s = &report.inputs.samples;
+    let name = binary.path().display();
+    if binary.functions().is_empty() {
+        format!("{name} has no functions (no symbol table and no DWARF: stripped?)")
+    } else if s.read == 0 && report.inputs.distinct_samples == 0 {
+        "the input has no samples".to_string()
+    } else if s.read > 0 && s.used == 0 {
+        format!("none of the {} samples read was used (see the summary line for why)", s.read)
+    } else {
+        format!(
+            "no sample fell into a function of {name}, or every profile was trimmed (cold) or \
+             filtered"
+        )
+    }
+}
+
+/// `--warn-not-symbolized`: sampled instructions of the binary that have no function or no
+/// source line (upstream llvm-profgen warns about addresses in recorded mappings it could not
+/// symbolize).
+fn not_symbolized_warning(binary: &Binary, counters: &ContextCounters) -> Option<String> {
+    let mut missing = std::collections::BTreeSet::new();
+    let mut sampled = 0u64;
+    for c in counters.by_context.values() {
+        for (&(start, end), _) in &c.ranges {
+            for a in binary.insts_in(start, end) {
+                sampled += 1;
+                if binary.inline_stack(a).is_empty() {
+                    missing.insert(a.0);
+                }
+            }
+        }
+    }
+    (!missing.is_empty()).then(|| {
+        let first: Vec<String> = missing.iter().take(8).map(|a| format!("{a:#x}")).collect();
+        format!(
+            "{} of {sampled} sampled instruction addresses of {} could not be symbolized (no \
+             function or no line): {}{}",
+            missing.len(),
+            binary.path().display(),
+            first.join(", "),
+            if missing.len() > first.len() { ", ..." } else { "" }
+        )
+    })
 }
 
 /// `--skip-symbolization`: the counters as llvm-profgen's unsymbolized profile.
@@ -283,7 +374,12 @@ pub struct AggregateReport {
 /// `profgen aggregate`: reads the inputs into counters for each binary (as a profile run would,
 /// up to [`read_counters`]) and writes them as an aggregate file.
 pub fn run_aggregate(cfg: &AggregateConfig) -> Result<AggregateReport, Error> {
-    on_threads(cfg.threads, || aggregate(cfg))
+    let reporter = reporter(cfg.read.progress, None);
+    let mut with_progress = cfg.clone();
+    with_progress.read.reporter = reporter.clone();
+    let result = on_threads(cfg.threads, || aggregate(&with_progress));
+    reporter.finish();
+    result
 }
 
 fn aggregate(cfg: &AggregateConfig) -> Result<AggregateReport, Error> {

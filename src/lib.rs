@@ -5,7 +5,7 @@
 //!
 //! 0. The ground floor every stage stands on: [`addr`] (address spaces), [`error`], [`llvm`]
 //!    (context frames, line locations, discriminators, the MD5 GUID, LEB128), [`text`] (parsing
-//!    helpers), and [`binary`], the profiled ELF: segments, instructions, functions, DWARF,
+//!    helpers), [`progress`] (the interface stages report their progress through), and [`binary`], the profiled ELF: segments, instructions, functions, DWARF,
 //!    pseudo probes, and the [`binary::CodeView`] queries the stages ask of it.
 //! 1. [`input`]: perf.data / perf script → [`input::PerfEvent`]s.
 //! 2. [`mapping`]: mmap events + build-id → runtime addresses become binary [`addr::Vaddr`]s.
@@ -41,6 +41,7 @@ pub mod mapping;
 pub mod order;
 pub mod postpass;
 pub mod profile;
+pub mod progress;
 pub mod record;
 pub mod text;
 pub mod writer;

@@ -13,6 +13,11 @@ fn main() -> ExitCode {
             return ExitCode::from(e.exit_code() as u8);
         }
     };
+    // --quiet: warnings and errors only.
+    let quiet = matches!(&command, Command::Profile(cfg) if cfg.run.quiet);
+    let print_run = |report: &RunReport, summary: Option<String>| {
+        print_run(report, summary.filter(|_| !quiet), quiet)
+    };
     let result = match &command {
         Command::Profile(cfg) => match cfg.binaries {
             Binaries::One(_) => profgen::driver::run(cfg).map(|report| {
@@ -63,7 +68,12 @@ fn main() -> ExitCode {
 }
 
 /// A run's warnings, then its summary line and the function order's.
-fn print_run(report: &RunReport, summary: Option<String>) {
+fn print_run(report: &RunReport, summary: Option<String>, quiet: bool) {
+    if !quiet {
+        for n in &report.notes {
+            eprintln!("note: {n}");
+        }
+    }
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
@@ -72,6 +82,9 @@ fn print_run(report: &RunReport, summary: Option<String>) {
     }
     if let Some(order) = &report.order {
         eprintln!("{}", order.summary_line());
+    }
+    if let Some(times) = &report.phase_times {
+        eprint!("{times}");
     }
 }
 

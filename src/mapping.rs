@@ -154,6 +154,8 @@ pub struct AddressMap {
     /// Pid-less inputs with no mmap event of the binary: treat addresses as vaddrs, as
     /// llvm-profgen does with its preferred base.
     assume_preferred_base: bool,
+    /// `--kernel`: the preferred base an address is relative to, instead of file offsets.
+    kernel_base: Option<Vaddr>,
     /// Changes whenever a translation may change, so callers can cache translations.
     generation: u64,
 }
@@ -170,6 +172,8 @@ pub struct AddressMapper {
     /// Samples carry no pid (perf script text): every mapping applies to every sample, the last
     /// one mapped winning, as in llvm-profgen.
     perf_script: bool,
+    /// `--kernel`: the binary is the kernel image, mapped by `[kernel.kallsyms]` events.
+    kernel: bool,
     pub stats: MappingStats,
 }
 
@@ -190,14 +194,26 @@ impl AddressMapper {
                 identity: Arc::new(identity),
                 by_pid: HashMap::new(),
                 assume_preferred_base: false,
+                kernel_base: None,
                 generation: 0,
             },
             path_build_ids: HashMap::new(),
             pid_filter,
             others_by_pid: HashMap::new(),
             perf_script: false,
+            kernel: false,
             stats: MappingStats::default(),
         }
+    }
+
+    /// A mapper for a kernel image (`--kernel`): the binary is what perf calls
+    /// `[kernel.kallsyms]` (or `[kernel.kallsyms]_text` / `_stext`), mapped for every process;
+    /// its file offsets mean nothing, an address is `addr - start + preferred base` (llvm-profgen's
+    /// kernel rule, which also follows KASLR). `--pid` does not apply to the kernel's mapping.
+    pub fn for_kernel(identity: BinaryIdentity, preferred_base: Vaddr, perf_script: bool) -> Self {
+        let mut m = AddressMapper { kernel: true, perf_script, ..Self::new(identity, None) };
+        m.map.kernel_base = Some(preferred_base);
+        m
     }
 
     /// The current translation state.
@@ -218,6 +234,13 @@ impl AddressMapper {
 
     /// Whether `ev` maps the profiled binary, and how that was decided.
     pub fn matches(&self, ev: &MmapEvent) -> Option<MatchedBy> {
+        if self.kernel {
+            let kernel = matches!(
+                ev.path.as_str(),
+                "[kernel.kallsyms]" | "[kernel.kallsyms]_text" | "[kernel.kallsyms]_stext"
+            );
+            return kernel.then_some(MatchedBy::FileName);
+        }
         let known_id =
             ev.build_id.as_deref().or_else(|| self.path_build_ids.get(&ev.path).map(|v| &v[..]));
         let ours = &self.map.identity;
@@ -229,13 +252,15 @@ impl AddressMapper {
 
     /// Applies an mmap event. Returns how it matched when it maps the binary.
     pub fn on_mmap(&mut self, ev: &MmapEvent) -> Option<MatchedBy> {
-        if !ev.executable || self.pid_filter.is_some_and(|p| ev.pid != Some(p)) {
+        let other_pid = self.pid_filter.is_some_and(|p| ev.pid != Some(p)) && !self.kernel;
+        if !ev.executable || other_pid {
             return None;
         }
         let matched = self.matches(ev);
         let start = ev.start;
         let end = RuntimeAddr(ev.start.0.saturating_add(ev.len));
-        let key = if self.perf_script { None } else { ev.pid };
+        // The kernel is mapped in every process.
+        let key = if self.perf_script || self.kernel { None } else { ev.pid };
         let others = self.others_by_pid.entry(key).or_default();
         others.retain(|m| m.end <= start || m.start >= end);
         match matched {
@@ -352,6 +377,11 @@ impl AddressMap {
                 },
             );
         };
+        if let Some(base) = self.kernel_base {
+            let v = Vaddr(base.0.wrapping_add(addr.0 - m.start.0));
+            let exec = |s: &&Segment| s.executable && s.vaddr <= v && v.0 < s.vaddr.0 + s.memsz;
+            return self.identity.segments.iter().find(exec).map(|_| v);
+        }
         let off = FileOffset(m.pgoff.0 + (addr.0 - m.start.0));
         self.identity
             .segments
@@ -491,6 +521,24 @@ mod tests {
              /bin/other (build id ee, 1 samples); 2 samples are in no mapped file (kernel, anonymous or JIT code)"
         );
         assert!(!m.stats.binary_mapped());
+    }
+
+    /// `--kernel`: perf.data's kernel mapping (pid -1, pgoff = start, a KASLR-shifted start)
+    /// applies to every process; an address is `addr - start + preferred base`.
+    #[test]
+    fn kernel_mapping_applies_to_every_process() {
+        let base = Vaddr(0x1800);
+        let mut m = AddressMapper::for_kernel(identity(), base, false);
+        let start = 0xffff_ffff_9a00_0000;
+        let mut kernel = mmap(-1, start, start, "[kernel.kallsyms]_text", None);
+        kernel.len = 0x0100_0000;
+        assert_eq!(m.on_mmap(&mmap(7, 0x5555_0000_0000, 0x800, "/x/app", None)), None);
+        assert_eq!(m.on_mmap(&kernel), Some(MatchedBy::FileName));
+        assert_eq!(m.to_vaddr(Some(7), RuntimeAddr(start + 0x10)), Some(Vaddr(0x1810)));
+        assert_eq!(m.to_vaddr(Some(8), RuntimeAddr(start + 0x10)), Some(Vaddr(0x1810)));
+        // Past the binary's executable segment: not the binary's code.
+        assert_eq!(m.to_vaddr(Some(7), RuntimeAddr(start + 0x2000)), None);
+        assert!(m.stats.binary_mapped());
     }
 
     #[test]

@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{PROFGEN, have, root, sample, scratch};
+use common::{PROFGEN, have, llvm_canonical as canonical, root, sample, scratch};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -47,22 +47,6 @@ fn run_profgen(binary: &Path, input: &[&str], opts: &[&str], out: &Path) -> Stri
         .unwrap();
     assert!(o.status.success(), "profgen failed: {}", String::from_utf8_lossy(&o.stderr));
     std::fs::read_to_string(out).unwrap()
-}
-
-fn canonical(path: &Path) -> String {
-    let o = Command::new("llvm-profdata-19")
-        .args(["merge", "--sample", "--text"])
-        .arg(path)
-        .args(["-o", "-"])
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "llvm-profdata-19 failed on {}: {}",
-        path.display(),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
 }
 
 /// llvm-profgen-19's profile for the case, from the `perf script` text

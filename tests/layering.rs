@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 const FLOORS: &[&[&str]] = &[
     // The shared vocabulary: address spaces, errors, LLVM's contexts, hashes and encodings,
     // text parsing.
-    &["addr", "error", "llvm", "text"],
+    &["addr", "error", "llvm", "progress", "text"],
     // The profiled binary and the queries the stages ask of it.
     &["binary"],
     // The pipeline, in data-flow order.

@@ -8,7 +8,7 @@ use std::path::Path;
 
 fuzz_target!(|data: &[u8]| {
     for use_dwarf_correlation in [false, true] {
-        let opts = LoadOptions { debug_binary: None, use_dwarf_correlation };
+        let opts = LoadOptions { use_dwarf_correlation, ..Default::default() };
         let Ok(binary) = Binary::from_bytes(data, Path::new("fuzz.elf"), &opts) else {
             return;
         };

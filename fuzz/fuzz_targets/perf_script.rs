@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
     for opts in [
         ScriptOptions::default(),
         ScriptOptions { leading_ip_only: true, ..Default::default() },
-        ScriptOptions { perf_events: vec!["cycles".into()], leading_ip_only: false },
+        ScriptOptions { perf_events: vec!["cycles".into()], ..Default::default() },
     ] {
         let _ = read_perf_script(data, path, &opts, |_| {});
     }

@@ -24,8 +24,8 @@ use crate::llvm::ContextShape;
 use crate::mapping::{
     AddressMap, AddressMapper, BinaryIdentity, MappingStats, MatchedBy, file_name_of, hex,
 };
+use crate::progress::{Phase, Reporter};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 /// Where samples come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,7 +39,7 @@ pub enum Input {
 }
 
 /// How the inputs are read and their samples interpreted.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct ReadOptions {
     /// `--pid`: only this process's mappings and samples.
     pub pid: Option<i32>,
@@ -52,11 +52,40 @@ pub struct ReadOptions {
     pub unsymbolized: UnsymbolizedOptions,
     /// `--show-mmap-events`: print every mmap event of the binary as it is applied.
     pub show_mmap_events: bool,
-    /// A spinner on stderr while reading takes long.
+    /// Whether the front end shows progress (it attaches a display to `reporter`).
     pub progress: bool,
+    /// Where reading reports its progress (bytes consumed per input, the unwinding phase).
+    pub reporter: Reporter,
     /// Keep each process's temporal trace (the binary's functions in the order they first
     /// appear in a sample), of at most this many functions.
     pub temporal_traces: Option<usize>,
+    /// `--kernel`: the binary is a kernel image, mapped by the `[kernel.kallsyms]` mmap events.
+    pub kernel: bool,
+    /// `--filter-build-id`: perf script addresses prefixed `buildid:` belong to the binary only
+    /// with this build id (`None`: the binary's own for a shared library, none otherwise).
+    pub filter_build_id: Option<Vec<u8>>,
+    /// `--csprof-max-unsymbolized-context-depth` (-1: no limit): probe-based contexts keep at
+    /// most this many frames (with `context.max_context_depth`, the smaller applies).
+    pub max_unsymbolized_context_depth: i32,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            pid: None,
+            perf_events: Vec::new(),
+            sample: SampleOptions::default(),
+            context: ContextShape::default(),
+            unsymbolized: UnsymbolizedOptions::default(),
+            show_mmap_events: false,
+            progress: false,
+            reporter: Reporter::default(),
+            temporal_traces: None,
+            kernel: false,
+            filter_build_id: None,
+            max_unsymbolized_context_depth: -1,
+        }
+    }
 }
 
 /// What reading the inputs did, for the summary line and the warnings.
@@ -77,6 +106,11 @@ pub struct InputsReport {
     /// The temporal traces, when [`ReadOptions::temporal_traces`] asks for them: every input's,
     /// inputs in the order given.
     pub traces: Option<TemporalTraces>,
+    /// No input recorded branch stacks, so samples were read as IP samples (as
+    /// `--leading-ip-only`); the profile must be built in that mode too.
+    pub ip_samples_detected: bool,
+    /// Facts worth a line on stderr that are not warnings.
+    pub notes: Vec<String>,
 }
 
 /// Reads `input` into counters with `workers` threads.
@@ -96,7 +130,10 @@ pub fn read_counters(
         Input::PerfData(_) | Input::PerfScript(_) => {
             let samples = read_samples(binary, input, opts, workers, &mut report)?;
             report.distinct_samples = samples.len();
-            samples_to_counters(binary, &samples, &opts.context, &mut report)
+            if samples.has_call_stacks {
+                opts.reporter.phase(Phase::Unwinding);
+            }
+            samples_to_counters(binary, &samples, opts, &mut report)
         }
         Input::Aggregate(paths) => read_aggregates(binary, paths, opts, &mut report)?,
     };
@@ -233,48 +270,6 @@ pub fn counting_options(opts: &ReadOptions, use_dwarf_correlation: bool) -> Vec<
     v
 }
 
-/// Shows a spinner on stderr once reading takes longer than a second (never when stderr is not
-/// a terminal: indicatif hides itself then).
-struct Progress {
-    enabled: bool,
-    samples: u64,
-    start: Instant,
-    bar: Option<indicatif::ProgressBar>,
-}
-
-impl Progress {
-    fn new(enabled: bool) -> Self {
-        Progress { enabled, samples: 0, start: Instant::now(), bar: None }
-    }
-    fn sample(&mut self) {
-        self.samples += 1;
-        let samples = self.samples;
-        if !self.enabled || !samples.is_multiple_of(65536) {
-            return;
-        }
-        if self.bar.is_none() && self.start.elapsed() > Duration::from_secs(1) {
-            let bar = indicatif::ProgressBar::new_spinner();
-            bar.set_style(
-                indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}")
-                    .expect("static template"),
-            );
-            self.bar = Some(bar);
-        }
-        if let Some(bar) = &self.bar {
-            bar.set_message(format!("{samples} samples read"));
-            bar.tick();
-        }
-    }
-}
-
-impl Drop for Progress {
-    fn drop(&mut self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
-    }
-}
-
 /// One input's contribution before merging.
 struct InputResult {
     samples: AggregatedSamples,
@@ -304,7 +299,6 @@ struct EventFront<'c, N> {
     /// perf script filters events itself.
     filter_events: bool,
     matched: Option<MatchedBy>,
-    progress: Progress,
     warnings: Vec<String>,
     warned_no_mmap: bool,
     /// Samples dropped here, before aggregation.
@@ -374,7 +368,6 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
                     t.sample(self.mapper.map(), &s);
                 }
                 add(self.mapper.map(), &s);
-                self.progress.sample();
             }
         }
     }
@@ -395,7 +388,9 @@ fn aggregate_events(
     perf_script: bool,
     build_ids: &[(String, Vec<u8>)],
 ) -> Result<InputResult, Error> {
-    let mut mapper = if perf_script {
+    let mut mapper = if opts.kernel {
+        AddressMapper::for_kernel(identity_of(binary), binary.preferred_base(), perf_script)
+    } else if perf_script {
         AddressMapper::for_perf_script(identity_of(binary), opts.pid)
     } else {
         AddressMapper::new(identity_of(binary), opts.pid)
@@ -408,7 +403,6 @@ fn aggregate_events(
         event_names,
         filter_events: !perf_script,
         matched: None,
-        progress: Progress::new(opts.progress),
         warnings: Vec::new(),
         warned_no_mmap: false,
         filtered: SampleStats::default(),
@@ -459,9 +453,24 @@ fn read_samples(
     use rayon::prelude::*;
     let table = opts.temporal_traces.map(|_| FunctionTable::of_binary(binary));
     let functions = table.as_ref();
+    let ip_opts;
+    let mut opts = opts;
     let results: Vec<Result<InputResult, Error>> = match input {
         Input::PerfData(given) => {
             let paths = perf_data::expand_dirs(given)?;
+            if !opts.sample.leading_ip_only && without_branch_stacks(&paths)? {
+                ip_opts = ReadOptions {
+                    sample: SampleOptions { leading_ip_only: true, ..opts.sample },
+                    ..opts.clone()
+                };
+                opts = &ip_opts;
+                report.ip_samples_detected = true;
+                report.notes.push(format!(
+                    "{} recorded no branch stacks (perf record without -b or --call-graph lbr): \
+                     profiling from the sample IPs, as --leading-ip-only",
+                    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+                ));
+            }
             // Several files: one per worker; one file: all workers on it.
             if paths.len() > 1 {
                 paths
@@ -496,11 +505,48 @@ fn read_samples(
             report.matched_by = Some(report.matched_by.map_or(m, |h| h.min(m)));
         }
     }
+    let s = &report.samples;
+    if s.read > 0 && s.used == 0 && s.no_branch_stack == s.read - s.other_process - s.other_event {
+        let input = match input {
+            Input::PerfData(paths) | Input::Aggregate(paths) => {
+                paths.first().cloned().unwrap_or_default()
+            }
+            Input::PerfScript(p) | Input::Unsymbolized(p) => p.clone(),
+        };
+        return Err(Error::BadFile {
+            path: input,
+            what: "no sample has a branch stack (recorded without -b or --call-graph lbr?): \
+                   give --leading-ip-only (or --basic-events) for a profile from the sample IPs"
+                .into(),
+        });
+    }
+    if opts.kernel && report.samples.read > 0 && !mapping.binary_mapped() {
+        return Err(Error::BadFile {
+            path: input_paths(input).into(),
+            what: "Kernel is requested, but no kernel is found in mmap events \
+                   ([kernel.kallsyms], [kernel.kallsyms]_text or _stext)"
+                .into(),
+        });
+    }
     if report.samples.read > 0 && report.samples.used == 0 {
         no_sample_in_binary(binary, input, opts.pid, &mapping, truncated, report)?;
     }
     report.traces = table.map(|table| TemporalTraces { table, traces });
     Ok(samples)
+}
+
+/// Whether every perf.data file of `paths` records samples without branch stacks, by its attrs
+/// (stdin, pipe-mode files and files without sampling attrs say nothing).
+fn without_branch_stacks(paths: &[PathBuf]) -> Result<bool, Error> {
+    let mut any = false;
+    for path in paths.iter().filter(|p| p.as_os_str() != "-") {
+        let map = perf_data::map_file(path)?;
+        match PerfData::parse(&map, path)?.info().branch_stack {
+            Some(false) => any = true,
+            _ => return Ok(false),
+        }
+    }
+    Ok(any)
 }
 
 /// No sample of the input lands in the binary: say what the input holds instead. A binary the
@@ -514,7 +560,13 @@ fn no_sample_in_binary(
     truncated: bool,
     report: &mut InputsReport,
 ) -> Result<(), Error> {
-    let found = mapping.what_the_input_maps_instead();
+    let mut found = mapping.what_the_input_maps_instead();
+    if mapping.name_match_wrong_build_id > 0 {
+        found.push_str(&format!(
+            "; {} is mapped in the input with another build id: rebuilt since the recording?",
+            file_name_of(binary.path())
+        ));
+    }
     let for_pid = pid.map_or(String::new(), |p| format!(" for pid {p}"));
     if mapping.binary_mapped() || truncated {
         let how =
@@ -525,13 +577,7 @@ fn no_sample_in_binary(
         ));
         return Ok(());
     }
-    let input = match input {
-        Input::PerfData(paths) => {
-            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-        }
-        Input::PerfScript(p) | Input::Unsymbolized(p) => p.display().to_string(),
-        Input::Aggregate(_) => unreachable!("aggregate inputs have no samples"),
-    };
+    let input = input_paths(input);
     let identity = match binary.build_id() {
         Some(id) => format!("build id {}, file name {}", hex(id), file_name_of(binary.path())),
         None => format!("no build id, file name {}", file_name_of(binary.path())),
@@ -542,6 +588,16 @@ fn no_sample_in_binary(
         identity,
         found,
     })
+}
+
+/// The input files, for messages.
+fn input_paths(input: &Input) -> String {
+    match input {
+        Input::PerfData(paths) | Input::Aggregate(paths) => {
+            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        }
+        Input::PerfScript(p) | Input::Unsymbolized(p) => p.display().to_string(),
+    }
 }
 
 /// llvm-profgen's warning line: `12.34%(n/total) <msg>` (printed after `warning: `).
@@ -561,7 +617,7 @@ fn push_warning_summaries(report: &mut InputsReport, lines: Vec<(u64, u64, &'sta
 fn samples_to_counters(
     binary: &Binary,
     samples: &AggregatedSamples,
-    context: &ContextShape,
+    opts: &ReadOptions,
     report: &mut InputsReport,
 ) -> ContextCounters {
     if !samples.has_call_stacks {
@@ -571,7 +627,15 @@ fn samples_to_counters(
     }
     let normalize = &samples.normalize;
     let entries = samples.entries();
-    let opts = UnwindOptions { probe_based: binary.probes().is_some(), context: *context };
+    let probe_based = binary.probes().is_some();
+    let mut context = opts.context;
+    if probe_based && opts.max_unsymbolized_context_depth != -1 {
+        // Upstream's AddressStack::getContextKey: the smaller of the two depths (-1 = none).
+        let limit = opts.max_unsymbolized_context_depth;
+        let depth = context.max_context_depth;
+        context.max_context_depth = if depth == -1 { limit } else { depth.min(limit) };
+    }
+    let opts = UnwindOptions { probe_based, context };
     let (counters, unwind) = unwind_all_with(
         binary,
         &entries,
@@ -602,10 +666,18 @@ fn read_perf_script_file(
     functions: Option<&FunctionTable>,
     path: &Path,
 ) -> Result<InputResult, Error> {
+    let progress = opts.reporter.input(&path.display().to_string(), None);
     let text = read_file(path)?;
+    progress.consumed(text.len() as u64);
+    // Upstream's default filter: a shared library's own build id, none for an executable.
+    let filter = match &opts.filter_build_id {
+        Some(id) => Some(id.as_slice()),
+        None => binary.build_id().filter(|_| binary.is_shared_library()),
+    };
     let script_opts = ScriptOptions {
         perf_events: opts.perf_events.clone(),
         leading_ip_only: opts.sample.leading_ip_only,
+        filter_build_id: filter.map(hex),
     };
     aggregate_events(
         opts,
@@ -634,6 +706,7 @@ fn read_perf_data_file(
     let with_truncation = |r: InputResult| InputResult { truncated: truncated.get(), ..r };
     if path.as_os_str() == "-" {
         let stdin = std::io::stdin().lock();
+        let _progress = opts.reporter.input("<stdin>", None);
         return aggregate_events(
             opts,
             workers,
@@ -655,8 +728,13 @@ fn read_perf_data_file(
         binary,
         functions,
         |on_event| {
-            let release = perf_data::page_releaser(&map);
-            Ok(finish(data.decode_in_time_order_releasing(on_event, release)?))
+            let progress = opts.reporter.input(&path.display().to_string(), Some(map.len() as u64));
+            let mut release = perf_data::page_releaser(&map);
+            let consumed = |upto: usize| {
+                release(upto);
+                progress.consumed(upto as u64);
+            };
+            Ok(finish(data.decode_in_time_order_releasing(on_event, consumed)?))
         },
         |i| event_names.get(i).cloned(),
         false,

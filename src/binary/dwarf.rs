@@ -118,6 +118,8 @@ struct Loader<'d, 'a> {
     headers: &'d [gimli::UnitHeader<Reader<'a>>],
     /// Where to look for `.dwo` files besides the skeleton's comp_dir.
     binary_dir: &'d Path,
+    /// The split-DWARF package (`.dwp`), looked in before any `.dwo` file.
+    package: Option<&'d gimli::DwarfPackage<Reader<'a>>>,
     parsed_units: HashMap<usize, Rc<Unit<'a>>>,
     memo: HashMap<usize, Resolved>,
     names: HashMap<String, Arc<str>>,
@@ -142,9 +144,15 @@ impl DebugInfo {
         self.nodes.is_empty()
     }
 
-    /// Reads all DIEs of `obj`. Address ranges below `preferred_base` (code discarded by the
-    /// linker) are left out of the address map.
-    pub fn load(obj: &Elf<'_>, preferred_base: u64, binary_dir: &Path) -> DebugInfo {
+    /// Reads all DIEs of `obj`, split units from the package `dwp` (the bytes of a `.dwp` file)
+    /// or from `.dwo` files. Address ranges below `preferred_base` (code discarded by the linker)
+    /// are left out of the address map.
+    pub fn load(
+        obj: &Elf<'_>,
+        dwp: Option<&[u8]>,
+        preferred_base: u64,
+        binary_dir: &Path,
+    ) -> DebugInfo {
         let endian =
             if obj.is_little_endian() { RunTimeEndian::Little } else { RunTimeEndian::Big };
         let unreadable = std::cell::RefCell::new(Vec::new());
@@ -162,6 +170,34 @@ impl DebugInfo {
         let Ok(sections) = gimli::DwarfSections::load(load);
         let mut warnings = unreadable.into_inner();
         let dwarf = sections.borrow(|s| EndianSlice::new(s, endian));
+        let package_obj = match dwp.map(super::elf::parse).transpose() {
+            Ok(obj) => obj,
+            Err(e) => {
+                warnings.push(format!("split-DWARF package: {e}; ignored"));
+                None
+            }
+        };
+        let package_sections = package_obj.as_ref().and_then(|p| {
+            gimli::DwarfPackageSections::load(|id: gimli::SectionId| {
+                let data = id.dwo_name().and_then(|n| p.section_by_name(n));
+                Ok::<_, gimli::Error>(
+                    data.and_then(|s| super::elf::section_data(&s).ok())
+                        .unwrap_or(Cow::Borrowed(&[][..])),
+                )
+            })
+            .ok()
+        });
+        let package = match package_sections
+            .as_ref()
+            .map(|s| s.borrow(|s| EndianSlice::new(s, endian), EndianSlice::new(&[], endian)))
+        {
+            Some(Ok(p)) => Some(p),
+            Some(Err(e)) => {
+                warnings.push(format!("split-DWARF package: {e}; ignored"));
+                None
+            }
+            None => None,
+        };
         let mut headers = Vec::new();
         let mut iter = dwarf.units();
         loop {
@@ -187,6 +223,7 @@ impl DebugInfo {
                     dwarf: &dwarf,
                     headers: &headers,
                     binary_dir,
+                    package: package.as_ref(),
                     parsed_units: HashMap::new(),
                     memo: HashMap::new(),
                     names: HashMap::new(),
@@ -354,14 +391,25 @@ impl<'a> Loader<'_, 'a> {
         out
     }
 
-    /// Reads the `.dwo` file of skeleton unit `skeleton` (found in its comp_dir, as given, or
-    /// next to the binary) and walks its split compilation unit.
+    /// Reads the split compilation unit of skeleton unit `skeleton`: from the package when it has
+    /// the unit, else from the `.dwo` file (found in its comp_dir, as given, or next to the
+    /// binary).
     fn load_dwo(
         &self,
         skeleton: &Unit<'a>,
         preferred_base: u64,
         out: &mut UnitResult,
     ) -> Result<(), String> {
+        if let (Some(package), Some(id)) = (self.package, skeleton.dwo_id) {
+            match package.find_cu(id, self.dwarf) {
+                Ok(Some(dwo)) => {
+                    let what = |e: &dyn std::fmt::Display| format!("split-DWARF package: {e}");
+                    return self.walk_split_unit(&dwo, skeleton, preferred_base, out, &what);
+                }
+                Ok(None) => {}
+                Err(e) => return Err(format!("split-DWARF package: {e}")),
+            }
+        }
         let name = skeleton
             .dwo_name()
             .ok()
@@ -396,6 +444,18 @@ impl<'a> Loader<'_, 'a> {
         let Ok(sections) = gimli::DwarfSections::load(load);
         let mut dwo = sections.borrow(|s| EndianSlice::new(s, endian));
         dwo.make_dwo(self.dwarf);
+        self.walk_split_unit(&dwo, skeleton, preferred_base, out, &what)
+    }
+
+    /// Walks the split compilation unit of `dwo` whose DWO id is the skeleton's.
+    fn walk_split_unit<'b>(
+        &self,
+        dwo: &gimli::Dwarf<Reader<'b>>,
+        skeleton: &Unit<'b>,
+        preferred_base: u64,
+        out: &mut UnitResult,
+        what: &dyn Fn(&dyn std::fmt::Display) -> String,
+    ) -> Result<(), String> {
         let mut headers = Vec::new();
         let mut iter = dwo.units();
         while let Some(h) = iter.next().map_err(|e| what(&e))? {
@@ -408,9 +468,10 @@ impl<'a> Loader<'_, 'a> {
         let mut unit = dwo.unit(headers[index]).map_err(|e| what(&e))?;
         unit.copy_relocated_attributes(skeleton);
         let mut loader = Loader {
-            dwarf: &dwo,
+            dwarf: dwo,
             headers: &headers,
             binary_dir: self.binary_dir,
+            package: None,
             parsed_units: HashMap::new(),
             memo: HashMap::new(),
             names: HashMap::new(),

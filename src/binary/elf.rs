@@ -26,6 +26,8 @@ pub struct ElfInfo {
     /// Page-aligned file offsets of the executable PT_LOADs (llvm-profgen's `TextSegmentOffsets`).
     pub text_segment_offsets: Vec<FileOffset>,
     pub build_id: Option<Vec<u8>>,
+    /// A shared library: `ET_DYN` without a `PT_INTERP` (a PIE executable has one).
+    pub shared_library: bool,
 }
 
 /// Parses an x86-64 ELF image. `what` errors are plain messages; the caller adds the path.
@@ -69,12 +71,15 @@ pub fn info(elf: &Elf<'_>) -> Result<ElfInfo, String> {
     }
     let preferred_base = preferred_base.ok_or_else(|| "no executable segment found".to_string())?;
     let build_id = elf.build_id().ok().flatten().map(<[u8]>::to_vec);
+    let interp = elf.elf_program_headers().iter().any(|ph| ph.p_type(endian) == elf::PT_INTERP);
+    let shared_library = elf.elf_header().e_type(endian) == elf::ET_DYN && !interp;
     Ok(ElfInfo {
         segments,
         preferred_base: Vaddr(preferred_base),
         first_loadable_address: Vaddr(first_loadable),
         text_segment_offsets,
         build_id,
+        shared_library,
     })
 }
 

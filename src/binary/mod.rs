@@ -146,12 +146,29 @@ pub struct Binary {
 }
 
 /// How to load a [`Binary`].
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct LoadOptions {
-    /// Separate file with the DWARF (`--debug-binary`).
-    pub debug_binary: Option<std::path::PathBuf>,
+    /// Separate file with the DWARF (`--debug-binary`); its pseudo probes are used too when the
+    /// binary has none (stripped of them).
+    pub debug_binary: Option<PathBuf>,
+    /// Split-DWARF package (`--dwp`); by default `<DWARF file>.dwp` when it exists.
+    pub dwp: Option<PathBuf>,
     /// Ignore pseudo probes and use DWARF lines (`--use-dwarf-correlation`).
     pub use_dwarf_correlation: bool,
+    /// Functions from the symbol table for code no DWARF function covers
+    /// (`--load-function-from-symbol`, default on).
+    pub load_function_from_symbol: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        LoadOptions {
+            debug_binary: None,
+            dwp: None,
+            use_dwarf_correlation: false,
+            load_function_from_symbol: true,
+        }
+    }
 }
 
 /// A build id as perf and `file` print it.
@@ -204,31 +221,60 @@ impl Binary {
             ),
             _ => None,
         };
+        let dwarf_path = opts.debug_binary.as_deref().unwrap_or(path);
+        // LLVM's default package is `<DWARF file>.dwp`, used when it exists.
+        let default_dwp = PathBuf::from(format!("{}.dwp", dwarf_path.display()));
+        let dwp_path = opts.dwp.clone().or_else(|| default_dwp.is_file().then_some(default_dwp));
+        let dwp_data = dwp_path.as_deref().map(map_file).transpose()?;
         // Disassembly and DWARF are independent; each is the bulk of the loading time.
         let (code, debug) = rayon::join(
             || disasm::decode(&sections),
             || {
-                let dwarf_path = opts.debug_binary.as_deref().unwrap_or(path);
                 let dir = dwarf_path.parent().unwrap_or(Path::new("."));
-                dwarf::DebugInfo::load(dbg_obj.as_ref().unwrap_or(&obj), base, dir)
+                let dwp = dwp_data.as_deref();
+                dwarf::DebugInfo::load(dbg_obj.as_ref().unwrap_or(&obj), dwp, base, dir)
             },
         );
         let mut code = code.map_err(bad)?;
-        let dwarf_path = opts.debug_binary.as_deref().unwrap_or(path);
         let mut warnings: Vec<String> =
             debug.warnings.iter().map(|w| format!("{}: {w}", dwarf_path.display())).collect();
 
+        let symbol_functions = if opts.load_function_from_symbol { &symbols[..] } else { &[] };
         let (functions, mut func_ranges) =
-            build_functions(&debug.subprograms, &symbols, &sections, base);
+            build_functions(&debug.subprograms, symbol_functions, &sections, base);
         mark_entries(&functions, &mut func_ranges, &sections);
         warnings.extend(no_entry_warning(&debug.subprograms, &functions, &func_ranges));
         code.compute_prolog_epilog(func_ranges.iter().map(|r| r.start.0));
 
-        let probes = if opts.use_dwarf_correlation {
-            None
-        } else {
-            probes::ProbeInfo::load(&obj).map_err(bad)?
+        let probes = match (opts.use_dwarf_correlation, &dbg_obj, &opts.debug_binary) {
+            (true, ..) => None,
+            // A binary stripped of its probes: upstream reads them from --debug-binary.
+            (false, Some(dbg), Some(dbg_path)) if !probes::ProbeInfo::present(&obj) => {
+                probes::ProbeInfo::load(dbg)
+                    .map_err(|what| Error::BadFile { path: dbg_path.clone(), what })?
+            }
+            (false, ..) => probes::ProbeInfo::load(&obj).map_err(bad)?,
         };
+        if symbols.is_empty() && debug.is_empty() {
+            warnings.push(format!(
+                "{}: no symbol table and no DWARF (a stripped binary?): profgen cannot tell its \
+                 functions apart, so no sample can be attributed; give the unstripped binary, or \
+                 its debug file with --debug-binary",
+                dwarf_path.display()
+            ));
+        } else if debug.is_empty()
+            && debug.warnings.is_empty()
+            && probes.is_none()
+            && !functions.is_empty()
+        {
+            // DWARF that is there but unusable has its own warning above.
+            warnings.push(format!(
+                "{}: no DWARF line tables (built without -g, or stripped with --strip-debug) and \
+                 no pseudo probes: every count of a function falls on its line offset 0; give \
+                 the unstripped binary or --debug-binary, or build with -g",
+                dwarf_path.display()
+            ));
+        }
         let fs_discriminators = symbols.iter().any(|s| {
             s.name == "__llvm_fs_discriminator__"
                 && obj.section_by_index(s.section).is_ok_and(|sec| !elf::is_exec_section(&sec))
@@ -250,6 +296,10 @@ impl Binary {
     }
     pub fn path(&self) -> &Path {
         &self.path
+    }
+    /// Whether the binary is a shared library (not an executable, PIE or not).
+    pub fn is_shared_library(&self) -> bool {
+        self.elf.shared_library
     }
     /// GNU build id (`.note.gnu.build-id`), if present.
     pub fn build_id(&self) -> Option<&[u8]> {

@@ -248,6 +248,12 @@ fn parse_descs(data: &[u8]) -> Result<Vec<FuncDesc>, String> {
 }
 
 impl ProbeInfo {
+    /// Whether `obj` has both probe sections.
+    pub fn present(obj: &Elf<'_>) -> bool {
+        obj.section_by_name(".pseudo_probe_desc").is_some()
+            && obj.section_by_name(".pseudo_probe").is_some()
+    }
+
     /// Decodes the probe sections; `None` unless both exist.
     pub fn load(obj: &Elf<'_>) -> Result<Option<ProbeInfo>, String> {
         let (Some(desc), Some(probe)) =

@@ -92,4 +92,7 @@ pub struct InputInfo {
     pub cmdline: Vec<String>,
     /// Names of the events (attrs), by attr index.
     pub event_names: Vec<String>,
+    /// Whether any attr samples branch stacks (`PERF_SAMPLE_BRANCH_STACK`); `None` before the
+    /// first attr is known (pipe mode carries them in the stream).
+    pub branch_stack: Option<bool>,
 }

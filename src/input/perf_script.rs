@@ -64,7 +64,15 @@ pub struct ScriptOptions {
     /// `--leading-ip-only`: LBR entries are not parsed when a sample IP is present, and scripts
     /// without brstack are accepted.
     pub leading_ip_only: bool,
+    /// Upstream llvm-profgen's `[buildid:]0xADDR` addresses: an address whose build-id prefix is
+    /// not this one (hex, any case) is outside the binary; `None` when the binary has no filter
+    /// build id (an executable without `--filter-build-id`). Unprefixed addresses are kept.
+    pub filter_build_id: Option<String>,
 }
+
+/// The address perf script addresses outside the binary (another DSO's build id) become: never
+/// in a mapping of the binary.
+const OTHER_DSO: u64 = 0;
 
 /// Warnings kept verbatim in [`ScriptReport::warnings`]; the rest are only counted.
 pub const MAX_WARNINGS: usize = 1000;
@@ -302,8 +310,10 @@ impl Parser<'_> {
         }
         let mut ip = None;
         if let Some(tok) = tokens.next_if(|t| !t.contains(&b'/')) {
-            match parse_hex(tok) {
-                Some(v) => ip = Some(v),
+            let (id, addr) = split_build_id(tok);
+            let addr = if id.is_some() { addr.strip_prefix(b"0x").unwrap_or(addr) } else { addr };
+            match parse_hex(addr) {
+                Some(v) => ip = Some(self.own(id, v)),
                 None => {
                     self.warn_invalid_lbr(line_no, line);
                     return LineSample::Dropped;
@@ -316,7 +326,10 @@ impl Parser<'_> {
         }
         for tok in tokens {
             match parse_lbr_entry(tok) {
-                Some(entry) => self.branches.push(entry),
+                Some(((from_id, from), (to_id, to))) => self.branches.push(Branch {
+                    source: RuntimeAddr(self.own(from_id, from)),
+                    target: RuntimeAddr(self.own(to_id, to)),
+                }),
                 None => {
                     // llvm keeps the entries before a broken one.
                     self.warn_invalid_lbr(line_no, line);
@@ -328,6 +341,22 @@ impl Parser<'_> {
             return LineSample::Nothing;
         }
         LineSample::Sample { ip, event }
+    }
+
+    /// `addr` as read, or [`OTHER_DSO`] when its build-id prefix names another binary.
+    fn own(&self, id: Option<&[u8]>, addr: u64) -> u64 {
+        match id {
+            Some(id)
+                if !self
+                    .opts
+                    .filter_build_id
+                    .as_deref()
+                    .is_some_and(|f| f.as_bytes().eq_ignore_ascii_case(id)) =>
+            {
+                OTHER_DSO
+            }
+            _ => addr,
+        }
     }
 
     fn warn_invalid_lbr(&mut self, line_no: u64, line: &[u8]) {
@@ -392,11 +421,11 @@ impl Parser<'_> {
         self.frames.clear();
         let first_line = lines.line_no;
         while let Some(line) = lines.cur {
-            if line.starts_with(b" 0x") {
+            if is_brstack_line(line) {
                 break;
             }
-            if let Some(addr) = parse_frame(line) {
-                self.frames.push(RuntimeAddr(addr));
+            if let Some((id, addr)) = parse_frame_with_id(line) {
+                self.frames.push(RuntimeAddr(self.own(id, addr)));
                 lines.advance();
                 continue;
             }
@@ -412,7 +441,7 @@ impl Parser<'_> {
                 self.pending_event = None;
             }
             lines.advance();
-            if lines.cur.is_some_and(|l| l.starts_with(b" 0x")) {
+            if lines.cur.is_some_and(is_brstack_line) {
                 self.report.dropped_samples += u64::from(self.frames.is_empty());
                 self.pending_event = None;
                 lines.advance();
@@ -460,9 +489,10 @@ impl Parser<'_> {
         self.branches.clear();
         let first_line = lines.line_no;
         if line.starts_with(b"\t") && parse_frame(line).is_some() {
-            while let Some(addr) = lines.cur.filter(|l| l.starts_with(b"\t")).and_then(parse_frame)
+            while let Some((id, addr)) =
+                lines.cur.filter(|l| l.starts_with(b"\t")).and_then(parse_frame_with_id)
             {
-                self.frames.push(RuntimeAddr(addr));
+                self.frames.push(RuntimeAddr(self.own(id, addr)));
                 lines.advance();
             }
             let event = self.pending_event.take();
@@ -536,13 +566,43 @@ fn is_lbr_line(line: &[u8]) -> bool {
     if n < 2 {
         return false;
     }
-    if pieces[0].contains(&b':') {
+    // An event piece has a `:`; so has a build-id prefixed address (`buildid:ADDR...`).
+    if pieces[0].contains(&b':') && !is_prefixed_address(pieces[0]) {
         (pieces, n) = split3(trim_start(pieces[1]));
         if n < 2 {
             return false;
         }
     }
-    pieces[1].starts_with(b"0x") && pieces[1].contains(&b'/')
+    split_build_id(pieces[1]).1.starts_with(b"0x") && pieces[1].contains(&b'/')
+}
+
+/// The brstack line of an LBR + call-stack sample: llvm-profgen-19's ` 0x` start, or upstream's
+/// build-id prefixed first entry (` buildid:0x.../`).
+fn is_brstack_line(line: &[u8]) -> bool {
+    if line.starts_with(b" 0x") {
+        return true;
+    }
+    let Some(first) = line.strip_prefix(b" ").map(trim_start) else { return false };
+    let first = &first[..first.iter().position(|&b| b == b' ').unwrap_or(first.len())];
+    let (id, rest) = split_build_id(first);
+    id.is_some() && rest.starts_with(b"0x") && first.contains(&b'/')
+}
+
+/// Whether `tok` starts with a build-id prefixed address: hex digits, `:`, an optional `0x` and
+/// hex digits up to the end or a `/` (event names, `cycles:` or `cpu/event=0x3c/u:`, never do).
+fn is_prefixed_address(tok: &[u8]) -> bool {
+    let (Some(id), rest) = split_build_id(tok) else { return false };
+    let rest = rest.strip_prefix(b"0x").unwrap_or(rest);
+    let addr = &rest[..rest.iter().position(|&b| b == b'/').unwrap_or(rest.len())];
+    !id.is_empty() && id.iter().all(u8::is_ascii_hexdigit) && parse_hex(addr).is_some()
+}
+
+/// Upstream llvm-profgen's `[buildid:]ADDR`: the build id before a `:`, if any, and the rest.
+fn split_build_id(tok: &[u8]) -> (Option<&[u8]>, &[u8]) {
+    match memchr::memchr(b':', tok) {
+        Some(i) => (Some(&tok[..i]), &tok[i + 1..]),
+        None => (None, tok),
+    }
 }
 
 /// `[event:] ip` with nothing else: an IP-only sample line.
@@ -585,24 +645,43 @@ fn split3(mut s: &[u8]) -> ([&[u8]; 3], usize) {
 /// A call-stack frame line: a hex address, optionally followed (on an indented line) by perf's
 /// symbol text. A line that continues with LBR entries is a sample line, not a frame.
 fn parse_frame(line: &[u8]) -> Option<u64> {
-    let t = trim(line);
-    let split = t.iter().position(|&b| b == b' ' || b == b'\t').unwrap_or(t.len());
-    let addr = parse_hex(&t[..split])?;
-    let rest = trim_start(&t[split..]);
-    if rest.is_empty() {
-        return Some(addr);
-    }
-    let indented = line.first().is_some_and(|&b| b == b' ' || b == b'\t');
-    let lbr_follows = rest.starts_with(b"0x") && rest.contains(&b'/');
-    (indented && !lbr_follows).then_some(addr)
+    parse_frame_with_id(line).map(|(_, addr)| addr)
 }
 
-/// `0xfrom/0xto/flags...`; as in llvm the first two characters of each address are not checked.
-fn parse_lbr_entry(tok: &[u8]) -> Option<Branch<RuntimeAddr>> {
+/// [`parse_frame`], with the frame's build-id prefix (`buildid:ADDR`, `buildid:0xADDR`).
+fn parse_frame_with_id(line: &[u8]) -> Option<(Option<&[u8]>, u64)> {
+    let t = trim(line);
+    let split = t.iter().position(|&b| b == b' ' || b == b'\t').unwrap_or(t.len());
+    let (id, addr) = split_build_id(&t[..split]);
+    let addr = if id.is_some() { addr.strip_prefix(b"0x").unwrap_or(addr) } else { addr };
+    let addr = parse_hex(addr)?;
+    let rest = trim_start(&t[split..]);
+    if rest.is_empty() {
+        return Some((id, addr));
+    }
+    let indented = line.first().is_some_and(|&b| b == b' ' || b == b'\t');
+    let lbr_follows = split_build_id(rest).1.starts_with(b"0x") && rest.contains(&b'/');
+    (indented && !lbr_follows).then_some((id, addr))
+}
+
+/// An address as perf script text gives it, with its build-id prefix if any.
+type PrefixedAddr<'a> = (Option<&'a [u8]>, u64);
+
+/// `[buildid:]0xfrom/[buildid:]0xto/flags...` → (from, to); as in llvm the first two characters
+/// of an unprefixed address are not checked.
+fn parse_lbr_entry(tok: &[u8]) -> Option<(PrefixedAddr<'_>, PrefixedAddr<'_>)> {
     let mut fields = tok.split(|&b| b == b'/');
-    let from = fields.next().and_then(|f| f.get(2..)).and_then(parse_hex)?;
-    let to = fields.next().and_then(|f| f.get(2..)).and_then(parse_hex)?;
-    Some(Branch { source: RuntimeAddr(from), target: RuntimeAddr(to) })
+    let from = fields.next().and_then(lbr_address)?;
+    let to = fields.next().and_then(lbr_address)?;
+    Some((from, to))
+}
+
+/// One address of an LBR entry, with its build-id prefix.
+fn lbr_address(f: &[u8]) -> Option<PrefixedAddr<'_>> {
+    match split_build_id(f) {
+        (Some(id), a) => Some((Some(id), parse_hex(a.strip_prefix(b"0x").unwrap_or(a))?)),
+        (None, a) => Some((None, parse_hex(a.get(2..)?)?)),
+    }
 }
 
 /// `PERF_RECORD_MMAP2 <pid>/<tid>: [<0xaddr>(<0xlen>) @ <0xpgoff|0> <anything>]: <perm> <path>`
@@ -755,6 +834,34 @@ mod tests {
             }]
         );
         assert_eq!(report.dropped_samples, 0);
+    }
+
+    /// Upstream's `[buildid:]0xADDR` addresses: another build id's addresses become
+    /// [`OTHER_DSO`]; the filter's own and unprefixed ones stay.
+    #[test]
+    fn build_id_prefixed_addresses_are_filtered() {
+        let hybrid = "\n\taa11:4005dc\n\tbb22:0x400634\n\t7f68c5788793\n bb22:0x4005c8/aa11:0x4005dc/P/-/-/0  0x40062f/AA11:0x4005b0/P/-/-/0\n\n";
+        let lbr_line = "aa11:4005dc aa11:0x4005c8/bb22:0x4005dc/P/-/-/0  0x40062f/0x4005b0/P\n";
+        let opts = ScriptOptions { filter_build_id: Some("aa11".into()), ..Default::default() };
+        let (evs, report) = read(hybrid, &opts).unwrap();
+        assert_eq!(report.kind, ScriptKind::LbrStack);
+        assert_eq!(
+            evs,
+            vec![Ev::Sample {
+                ip: 0x4005dc,
+                repeat: 1,
+                event: 0,
+                chain: vec![0x4005dc, OTHER_DSO, 0x7f68c5788793],
+                lbr: vec![(OTHER_DSO, 0x4005dc), (0x40062f, 0x4005b0)],
+                stack: true,
+            }]
+        );
+        let (evs, report) = read(lbr_line, &opts).unwrap();
+        assert_eq!(report.kind, ScriptKind::Lbr);
+        assert_eq!(evs, vec![lbr(0x4005dc, &[(0x4005c8, OTHER_DSO), (0x40062f, 0x4005b0)])]);
+        // No filter (an executable): every prefixed address is another DSO's.
+        let (evs, _) = read(lbr_line, &ScriptOptions::default()).unwrap();
+        assert_eq!(evs, vec![lbr(OTHER_DSO, &[(OTHER_DSO, OTHER_DSO), (0x40062f, 0x4005b0)])]);
     }
 
     #[test]
@@ -1101,7 +1208,11 @@ mod tests {
                 }
                 for opts in [
                     ScriptOptions::default(),
-                    ScriptOptions { leading_ip_only: true, perf_events: vec!["cycles".into()] },
+                    ScriptOptions {
+                        leading_ip_only: true,
+                        perf_events: vec!["cycles".into()],
+                        ..Default::default()
+                    },
                 ] {
                     let _ = read_perf_script(&text, Path::new("j"), &opts, |_| {});
                 }

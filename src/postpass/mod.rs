@@ -72,6 +72,9 @@ pub struct PostPassOptions {
     pub generate_merged_base_profiles: bool,
     /// `--update-total-samples` (default false).
     pub update_total_samples: bool,
+    /// `--mark-all-context-preinlined` (default false): every context profile is marked
+    /// ShouldBeInlined and the profile pre-inlined, after the other post-passes.
+    pub mark_all_context_preinlined: bool,
 }
 
 impl Default for PostPassOptions {
@@ -93,6 +96,7 @@ impl Default for PostPassOptions {
             gen_cs_nested_profile: true,
             generate_merged_base_profiles: false,
             update_total_samples: false,
+            mark_all_context_preinlined: false,
         }
     }
 }
@@ -204,6 +208,14 @@ pub fn post_process_cs(
             opts.max_cold_context_depth,
             opts.preinliner,
         );
+    }
+    if opts.mark_all_context_preinlined {
+        // Upstream llvm-profgen's `--mark-all-context-preinlined`: every context is kept inlined
+        // by nesting and by the compiler, replaying the binary's inlining in full.
+        for fs in profile.functions.values_mut() {
+            fs.attributes |= crate::profile::attr::SHOULD_BE_INLINED;
+        }
+        profile.kind.preinlined = true;
     }
     if opts.gen_cs_nested_profile {
         convert_cs_to_nested(profile, opts.generate_merged_base_profiles);

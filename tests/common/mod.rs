@@ -5,7 +5,7 @@
 
 pub mod oracle;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The `profgen` binary under test.
@@ -38,4 +38,22 @@ pub fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// A sample profile in canonical text form (`llvm-profdata-19 merge --sample --text`), to compare
+/// profiles of any encoding.
+pub fn llvm_canonical(path: &Path) -> String {
+    let o = Command::new("llvm-profdata-19")
+        .args(["merge", "--sample", "--text"])
+        .arg(path)
+        .args(["-o", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "llvm-profdata-19 failed on {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
 }

@@ -110,6 +110,9 @@ impl<'p> Decoder<'p> {
             self.id_offset = sample_id_offset(&attr);
             self.time_offsets = time_offsets(&attr);
         }
+        let branch_stack = attr.sample_type & SAMPLE_BRANCH_STACK != 0;
+        let info = &mut self.report.info;
+        info.branch_stack = Some(info.branch_stack.unwrap_or(false) || branch_stack);
         self.attrs.push(attr);
         for id in ids {
             self.ids.insert(id, index);
