@@ -88,7 +88,8 @@ impl RunReport {
     }
 }
 
-/// Runs profile generation of one binary on `cfg.threads` worker threads. Warnings are returned
+/// Runs profile generation of one binary on `cfg.threads` worker threads (at most one per core,
+/// [`usable_threads`]). Warnings are returned
 /// in the report (and printed by `main`); progress goes to stderr when it is a terminal and the
 /// options ask.
 pub fn run(cfg: &Config) -> Result<RunReport, Error> {
@@ -96,7 +97,8 @@ pub fn run(cfg: &Config) -> Result<RunReport, Error> {
     let reporter = reporter(cfg.read.progress && !cfg.run.quiet, timer.clone());
     let result = on_threads(cfg.threads, || generate(cfg, &reporter));
     reporter.finish();
-    result.map(|mut report| {
+    result.map(|(mut report, note)| {
+        report.warnings.splice(0..0, note);
         report.phase_times = timer.map(|t| t.table());
         report
     })
@@ -115,16 +117,38 @@ fn reporter(display: bool, timer: Option<Arc<PhaseTimer>>) -> Reporter {
     Reporter::new(sinks)
 }
 
-/// Runs `job` on a pool of `n` worker threads.
-fn on_threads<T>(n: usize, job: impl FnOnce() -> Result<T, Error> + Send) -> Result<T, Error>
+/// How many worker threads a request for `n` gets: at most the cores this process may run on
+/// (more only add overhead, and thousands of them take seconds and gigabytes to start), and a
+/// warning saying so when the request is lowered.
+pub fn usable_threads(n: usize) -> (usize, Option<String>) {
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    if n <= cores {
+        return (n, None);
+    }
+    let note = format!(
+        "--threads {n} lowered to {cores}: this machine runs {cores} threads at once, more would \
+         only add overhead"
+    );
+    (cores, Some(note))
+}
+
+/// Runs `job` on a pool of worker threads for a request of `n` ([`usable_threads`]; the job
+/// finds the pool's size in `rayon::current_num_threads`); returns its result and the warning
+/// to report when the request was lowered.
+fn on_threads<T>(
+    n: usize,
+    job: impl FnOnce() -> Result<T, Error> + Send,
+) -> Result<(T, Option<String>), Error>
 where
     T: Send,
 {
-    rayon::ThreadPoolBuilder::new()
+    let (n, note) = usable_threads(n);
+    let result = rayon::ThreadPoolBuilder::new()
         .num_threads(n)
         .build()
         .map_err(|e| Error::Usage(format!("cannot start {n} worker threads: {e}")))?
-        .install(job)
+        .install(job)?;
+    Ok((result, note))
 }
 
 fn generate(cfg: &Config, reporter: &Reporter) -> Result<RunReport, Error> {
@@ -142,7 +166,7 @@ fn generate(cfg: &Config, reporter: &Reporter) -> Result<RunReport, Error> {
     };
     reporter.phase(Phase::Reading);
     let read = ReadOptions { reporter: reporter.clone(), ..cfg.read.clone() };
-    let counters = read_counters(&binary, input, &read, cfg.threads, &mut report)?;
+    let counters = read_counters(&binary, input, &read, rayon::current_num_threads(), &mut report)?;
     if cfg.skip_symbolization {
         reporter.phase(Phase::Writing);
         write_unsymbolized_file(&binary, &counters, &cfg.read.unsymbolized, &cfg.output.path)?;
@@ -173,7 +197,10 @@ pub fn run_order(cfg: &OrderConfig) -> Result<RunReport, Error> {
     let read = ReadOptions { reporter: reporter.clone(), ..cfg.read.clone() };
     let result = on_threads(cfg.threads, || order(cfg, &read));
     reporter.finish();
-    result
+    result.map(|(mut report, note)| {
+        report.warnings.splice(0..0, note);
+        report
+    })
 }
 
 fn order(cfg: &OrderConfig, read: &ReadOptions) -> Result<RunReport, Error> {
@@ -186,7 +213,8 @@ fn order(cfg: &OrderConfig, read: &ReadOptions) -> Result<RunReport, Error> {
     }
     let table = match &cfg.input {
         Some(input) => {
-            let mut inputs = aggregate::read::read_traces(&binary, input, read, cfg.threads)?;
+            let threads = rayon::current_num_threads();
+            let mut inputs = aggregate::read::read_traces(&binary, input, read, threads)?;
             report.warnings.append(&mut inputs.warnings);
             let TemporalTraces { table, traces } =
                 inputs.traces.take().expect("profgen order reads temporal traces");
@@ -379,7 +407,10 @@ pub fn run_aggregate(cfg: &AggregateConfig) -> Result<AggregateReport, Error> {
     with_progress.read.reporter = reporter.clone();
     let result = on_threads(cfg.threads, || aggregate(&with_progress));
     reporter.finish();
-    result
+    result.map(|(mut report, note)| {
+        report.warnings.splice(0..0, note);
+        report
+    })
 }
 
 fn aggregate(cfg: &AggregateConfig) -> Result<AggregateReport, Error> {
@@ -413,7 +444,8 @@ fn aggregate(cfg: &AggregateConfig) -> Result<AggregateReport, Error> {
         let load = LoadOptions { debug_binary: stored.debug.clone(), ..cfg.load.clone() };
         let binary = Binary::load(&stored.path, &load)?;
         let mut run = RunReport { warnings: binary.warnings().to_vec(), ..Default::default() };
-        let counters = read_counters(&binary, &input, &cfg.read, cfg.threads, &mut run)?;
+        let threads = rayon::current_num_threads();
+        let counters = read_counters(&binary, &input, &cfg.read, threads, &mut run)?;
         let key = match binary.build_id() {
             Some(id) => BinaryKey::BuildId(crate::binary::unpadded_build_id(id).to_vec()),
             None => BinaryKey::FileName(name.clone()),
@@ -518,7 +550,11 @@ pub fn run_merge(cfg: &MergeConfig) -> Result<MergeReport, Error> {
 /// A profile run over a binary store (`--binaries DIR --output-dir OUT`): for each binary the
 /// aggregates have samples of and the store has, its profile, `OUT/NAME-BUILDID.prof`.
 pub fn run_store(cfg: &Config) -> Result<Vec<BinaryReport>, Error> {
-    on_threads(cfg.threads, || generate_store(cfg))
+    let (mut reports, note) = on_threads(cfg.threads, || generate_store(cfg))?;
+    if let (Some(note), Some(first)) = (note, reports.first_mut()) {
+        first.report.warnings.insert(0, note);
+    }
+    Ok(reports)
 }
 
 fn generate_store(cfg: &Config) -> Result<Vec<BinaryReport>, Error> {

@@ -13,6 +13,7 @@ use crate::addr::{FileOffset, RuntimeAddr, Vaddr};
 use crate::binary::{Segment, unpadded_build_id};
 use crate::input::MmapEvent;
 use hashbrown::HashMap;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -23,13 +24,52 @@ pub enum MatchedBy {
     FileName,
 }
 
-/// One executable mapping of the binary into a process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Mapping {
-    start: RuntimeAddr,
-    /// Exclusive.
-    end: RuntimeAddr,
-    pgoff: FileOffset,
+/// Non-overlapping address intervals `[start, end)`, each with a value, by start. A new interval
+/// replaces whatever it overlaps (munmap + mmap), in time proportional to what it replaces, so
+/// that a process (or a pid-less input) with many mappings costs no rescan per mmap.
+#[derive(Clone, Debug)]
+struct Intervals<T> {
+    by_start: BTreeMap<u64, (u64, T)>,
+}
+
+impl<T> Default for Intervals<T> {
+    fn default() -> Self {
+        Intervals { by_start: BTreeMap::new() }
+    }
+}
+
+impl<T> Intervals<T> {
+    /// Removes the intervals overlapping `[start, end)`; true if there were any.
+    fn remove_overlapping(&mut self, start: u64, end: u64) -> bool {
+        // Intervals are disjoint and sorted, so only the last one starting before `start` can
+        // reach into the range, and every one starting inside it overlaps.
+        let before = self.by_start.range(..start).next_back();
+        let mut doomed: Vec<u64> =
+            before.filter(|(_, (e, _))| *e > start).map(|(&s, _)| s).into_iter().collect();
+        doomed.extend(self.by_start.range(start..end.max(start)).map(|(&s, _)| s));
+        for s in &doomed {
+            self.by_start.remove(s);
+        }
+        !doomed.is_empty()
+    }
+
+    /// Adds `[start, end)` (empty intervals are never found, so they are not kept).
+    fn insert(&mut self, start: u64, end: u64, value: T) {
+        self.remove_overlapping(start, end);
+        if end > start {
+            self.by_start.insert(start, (end, value));
+        }
+    }
+
+    /// The interval containing `a`: its start and value.
+    fn find(&self, a: u64) -> Option<(u64, &T)> {
+        let (&start, (end, v)) = self.by_start.range(..=a).next_back()?;
+        (a < *end).then_some((start, v))
+    }
+
+    fn len(&self) -> usize {
+        self.by_start.len()
+    }
 }
 
 /// What the binary must look like to be matched.
@@ -135,40 +175,198 @@ impl MappingStats {
 
 pub use crate::binary::hex;
 
-/// An executable mapping of another file, kept to attribute unused samples to it. The path is
-/// shared: forks copy every mapping of their parent.
+/// Where the binary is mapped in one process (or, for pid-less inputs, in all of them).
 #[derive(Clone, Debug)]
-struct OtherMapping {
-    start: RuntimeAddr,
-    end: RuntimeAddr,
-    path: Arc<str>,
+struct ProcessMaps {
+    /// The file offset each mapping starts at.
+    maps: Intervals<FileOffset>,
+    /// Identifies this version of `maps` within its [`AddressMap`]: a new stamp on every change.
+    stamp: u64,
 }
 
-/// The translation state at one point of the input: cheap to clone, so parallel workers can
-/// each get the state that was current when their samples were read.
+/// A change to an [`AddressMap`]. Copies of a map follow the original by replaying its changes
+/// (see [`AddressMapper::log_changes`]), which costs what changed rather than a copy of the map.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MapChange {
+    /// The binary is mapped at `[start, end)` of `key`'s address space from file offset `pgoff`,
+    /// replacing whatever was mapped there.
+    Map { key: Option<i32>, start: RuntimeAddr, end: RuntimeAddr, pgoff: FileOffset },
+    /// Another file is mapped at `[start, end)`: the binary's mappings there are gone.
+    Unmap { key: Option<i32>, start: RuntimeAddr, end: RuntimeAddr },
+    /// `pid` starts with `ppid`'s mappings.
+    Fork { pid: i32, ppid: i32 },
+    /// `pid` replaced its image (exec) or ended: its mappings are gone.
+    Clear { pid: i32 },
+    /// See [`AddressMapper::assume_preferred_base`].
+    AssumePreferredBase,
+}
+
+/// The translation state at one point of the input. Translations of a process stay valid while
+/// its [`ProcessView::stamp`] stays the same, so callers can cache them per process.
 #[derive(Clone, Debug)]
 pub struct AddressMap {
     identity: Arc<BinaryIdentity>,
     /// Mappings of the binary by pid; inputs without pids (perf script) use the `None` key.
-    by_pid: HashMap<Option<i32>, Vec<Mapping>>,
+    by_pid: HashMap<Option<i32>, ProcessMaps>,
     /// Pid-less inputs with no mmap event of the binary: treat addresses as vaddrs, as
     /// llvm-profgen does with its preferred base.
     assume_preferred_base: bool,
     /// `--kernel`: the preferred base an address is relative to, instead of file offsets.
     kernel_base: Option<Vaddr>,
-    /// Changes whenever a translation may change, so callers can cache translations.
-    generation: u64,
+    /// The last stamp handed out (stamps start at 1; 0 is never one).
+    last_stamp: u64,
+    /// Stamp of the processes without mappings, new when `assume_preferred_base` changes.
+    unmapped_stamp: u64,
+    /// Mappings of the binary in all processes.
+    mappings: usize,
 }
+
+/// One process's translations, at the state of the map it came from.
+#[derive(Clone, Copy)]
+pub struct ProcessView<'m> {
+    map: &'m AddressMap,
+    maps: Option<&'m ProcessMaps>,
+    /// A pid-less sample: addresses outside every mapping may be vaddrs (preferred base).
+    preferred_base: bool,
+}
+
+impl ProcessView<'_> {
+    /// Changes whenever the result of [`to_vaddr`](Self::to_vaddr) may change: equal stamps of
+    /// views of one map (or of its copies that follow it through [`MapChange`]s) translate
+    /// alike.
+    #[inline]
+    pub fn stamp(&self) -> u64 {
+        let s = self.maps.map_or(self.map.unmapped_stamp, |m| m.stamp);
+        (s << 1) | u64::from(self.preferred_base)
+    }
+
+    /// The binary vaddr of `addr`, or `None` if it is not in the binary.
+    #[inline]
+    pub fn to_vaddr(&self, addr: RuntimeAddr) -> Option<Vaddr> {
+        let segments = &self.map.identity.segments;
+        let Some((start, pgoff)) = self.maps.and_then(|m| m.maps.find(addr.0)) else {
+            return self.preferred_base.then_some(Vaddr(addr.0)).filter(|v| {
+                segments.iter().any(|s| s.executable && s.vaddr <= *v && v.0 < s.vaddr.0 + s.memsz)
+            });
+        };
+        if let Some(base) = self.map.kernel_base {
+            let v = Vaddr(base.0.wrapping_add(addr.0 - start));
+            let exec = |s: &&Segment| s.executable && s.vaddr <= v && v.0 < s.vaddr.0 + s.memsz;
+            return segments.iter().find(exec).map(|_| v);
+        }
+        let off = FileOffset(pgoff.0 + (addr.0 - start));
+        segments
+            .iter()
+            .find(|s| s.executable && s.offset <= off && off.0 < s.offset.0 + s.filesz)
+            .map(|s| Vaddr(s.vaddr.0 + (off.0 - s.offset.0)))
+    }
+}
+
+impl AddressMap {
+    fn new(identity: BinaryIdentity) -> Self {
+        AddressMap {
+            identity: Arc::new(identity),
+            by_pid: HashMap::new(),
+            assume_preferred_base: false,
+            kernel_base: None,
+            last_stamp: 1,
+            unmapped_stamp: 1,
+            mappings: 0,
+        }
+    }
+
+    fn new_stamp(&mut self) -> u64 {
+        self.last_stamp += 1;
+        self.last_stamp
+    }
+
+    /// The translations of process `pid`. Inputs without pids (perf script) use the pid-less
+    /// mappings for every sample.
+    #[inline]
+    pub fn process(&self, pid: Option<i32>) -> ProcessView<'_> {
+        ProcessView {
+            map: self,
+            maps: self.by_pid.get(&pid).or_else(|| self.by_pid.get(&None)),
+            preferred_base: self.assume_preferred_base && pid.is_none(),
+        }
+    }
+
+    /// The binary vaddr of `addr` in process `pid`, or `None` if it is not in the binary.
+    pub fn to_vaddr(&self, pid: Option<i32>, addr: RuntimeAddr) -> Option<Vaddr> {
+        self.process(pid).to_vaddr(addr)
+    }
+
+    /// Applies `change`; false when it changed nothing.
+    pub fn apply(&mut self, change: &MapChange) -> bool {
+        match *change {
+            MapChange::Map { key, start, end, pgoff } => {
+                let stamp = self.new_stamp();
+                let p = self
+                    .by_pid
+                    .entry(key)
+                    .or_insert_with(|| ProcessMaps { maps: Intervals::default(), stamp });
+                let before = p.maps.len();
+                p.maps.insert(start.0, end.0, pgoff);
+                p.stamp = stamp;
+                self.mappings = self.mappings + p.maps.len() - before;
+                true
+            }
+            MapChange::Unmap { key, start, end } => {
+                let stamp = self.new_stamp();
+                let Some(p) = self.by_pid.get_mut(&key) else { return false };
+                let before = p.maps.len();
+                if !p.maps.remove_overlapping(start.0, end.0) {
+                    return false;
+                }
+                p.stamp = stamp;
+                self.mappings -= before - p.maps.len();
+                true
+            }
+            MapChange::Fork { pid, ppid } => {
+                if pid == ppid {
+                    return false;
+                }
+                let Some(parent) = self.by_pid.get(&Some(ppid)) else { return false };
+                let maps = parent.maps.clone();
+                let stamp = self.new_stamp();
+                self.mappings += maps.len();
+                if let Some(old) = self.by_pid.insert(Some(pid), ProcessMaps { maps, stamp }) {
+                    self.mappings -= old.maps.len();
+                }
+                true
+            }
+            MapChange::Clear { pid } => match self.by_pid.remove(&Some(pid)) {
+                Some(old) => {
+                    self.mappings -= old.maps.len();
+                    true
+                }
+                None => false,
+            },
+            MapChange::AssumePreferredBase => {
+                self.assume_preferred_base = true;
+                self.unmapped_stamp = self.new_stamp();
+                true
+            }
+        }
+    }
+}
+
+/// An executable mapping of another file, kept to attribute unused samples to it. The path is
+/// shared: forks copy every mapping of their parent.
+type OtherMapping = Arc<str>;
 
 /// Tracks the binary's mappings per process through the input's events.
 pub struct AddressMapper {
     map: AddressMap,
+    /// The changes applied to `map` since the last [`take_changes`](Self::take_changes), when
+    /// [`log_changes`](Self::log_changes) asked for them.
+    changes: Option<Vec<MapChange>>,
     /// Build ids perf recorded for paths (perf.data build-id table).
     path_build_ids: HashMap<String, Vec<u8>>,
     pid_filter: Option<i32>,
     /// Executable mappings of other files, keyed like the binary's mappings: to attribute
     /// samples to them when none lands in the binary.
-    others_by_pid: HashMap<Option<i32>, Vec<OtherMapping>>,
+    others_by_pid: HashMap<Option<i32>, Intervals<OtherMapping>>,
     /// Samples carry no pid (perf script text): every mapping applies to every sample, the last
     /// one mapped winning, as in llvm-profgen.
     perf_script: bool,
@@ -190,13 +388,8 @@ impl AddressMapper {
 
     pub fn new(identity: BinaryIdentity, pid_filter: Option<i32>) -> Self {
         AddressMapper {
-            map: AddressMap {
-                identity: Arc::new(identity),
-                by_pid: HashMap::new(),
-                assume_preferred_base: false,
-                kernel_base: None,
-                generation: 0,
-            },
+            map: AddressMap::new(identity),
+            changes: None,
             path_build_ids: HashMap::new(),
             pid_filter,
             others_by_pid: HashMap::new(),
@@ -219,6 +412,32 @@ impl AddressMapper {
     /// The current translation state.
     pub fn map(&self) -> &AddressMap {
         &self.map
+    }
+
+    /// From now on, keeps every change made to [`map`](Self::map) for
+    /// [`take_changes`](Self::take_changes), so that copies of the map can follow it.
+    pub fn log_changes(&mut self) {
+        self.changes.get_or_insert_with(Vec::new);
+    }
+
+    /// The changes logged since the last call, in order (moved into `out`).
+    pub fn take_changes(&mut self, out: &mut Vec<MapChange>) {
+        if let Some(c) = &mut self.changes {
+            out.append(c);
+        }
+    }
+
+    /// Whether changes are waiting for [`take_changes`](Self::take_changes).
+    pub fn has_changes(&self) -> bool {
+        self.changes.as_ref().is_some_and(|c| !c.is_empty())
+    }
+
+    fn change(&mut self, change: MapChange) {
+        if self.map.apply(&change)
+            && let Some(log) = &mut self.changes
+        {
+            log.push(change);
+        }
     }
 
     /// Registers the perf.data build-id table (`path → build id`).
@@ -262,7 +481,7 @@ impl AddressMapper {
         // The kernel is mapped in every process.
         let key = if self.perf_script || self.kernel { None } else { ev.pid };
         let others = self.others_by_pid.entry(key).or_default();
-        others.retain(|m| m.end <= start || m.start >= end);
+        others.remove_overlapping(start.0, end.0);
         match matched {
             Some(MatchedBy::BuildId) => self.stats.matched_by_build_id += 1,
             Some(MatchedBy::FileName) => self.stats.matched_by_name += 1,
@@ -278,23 +497,15 @@ impl AddressMapper {
                     if other.build_id.is_none() {
                         other.build_id = known_id.cloned();
                     }
-                    others.push(OtherMapping { start, end, path: Arc::from(ev.path.as_str()) });
+                    others.insert(start.0, end.0, Arc::from(ev.path.as_str()));
                 }
             }
         }
-        let mut changed = false;
         // A new mapping replaces whatever it overlaps (munmap + mmap, or exec reusing addresses).
-        if let Some(maps) = self.map.by_pid.get_mut(&key) {
-            let before = maps.len();
-            maps.retain(|m| m.end <= start || m.start >= end);
-            changed = maps.len() != before;
-        }
         if matched.is_some() {
-            self.map.by_pid.entry(key).or_default().push(Mapping { start, end, pgoff: ev.pgoff });
-            changed = true;
-        }
-        if changed {
-            self.map.generation += 1;
+            self.change(MapChange::Map { key, start, end, pgoff: ev.pgoff });
+        } else {
+            self.change(MapChange::Unmap { key, start, end });
         }
         matched
     }
@@ -304,20 +515,21 @@ impl AddressMapper {
         if pid == ppid {
             return; // a new thread shares the process's mappings
         }
-        if let Some(inherited) = self.map.by_pid.get(&Some(ppid)).cloned() {
-            self.map.by_pid.insert(Some(pid), inherited);
-            self.map.generation += 1;
-        }
+        self.change(MapChange::Fork { pid, ppid });
         let inherited = self.others_by_pid.get(&Some(ppid)).cloned().unwrap_or_default();
         self.others_by_pid.insert(Some(pid), inherited);
     }
 
     /// exec replaces the process image: its old mappings are gone.
     pub fn on_exec(&mut self, pid: i32) {
-        if self.map.by_pid.remove(&Some(pid)).is_some() {
-            self.map.generation += 1;
-        }
+        self.change(MapChange::Clear { pid });
         self.others_by_pid.remove(&Some(pid));
+    }
+
+    /// The process ended (its main thread exited): its mappings are gone, as in perf, and memory
+    /// stays bounded by the processes alive at once however many a recording sees.
+    pub fn on_exit(&mut self, pid: i32) {
+        self.on_exec(pid);
     }
 
     /// Counts a sample that did not land in the binary against the executable holding its IP,
@@ -325,9 +537,7 @@ impl AddressMapper {
     /// the first sample lands in the binary, which keeps the lookup off the common path.
     pub fn note_unused_sample(&mut self, pid: Option<i32>, ip: RuntimeAddr) {
         let others = self.others_by_pid.get(&pid).or_else(|| self.others_by_pid.get(&None));
-        let path = others
-            .and_then(|maps| maps.iter().rev().find(|m| m.start <= ip && ip < m.end))
-            .map(|m| &m.path);
+        let path = others.and_then(|maps| maps.find(ip.0)).map(|(_, path)| path);
         match path.and_then(|p| self.stats.other_executables.get_mut(&**p)) {
             Some(other) => other.unused_samples = other.unused_samples.saturating_add(1),
             None => {
@@ -339,55 +549,18 @@ impl AddressMapper {
 
     /// Whether any mapping of the binary has been seen.
     pub fn any_mapping(&self) -> bool {
-        self.map.by_pid.values().any(|m| !m.is_empty())
+        self.map.mappings > 0
     }
 
     /// For pid-less inputs without any mmap event of the binary: from now on, addresses outside
     /// every mapping are taken to be binary vaddrs already (right for non-PIE binaries).
     pub fn assume_preferred_base(&mut self) {
-        self.map.generation += 1;
-        self.map.assume_preferred_base = true;
+        self.change(MapChange::AssumePreferredBase);
     }
 
     /// See [`AddressMap::to_vaddr`].
     pub fn to_vaddr(&self, pid: Option<i32>, addr: RuntimeAddr) -> Option<Vaddr> {
         self.map.to_vaddr(pid, addr)
-    }
-}
-
-impl AddressMap {
-    /// Changes whenever the result of [`to_vaddr`](Self::to_vaddr) may change.
-    pub fn generation(&self) -> u64 {
-        self.generation
-    }
-
-    /// The binary vaddr of `addr` in process `pid`, or `None` if it is not in the binary.
-    /// Inputs without pids (perf script) use the pid-less mappings for every sample.
-    #[inline]
-    pub fn to_vaddr(&self, pid: Option<i32>, addr: RuntimeAddr) -> Option<Vaddr> {
-        let mapped = self.by_pid.get(&pid).or_else(|| self.by_pid.get(&None));
-        let Some(m) = mapped.and_then(|maps| maps.iter().find(|m| m.start <= addr && addr < m.end))
-        else {
-            return (self.assume_preferred_base && pid.is_none()).then_some(Vaddr(addr.0)).filter(
-                |v| {
-                    self.identity
-                        .segments
-                        .iter()
-                        .any(|s| s.executable && s.vaddr <= *v && v.0 < s.vaddr.0 + s.memsz)
-                },
-            );
-        };
-        if let Some(base) = self.kernel_base {
-            let v = Vaddr(base.0.wrapping_add(addr.0 - m.start.0));
-            let exec = |s: &&Segment| s.executable && s.vaddr <= v && v.0 < s.vaddr.0 + s.memsz;
-            return self.identity.segments.iter().find(exec).map(|_| v);
-        }
-        let off = FileOffset(m.pgoff.0 + (addr.0 - m.start.0));
-        self.identity
-            .segments
-            .iter()
-            .find(|s| s.executable && s.offset <= off && off.0 < s.offset.0 + s.filesz)
-            .map(|s| Vaddr(s.vaddr.0 + (off.0 - s.offset.0)))
     }
 }
 
@@ -521,6 +694,67 @@ mod tests {
              /bin/other (build id ee, 1 samples); 2 samples are in no mapped file (kernel, anonymous or JIT code)"
         );
         assert!(!m.stats.binary_mapped());
+    }
+
+    #[test]
+    fn a_mapping_replaces_only_what_it_overlaps() {
+        let mut iv = Intervals::default();
+        iv.insert(0x1000, 0x2000, 'a');
+        iv.insert(0x3000, 0x4000, 'b');
+        iv.insert(0x5000, 0x6000, 'c');
+        assert_eq!(iv.find(0x1fff), Some((0x1000, &'a')));
+        assert_eq!(iv.find(0x2000), None);
+        // Reaches into 'a' from above and into 'b': both go, 'c' stays.
+        iv.insert(0x1800, 0x3001, 'd');
+        assert_eq!(iv.find(0x1000), None);
+        assert_eq!(iv.find(0x3000), Some((0x1800, &'d')));
+        assert_eq!(iv.find(0x3001), None);
+        assert_eq!(iv.find(0x5000), Some((0x5000, &'c')));
+        assert!(!iv.remove_overlapping(0x4000, 0x5000));
+        // An empty mapping holds nothing and replaces nothing but what contains its address.
+        iv.insert(0x5800, 0x5800, 'e');
+        assert_eq!(iv.len(), 1);
+    }
+
+    #[test]
+    fn a_copy_replaying_the_changes_translates_like_the_original() {
+        let mut m = AddressMapper::new(identity(), None);
+        m.log_changes();
+        let mut copy = m.map().clone();
+        m.on_mmap(&mmap(1, 0x1000_0000, 0x800, "/x/app", None));
+        m.on_fork(2, 1);
+        m.on_mmap(&mmap(2, 0x1000_0000, 0, "/lib/other.so", None)); // replaces pid 2's app
+        m.on_mmap(&mmap(3, 0x3000_0000, 0x800, "/x/app", None));
+        m.on_exit(3);
+        let mut changes = Vec::new();
+        m.take_changes(&mut changes);
+        assert_eq!(changes.len(), 5);
+        assert!(!m.has_changes());
+        for c in &changes {
+            assert!(copy.apply(c));
+        }
+        for (pid, addr) in [(1, 0x1000_0004), (2, 0x1000_0004), (3, 0x3000_0004), (4, 0x1000_0004)]
+        {
+            let (a, b) = (m.map().process(Some(pid)), copy.process(Some(pid)));
+            assert_eq!(a.to_vaddr(RuntimeAddr(addr)), b.to_vaddr(RuntimeAddr(addr)));
+        }
+        assert_eq!(copy.to_vaddr(Some(1), RuntimeAddr(0x1000_0004)), Some(Vaddr(0x1804)));
+        assert_eq!(copy.to_vaddr(Some(2), RuntimeAddr(0x1000_0004)), None);
+        assert_eq!(copy.to_vaddr(Some(3), RuntimeAddr(0x3000_0004)), None, "exited");
+    }
+
+    #[test]
+    fn stamps_change_with_the_process_mappings_only() {
+        let mut m = AddressMapper::new(identity(), None);
+        m.on_mmap(&mmap(1, 0x1000_0000, 0x800, "/x/app", None));
+        m.on_mmap(&mmap(2, 0x2000_0000, 0x800, "/x/app", None));
+        let (one, two) = (m.map().process(Some(1)).stamp(), m.map().process(Some(2)).stamp());
+        assert_ne!(one, two);
+        m.on_mmap(&mmap(2, 0x2800_0000, 0x800, "/x/app", None));
+        assert_eq!(m.map().process(Some(1)).stamp(), one);
+        assert_ne!(m.map().process(Some(2)).stamp(), two);
+        // Processes without mappings share one stamp (they translate nothing).
+        assert_eq!(m.map().process(Some(8)).stamp(), m.map().process(Some(9)).stamp());
     }
 
     /// `--kernel`: perf.data's kernel mapping (pid -1, pgoff = start, a KASLR-shifted start)

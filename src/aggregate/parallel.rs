@@ -1,16 +1,22 @@
 //! Parallel aggregation of one input stream: the reading thread decodes records and tracks
 //! mappings (both inherently sequential), copies each sample into a batch, and hands full batches
 //! to worker threads, which translate addresses and count distinct samples into their own maps;
-//! the maps are merged at the end. Each batch carries the address map that was current when its
-//! samples were read, so the result equals a sequential run's whatever the scheduling.
+//! the maps are merged at the end.
 //!
-//! Memory stays bounded: the channel holds at most a few batches per worker.
+//! Every worker keeps its own copy of the address map and replays the reading thread's map
+//! changes ([`MapChange`]s, in a shared log) up to the point where each sample was read, so the
+//! result equals a sequential run's whatever the scheduling, and a change costs what it changes
+//! (not a copy of the whole map: a system-wide recording maps thousands of processes).
+//!
+//! Memory stays bounded: the channel holds at most a few batches per worker, and the log drops
+//! the changes every worker has applied.
 
 use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats};
 use crate::addr::{Branch, RuntimeAddr};
 use crate::binary::Binary;
 use crate::input::Sample;
-use crate::mapping::AddressMap;
+use crate::mapping::{AddressMap, AddressMapper, MapChange};
+use std::collections::VecDeque;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 
@@ -30,26 +36,77 @@ struct SampleHead {
     branches_len: u32,
 }
 
+#[derive(Default)]
 struct Batch {
-    map: Arc<AddressMap>,
     heads: Vec<SampleHead>,
     callchains: Vec<RuntimeAddr>,
     branches: Vec<Branch<RuntimeAddr>>,
+    /// The log position at which the batch starts: changes before it are in the shared log.
+    log_start: u64,
+    /// The map changes made while the batch was filled: `(i, change)` came before sample `i`.
+    changes: Vec<(u32, MapChange)>,
+}
+
+/// The map changes of the reading thread, in order, that some worker has not applied yet.
+struct ChangeLog {
+    /// Position (counted from the start of the input) of `changes[0]`.
+    first: u64,
+    changes: VecDeque<MapChange>,
+    /// How far each worker's copy of the map has applied the log.
+    applied: Vec<u64>,
+}
+
+impl ChangeLog {
+    /// Drops the changes every worker has applied.
+    fn trim(&mut self) {
+        let done = self.applied.iter().copied().min().unwrap_or(0);
+        while self.first < done && self.changes.pop_front().is_some() {
+            self.first += 1;
+        }
+    }
+}
+
+/// A worker's copy of the address map and how far it has replayed the log.
+struct Replica {
+    map: AddressMap,
+    worker: usize,
+    applied: u64,
+}
+
+impl Replica {
+    /// Brings the map up to log position `to` with changes other workers' batches made.
+    fn catch_up(&mut self, log: &Mutex<ChangeLog>, to: u64) {
+        if self.applied >= to {
+            return;
+        }
+        // A poisoned lock means another thread panicked; the scope re-raises that panic.
+        let Ok(mut log) = log.lock() else { return };
+        let from = (self.applied - log.first) as usize;
+        let n = (to - self.applied) as usize;
+        for c in log.changes.range(from..from + n) {
+            self.map.apply(c);
+        }
+        self.applied = to;
+        let worker = self.worker;
+        log.applied[worker] = to;
+    }
 }
 
 impl Batch {
-    fn new(map: Arc<AddressMap>) -> Self {
-        Batch {
-            map,
-            heads: Vec::with_capacity(BATCH_SAMPLES),
-            callchains: Vec::new(),
-            branches: Vec::new(),
-        }
-    }
-
-    fn aggregate_into(&self, agg: &mut Aggregator<'_>) {
+    fn aggregate_into(
+        &self,
+        agg: &mut Aggregator<'_>,
+        replica: &mut Replica,
+        log: &Mutex<ChangeLog>,
+    ) {
+        replica.catch_up(log, self.log_start);
+        let mut changes = self.changes.iter().peekable();
         let (mut c, mut b) = (0, 0);
-        for h in &self.heads {
+        for (i, h) in self.heads.iter().enumerate() {
+            while let Some((_, change)) = changes.next_if(|(at, _)| *at as usize <= i) {
+                replica.map.apply(change);
+                replica.applied += 1;
+            }
             let (cn, bn) = (h.callchain_len as usize, h.branches_len as usize);
             let s = Sample {
                 pid: h.pid,
@@ -63,9 +120,13 @@ impl Batch {
                 branches: &self.branches[b..b + bn],
                 has_callchain: h.has_callchain,
             };
-            agg.add(&self.map, &s);
+            agg.add(&replica.map, &s);
             c += cn;
             b += bn;
+        }
+        for (_, change) in changes {
+            replica.map.apply(change);
+            replica.applied += 1;
         }
     }
 }
@@ -74,14 +135,21 @@ impl Batch {
 pub struct BatchSender {
     tx: SyncSender<Batch>,
     batch: Batch,
+    log: Arc<Mutex<ChangeLog>>,
+    /// Log position after the changes taken so far.
+    log_end: u64,
+    taken: Vec<MapChange>,
 }
 
 impl BatchSender {
-    /// Queues `s`, to be translated with `map` (the mapping state when `s` was read).
-    pub fn add(&mut self, map: &AddressMap, s: &Sample<'_>) {
-        if self.batch.map.generation() != map.generation() {
-            self.flush();
-            self.batch.map = Arc::new(map.clone());
+    /// Queues `s`, to be translated with the state of `mapper`'s map when `s` was read (the
+    /// mapper must log its changes: [`AddressMapper::log_changes`]).
+    pub fn add(&mut self, mapper: &mut AddressMapper, s: &Sample<'_>) {
+        if mapper.has_changes() {
+            mapper.take_changes(&mut self.taken);
+            let at = self.batch.heads.len() as u32;
+            self.log_end += self.taken.len() as u64;
+            self.batch.changes.extend(self.taken.drain(..).map(|c| (at, c)));
         }
         let b = &mut self.batch;
         b.heads.push(SampleHead {
@@ -102,11 +170,17 @@ impl BatchSender {
     }
 
     fn flush(&mut self) {
-        if self.batch.heads.is_empty() {
+        if self.batch.heads.is_empty() && self.batch.changes.is_empty() {
             return;
         }
-        let next = Batch::new(self.batch.map.clone());
+        let next = Batch { log_start: self.log_end, ..Batch::default() };
         let full = std::mem::replace(&mut self.batch, next);
+        if !full.changes.is_empty()
+            && let Ok(mut log) = self.log.lock()
+        {
+            log.trim();
+            log.changes.extend(full.changes.iter().map(|(_, c)| c.clone()));
+        }
         // Workers only stop when the sender is dropped, so the receiving end is alive.
         let _ = self.tx.send(full);
     }
@@ -116,6 +190,8 @@ fn work<'b>(
     binary: &'b Binary,
     opts: SampleOptions,
     rx: &Mutex<Receiver<Batch>>,
+    log: &Mutex<ChangeLog>,
+    mut replica: Replica,
 ) -> Aggregator<'b> {
     let mut agg = Aggregator::new(binary, opts);
     loop {
@@ -125,7 +201,7 @@ fn work<'b>(
             Err(_) => break,
         };
         match next {
-            Ok(batch) => batch.aggregate_into(&mut agg),
+            Ok(batch) => batch.aggregate_into(&mut agg, &mut replica, log),
             Err(_) => break,
         }
     }
@@ -141,12 +217,29 @@ pub fn aggregate_in_parallel<T>(
     initial_map: &AddressMap,
     read: impl FnOnce(&mut BatchSender) -> T,
 ) -> (T, AggregatedSamples, SampleStats) {
+    let workers = workers.max(1);
     let (tx, rx) = sync_channel::<Batch>(workers * 4);
     let rx = Mutex::new(rx);
+    let log = Arc::new(Mutex::new(ChangeLog {
+        first: 0,
+        changes: VecDeque::new(),
+        applied: vec![0; workers],
+    }));
     std::thread::scope(|scope| {
-        let handles: Vec<_> =
-            (0..workers.max(1)).map(|_| scope.spawn(|| work(binary, opts, &rx))).collect();
-        let mut sender = BatchSender { tx, batch: Batch::new(Arc::new(initial_map.clone())) };
+        let handles: Vec<_> = (0..workers)
+            .map(|worker| {
+                let replica = Replica { map: initial_map.clone(), worker, applied: 0 };
+                let (rx, log) = (&rx, &*log);
+                scope.spawn(move || work(binary, opts, rx, log, replica))
+            })
+            .collect();
+        let mut sender = BatchSender {
+            tx,
+            batch: Batch::default(),
+            log: log.clone(),
+            log_end: 0,
+            taken: Vec::new(),
+        };
         let out = read(&mut sender);
         sender.flush();
         drop(sender);

@@ -21,9 +21,7 @@ use crate::input::perf_data::{self, PerfData, read_perf_data_stream};
 use crate::input::perf_script::{ScriptOptions, read_perf_script};
 use crate::input::{PerfEvent, Sample, read_file};
 use crate::llvm::ContextShape;
-use crate::mapping::{
-    AddressMap, AddressMapper, BinaryIdentity, MappingStats, MatchedBy, file_name_of, hex,
-};
+use crate::mapping::{AddressMapper, BinaryIdentity, MappingStats, MatchedBy, file_name_of, hex};
 use crate::progress::{Phase, Reporter};
 use std::path::{Path, PathBuf};
 
@@ -311,7 +309,7 @@ struct EventFront<'c, N> {
 
 impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
     /// Applies `ev`; samples that pass the filters go to `add` with the current address map.
-    fn handle(&mut self, ev: PerfEvent<'_>, add: &mut impl FnMut(&AddressMap, &Sample<'_>)) {
+    fn handle(&mut self, ev: PerfEvent<'_>, add: &mut impl FnMut(&mut AddressMapper, &Sample<'_>)) {
         let opts = self.opts;
         match ev {
             PerfEvent::Mmap(m) => {
@@ -329,11 +327,13 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
                 }
                 self.mapper.on_exec(pid)
             }
-            PerfEvent::Exit { pid, tid } => {
-                if let Some(t) = self.traces.as_mut().filter(|_| pid == tid) {
+            PerfEvent::Exit { pid, tid } if pid == tid => {
+                if let Some(t) = &mut self.traces {
                     t.end_process(pid);
                 }
+                self.mapper.on_exit(pid);
             }
+            PerfEvent::Exit { .. } => {}
             PerfEvent::Comm { .. } => {}
             PerfEvent::Sample(s) => {
                 if opts.pid.is_some_and(|p| s.pid.is_some_and(|sp| sp != p)) {
@@ -367,7 +367,7 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
                 if let Some(t) = &mut self.traces {
                     t.sample(self.mapper.map(), &s);
                 }
-                add(self.mapper.map(), &s);
+                add(&mut self.mapper, &s);
             }
         }
     }
@@ -413,12 +413,13 @@ fn aggregate_events(
     };
     let (reader_warnings, samples, mut stats) = if workers <= 1 {
         let mut agg = Aggregator::new(binary, opts.sample);
-        let r = read(&mut |ev| front.handle(ev, &mut |map, s| agg.add(map, s)));
+        let r = read(&mut |ev| front.handle(ev, &mut |mapper, s| agg.add(mapper.map(), s)));
         (r, agg.samples, agg.stats)
     } else {
+        front.mapper.log_changes();
         let initial = front.mapper.map().clone();
         aggregate_in_parallel(binary, opts.sample, workers, &initial, |sender| {
-            read(&mut |ev| front.handle(ev, &mut |map, s| sender.add(map, s)))
+            read(&mut |ev| front.handle(ev, &mut |mapper, s| sender.add(mapper, s)))
         })
     };
     let mut warnings = front.warnings;

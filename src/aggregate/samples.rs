@@ -10,7 +10,7 @@ use super::unwinder::{HybridSample, NormalizeStats, normalize_into};
 use crate::addr::{RuntimeAddr, Vaddr};
 use crate::binary::Binary;
 use crate::input::Sample;
-use crate::mapping::AddressMap;
+use crate::mapping::{AddressMap, ProcessView};
 use hashbrown::HashMap;
 
 /// How samples are to be read.
@@ -184,23 +184,23 @@ impl AggregatedSamples {
 
 /// Remembers recent address translations: LBR entries and call chains repeat the same addresses
 /// over and over, and a translation (mapping lookup + instruction-boundary search) costs far more
-/// than a cache probe. Direct-mapped; flushed when the mapper changes.
+/// than a cache probe. Direct-mapped; a slot is valid for the process state it was filled in
+/// ([`ProcessView::stamp`]), so changes to the mappings need no flush.
 struct TranslationCache {
-    generation: u64,
-    /// (pid or -1, runtime address, translation); the address `u64::MAX` marks an empty slot.
-    slots: Vec<(i64, u64, u64)>,
+    /// (stamp, runtime address, translation); stamp 0 marks an empty slot.
+    slots: Vec<(u64, u64, u64)>,
 }
 
 impl TranslationCache {
     const SLOTS: usize = 1 << 14;
 
     fn new() -> Self {
-        TranslationCache { generation: 0, slots: vec![(0, u64::MAX, 0); Self::SLOTS] }
+        TranslationCache { slots: vec![(0, 0, 0); Self::SLOTS] }
     }
 
     #[inline]
-    fn slot(pid: i64, addr: u64) -> usize {
-        let h = (addr ^ (addr >> 14) ^ (pid as u64).wrapping_mul(0x9e37_79b9))
+    fn slot(stamp: u64, addr: u64) -> usize {
+        let h = (addr ^ (addr >> 14) ^ stamp.wrapping_mul(0x9e37_79b9))
             .wrapping_mul(0x2545_f491_4f6c_dd1d);
         (h >> 50) as usize & (Self::SLOTS - 1)
     }
@@ -237,34 +237,31 @@ impl<'b> Aggregator<'b> {
     /// The binary vaddr of `a` if it starts an instruction of the binary, else the external
     /// sentinel (llvm-profgen's `addressIsCode` test).
     #[inline]
-    fn internal(&mut self, mapper: &AddressMap, pid: Option<i32>, a: RuntimeAddr) -> u64 {
-        if self.cache.generation != mapper.generation() {
-            self.cache.generation = mapper.generation();
-            self.cache.slots.fill((0, u64::MAX, 0));
-        }
-        let pid_key = pid.map_or(-1, i64::from);
-        let slot = TranslationCache::slot(pid_key, a.0);
-        let (p, addr, v) = self.cache.slots[slot];
-        if addr == a.0 && p == pid_key {
+    fn internal(&mut self, process: &ProcessView<'_>, a: RuntimeAddr) -> u64 {
+        let stamp = process.stamp();
+        let slot = TranslationCache::slot(stamp, a.0);
+        let (s, addr, v) = self.cache.slots[slot];
+        if addr == a.0 && s == stamp {
             return v;
         }
-        let v = match mapper.to_vaddr(pid, a) {
+        let v = match process.to_vaddr(a) {
             Some(v) if self.binary.is_code(v) => v.0,
             _ => Vaddr::EXTERNAL.0,
         };
-        self.cache.slots[slot] = (pid_key, a.0, v);
+        self.cache.slots[slot] = (stamp, a.0, v);
         v
     }
 
-    pub fn add(&mut self, mapper: &AddressMap, s: &Sample<'_>) {
+    pub fn add(&mut self, map: &AddressMap, s: &Sample<'_>) {
         self.stats.read += 1;
+        let process = map.process(s.pid);
         let ext = Vaddr::EXTERNAL.0;
         let mut translated = std::mem::take(&mut self.translated);
         translated.clear();
         translated.push(0);
         let mut count = s.repeat;
         if self.opts.leading_ip_only {
-            let ip = self.internal(mapper, s.pid, s.ip);
+            let ip = self.internal(&process, s.ip);
             if ip == ext {
                 self.stats.outside_binary += 1;
                 self.translated = translated;
@@ -288,16 +285,14 @@ impl<'b> Aggregator<'b> {
                 self.samples.has_call_stacks = true;
                 self.stats.with_call_stack += 1;
                 for &f in s.callchain {
-                    translated.push(self.internal(mapper, s.pid, f));
+                    translated.push(self.internal(&process, f));
                 }
                 translated[0] = s.callchain.len() as u64;
             }
             let stack_end = translated.len();
             for b in s.branches {
-                let (from, to) = (
-                    self.internal(mapper, s.pid, b.source),
-                    self.internal(mapper, s.pid, b.target),
-                );
+                let (from, to) =
+                    (self.internal(&process, b.source), self.internal(&process, b.target));
                 // External-to-external entries carry nothing (llvm-profgen drops them too).
                 if from != ext || to != ext {
                     translated.extend([from, to]);
