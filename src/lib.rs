@@ -13,7 +13,8 @@
 //!    ([`aggregate::ContextCounters`], also read and written as unsymbolized profiles).
 //! 4. [`profile`]: counters + binary model → [`profile::Profile`].
 //! 5. [`postpass`]: pre-inlining, cold-context trimming and merging, nesting.
-//! 6. [`writer`]: text, binary and extbinary sample profile encodings.
+//! 6. [`writer`]: text, binary and extbinary sample profile encodings; [`reader`] reads them
+//!    back (for commands that start from a profile, such as `profgen remap`).
 //!
 //! Side tools over the stages: [`record`] is the `profgen-record` software-LBR recorder that
 //! produces test data; [`order`] computes function orders from temporal traces; [`ab`] is
@@ -42,6 +43,7 @@ pub mod order;
 pub mod postpass;
 pub mod profile;
 pub mod progress;
+pub mod reader;
 pub mod record;
 pub mod text;
 pub mod writer;

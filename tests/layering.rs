@@ -17,7 +17,9 @@ const FLOORS: &[&[&str]] = &[
     &["aggregate"],
     &["profile"],
     &["postpass"],
-    &["writer"],
+    // The encodings of a finished profile, both ways (the reader serves commands that start
+    // from a profile; neither direction uses the other).
+    &["writer", "reader"],
     // Side tools over the stages, used only by the binaries and the front end: the recorder,
     // then the tools that read its traces.
     &["record"],

@@ -7,6 +7,7 @@ pub mod discriminator;
 pub mod hash;
 pub mod leb128;
 pub mod names;
+pub mod sample_prof;
 
 pub use context::{ContextFrame, ContextShape, LineLocation, compress_recursion, trim_context};
 pub use hash::{callsite_hash, callsite_hash_from_guid, md5_guid};

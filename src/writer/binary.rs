@@ -2,7 +2,7 @@
 //! shares with extbinary: the summary record and the function body record.
 //!
 //! ```text
-//! ULEB magic(0xff)  ULEB version(103)  summary  name table (count, NUL-terminated names)
+//! ULEB magic(FORMAT_BINARY)  ULEB version(103)  summary  name table (count, NUL-terminated names)
 //! per top-level profile: ULEB head samples, body record
 //! body record := name idx, total, #body, (line, discr, count, #targets, (name idx, count)*)*,
 //!                #inlinees, (line, discr, body record)*
@@ -13,23 +13,16 @@ use std::collections::BTreeMap;
 use super::{collect_names, sorted_profiles};
 use crate::llvm::LineLocation;
 use crate::llvm::leb128::write_uleb128;
+use crate::llvm::sample_prof::{FORMAT_BINARY, VERSION, magic};
 use crate::profile::model::{FunctionSamples, Profile};
 use crate::profile::summary::ProfileSummary;
-
-/// `SPVersion()`.
-pub const VERSION: u64 = 103;
-
-/// `SPMagic(format)`: "SPROF42" followed by the format byte.
-pub fn magic(format: u8) -> u64 {
-    u64::from_be_bytes([b'S', b'P', b'R', b'O', b'F', b'4', b'2', format])
-}
 
 /// Name → index in the (sorted) name table.
 pub(crate) type NameIndex<'a> = BTreeMap<&'a str, u64>;
 
 pub fn encode(profile: &Profile) -> Vec<u8> {
     let mut out = Vec::new();
-    write_uleb128(&mut out, magic(0xff));
+    write_uleb128(&mut out, magic(FORMAT_BINARY));
     write_uleb128(&mut out, VERSION);
     write_summary(&mut out, &ProfileSummary::compute(profile));
     let names = collect_names(profile);

@@ -2,7 +2,7 @@
 //! llvm-profgen writes it: never compressed, never partial.
 //!
 //! ```text
-//! ULEB magic(0x04)  ULEB version(103)  u64 #sections (7)
+//! ULEB magic(FORMAT_EXT_BINARY)  ULEB version(103)  u64 #sections (7)
 //! 7 × {u64 type, u64 flags, u64 offset, u64 size}      in layout order (below)
 //! payloads, in write order: summary, names, CS names, profiles, symbol list, offsets, metadata
 //! ```
@@ -13,37 +13,13 @@
 
 use std::collections::BTreeMap;
 
-use super::binary::{NameIndex, VERSION, magic, write_body, write_loc, write_summary};
-use super::{UNIQ_SUFFIX, collect_names, sorted_profiles};
+use super::binary::{NameIndex, write_body, write_loc, write_summary};
+use super::{collect_names, sorted_profiles};
 use crate::llvm::leb128::write_uleb128;
 use crate::llvm::md5_guid;
+use crate::llvm::sample_prof::{FORMAT_EXT_BINARY, UNIQ_SUFFIX, VERSION, flag, magic, sec};
 use crate::profile::model::{Context, FunctionSamples, Profile};
 use crate::profile::summary::ProfileSummary;
-
-/// `SecType` values.
-mod sec {
-    pub const PROF_SUMMARY: u64 = 1;
-    pub const NAME_TABLE: u64 = 2;
-    pub const PROFILE_SYMBOL_LIST: u64 = 3;
-    pub const FUNC_OFFSET_TABLE: u64 = 4;
-    pub const FUNC_METADATA: u64 = 5;
-    pub const CS_NAME_TABLE: u64 = 6;
-    pub const LBR_PROFILE: u64 = 0x20;
-}
-
-/// Section-specific flags (stored shifted left by 32 in the header).
-pub mod flag {
-    pub const NAME_MD5: u64 = 1;
-    pub const NAME_FIXED_LENGTH_MD5: u64 = 2;
-    pub const NAME_UNIQ_SUFFIX: u64 = 4;
-    pub const SUMMARY_PARTIAL: u64 = 1;
-    pub const SUMMARY_FULL_CONTEXT: u64 = 2;
-    pub const SUMMARY_FS_DISCRIMINATOR: u64 = 4;
-    pub const SUMMARY_IS_PRE_INLINED: u64 = 16;
-    pub const METADATA_IS_PROBE_BASED: u64 = 1;
-    pub const METADATA_HAS_ATTRIBUTE: u64 = 2;
-    pub const FUNC_OFFSET_ORDERED: u64 = 1;
-}
 
 /// `SectionHdrLayout` of `DefaultLayout`.
 const LAYOUT: [u64; 7] = [
@@ -81,7 +57,7 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
     let sorted = sorted_profiles(profile);
 
     let mut out = Vec::new();
-    write_uleb128(&mut out, magic(0x04));
+    write_uleb128(&mut out, magic(FORMAT_EXT_BINARY));
     write_uleb128(&mut out, VERSION);
     out.extend_from_slice(&(LAYOUT.len() as u64).to_le_bytes());
     let hdr_table = out.len();

@@ -179,9 +179,6 @@ pub(crate) fn sorted_profiles(profile: &Profile) -> Vec<(&Context, &FunctionSamp
     v
 }
 
-/// `FunctionSamples::UniqSuffix`.
-pub(crate) const UNIQ_SUFFIX: &str = ".__uniq.";
-
 /// Every name the binary encodings index: context frames (or function names), call targets and
 /// inlinee names, recursively (`addContext` + `addNames`). Sorted byte-wise like `std::set<FunctionId>`.
 pub(crate) fn collect_names(profile: &Profile) -> BTreeSet<&str> {
