@@ -16,7 +16,7 @@ use crate::aggregate::unsymbolized::UnsymbolizedOptions;
 use crate::binary::{DumpOptions, LoadOptions};
 use crate::config::{
     AggregateConfig, Binaries, Command, Config, MergeConfig, OrderConfig, OrderOutput,
-    OutputOptions, RunOptions,
+    OutputOptions, RemapConfig, RunOptions,
 };
 use crate::llvm::ContextShape;
 use crate::order::partition::PartitionConfig;
@@ -27,6 +27,7 @@ use crate::profile::ProfileOptions;
 use crate::profile::cs::CsOptions;
 use crate::profile::line::LineOptions;
 use crate::profile::summary::SummaryOptions;
+use crate::remap::RemapOptions;
 use crate::writer::density::DensityOptions;
 use crate::writer::{OutputFormat, WriteOptions};
 use clap::{ArgAction, CommandFactory, Parser, ValueEnum};
@@ -205,6 +206,10 @@ struct Args {
     /// Cutoff (parts per million) for the density computation.
     #[arg(help_heading = heading::SUMMARY, hide = true, long, value_name = "N", default_value_t = 990000)]
     profile_density_cutoff_hot: i32,
+    /// Write every direct call site of a profiled function that got no samples as a call target
+    /// with count 0: anchors for the compiler's stale-profile matching (-salvage-stale-profile).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    zero_count_anchors: bool,
     /// Print the profile density.
     #[arg(help_heading = heading::SUMMARY, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     show_density: bool,
@@ -589,6 +594,47 @@ pub fn tokenize_gnu_command_line(src: &[u8]) -> Vec<Vec<u8>> {
     out
 }
 
+/// `profgen remap`: carry a profile of an old build onto a new build.
+#[derive(Parser, Debug)]
+#[command(
+    name = "profgen remap",
+    about = "Carry a sample profile made for an old build onto a new build: functions matched by name (GUID for MD5 names) or, when renamed, by the similarity of their call sequences; locations by call anchors, as LLVM's stale-profile matching does",
+    after_help = "Exit codes: 0 success, 1 bad input, 2 bad usage."
+)]
+struct RemapArgs {
+    /// The profile made for the old build (text, binary or extbinary).
+    #[arg(long, value_name = "PATH")]
+    profile: PathBuf,
+    /// The new build (the profile is remapped onto it).
+    #[arg(long, value_name = "PATH")]
+    binary: PathBuf,
+    /// The old build the profile was made for: its call sites complete the profile's anchors.
+    #[arg(long, value_name = "PATH")]
+    old_binary: Option<PathBuf>,
+    /// Read the new build's DWARF from this file instead of --binary.
+    #[arg(long, value_name = "PATH")]
+    debug_binary: Option<PathBuf>,
+    /// Output profile path (`-` for stdout).
+    #[arg(long, short = 'o', value_name = "PATH")]
+    output: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "extbinary")]
+    format: FormatArg,
+    /// Name table of MD5 hashes (extbinary only).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    use_md5: bool,
+    /// A function the new build lacks matches a new function without profile when more than
+    /// this percentage of its call anchors are found in order in the new one.
+    #[arg(long, value_name = "PERCENT", default_value_t = 80, value_parser = clap::value_parser!(u32).range(0..=100))]
+    similarity_threshold: u32,
+    /// Also write the new build's unsampled direct call sites as zero-count call targets.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    zero_count_anchors: bool,
+    /// Write the per-function report here (`-` for stderr).
+    #[arg(long, value_name = "PATH")]
+    report: Option<PathBuf>,
+}
+
 /// Parses the command line into a [`Command`]. Usage errors come back as clap errors (exit 2).
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, clap::Error> {
     let args = expand_response_files(args.into_iter().collect()).map_err(usage)?;
@@ -604,6 +650,24 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, clap::
         Some("merge") => {
             let a = MergeArgs::try_parse_from(normalize_args(args.into_iter().skip(1)))?;
             return Ok(Command::Merge(MergeConfig { inputs: a.inputs, output: a.output }));
+        }
+        Some("remap") => {
+            let a = RemapArgs::try_parse_from(normalize_args(args.into_iter().skip(1)))?;
+            return Ok(Command::Remap(RemapConfig {
+                profile: a.profile,
+                binary: a.binary,
+                old_binary: a.old_binary,
+                load: LoadOptions { debug_binary: a.debug_binary, ..Default::default() },
+                remap: RemapOptions {
+                    similarity_threshold: a.similarity_threshold,
+                    ..Default::default()
+                },
+                zero_count_anchors: a.zero_count_anchors,
+                format: a.format.into(),
+                write: WriteOptions { use_md5: a.use_md5 },
+                output: a.output,
+                report: a.report,
+            }));
         }
         _ => {}
     }
@@ -844,6 +908,7 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
                 cutoff_hot: a.profile_density_cutoff_hot,
                 show: a.show_density,
             },
+            zero_count_anchors: a.zero_count_anchors,
             format: a.format.into(),
             write: WriteOptions { use_md5: a.use_md5 },
             path: output,

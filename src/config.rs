@@ -8,6 +8,7 @@ use crate::order::OrderOptions;
 use crate::postpass::PostPassOptions;
 use crate::profile::ProfileOptions;
 use crate::profile::summary::SummaryOptions;
+use crate::remap::RemapOptions;
 use crate::writer::density::DensityOptions;
 use crate::writer::{OutputFormat, WriteOptions};
 use std::path::PathBuf;
@@ -24,6 +25,29 @@ pub enum Command {
     Aggregate(AggregateConfig),
     /// `profgen merge`: aggregate files → one aggregate file.
     Merge(MergeConfig),
+    /// `profgen remap`: an old build's profile carried onto a new build.
+    Remap(RemapConfig),
+}
+
+/// `profgen remap`: profile + new binary (+ old binary) → remapped profile and report.
+#[derive(Clone, Debug)]
+pub struct RemapConfig {
+    /// The profile made for the old build (text, binary or extbinary).
+    pub profile: PathBuf,
+    /// The new build.
+    pub binary: PathBuf,
+    /// The old build the profile was made for: its call sites complete the profile's anchors.
+    pub old_binary: Option<PathBuf>,
+    pub load: LoadOptions,
+    pub remap: RemapOptions,
+    /// Add zero-count call anchors of the new build (as `--zero-count-anchors` does).
+    pub zero_count_anchors: bool,
+    pub format: OutputFormat,
+    pub write: WriteOptions,
+    /// `--output` (`-` = stdout).
+    pub output: PathBuf,
+    /// `--report`: the per-function report (`-` = stderr).
+    pub report: Option<PathBuf>,
 }
 
 /// Which binaries are profiled.
@@ -130,6 +154,9 @@ pub struct OutputOptions {
     /// `--populate-profile-symbol-list`.
     pub populate_profile_symbol_list: bool,
     pub density: DensityOptions,
+    /// `--zero-count-anchors`: every unsampled direct call site gets its callee with count 0
+    /// (anchors for the compiler's stale-profile matching).
+    pub zero_count_anchors: bool,
     pub format: OutputFormat,
     pub write: WriteOptions,
     /// `--output` (`-` = stdout), or with a binary store, `--output-dir`.

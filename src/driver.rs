@@ -17,7 +17,9 @@ use crate::aggregate::traces::{FunctionTable, TemporalTraces};
 use crate::aggregate::unsymbolized::{UnsymbolizedOptions, write_unsymbolized};
 use crate::binary::store::{BinaryStore, StoredBinary};
 use crate::binary::{Binary, LoadOptions, hex};
-use crate::config::{AggregateConfig, Binaries, Config, MergeConfig, OrderConfig, OutputOptions};
+use crate::config::{
+    AggregateConfig, Binaries, Config, MergeConfig, OrderConfig, OutputOptions, RemapConfig,
+};
 use crate::error::Error;
 use crate::input::perf_data::MappedFile;
 use crate::input::read_file;
@@ -26,8 +28,9 @@ use crate::order::reservoir::TraceSample;
 use crate::order::{OrderOptions, OrderReport, offer_traces, order_file};
 use crate::profile::{self, Profile};
 use crate::progress::{Display, Phase, PhaseTimer, Reporter, Sink};
+use crate::remap::RemapReport;
 use crate::writer::{self, OutputFormat, USE_MD5_IGNORED};
-use crate::{aggregate, postpass};
+use crate::{aggregate, postpass, reader};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -295,6 +298,9 @@ pub fn finish_profile(
     report
         .warnings
         .extend(density.warnings.lines().map(|l| l.trim_start_matches("warning: ").to_string()));
+    if opts.zero_count_anchors {
+        postpass::add_zero_count_anchors(&mut profile, &binary.anchors());
+    }
     report.functions_in_profile = profile.functions.len();
     if profile.functions.is_empty() {
         report
@@ -352,6 +358,65 @@ fn not_symbolized_warning(binary: &Binary, counters: &ContextCounters) -> Option
             if missing.len() > first.len() { ", ..." } else { "" }
         )
     })
+}
+
+/// `profgen remap`: reads the profile and the builds, remaps, writes the profile (and the
+/// per-function report when asked).
+pub fn remap(cfg: &RemapConfig) -> Result<(RemapReport, Vec<String>), Error> {
+    let file = reader::read_profile_file(&cfg.profile)?;
+    let binary = Binary::load(&cfg.binary, &cfg.load)?;
+    let mut warnings = binary.warnings().to_vec();
+    let old_code = match &cfg.old_binary {
+        Some(path) => {
+            let old = Binary::load(path, &LoadOptions::default())?;
+            warnings.extend(old.warnings().iter().cloned());
+            if old.probes().is_some() != file.profile.kind.probe_based {
+                warnings.push(format!(
+                    "{}: the profile is {}probe-based but this binary {} pseudo probes",
+                    path.display(),
+                    if file.profile.kind.probe_based { "" } else { "not " },
+                    if old.probes().is_some() { "has" } else { "has no" }
+                ));
+            }
+            Some(old.anchors())
+        }
+        None => None,
+    };
+    let new_code = binary.anchors();
+    if new_code.probe_based != file.profile.kind.probe_based {
+        return Err(Error::BadFile {
+            path: cfg.binary.clone(),
+            what: format!(
+                "the profile {} is {}probe-based, but this binary {} pseudo probes",
+                cfg.profile.display(),
+                if file.profile.kind.probe_based { "" } else { "not " },
+                if new_code.probe_based { "has" } else { "has no" }
+            ),
+        });
+    }
+    let (mut profile, report) = crate::remap::remap_profile(
+        &file.profile,
+        file.md5_names,
+        &new_code,
+        old_code.as_ref(),
+        &cfg.remap,
+    );
+    if cfg.zero_count_anchors {
+        postpass::add_zero_count_anchors(&mut profile, &new_code);
+    }
+    if cfg.write.use_md5 && cfg.format != OutputFormat::ExtBinary {
+        warnings.push(USE_MD5_IGNORED.to_string());
+    }
+    writer::write_profile_file(&profile, cfg.format, &cfg.write, &cfg.output)?;
+    if let Some(path) = &cfg.report {
+        let table = report.table();
+        if path.as_os_str() == "-" {
+            eprint!("{table}");
+        } else {
+            writer::write_bytes_atomically(table.as_bytes(), path)?;
+        }
+    }
+    Ok((report, warnings))
 }
 
 /// `--skip-symbolization`: the counters as llvm-profgen's unsymbolized profile.

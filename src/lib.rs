@@ -18,7 +18,8 @@
 //!
 //! Side tools over the stages: [`record`] is the `profgen-record` software-LBR recorder that
 //! produces test data; [`order`] computes function orders from temporal traces; [`ab`] is
-//! `profgen-ab`, the A/B tool that measures whether a profile makes a program faster.
+//! `profgen-ab`, the A/B tool that measures whether a profile makes a program faster; [`remap`]
+//! carries a profile of an old build onto a new build (`profgen remap`).
 //!
 //! The front end: [`cli`] parses the command line once into a [`config::Command`] of plain
 //! option structs, one per stage; [`driver`] wires the stages for it, each step a library call
@@ -45,5 +46,6 @@ pub mod profile;
 pub mod progress;
 pub mod reader;
 pub mod record;
+pub mod remap;
 pub mod text;
 pub mod writer;

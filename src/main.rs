@@ -51,6 +51,12 @@ fn main() -> ExitCode {
                 );
             }
         }),
+        Command::Remap(cfg) => profgen::driver::remap(cfg).map(|(r, warnings)| {
+            for w in &warnings {
+                eprintln!("warning: {w}");
+            }
+            eprintln!("{}", r.summary_line());
+        }),
         Command::Merge(cfg) => profgen::driver::run_merge(cfg).map(|r| {
             eprintln!(
                 "profgen: merged {} aggregates of {} inputs: {} binaries",

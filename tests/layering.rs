@@ -23,7 +23,7 @@ const FLOORS: &[&[&str]] = &[
     // Side tools over the stages, used only by the binaries and the front end: the recorder,
     // then the tools that read its traces.
     &["record"],
-    &["ab", "order"],
+    &["ab", "order", "remap"],
     // The front end: the run configuration, the driver that wires the stages, the command line.
     &["config"],
     &["driver"],

@@ -18,6 +18,7 @@
 //! name as given, or next to the binary); `.dwp` packages are not (a warning names the first
 //! unreadable unit).
 
+pub mod anchors;
 pub mod code_view;
 pub mod disasm;
 pub mod dwarf;
@@ -30,6 +31,8 @@ pub use disasm::DumpOptions;
 
 use crate::addr::{FileOffset, Vaddr};
 use crate::error::Error;
+use crate::llvm::discriminator::base_discriminator;
+use crate::llvm::{LineLocation, canonical_fn_name};
 use hashbrown::HashMap;
 use object::Object;
 use std::path::{Path, PathBuf};
@@ -122,6 +125,16 @@ pub struct SourceFrame {
     /// Raw DWARF discriminator; decode with [`dwarf::base_discriminator`] and
     /// [`dwarf::duplication_factor`].
     pub discriminator: u32,
+}
+
+impl SourceFrame {
+    /// The frame's location as sample profiles key it: line offset and base discriminator.
+    pub fn location(&self, fs_discriminators: bool) -> LineLocation {
+        LineLocation::new(
+            self.line_offset,
+            base_discriminator(self.discriminator, fs_discriminators),
+        )
+    }
 }
 
 /// Inline stacks of one function range's instructions, in address order.
@@ -377,6 +390,13 @@ impl Binary {
     /// Target of the direct call or direct jump at `a` (recorded for tail-call inference).
     pub fn branch_target(&self, a: Vaddr) -> Option<Vaddr> {
         self.code.branch_target(a.0).map(Vaddr)
+    }
+    /// The function a branch to `target` calls: the canonical name of the function whose entry
+    /// `target` is (`getCalleeNameForAddress`); `None` for branches into the middle of code or
+    /// into a `.cold` part.
+    pub fn callee_name(&self, target: Vaddr) -> Option<String> {
+        let range = self.func_range_at_start(target).filter(|r| r.is_entry)?;
+        Some(canonical_fn_name(&self.function(range.func).name).to_string())
     }
     /// llvm-profgen's prolog/epilog set (reference §3.4).
     pub fn is_prolog_or_epilog(&self, a: Vaddr) -> bool {

@@ -13,12 +13,14 @@
 //! CS-to-nested conversion → drop `__cxx_global_var_init*` / `__tls_init*`. Non-CS order
 //! (`ProfileGenerator::postProcessProfiles`): cold trim → drop the same names.
 
+mod anchors;
 mod fixups;
 mod nest;
 mod preinliner;
 mod trie;
 mod trim;
 
+pub use anchors::add_zero_count_anchors;
 pub use fixups::filter_ambiguous_profiles;
 pub use nest::convert_cs_to_nested;
 pub use preinliner::{PreInlinerStats, run_preinliner};

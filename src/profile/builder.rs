@@ -6,7 +6,7 @@ use super::{Context, FunctionSamples, Profile, ProfileKind};
 use crate::addr::Vaddr;
 use crate::aggregate::Counters;
 use crate::binary::Binary;
-use crate::llvm::{LineLocation, canonical_fn_name};
+use crate::llvm::LineLocation;
 use std::collections::BTreeMap;
 
 /// Top-level profiles by function name while building.
@@ -96,14 +96,6 @@ pub fn zero_filled_ranges(
     let mut v: Vec<_> = ranges.into_iter().collect();
     v.sort_unstable();
     v
-}
-
-/// The function a branch to `target` calls: the canonical name of the function whose entry
-/// `target` is (`getCalleeNameForAddress`); `None` for branches into the middle of code or into a
-/// `.cold` part.
-pub fn callee_name(binary: &Binary, target: Vaddr) -> Option<String> {
-    let range = binary.func_range_at_start(target).filter(|r| r.is_entry)?;
-    Some(canonical_fn_name(&binary.function(range.func).name).to_string())
 }
 
 /// Branches sorted, so that building never depends on hash order.

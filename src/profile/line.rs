@@ -3,13 +3,13 @@
 //! call targets and head samples. Mirrors llvm-profgen's `ProfileGenerator` for binaries without
 //! pseudo probes.
 
-use super::builder::{TopLevelProfiles, callee_name, sorted_branches, zero_filled_ranges};
+use super::builder::{TopLevelProfiles, sorted_branches, zero_filled_ranges};
 use super::ranges::disjoint_ranges;
 use super::{Profile, ProfileKind};
 use crate::aggregate::Counters;
 use crate::binary::{Binary, SourceFrame};
 use crate::llvm::LineLocation;
-use crate::llvm::discriminator::{base_discriminator, duplication_factor};
+use crate::llvm::discriminator::duplication_factor;
 
 #[derive(Clone, Copy, Debug, Default)]
 pub struct LineOptions {
@@ -20,7 +20,7 @@ pub struct LineOptions {
 }
 
 fn location(f: &SourceFrame, fs: bool) -> LineLocation {
-    LineLocation::new(f.line_offset, base_discriminator(f.discriminator, fs))
+    f.location(fs)
 }
 
 /// The profile of the innermost frame of `frames` (outermost first).
@@ -59,7 +59,7 @@ pub fn build(binary: &Binary, counters: &Counters, opts: LineOptions) -> Profile
     }
 
     for ((src, dst), count) in sorted_branches(counters) {
-        let Some(callee) = callee_name(binary, dst) else { continue };
+        let Some(callee) = binary.callee_name(dst) else { continue };
         if !src.is_external() {
             let frames = binary.inline_stack(src);
             if let Some(leaf) = frames.last() {

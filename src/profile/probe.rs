@@ -3,7 +3,7 @@
 //! context; call probes at branch sources give call targets. Mirrors llvm-profgen's
 //! `ProfileGenerator::generateProbeBasedProfile`.
 
-use super::builder::{TopLevelProfiles, callee_name, sorted_branches, zero_filled_ranges};
+use super::builder::{TopLevelProfiles, sorted_branches, zero_filled_ranges};
 use super::ranges::disjoint_ranges;
 use super::{Profile, ProfileKind};
 use crate::aggregate::Counters;
@@ -69,7 +69,7 @@ pub fn build(
     }
 
     for ((src, dst), count) in sorted_branches(counters) {
-        let Some(callee) = callee_name(binary, dst) else { continue };
+        let Some(callee) = binary.callee_name(dst) else { continue };
         let Some(call) = probes.call_probe_at(src) else { continue };
         let fs = probe_profile(&mut b, probes, call, 0);
         fs.add_call_target(LineLocation::new(call.index, call.discriminator), &callee, count);

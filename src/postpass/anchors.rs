@@ -1,0 +1,131 @@
+//! Zero-count call anchors: every direct call site of a profiled function that got no samples
+//! gets its callee as a call target with count 0.
+//!
+//! Why: the compiler's stale-profile matching (`-salvage-stale-profile`) aligns the call sites
+//! of the new IR with the call targets and inlinees the profile records, by callee name (a
+//! longest common subsequence), then places every other location between two matched anchors.
+//! A call that was never sampled leaves no trace in the profile, so its anchor is missing and
+//! the sequence can pair the wrong sites (the weak spot the matching's authors name). A count of
+//! 0 says nothing about execution the profile did not already say (the site's body count is
+//! untouched), and LLVM 19 reads such targets as anchors.
+//!
+//! Runs last, on the profile as it will be written (after nesting, which would otherwise treat
+//! the zero targets as calls to subtract), on every level: top-level and inlinee profiles, and
+//! CS contexts (a call site that has a callee context is already an anchor there).
+
+use crate::binary::anchors::CodeAnchors;
+use crate::llvm::ContextFrame;
+use crate::profile::{FunctionSamples, Profile};
+use std::collections::BTreeSet;
+
+/// Adds the zero-count call targets; returns how many were added.
+pub fn add_zero_count_anchors(profile: &mut Profile, anchors: &CodeAnchors) -> usize {
+    // Call sites that lead to a callee context: every proper prefix of a context, its last frame
+    // carrying the call-site location.
+    let called_from: BTreeSet<Vec<ContextFrame>> = if profile.kind.context_sensitive {
+        profile
+            .functions
+            .keys()
+            .filter(|c| c.0.len() > 1)
+            .map(|c| c.0[..c.0.len() - 1].to_vec())
+            .collect()
+    } else {
+        BTreeSet::new()
+    };
+    let mut added = 0;
+    for (ctx, fs) in profile.functions.iter_mut() {
+        added += annotate(fs, anchors, &|loc| {
+            let mut site = ctx.0.clone();
+            let leaf = site.last_mut().expect("a context has a leaf frame");
+            leaf.loc = loc;
+            called_from.contains(&site)
+        });
+    }
+    added
+}
+
+/// Annotates `fs` and its inlinees; `has_callee_context(loc)` says whether a CS context below
+/// `fs` is called from `loc`.
+fn annotate(
+    fs: &mut FunctionSamples,
+    anchors: &CodeAnchors,
+    has_callee_context: &dyn Fn(crate::llvm::LineLocation) -> bool,
+) -> usize {
+    let mut added = 0;
+    if let Some(f) = anchors.get(&fs.name) {
+        for (loc, callee) in f.direct_calls() {
+            let sampled = fs.body.get(&loc).is_some_and(|b| !b.call_targets.is_empty())
+                || fs.callsites.get(&loc).is_some_and(|c| !c.is_empty())
+                || has_callee_context(loc);
+            if !sampled {
+                fs.add_call_target(loc, callee, 0);
+                added += 1;
+            }
+        }
+    }
+    for callees in fs.callsites.values_mut() {
+        for callee in callees.values_mut() {
+            added += annotate(callee, anchors, &|_| false);
+        }
+    }
+    added
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::binary::anchors::FunctionAnchors;
+    use crate::llvm::LineLocation;
+    use crate::profile::Context;
+
+    fn anchors() -> CodeAnchors {
+        let mut a = CodeAnchors::default();
+        let mut main = FunctionAnchors::default();
+        main.add(LineLocation::new(1, 0), None);
+        main.add(LineLocation::new(2, 0), Some("foo"));
+        main.add(LineLocation::new(3, 0), Some("bar"));
+        main.add(LineLocation::new(4, 0), Some("baz"));
+        a.functions.insert("main".into(), main);
+        let mut foo = FunctionAnchors::default();
+        foo.add(LineLocation::new(7, 0), Some("bar"));
+        a.functions.insert("foo".into(), foo);
+        a
+    }
+
+    #[test]
+    fn unsampled_direct_calls_get_zero_targets_at_every_level() {
+        let mut main = FunctionSamples::new("main");
+        main.add_body(LineLocation::new(1, 0), 5);
+        main.add_call_target(LineLocation::new(2, 0), "foo", 5);
+        main.callsite_mut(LineLocation::new(3, 0), "bar").total_samples = 4;
+        main.callsite_mut(LineLocation::new(5, 0), "foo").add_body(LineLocation::new(1, 0), 3);
+        let mut p = Profile::default();
+        p.functions.insert(Context::base("main"), main);
+        assert_eq!(add_zero_count_anchors(&mut p, &anchors()), 2);
+        let main = &p.functions[&Context::base("main")];
+        // 2 (sampled target) and 3 (inlinee) untouched; 4 gets baz:0 on a new 0 body record.
+        assert_eq!(main.body[&LineLocation::new(2, 0)].call_targets.len(), 1);
+        assert!(!main.body.contains_key(&LineLocation::new(3, 0)));
+        assert_eq!(main.body[&LineLocation::new(4, 0)].count, 0);
+        assert_eq!(main.body[&LineLocation::new(4, 0)].call_targets["baz"], 0);
+        let inl = &main.callsites[&LineLocation::new(5, 0)]["foo"];
+        assert_eq!(inl.body[&LineLocation::new(7, 0)].call_targets["bar"], 0);
+    }
+
+    #[test]
+    fn cs_call_sites_with_callee_contexts_are_already_anchors() {
+        let frame = |f: &str, l| ContextFrame { func: f.into(), loc: LineLocation::new(l, 0) };
+        let mut p = Profile::default();
+        p.kind.context_sensitive = true;
+        p.functions.insert(Context(vec![frame("main", 0)]), FunctionSamples::new("main"));
+        p.functions
+            .insert(Context(vec![frame("main", 2), frame("foo", 0)]), FunctionSamples::new("foo"));
+        assert_eq!(add_zero_count_anchors(&mut p, &anchors()), 2);
+        let main = &p.functions[&Context(vec![frame("main", 0)])];
+        let targets: Vec<_> =
+            main.body.iter().map(|(l, b)| (l.line_offset, b.call_targets.len())).collect();
+        assert_eq!(targets, [(3, 1), (4, 1)]);
+        let foo = &p.functions[&Context(vec![frame("main", 2), frame("foo", 0)])];
+        assert_eq!(foo.body[&LineLocation::new(7, 0)].call_targets["bar"], 0);
+    }
+}

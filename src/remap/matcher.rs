@@ -1,0 +1,255 @@
+//! The call-anchor matching of LLVM's stale-profile matcher (`SampleProfileMatcher`, LLVM 19 and
+//! main): the anchors of the new code and of the profile are aligned by a longest common
+//! subsequence of callee names (Myers' greedy diff, `longestCommonSequence`), then every other
+//! location follows an anchor (`matchNonCallsiteLocs`): locations after a matched anchor follow
+//! it with the same line delta, and of the locations between two matched anchors the second half
+//! is re-matched backwards from the later one.
+
+use crate::llvm::LineLocation;
+use crate::llvm::sample_prof::UNKNOWN_INDIRECT_CALLEE;
+use crate::profile::FunctionSamples;
+use std::collections::BTreeMap;
+
+/// New-code location → profile location, for every new location (identity included).
+pub type LocationMap = BTreeMap<LineLocation, LineLocation>;
+
+/// `longestCommonSequence`: the matched pairs (location in `a` → location in `b`) of a longest
+/// common subsequence of the two anchor lists, elements compared by `same`. The first shortest
+/// edit script Myers' greedy algorithm finds, backtracked from the end, as LLVM does.
+pub fn longest_common_sequence(
+    a: &[(LineLocation, &str)],
+    b: &[(LineLocation, &str)],
+    same: impl Fn(&str, &str) -> bool,
+) -> BTreeMap<LineLocation, LineLocation> {
+    let mut matched = BTreeMap::new();
+    let (n, m) = (a.len() as i64, b.len() as i64);
+    let max = n + m;
+    if max == 0 {
+        return matched;
+    }
+    let idx = |k: i64| (k + max) as usize;
+    let mut v = vec![-1i64; 2 * max as usize + 1];
+    v[idx(1)] = 0;
+    let mut trace: Vec<Vec<i64>> = Vec::new();
+    for depth in 0..=max {
+        trace.push(v.clone());
+        let mut k = -depth;
+        while k <= depth {
+            let mut x = if k == -depth || (k != depth && v[idx(k - 1)] < v[idx(k + 1)]) {
+                v[idx(k + 1)]
+            } else {
+                v[idx(k - 1)] + 1
+            };
+            let mut y = x - k;
+            while x < n && y < m && same(a[x as usize].1, b[y as usize].1) {
+                x += 1;
+                y += 1;
+            }
+            v[idx(k)] = x;
+            if x >= n && y >= m {
+                backtrack(&trace, a, b, &mut matched, idx);
+                return matched;
+            }
+            k += 2;
+        }
+    }
+    matched
+}
+
+fn backtrack(
+    trace: &[Vec<i64>],
+    a: &[(LineLocation, &str)],
+    b: &[(LineLocation, &str)],
+    matched: &mut BTreeMap<LineLocation, LineLocation>,
+    idx: impl Fn(i64) -> usize,
+) {
+    let (mut x, mut y) = (a.len() as i64, b.len() as i64);
+    let mut depth = trace.len() as i64 - 1;
+    while x > 0 || y > 0 {
+        let p = &trace[depth as usize];
+        let k = x - y;
+        let prev_k = if k == -depth || (k != depth && p[idx(k - 1)] < p[idx(k + 1)]) {
+            k + 1
+        } else {
+            k - 1
+        };
+        let prev_x = p[idx(prev_k)];
+        let prev_y = prev_x - prev_k;
+        while x > prev_x && y > prev_y {
+            x -= 1;
+            y -= 1;
+            matched.entry(a[x as usize].0).or_insert(b[y as usize].0);
+        }
+        if depth == 0 {
+            break;
+        }
+        x = prev_x;
+        y = prev_y;
+        depth -= 1;
+    }
+}
+
+/// `findProfileAnchors`: the call sites a profile records, by location: call targets of body
+/// samples and inlinee names (several callees at one location: an indirect call). Zero-count
+/// callees are skipped where a sampled one exists (LLVM main); line offsets with bit 15 set
+/// (lines before the function's start) are not anchors.
+pub fn profile_anchors(fs: &FunctionSamples) -> BTreeMap<LineLocation, String> {
+    let mut out: BTreeMap<LineLocation, String> = BTreeMap::new();
+    let mut insert = |loc: LineLocation, name: &str| {
+        out.entry(loc)
+            .and_modify(|n| {
+                if n != name {
+                    *n = UNKNOWN_INDIRECT_CALLEE.to_string()
+                }
+            })
+            .or_insert_with(|| name.to_string());
+    };
+    for (loc, b) in &fs.body {
+        if loc.line_offset & 0x8000 != 0 {
+            continue;
+        }
+        let sampled = b.call_targets.values().any(|&n| n != 0);
+        for (name, &n) in &b.call_targets {
+            if !(sampled && n == 0) {
+                insert(*loc, name);
+            }
+        }
+    }
+    for (loc, callees) in &fs.callsites {
+        if loc.line_offset & 0x8000 != 0 {
+            continue;
+        }
+        let sampled = callees.values().any(|c| c.total_samples != 0);
+        for (name, c) in callees {
+            if !(sampled && c.total_samples == 0) {
+                insert(*loc, name);
+            }
+        }
+    }
+    out
+}
+
+/// `runStaleProfileMatching` + `matchNonCallsiteLocs`: for every location of the new code
+/// (`new_locations`, with the callee of each call site), the profile location to read.
+/// `profile` holds the profile's anchors; `same` compares a new callee with a profile callee.
+pub fn match_locations(
+    new_locations: &BTreeMap<LineLocation, Option<String>>,
+    profile: &BTreeMap<LineLocation, String>,
+    same: impl Fn(&str, &str) -> bool,
+) -> LocationMap {
+    let new_anchors: Vec<(LineLocation, &str)> = new_locations
+        .iter()
+        .filter_map(|(l, c)| c.as_deref().filter(|c| !c.is_empty()).map(|c| (*l, c)))
+        .collect();
+    let profile_anchors: Vec<(LineLocation, &str)> =
+        profile.iter().map(|(l, c)| (*l, c.as_str())).collect();
+    let mut map: LocationMap = new_locations.keys().map(|l| (*l, *l)).collect();
+    if new_anchors.is_empty() || profile_anchors.is_empty() {
+        return map;
+    }
+    let matched = longest_common_sequence(&new_anchors, &profile_anchors, same);
+    let mut delta: u32 = 0;
+    let mut pending: Vec<LineLocation> = Vec::new();
+    for &loc in new_locations.keys() {
+        if let Some(&to) = matched.get(&loc) {
+            map.insert(loc, to);
+            delta = to.line_offset.wrapping_sub(loc.line_offset);
+            for l in &pending[pending.len().div_ceil(2)..] {
+                map.insert(
+                    *l,
+                    LineLocation::new(l.line_offset.wrapping_add(delta), l.discriminator),
+                );
+            }
+            pending.clear();
+        } else {
+            map.insert(
+                loc,
+                LineLocation::new(loc.line_offset.wrapping_add(delta), loc.discriminator),
+            );
+            pending.push(loc);
+        }
+    }
+    map
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l(n: u32) -> LineLocation {
+        LineLocation::new(n, 0)
+    }
+
+    fn locs(spec: &[(u32, Option<&str>)]) -> BTreeMap<LineLocation, Option<String>> {
+        spec.iter().map(|(n, c)| (l(*n), c.map(str::to_string))).collect()
+    }
+
+    /// The example in LLVM's `runStaleProfileMatching` comment.
+    #[test]
+    fn llvm_documented_example() {
+        let new =
+            locs(&[(1, None), (2, Some("foo")), (3, None), (5, None), (6, Some("bar")), (7, None)]);
+        let prof: BTreeMap<_, _> = [(l(3), "foo".to_string()), (l(8), "bar".to_string())].into();
+        let map = match_locations(&new, &prof, |a, b| a == b);
+        let got: Vec<(u32, u32)> =
+            map.iter().map(|(a, b)| (a.line_offset, b.line_offset)).collect();
+        assert_eq!(got, [(1, 1), (2, 3), (3, 4), (5, 7), (6, 8), (7, 9)]);
+    }
+
+    #[test]
+    fn lcs_pairs_in_order_and_skips_inserted_and_removed_calls() {
+        let a = [(l(1), "a"), (l(2), "x"), (l(3), "b"), (l(4), "c")];
+        let b = [(l(10), "a"), (l(11), "b"), (l(12), "y"), (l(13), "c")];
+        let m = longest_common_sequence(&a, &b, |x, y| x == y);
+        let got: Vec<(u32, u32)> = m.iter().map(|(a, b)| (a.line_offset, b.line_offset)).collect();
+        assert_eq!(got, [(1, 10), (3, 11), (4, 13)]);
+        // Nothing in common, or an empty side: nothing matched.
+        assert!(longest_common_sequence(&a[..1], &b[1..2], |x, y| x == y).is_empty());
+        assert!(longest_common_sequence(&a, &[], |x, y| x == y).is_empty());
+    }
+
+    #[test]
+    fn repeated_callees_pair_with_the_nearest_occurrence_of_the_diff() {
+        // new: f g f ; profile: f f. Myers keeps the first f, deletes g, keeps the last f.
+        let a = [(l(1), "f"), (l(2), "g"), (l(3), "f")];
+        let b = [(l(5), "f"), (l(9), "f")];
+        let m = longest_common_sequence(&a, &b, |x, y| x == y);
+        let got: Vec<(u32, u32)> = m.iter().map(|(a, b)| (a.line_offset, b.line_offset)).collect();
+        assert_eq!(got, [(1, 5), (3, 9)]);
+    }
+
+    #[test]
+    fn lines_inserted_between_anchors_split_evenly() {
+        // Two lines were inserted before `bar`: 4 non-anchors between foo (2) and bar.
+        let new = locs(&[
+            (2, Some("foo")),
+            (3, None),
+            (4, None),
+            (5, None),
+            (6, None),
+            (7, Some("bar")),
+            (8, None),
+        ]);
+        let prof: BTreeMap<_, _> = [(l(2), "foo".to_string()), (l(5), "bar".to_string())].into();
+        let map = match_locations(&new, &prof, |a, b| a == b);
+        let got: Vec<(u32, u32)> =
+            map.iter().map(|(a, b)| (a.line_offset, b.line_offset)).collect();
+        // 3, 4 follow foo (delta 0); 5, 6 follow bar backwards (delta -2); 8 after bar.
+        assert_eq!(got, [(2, 2), (3, 3), (4, 4), (5, 3), (6, 4), (7, 5), (8, 6)]);
+    }
+
+    #[test]
+    fn profile_anchors_of_targets_and_inlinees() {
+        let mut fs = FunctionSamples::new("f");
+        fs.add_call_target(l(1), "a", 5);
+        fs.add_call_target(l(2), "a", 5);
+        fs.add_call_target(l(2), "b", 1);
+        fs.add_call_target(l(3), "c", 0);
+        fs.add_call_target(l(3), "d", 4);
+        fs.callsite_mut(l(4), "e").total_samples = 0;
+        fs.add_call_target(LineLocation::new(0x8001, 0), "z", 1);
+        let a = profile_anchors(&fs);
+        let got: Vec<(u32, &str)> = a.iter().map(|(l, n)| (l.line_offset, n.as_str())).collect();
+        assert_eq!(got, [(1, "a"), (2, UNKNOWN_INDIRECT_CALLEE), (3, "d"), (4, "e")]);
+    }
+}

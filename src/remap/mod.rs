@@ -1,0 +1,518 @@
+//! `profgen remap`: carries a profile made for an old build onto a new build, the way LLVM's
+//! stale-profile matcher would when the compiler reads it (`-salvage-stale-profile`,
+//! `-salvage-unused-profile`), done once, ahead of time, and reported.
+//!
+//! In: a [`Profile`] (read by [`crate::reader`]), the new build's [`CodeAnchors`] (and the old
+//! build's, when given: the profile alone only knows the call sites that were sampled, or were
+//! written as zero-count anchors). Out: the profile keyed by the new build's locations, with
+//! its probe checksums, and a [`RemapReport`].
+//!
+//! 1. Names: MD5 names are resolved by GUID against the new build's functions; a profiled
+//!    function the new build lacks is matched to a new function without profile when their
+//!    call-anchor sequences are similar enough (share of the profile's anchors found in order,
+//!    above `similarity_threshold`; probe checksums that agree match at once). Beyond LLVM 19
+//!    (whose `-salvage-unused-profile` does this in the compiler, in LLVM 20+).
+//! 2. Locations, per function (the profiles of all its copies flattened, at every inline
+//!    level and in every context): unchanged probe checksum, carried as is; otherwise
+//!    [`matcher::match_locations`], and every profile of the function (top-level, inlinee,
+//!    context) is rewritten through that map: the new location `L` gets what the profile had at
+//!    `map(L)`, as the compiler would read it.
+
+pub mod matcher;
+
+use crate::binary::anchors::{CodeAnchors, FunctionAnchors};
+use crate::llvm::sample_prof::UNKNOWN_INDIRECT_CALLEE;
+use crate::llvm::{ContextFrame, LineLocation, md5_guid};
+use crate::profile::{Context, FunctionSamples, Profile};
+use matcher::{LocationMap, match_locations, profile_anchors};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What `profgen remap` is asked to do besides its inputs.
+#[derive(Clone, Debug)]
+pub struct RemapOptions {
+    /// A renamed function matches when more than this percentage of the profile's call anchors
+    /// are found, in order, in the new function (LLVM's `-func-profile-similarity-threshold`).
+    pub similarity_threshold: u32,
+    /// Fewer call anchors than this on either side: too little to judge a rename by
+    /// (`-min-call-count-for-cg-matching`).
+    pub min_anchors: usize,
+}
+
+impl Default for RemapOptions {
+    fn default() -> Self {
+        RemapOptions { similarity_threshold: 80, min_anchors: 3 }
+    }
+}
+
+/// How a profiled function got into the new profile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Same locations (and checksum): carried as is.
+    Exact,
+    /// Locations moved: carried through the anchor matching.
+    Matched,
+    /// The new build has no function of that name, nor one similar enough: dropped.
+    Dropped,
+}
+
+/// One profiled function (all its copies) in the report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FunctionReport {
+    /// The name in the old profile.
+    pub name: String,
+    /// The new name, when it was matched as renamed, with the similarity (percent).
+    pub renamed_to: Option<(String, u32)>,
+    pub outcome: Outcome,
+    /// Body samples (all copies) carried at the same location, at a matched location, dropped.
+    pub exact: u64,
+    pub matched: u64,
+    pub dropped: u64,
+}
+
+/// What remapping did.
+#[derive(Clone, Debug, Default)]
+pub struct RemapReport {
+    /// Every function of the old profile, by name.
+    pub functions: Vec<FunctionReport>,
+    /// CS contexts dropped because a call site on them has no place in the new build.
+    pub contexts_dropped: usize,
+}
+
+impl RemapReport {
+    /// (functions, samples) per outcome: exact, matched, dropped.
+    pub fn totals(&self) -> [(usize, u64); 3] {
+        let mut t = [(0, 0); 3];
+        for f in &self.functions {
+            let i = match f.outcome {
+                Outcome::Exact => 0,
+                Outcome::Matched => 1,
+                Outcome::Dropped => 2,
+            };
+            t[i].0 += 1;
+        }
+        for f in &self.functions {
+            t[0].1 += f.exact;
+            t[1].1 += f.matched;
+            t[2].1 += f.dropped;
+        }
+        t
+    }
+
+    /// One line for stderr.
+    pub fn summary_line(&self) -> String {
+        let [e, m, d] = self.totals();
+        let renamed = self.functions.iter().filter(|f| f.renamed_to.is_some()).count();
+        let mut line = format!(
+            "profgen remap: {} functions: {} carried exactly, {} matched by anchors ({renamed} renamed), {} dropped; samples: {} exact, {} matched, {} dropped",
+            self.functions.len(),
+            e.0,
+            m.0,
+            d.0,
+            e.1,
+            m.1,
+            d.1
+        );
+        if self.contexts_dropped > 0 {
+            line.push_str(&format!("; {} contexts dropped", self.contexts_dropped));
+        }
+        line
+    }
+
+    /// The per-function report, one line each, most samples first.
+    pub fn table(&self) -> String {
+        let mut rows: Vec<&FunctionReport> = self.functions.iter().collect();
+        rows.sort_by(|a, b| {
+            (b.exact + b.matched + b.dropped)
+                .cmp(&(a.exact + a.matched + a.dropped))
+                .then(a.name.cmp(&b.name))
+        });
+        let mut out = String::from("# outcome\texact\tmatched\tdropped\tfunction\n");
+        for f in rows {
+            let outcome = match f.outcome {
+                Outcome::Exact => "exact",
+                Outcome::Matched => "matched",
+                Outcome::Dropped => "dropped",
+            };
+            out.push_str(&format!(
+                "{outcome}\t{}\t{}\t{}\t{}",
+                f.exact, f.matched, f.dropped, f.name
+            ));
+            if let Some((to, sim)) = &f.renamed_to {
+                out.push_str(&format!(" -> {to} (renamed, {sim}% of its call anchors)"));
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// The per-function mapping decided before rewriting.
+struct FunctionMap {
+    map: LocationMap,
+    /// Identity: the profile's locations are the new build's.
+    exact: bool,
+    checksum: Option<u64>,
+}
+
+/// Remaps `old` (names possibly MD5 GUIDs, `md5_names`) onto the new build.
+pub fn remap_profile(
+    old: &Profile,
+    md5_names: bool,
+    new: &CodeAnchors,
+    old_code: Option<&CodeAnchors>,
+    opts: &RemapOptions,
+) -> (Profile, RemapReport) {
+    // 1. Names.
+    let mut renames: BTreeMap<String, String> = BTreeMap::new();
+    if md5_names {
+        let by_guid: BTreeMap<String, &String> =
+            new.functions.keys().map(|n| (md5_guid(n).to_string(), n)).collect();
+        for name in all_names(old) {
+            if let Some(real) = by_guid.get(&name) {
+                renames.insert(name, (*real).clone());
+            }
+        }
+    }
+    let profile = rename(old, &renames);
+    let flat = flatten(&profile);
+    let mut similar: BTreeMap<String, (String, u32)> = BTreeMap::new();
+    let used = all_names(&profile);
+    let unused: Vec<&String> = flat.keys().filter(|n| !new.functions.contains_key(*n)).collect();
+    let orphans: Vec<(&String, &FunctionAnchors)> =
+        new.functions.iter().filter(|(n, _)| !used.contains(*n)).collect();
+    let mut candidates: Vec<(u32, &String, &String)> = Vec::new();
+    for u in &unused {
+        let fs = &flat[*u];
+        let anchors = old_anchor_list(u, fs, old_code);
+        for (o, f) in &orphans {
+            if let Some(sim) = similarity(fs, &anchors, f, opts) {
+                candidates.push((sim, u, o));
+            }
+        }
+    }
+    candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)).then(a.2.cmp(b.2)));
+    let mut taken: BTreeSet<&String> = BTreeSet::new();
+    let mut renamed_names: BTreeMap<String, String> = BTreeMap::new();
+    for (sim, u, o) in candidates {
+        if similar.contains_key(u.as_str()) || taken.contains(o) {
+            continue;
+        }
+        taken.insert(o);
+        similar.insert(u.clone(), (o.clone(), sim));
+        renamed_names.insert(u.clone(), o.clone());
+    }
+    let profile = rename(&profile, &renamed_names);
+    let flat = flatten(&profile);
+
+    // 2. Locations, per function.
+    let mut maps: BTreeMap<String, FunctionMap> = BTreeMap::new();
+    let inverse: BTreeMap<&String, &String> = renamed_names.iter().map(|(a, b)| (b, a)).collect();
+    for (name, fs) in &flat {
+        let Some(code) = new.functions.get(name) else { continue };
+        if code.checksum.is_some() && code.checksum == fs.checksum {
+            let map = code.locations.keys().map(|l| (*l, *l)).collect();
+            maps.insert(name.clone(), FunctionMap { map, exact: true, checksum: code.checksum });
+            continue;
+        }
+        let old_name = inverse.get(name).map_or(name.as_str(), |n| n.as_str());
+        let mut anchors: BTreeMap<LineLocation, String> = old_anchor_list(old_name, fs, old_code)
+            .into_iter()
+            .map(|(l, c)| (l, renamed_names.get(&c).cloned().unwrap_or(c)))
+            .collect();
+        if old_code.is_some() {
+            // What the profile saw stays an anchor where the old build's code says nothing.
+            for (l, c) in profile_anchors(fs) {
+                anchors.entry(l).or_insert(c);
+            }
+        }
+        let map = match_locations(&code.locations, &anchors, |a, b| a == b);
+        let exact = map.iter().all(|(a, b)| a == b) && fs.checksum == code.checksum;
+        maps.insert(name.clone(), FunctionMap { map, exact, checksum: code.checksum });
+    }
+
+    // 3. Rewrite every profile through its function's map.
+    let mut stats: BTreeMap<String, [u64; 3]> = BTreeMap::new();
+    let mut out = Profile { kind: profile.kind, symbol_list: None, ..Default::default() };
+    let mut contexts_dropped = 0;
+    for (ctx, fs) in &profile.functions {
+        let Some(new_ctx) = remap_context(ctx, &maps, &new.functions) else {
+            contexts_dropped += 1;
+            drop_all(fs, &mut stats);
+            continue;
+        };
+        let Some(new_fs) = rewrite(fs, &maps, &mut stats) else { continue };
+        match out.functions.get_mut(&new_ctx) {
+            Some(existing) => existing.merge(&new_fs),
+            None => {
+                out.functions.insert(new_ctx, new_fs);
+            }
+        }
+    }
+    out.symbol_list = old.symbol_list.as_ref().map(|_| new.functions.keys().cloned().collect());
+
+    let to_old: BTreeMap<&String, &String> = renames
+        .iter()
+        .map(|(a, b)| (b, a))
+        .chain(renamed_names.iter().map(|(a, b)| (b, a)))
+        .collect();
+    let mut report = RemapReport { contexts_dropped, ..Default::default() };
+    for (name, [exact, matched, dropped]) in stats {
+        let outcome = match maps.get(&name) {
+            None => Outcome::Dropped,
+            Some(m) if m.exact => Outcome::Exact,
+            Some(_) => Outcome::Matched,
+        };
+        let mut old_name = name.clone();
+        while let Some(o) = to_old.get(&old_name) {
+            if **o == old_name {
+                break;
+            }
+            old_name = (*o).clone();
+        }
+        let renamed_to = renamed_names.get(&old_name).and_then(|_| similar.get(&old_name).cloned());
+        report.functions.push(FunctionReport {
+            name: old_name,
+            renamed_to,
+            outcome,
+            exact,
+            matched,
+            dropped,
+        });
+    }
+    report.functions.sort_by(|a, b| a.name.cmp(&b.name));
+    (out, report)
+}
+
+/// The call anchors of an old function: from the old build's code when given, else what the
+/// profile recorded.
+fn old_anchor_list(
+    name: &str,
+    fs: &FunctionSamples,
+    old_code: Option<&CodeAnchors>,
+) -> BTreeMap<LineLocation, String> {
+    match old_code.and_then(|c| c.get(name)) {
+        Some(f) => f.locations.iter().filter_map(|(l, c)| c.clone().map(|c| (*l, c))).collect(),
+        None => profile_anchors(fs),
+    }
+}
+
+/// The similarity (percent of the profile's anchors matched in order) of a profiled function
+/// and a new function, when both have enough anchors and it is above the threshold.
+fn similarity(
+    fs: &FunctionSamples,
+    anchors: &BTreeMap<LineLocation, String>,
+    code: &FunctionAnchors,
+    opts: &RemapOptions,
+) -> Option<u32> {
+    if code.checksum.is_some() && code.checksum == fs.checksum {
+        return Some(100);
+    }
+    let new: Vec<(LineLocation, &str)> = code
+        .locations
+        .iter()
+        .filter_map(|(l, c)| c.as_deref().map(|c| (*l, c)))
+        .filter(|(_, c)| *c != UNKNOWN_INDIRECT_CALLEE)
+        .collect();
+    let old: Vec<(LineLocation, &str)> = anchors
+        .iter()
+        .map(|(l, c)| (*l, c.as_str()))
+        .filter(|(_, c)| *c != UNKNOWN_INDIRECT_CALLEE)
+        .collect();
+    if new.len() < opts.min_anchors || old.len() < opts.min_anchors {
+        return None;
+    }
+    let matched = matcher::longest_common_sequence(&new, &old, |a, b| a == b).len();
+    let sim = (matched * 100 / old.len()) as u32;
+    (sim > opts.similarity_threshold).then_some(sim)
+}
+
+/// Every function name the profile mentions: profiles at every level, call targets, contexts.
+fn all_names(p: &Profile) -> BTreeSet<String> {
+    fn walk(fs: &FunctionSamples, out: &mut BTreeSet<String>) {
+        out.insert(fs.name.clone());
+        for b in fs.body.values() {
+            out.extend(b.call_targets.keys().cloned());
+        }
+        for callees in fs.callsites.values() {
+            for c in callees.values() {
+                walk(c, out);
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    for (ctx, fs) in &p.functions {
+        out.extend(ctx.0.iter().map(|f| f.func.clone()));
+        walk(fs, &mut out);
+    }
+    out
+}
+
+/// `p` with every function name in `renames` replaced.
+fn rename(p: &Profile, renames: &BTreeMap<String, String>) -> Profile {
+    fn new_name(n: &str, renames: &BTreeMap<String, String>) -> String {
+        renames.get(n).cloned().unwrap_or_else(|| n.to_string())
+    }
+    fn walk(fs: &FunctionSamples, renames: &BTreeMap<String, String>) -> FunctionSamples {
+        let mut out = FunctionSamples { name: new_name(&fs.name, renames), ..fs.clone() };
+        out.body.clear();
+        out.callsites.clear();
+        for (loc, b) in &fs.body {
+            out.add_body(*loc, b.count);
+            for (t, n) in &b.call_targets {
+                out.add_call_target(*loc, &new_name(t, renames), *n);
+            }
+        }
+        for (loc, callees) in &fs.callsites {
+            for c in callees.values() {
+                let c = walk(c, renames);
+                match out.callsites.entry(*loc).or_default().entry(c.name.clone()) {
+                    std::collections::btree_map::Entry::Occupied(mut e) => e.get_mut().merge(&c),
+                    std::collections::btree_map::Entry::Vacant(e) => {
+                        e.insert(c);
+                    }
+                }
+            }
+        }
+        out
+    }
+    let mut out =
+        Profile { kind: p.kind, symbol_list: p.symbol_list.clone(), ..Default::default() };
+    for (ctx, fs) in &p.functions {
+        let ctx = Context(
+            ctx.0
+                .iter()
+                .map(|f| ContextFrame { func: new_name(&f.func, renames), loc: f.loc })
+                .collect(),
+        );
+        let fs = walk(fs, renames);
+        match out.functions.get_mut(&ctx) {
+            Some(e) => e.merge(&fs),
+            None => {
+                out.functions.insert(ctx, fs);
+            }
+        }
+    }
+    out
+}
+
+/// Every function's profiles merged by name, across contexts and inline levels.
+fn flatten(p: &Profile) -> BTreeMap<String, FunctionSamples> {
+    fn walk(fs: &FunctionSamples, out: &mut BTreeMap<String, FunctionSamples>) {
+        out.entry(fs.name.clone()).or_insert_with(|| FunctionSamples::new(&fs.name)).merge(fs);
+        for callees in fs.callsites.values() {
+            for c in callees.values() {
+                walk(c, out);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    for fs in p.functions.values() {
+        walk(fs, &mut out);
+    }
+    out
+}
+
+/// A CS context's call sites moved to the new build's locations: each caller frame's call site
+/// is the new location whose map reads it, a call site to the next frame's function first.
+fn remap_context(
+    ctx: &Context,
+    maps: &BTreeMap<String, FunctionMap>,
+    code: &BTreeMap<String, FunctionAnchors>,
+) -> Option<Context> {
+    if ctx.0.len() == 1 {
+        return Some(ctx.clone());
+    }
+    let mut frames = Vec::with_capacity(ctx.0.len());
+    for w in ctx.0.windows(2) {
+        let (caller, callee) = (&w[0], &w[1]);
+        let m = maps.get(&caller.func)?;
+        let calls = |l: &LineLocation| {
+            code.get(&caller.func)
+                .and_then(|f| f.locations.get(l))
+                .is_some_and(|c| c.as_deref() == Some(callee.func.as_str()))
+        };
+        let sources: Vec<LineLocation> =
+            m.map.iter().filter(|(_, to)| **to == caller.loc).map(|(from, _)| *from).collect();
+        let loc = sources.iter().find(|l| calls(l)).or(sources.first())?;
+        frames.push(ContextFrame { func: caller.func.clone(), loc: *loc });
+    }
+    frames.push(ctx.0.last().expect("non-empty").clone());
+    Some(Context(frames))
+}
+
+/// Counts every body sample of `fs` and its inlinees as dropped.
+fn drop_all(fs: &FunctionSamples, stats: &mut BTreeMap<String, [u64; 3]>) {
+    let s = stats.entry(fs.name.clone()).or_default();
+    s[2] += fs.body.values().map(|b| b.count).sum::<u64>();
+    for callees in fs.callsites.values() {
+        for c in callees.values() {
+            drop_all(c, stats);
+        }
+    }
+}
+
+/// `fs` through its function's map (None when the new build has no such function).
+fn rewrite(
+    fs: &FunctionSamples,
+    maps: &BTreeMap<String, FunctionMap>,
+    stats: &mut BTreeMap<String, [u64; 3]>,
+) -> Option<FunctionSamples> {
+    let Some(m) = maps.get(&fs.name) else {
+        drop_all(fs, stats);
+        return None;
+    };
+    let mut out = FunctionSamples {
+        name: fs.name.clone(),
+        total_samples: fs.total_samples,
+        head_samples: fs.head_samples,
+        checksum: m.checksum.or(fs.checksum),
+        attributes: fs.attributes,
+        ..Default::default()
+    };
+    // Which old locations are read, and whether at the same place. Unchanged functions keep
+    // every location, also those the new build's code does not show.
+    let identity: LocationMap;
+    let map = if m.exact {
+        identity = fs.body.keys().chain(fs.callsites.keys()).map(|l| (*l, *l)).collect();
+        &identity
+    } else {
+        &m.map
+    };
+    let mut read: BTreeMap<LineLocation, bool> = BTreeMap::new();
+    for (&to, &from) in map {
+        if let Some(b) = fs.body.get(&from) {
+            out.body.insert(to, b.clone());
+        }
+        if let Some(callees) = fs.callsites.get(&from) {
+            for c in callees.values() {
+                if let Some(c) = rewrite(c, maps, stats) {
+                    match out.callsites.entry(to).or_default().entry(c.name.clone()) {
+                        std::collections::btree_map::Entry::Occupied(mut e) => {
+                            e.get_mut().merge(&c)
+                        }
+                        std::collections::btree_map::Entry::Vacant(e) => {
+                            e.insert(c);
+                        }
+                    }
+                }
+            }
+        }
+        *read.entry(from).or_default() |= to == from;
+    }
+    for (loc, callees) in &fs.callsites {
+        if !read.contains_key(loc) {
+            for c in callees.values() {
+                drop_all(c, stats);
+            }
+        }
+    }
+    let s = stats.entry(fs.name.clone()).or_default();
+    for (loc, b) in &fs.body {
+        match read.get(loc) {
+            Some(true) => s[0] += b.count,
+            Some(false) => s[1] += b.count,
+            None => s[2] += b.count,
+        }
+    }
+    Some(out)
+}
