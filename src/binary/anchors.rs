@@ -6,7 +6,8 @@
 //! function inlined at that probe (inline tree) or the target of the call instruction at the
 //! probe's address. Binaries without probes: a function's locations are the (line offset, base
 //! discriminator) of its instructions in every copy (outlined and inlined), a call instruction
-//! is an anchor at its location, and an inlined call an anchor at its call site.
+//! (or a jump to another function's entry: a tail call) is an anchor at its location, and an
+//! inlined call an anchor at its call site.
 //!
 //! Used twice: zero-count call targets written into profiles (every call site is an anchor the
 //! compiler can match, sampled or not), and `profgen remap` (the new build's anchors, and the
@@ -140,11 +141,16 @@ impl Binary {
                 }
                 // A direct call to something that is no function of the binary (a PLT stub)
                 // has no name to match by: a plain location.
+                // A jump to another function's entry is a tail call: a call in the IR.
                 let callee = match self.inst_kind(addr) {
                     Some(super::InstKind::Call) => match self.branch_target(addr) {
                         Some(t) => self.callee_name(t),
                         None => Some(UNKNOWN_INDIRECT_CALLEE.to_string()),
                     },
+                    Some(super::InstKind::DirectJump) => self
+                        .branch_target(addr)
+                        .filter(|t| self.func_range(*t).is_none_or(|r| r.func != range.func))
+                        .and_then(|t| self.callee_name(t)),
                     _ => None,
                 };
                 out.entry(&leaf.func_name).add(leaf.location(fs), callee.as_deref());

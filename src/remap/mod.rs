@@ -138,7 +138,7 @@ impl RemapReport {
                 f.exact, f.matched, f.dropped, f.name
             ));
             if let Some((to, sim)) = &f.renamed_to {
-                out.push_str(&format!(" -> {to} (renamed, {sim}% of its call anchors)"));
+                out.push_str(&format!(" -> {to} (renamed, similarity {sim}%)"));
             }
             out.push('\n');
         }
@@ -180,20 +180,27 @@ pub fn remap_profile(
     let unused: Vec<&String> = flat.keys().filter(|n| !new.functions.contains_key(*n)).collect();
     let orphans: Vec<(&String, &FunctionAnchors)> =
         new.functions.iter().filter(|(n, _)| !used.contains(*n)).collect();
-    let mut candidates: Vec<(u32, &String, &String)> = Vec::new();
+    let mut candidates: Vec<(u32, usize, &String, &String)> = Vec::new();
     for u in &unused {
         let fs = &flat[*u];
         let anchors = old_anchor_list(u, fs, old_code);
+        let locations: BTreeSet<LineLocation> = match old_code.and_then(|c| c.get(u)) {
+            Some(f) => f.locations.keys().copied().collect(),
+            None => fs.body.keys().chain(fs.callsites.keys()).copied().collect(),
+        };
         for (o, f) in &orphans {
-            if let Some(sim) = similarity(fs, &anchors, f, opts) {
-                candidates.push((sim, u, o));
+            if let Some(sim) = similarity(fs, &anchors, &locations, f, opts) {
+                candidates.push((sim, common_suffix(u, o), u, o));
             }
         }
     }
-    candidates.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(b.1)).then(a.2.cmp(b.2)));
+    // Most similar first; between equals, the names sharing the longest tail (a renamed C++
+    // function keeps its mangled parameter types).
+    candidates
+        .sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(b.2)).then(a.3.cmp(b.3)));
     let mut taken: BTreeSet<&String> = BTreeSet::new();
     let mut renamed_names: BTreeMap<String, String> = BTreeMap::new();
-    for (sim, u, o) in candidates {
+    for (sim, _, u, o) in candidates {
         if similar.contains_key(u.as_str()) || taken.contains(o) {
             continue;
         }
@@ -296,11 +303,20 @@ fn old_anchor_list(
     }
 }
 
-/// The similarity (percent of the profile's anchors matched in order) of a profiled function
-/// and a new function, when both have enough anchors and it is above the threshold.
+/// The length of the longest common suffix of two names.
+fn common_suffix(a: &str, b: &str) -> usize {
+    a.bytes().rev().zip(b.bytes().rev()).take_while(|(x, y)| x == y).count()
+}
+
+/// The similarity (percent) of a profiled function and a new function, when it is above the
+/// threshold: the share of the profile's call anchors found in order in the new function, when
+/// both have enough anchors; for line profiles of functions with too few calls, the overlap
+/// (Jaccard) of their location sets (`locations`: the old function's), when both have at least
+/// five; agreeing probe checksums are 100.
 fn similarity(
     fs: &FunctionSamples,
     anchors: &BTreeMap<LineLocation, String>,
+    locations: &BTreeSet<LineLocation>,
     code: &FunctionAnchors,
     opts: &RemapOptions,
 ) -> Option<u32> {
@@ -319,7 +335,21 @@ fn similarity(
         .filter(|(_, c)| *c != UNKNOWN_INDIRECT_CALLEE)
         .collect();
     if new.len() < opts.min_anchors || old.len() < opts.min_anchors {
-        return None;
+        if code.checksum.is_some() {
+            return None;
+        }
+        // Offsets with bit 15 set are lines before the function (line 0 of compiler-made code,
+        // relative to wherever the function starts): no part of its shape.
+        let own = |l: &&LineLocation| l.line_offset & 0x8000 == 0;
+        let old: BTreeSet<&LineLocation> = locations.iter().filter(own).collect();
+        let new: BTreeSet<&LineLocation> = code.locations.keys().filter(own).collect();
+        if old.len() < 5 || new.len() < 5 {
+            return None;
+        }
+        let common = old.intersection(&new).count();
+        let union = old.len() + new.len() - common;
+        let sim = (common * 100 / union) as u32;
+        return (sim > opts.similarity_threshold).then_some(sim);
     }
     let matched = matcher::longest_common_sequence(&new, &old, |a, b| a == b).len();
     let sim = (matched * 100 / old.len()) as u32;
