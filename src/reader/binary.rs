@@ -242,12 +242,7 @@ pub fn read_ext_binary(data: &[u8], path: &Path) -> Result<ProfileFile> {
                     let head = s.uleb("head samples")?;
                     let at = s.pos;
                     let idx = s.uleb("profile index")? as usize;
-                    let ctx = if cs {
-                        contexts.get(idx).cloned()
-                    } else {
-                        names.get(idx).map(|n| Context::base(n))
-                    };
-                    let Some(ctx) = ctx else {
+                    let Some(ctx) = profile_context(cs, idx, &contexts, &names) else {
                         s.pos = at;
                         return Err(s.err(format!("profile index {idx} out of range")));
                     };
@@ -277,11 +272,7 @@ pub fn read_ext_binary(data: &[u8], path: &Path) -> Result<ProfileFile> {
                 while s.pos < end {
                     let at = s.pos;
                     let idx = s.uleb("profile index")? as usize;
-                    let ctx = if cs {
-                        contexts.get(idx).cloned()
-                    } else {
-                        names.get(idx).map(|n| Context::base(n))
-                    };
+                    let ctx = profile_context(cs, idx, &contexts, &names);
                     let Some(fs) = ctx.and_then(|ctx| profile.functions.get_mut(&ctx)) else {
                         s.pos = at;
                         return Err(s.err(format!("metadata for unknown profile {idx}")));
@@ -305,6 +296,16 @@ pub fn read_ext_binary(data: &[u8], path: &Path) -> Result<ProfileFile> {
         }
     }
     Ok(ProfileFile { profile, format: FileFormat::ExtBinary, md5_names })
+}
+
+/// The profile a name-table index (context-table index in CS profiles) refers to.
+fn profile_context(
+    cs: bool,
+    idx: usize,
+    contexts: &[Context],
+    names: &[String],
+) -> Option<Context> {
+    if cs { contexts.get(idx).cloned() } else { names.get(idx).map(|n| Context::base(n)) }
 }
 
 /// `readFuncMetadata` for one profile (and, for nested profiles, its inlinees).
