@@ -153,7 +153,7 @@ fn command_line_errors() {
     ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o).starts_with(&format!("profgen remap: error: {}: ", missing.display())),
+        stderr(&o).starts_with(&format!("profgen: error: {}: ", missing.display())),
         "{}",
         stderr(&o)
     );
@@ -171,7 +171,7 @@ fn command_line_errors() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
         stderr(&o),
-        format!("profgen remap: error: {}:2: expected `loc: ...`: ` 1 1`\n", junk.display())
+        format!("profgen: error: {}:2: expected `loc: ...`: ` 1 1`\n", junk.display())
     );
     // A probe profile onto a binary without probes.
     let stale = stale_profile("indirect_calls", &dir, &[]);
@@ -180,7 +180,7 @@ fn command_line_errors() {
     assert_eq!(
         stderr(&o),
         format!(
-            "profgen remap: error: {}: the profile {stale} is probe-based, but this binary has no pseudo probes\n",
+            "profgen: error: {}: the profile {stale} is probe-based, but this binary has no pseudo probes\n",
             line_bin.display()
         )
     );
