@@ -120,7 +120,7 @@ mod tests {
         p.functions.insert(Context(vec![frame("main", 0)]), FunctionSamples::new("main"));
         p.functions
             .insert(Context(vec![frame("main", 2), frame("foo", 0)]), FunctionSamples::new("foo"));
-        assert_eq!(add_zero_count_anchors(&mut p, &anchors()), 2);
+        assert_eq!(add_zero_count_anchors(&mut p, &anchors()), 3);
         let main = &p.functions[&Context(vec![frame("main", 0)])];
         let targets: Vec<_> =
             main.body.iter().map(|(l, b)| (l.line_offset, b.call_targets.len())).collect();
