@@ -66,14 +66,21 @@ pub mod key {
     /// Encodes `h` into `out` (cleared first).
     pub fn encode(h: &HybridSample, out: &mut Vec<u8>) {
         out.clear();
+        // At most 10 bytes per LEB128 value: one reservation, no growth while writing.
+        out.reserve(10 * (1 + h.callchain.len() + 2 * h.branches.len()));
         write_uleb128(out, h.callchain.len() as u64);
         let mut prev = 0u64;
-        let addrs =
-            h.callchain.iter().copied().chain(h.branches.iter().flat_map(|b| [b.source, b.target]));
-        for Vaddr(a) in addrs {
+        let mut put = |a: u64| {
             let d = a.wrapping_sub(prev) as i64;
             write_uleb128(out, ((d << 1) ^ (d >> 63)) as u64);
             prev = a;
+        };
+        for a in &h.callchain {
+            put(a.0);
+        }
+        for b in &h.branches {
+            put(b.source.0);
+            put(b.target.0);
         }
     }
 

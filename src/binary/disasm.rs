@@ -26,6 +26,49 @@ pub struct Code {
     pub prolog_epilog: Vec<u64>,
     /// Bytes that did not decode (each skipped as a 1-byte "instruction").
     pub invalid_bytes: u64,
+    /// Lookup index over `addrs` (see [`Code::lower_bound`]).
+    index: AddrIndex,
+}
+
+/// Where each `1 << shift`-byte bucket of the code's address range starts in the sorted
+/// instruction addresses: a lookup is one table read and a search among the few instructions of
+/// one bucket instead of a binary search over the whole binary. Return addresses, LBR entries and
+/// instruction-boundary checks all come through here, once or more per sample frame.
+#[derive(Debug, Default)]
+struct AddrIndex {
+    base: u64,
+    shift: u32,
+    /// `starts[k]`: index of the first instruction at or after `base + (k << shift)`; one more
+    /// entry than buckets, the last being the instruction count.
+    starts: Vec<u32>,
+}
+
+impl AddrIndex {
+    /// Buckets of 64 bytes (a few instructions each), wider when the code is spread so thinly
+    /// that the table would outgrow the instruction arrays.
+    fn new(addrs: &[u64]) -> Self {
+        let (Some(&first), Some(&last)) = (addrs.first(), addrs.last()) else {
+            return AddrIndex::default();
+        };
+        let Ok(n) = u32::try_from(addrs.len()) else { return AddrIndex::default() };
+        let span = last - first + 1;
+        let mut shift = 6;
+        while (span >> shift) > 2 * addrs.len() as u64 + 1024 {
+            shift += 1;
+        }
+        let buckets = (span >> shift) as usize + 1;
+        let mut starts = Vec::with_capacity(buckets + 1);
+        let mut i = 0usize;
+        for k in 0..buckets as u64 {
+            let at = first + (k << shift);
+            while i < addrs.len() && addrs[i] < at {
+                i += 1;
+            }
+            starts.push(i as u32);
+        }
+        starts.push(n);
+        AddrIndex { base: first, shift, starts }
+    }
 }
 
 /// An executable section to decode, with its symbols sorted by (address, name).
@@ -199,6 +242,7 @@ pub fn decode(sections: &[TextSection<'_>]) -> Result<Code, String> {
     code.kinds = insts.iter().map(|i| i.2).collect();
     code.uncond = insts.iter().filter(|i| i.2.is_unconditional()).map(|i| i.0).collect();
     code.branch_targets = insts.iter().filter_map(|i| Some((i.0, i.3?))).collect();
+    code.index = AddrIndex::new(&code.addrs);
     Ok(code)
 }
 
@@ -271,13 +315,26 @@ fn full_width_imm(bytes: &[u8], v: u64, width: u32) -> bool {
 }
 
 impl Code {
+    #[inline]
     pub fn index_of(&self, a: u64) -> Option<usize> {
-        self.addrs.binary_search(&a).ok()
+        let i = self.lower_bound(a);
+        (self.addrs.get(i) == Some(&a)).then_some(i)
     }
 
     /// llvm-profgen's `getIndexForAddr`: first instruction at or after `a`.
+    #[inline]
     pub fn lower_bound(&self, a: u64) -> usize {
-        self.addrs.partition_point(|&x| x < a)
+        let ix = &self.index;
+        let Some(k) = a.checked_sub(ix.base).map(|off| (off >> ix.shift) as usize) else {
+            return 0;
+        };
+        match (ix.starts.get(k), ix.starts.get(k + 1)) {
+            (Some(&lo), Some(&hi)) => {
+                let (lo, hi) = (lo as usize, hi as usize);
+                lo + self.addrs[lo..hi].partition_point(|&x| x < a)
+            }
+            _ => self.addrs.partition_point(|&x| x < a),
+        }
     }
 
     pub fn branch_target(&self, a: u64) -> Option<u64> {
@@ -546,6 +603,33 @@ mod tests {
         let insn = insns.iter().next().unwrap();
         assert_eq!(insn.len(), bytes.len());
         classify(insn.id().0, insn.bytes(), 0x1000)
+    }
+
+    /// The bucket index finds what a binary search over all instructions finds, for code packed
+    /// densely, with gaps between sections, and spread so thin that buckets widen.
+    #[test]
+    fn indexed_lookups_match_a_binary_search() {
+        let layouts: [Vec<u64>; 4] = [
+            (0..500).map(|i| 0x1000 + 4 * i + i % 3).collect(),
+            (0..200)
+                .map(|i| 0x40_0000 + 5 * i)
+                .chain((0..200).map(|i| 0x60_0000 + 2 * i))
+                .collect(),
+            vec![0x10, 0x1_0000_0000, 0x2_0000_0000],
+            vec![],
+        ];
+        for addrs in layouts {
+            let code =
+                Code { index: AddrIndex::new(&addrs), addrs: addrs.clone(), ..Code::default() };
+            let probes = addrs
+                .iter()
+                .flat_map(|&a| [a.saturating_sub(1), a, a + 1, a + 64, a.wrapping_sub(64)])
+                .chain([0, 1, u64::MAX, 0x50_0000]);
+            for a in probes {
+                assert_eq!(code.lower_bound(a), addrs.partition_point(|&x| x < a), "{a:#x}");
+                assert_eq!(code.index_of(a), addrs.binary_search(&a).ok(), "{a:#x}");
+            }
+        }
     }
 
     #[test]

@@ -365,7 +365,7 @@ impl Binary {
     }
     /// The first instruction after `a`.
     pub fn next_inst(&self, a: Vaddr) -> Option<Vaddr> {
-        let i = self.code.addrs.partition_point(|&x| x <= a.0);
+        let i = self.code.lower_bound(a.0.checked_add(1)?);
         self.code.addrs.get(i).map(|&x| Vaddr(x))
     }
     /// The last instruction before `a`.
@@ -384,8 +384,8 @@ impl Binary {
         if ret.is_external() {
             return Some(ret);
         }
-        let prev = self.prev_inst(ret)?;
-        (self.inst_kind(prev) == Some(InstKind::Call)).then_some(prev)
+        let prev = self.code.lower_bound(ret.0).checked_sub(1)?;
+        (self.code.kinds[prev] == InstKind::Call).then_some(Vaddr(self.code.addrs[prev]))
     }
     /// Target of the direct call or direct jump at `a` (recorded for tail-call inference).
     pub fn branch_target(&self, a: Vaddr) -> Option<Vaddr> {

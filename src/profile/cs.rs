@@ -23,6 +23,7 @@ use crate::llvm::{ContextFrame, ContextShape, LineLocation, canonical_fn_name};
 use crate::profile::model::attr;
 use crate::profile::ranges::disjoint_ranges;
 use crate::profile::{Context, FunctionSamples, Profile, ProfileKind};
+use hashbrown::HashMap;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What the probe-based CS builder needs from the decoded `.pseudo_probe` and
@@ -96,15 +97,16 @@ impl Default for CsOptions {
     }
 }
 
-/// Flat CS profiles by full context (root first, leaf location (0, 0)) while they are built.
+/// Flat CS profiles by full context (root first, leaf location (0, 0)) while they are built;
+/// hashed (contexts are long, comparing them in a tree costs more), sorted when finished.
 #[derive(Default)]
 struct ContextProfiles {
-    map: BTreeMap<Vec<ContextFrame>, FunctionSamples>,
+    map: HashMap<Vec<ContextFrame>, FunctionSamples>,
 }
 
 impl ContextProfiles {
     fn get_or_create(&mut self, ctx: &[ContextFrame], was_inlined: bool) -> &mut FunctionSamples {
-        let fs = self.map.entry(ctx.to_vec()).or_insert_with(|| {
+        let fs = self.map.entry_ref(ctx).or_insert_with(|| {
             FunctionSamples::new(&ctx.last().expect("contexts have a leaf frame").func)
         });
         if was_inlined {
@@ -119,8 +121,9 @@ impl ContextProfiles {
     fn infer_callsite_samples(&mut self) {
         let max_len = self.map.keys().map(Vec::len).max().unwrap_or(0);
         for len in (2..=max_len).rev() {
-            let at_len: Vec<Vec<ContextFrame>> =
+            let mut at_len: Vec<Vec<ContextFrame>> =
                 self.map.keys().filter(|k| k.len() == len).cloned().collect();
+            at_len.sort_unstable();
             for ctx in at_len {
                 let fs = &self.map[&ctx];
                 if fs.head_samples != 0 {
@@ -275,12 +278,14 @@ pub fn generate_probe_cs<C: CodeView + ?Sized, P: ProbeView + ?Sized>(
             .then(|| MissingFrameInferrer::new(code, counters, opts.max_search_depth)),
         profiles: ContextProfiles::default(),
         stats: ProbeCsStats::default(),
+        leaf_contexts: HashMap::new(),
     };
     let mut keys: Vec<&ContextKey> = counters.by_context.keys().collect();
     keys.sort();
     for key in keys {
         let ContextKey::Addrs(sites) = key else { continue };
         let c = &counters.by_context[key];
+        g.leaf_contexts.clear();
         g.body_samples(code, sites, c);
         g.boundary_samples(code, sites, c);
     }
@@ -295,6 +300,7 @@ pub fn generate_probe_cs<C: CodeView + ?Sized, P: ProbeView + ?Sized>(
 }
 
 /// A profile context resolved for one leaf probe.
+#[derive(Clone)]
 struct ProbeContext {
     frames: Vec<ContextFrame>,
     was_inlined: bool,
@@ -307,6 +313,10 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     inferrer: Option<MissingFrameInferrer>,
     profiles: ContextProfiles,
     stats: ProbeCsStats,
+    /// The leaf contexts resolved in the current calling context, by the leaf's function (for
+    /// tail-call inference) and inline node: every probe of a function instance shares one,
+    /// and resolving (inference, inline chains, recursion compression) is the costly part.
+    leaf_contexts: HashMap<(Option<FuncId>, NodeId), (Option<ProbeContext>, u64)>,
 }
 
 impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
@@ -400,8 +410,29 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
     }
 
     /// `getContextNodeForLeafProbe`: call sites (with inferred tail-call frames) expanded through
-    /// their call probes' inline contexts, then the leaf probe's inline context.
+    /// their call probes' inline contexts, then the leaf probe's inline context. It depends on
+    /// the probe only through its inline node and (for inference) its function, so it is
+    /// resolved once per calling context and such pair.
     fn leaf_probe_context<C: CodeView + ?Sized>(
+        &mut self,
+        code: &C,
+        sites: &[Vaddr],
+        leaf: &Probe,
+    ) -> Option<ProbeContext> {
+        let func = self.inferrer.as_ref().and_then(|_| code.func_range(leaf.addr)).map(|r| r.func);
+        let key = (func, leaf.node);
+        if let Some((ctx, without_desc)) = self.leaf_contexts.get(&key) {
+            self.stats.probes_without_desc += without_desc;
+            return ctx.clone();
+        }
+        let before = self.stats.probes_without_desc;
+        let ctx = self.resolve_leaf_probe_context(code, sites, leaf);
+        let without_desc = self.stats.probes_without_desc - before;
+        self.leaf_contexts.insert(key, (ctx.clone(), without_desc));
+        ctx
+    }
+
+    fn resolve_leaf_probe_context<C: CodeView + ?Sized>(
         &mut self,
         code: &C,
         sites: &[Vaddr],
