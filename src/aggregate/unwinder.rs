@@ -21,7 +21,7 @@
 //!   the leaf inlined (llvm-profgen keeps whichever key instance was inserted first).
 
 use crate::addr::{Branch, Vaddr};
-use crate::aggregate::{ContextCounters, ContextKey};
+use crate::aggregate::{ContextCounters, ContextKey, Counters};
 use crate::binary::{CodeView, InstKind, SourceFrame};
 use crate::llvm::discriminator::base_discriminator;
 use crate::llvm::{ContextFrame, ContextShape, LineLocation};
@@ -367,28 +367,87 @@ impl State<'_> {
 pub struct Unwinder<'c, C: CodeView + ?Sized> {
     code: &'c C,
     opts: UnwindOptions,
-    counters: ContextCounters,
+    /// Counters by call-site stack (root first): turned into contexts once at the end, since
+    /// making a context (inline expansion, symbolization, recursion compression) costs far more
+    /// than counting, and many samples share a stack.
+    by_stack: StackCounters,
     stats: UnwindStats,
-    /// Context key per call-site stack already seen.
-    keys: hashbrown::HashMap<Vec<Vaddr>, ContextKey>,
     trie: Trie,
+}
+
+/// Counters by call-site stack, root first, before the stacks become [`ContextKey`]s.
+type StackCounters = hashbrown::HashMap<Vec<Vaddr>, Counters>;
+
+/// Adds `other`'s counters into `into`.
+fn merge_stacks(into: &mut StackCounters, other: StackCounters) {
+    if into.len() < other.len() {
+        return merge_stacks_into_larger(into, other);
+    }
+    for (stack, c) in other {
+        match into.get_mut(&stack) {
+            Some(mine) => mine.merge(&c),
+            None => {
+                into.insert(stack, c);
+            }
+        }
+    }
+}
+
+fn merge_stacks_into_larger(into: &mut StackCounters, mut other: StackCounters) {
+    std::mem::swap(into, &mut other);
+    merge_stacks(into, other);
+}
+
+/// The contexts of the stacks (each computed once, in parallel) with their counters; stacks
+/// that shape into the same context (recursion compression, depth limit, inlining) are summed.
+fn stacks_to_contexts<C: CodeView + Sync + ?Sized>(
+    code: &C,
+    opts: &UnwindOptions,
+    stacks: StackCounters,
+) -> ContextCounters {
+    use rayon::prelude::*;
+    let keyed: Vec<(ContextKey, Counters)> = stacks
+        .into_iter()
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|(stack, c)| (context_key(code, opts, &stack), c))
+        .collect();
+    let mut out = ContextCounters { context_sensitive: true, ..Default::default() };
+    for (key, c) in keyed {
+        match out.by_context.get_mut(&key) {
+            Some(mine) => mine.merge(&c),
+            None => {
+                out.by_context.insert(key, c);
+            }
+        }
+    }
+    out
+}
+
+/// The context of a call-site stack (root first).
+fn context_key<C: CodeView + ?Sized>(
+    code: &C,
+    opts: &UnwindOptions,
+    stack: &[Vaddr],
+) -> ContextKey {
+    if opts.probe_based {
+        let mut addrs = stack.to_vec();
+        opts.context.apply(&mut addrs);
+        ContextKey::Addrs(addrs)
+    } else {
+        ContextKey::Frames(expanded_context(code, stack, opts))
+    }
 }
 
 impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
     pub fn new(code: &'c C, opts: UnwindOptions) -> Self {
-        let counters = ContextCounters { context_sensitive: true, ..Default::default() };
         Unwinder {
             code,
             opts,
-            counters,
+            by_stack: StackCounters::default(),
             stats: UnwindStats::default(),
-            keys: Default::default(),
             trie: Trie::default(),
         }
-    }
-
-    pub fn finish(self) -> (ContextCounters, UnwindStats) {
-        (self.counters, self.stats)
     }
 
     /// Unwinds one aggregated sample seen `repeat` times. Returns false when the sample was
@@ -574,35 +633,24 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         }
     }
 
-    fn context_key(&self, stack: &[Vaddr]) -> ContextKey {
-        if self.opts.probe_based {
-            let mut addrs = stack.to_vec();
-            self.opts.context.apply(&mut addrs);
-            ContextKey::Addrs(addrs)
-        } else {
-            ContextKey::Frames(expanded_context(self.code, stack, &self.opts))
-        }
-    }
-
     fn record_frame(&mut self, f: &Frame, stack: &[Vaddr]) {
         if f.ranges.is_empty() && f.branches.is_empty() {
             return;
         }
-        if !self.keys.contains_key(stack) {
-            let k = self.context_key(stack);
-            self.keys.insert(stack.to_vec(), k);
-        }
-        let key = &self.keys[stack];
-        if !self.counters.by_context.contains_key(key) {
-            self.counters.by_context.insert(key.clone(), Default::default());
-        }
-        let c = self.counters.by_context.get_mut(key).expect("inserted above");
+        let c = self.by_stack.entry_ref(stack).or_default();
         for &(s, e, n) in &f.ranges {
             c.add_range(s, e, n);
         }
         for &(s, t, n) in &f.branches {
             c.add_branch(s, t, n);
         }
+    }
+}
+
+impl<C: CodeView + Sync + ?Sized> Unwinder<'_, C> {
+    /// The counters per context, and what unwinding met.
+    pub fn finish(self) -> (ContextCounters, UnwindStats) {
+        (stacks_to_contexts(self.code, &self.opts, self.by_stack), self.stats)
     }
 }
 
@@ -625,29 +673,30 @@ pub fn unwind_all_with<'s, C: CodeView + Sync + ?Sized, T: Sync>(
     opts: UnwindOptions,
 ) -> (ContextCounters, UnwindStats) {
     use rayon::prelude::*;
-    items
-        .par_chunks(1024)
-        .map(|chunk| {
-            let mut u = Unwinder::new(code, opts);
-            for item in chunk {
-                let (s, n) = sample(item);
-                u.unwind(&s, n);
-            }
-            u.finish()
-        })
-        .reduce(
-            || {
-                (
-                    ContextCounters { context_sensitive: true, ..Default::default() },
-                    UnwindStats::default(),
-                )
+    // One unwinder per piece of work rayon splits off (a few per thread), not per chunk: each
+    // keeps its reused buffers and its own counters by stack, merged at the end.
+    let (stacks, stats) = items
+        .par_chunks(256)
+        .fold(
+            || Unwinder::new(code, opts),
+            |mut u, chunk| {
+                for item in chunk {
+                    let (s, n) = sample(item);
+                    u.unwind(&s, n);
+                }
+                u
             },
+        )
+        .map(|u| (u.by_stack, u.stats))
+        .reduce(
+            || (StackCounters::default(), UnwindStats::default()),
             |(mut c1, mut s1), (c2, s2)| {
-                c1.merge(c2);
+                merge_stacks(&mut c1, c2);
                 s1.merge(&s2);
                 (c1, s1)
             },
-        )
+        );
+    (stacks_to_contexts(code, &opts, stacks), stats)
 }
 
 #[cfg(test)]
