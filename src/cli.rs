@@ -10,7 +10,7 @@
 //! `--opt`, `--opt=1/0/true/false`; [`normalize_args`] maps the single-dash spellings onto
 //! clap's so scripts written for llvm-profgen keep working.
 
-use crate::aggregate::read::{Input, ReadOptions};
+use crate::aggregate::read::{Input, KeepGoing, ReadOptions};
 use crate::aggregate::samples::SampleOptions;
 use crate::aggregate::unsymbolized::UnsymbolizedOptions;
 use crate::binary::{DumpOptions, LoadOptions};
@@ -255,6 +255,35 @@ struct Args {
     /// samples (as `profgen order` with its defaults).
     #[arg(help_heading = heading::OUTPUT, hide_short_help = true, long, value_name = "PATH")]
     order_output: Option<PathBuf>,
+    #[command(flatten)]
+    batch: BatchArgs,
+    /// Write a JSON report of the run (per input: samples, drops, binary match, warnings, or why
+    /// it was skipped; per-phase times; totals), also when the run fails.
+    #[arg(help_heading = heading::OUTPUT, hide_short_help = true, long, value_name = "PATH")]
+    report: Option<PathBuf>,
+}
+
+/// Which inputs that cannot be used are skipped rather than failing the run (README, "Exit
+/// codes"); the last of the two given counts.
+#[derive(clap::Args, Debug)]
+struct BatchArgs {
+    /// Skip every input that cannot be used, with a warning naming it and why, not only files
+    /// found in a --perfdata directory (exit code 3 says some were skipped).
+    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, overrides_with = "no_keep_going")]
+    keep_going: bool,
+    /// Fail on any input that cannot be used, files found in a --perfdata directory too.
+    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, overrides_with = "keep_going")]
+    no_keep_going: bool,
+}
+
+impl BatchArgs {
+    fn keep_going(&self) -> KeepGoing {
+        match (self.keep_going, self.no_keep_going) {
+            (true, _) => KeepGoing::All,
+            (_, true) => KeepGoing::Nothing,
+            _ => KeepGoing::DirectoryEntries,
+        }
+    }
 }
 
 /// `profgen order`: start-up function order from sample timestamps.
@@ -428,6 +457,8 @@ struct AggregateArgs {
     threads: Option<usize>,
     #[command(flatten)]
     counting: CountingArgs,
+    #[command(flatten)]
+    batch: BatchArgs,
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
@@ -751,7 +782,10 @@ fn to_aggregate_config(a: AggregateArgs) -> Result<AggregateConfig, clap::Error>
         },
         input,
         threads: thread_count(a.threads)?,
-        read: a.counting.read_options(!a.no_progress, false),
+        read: ReadOptions {
+            keep_going: a.batch.keep_going(),
+            ..a.counting.read_options(!a.no_progress, false)
+        },
         output: a.output,
     })
 }
@@ -856,6 +890,7 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
             kernel: a.kernel,
             filter_build_id,
             max_unsymbolized_context_depth: a.csprof_max_unsymbolized_context_depth,
+            keep_going: a.batch.keep_going(),
             ..a.counting.read_options(!a.no_progress && !a.quiet, a.show_mmap_events)
         },
         skip_symbolization: a.skip_symbolization,
@@ -926,6 +961,7 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
             quiet: a.quiet,
             time_phases: a.time_profgen,
             warn_not_symbolized: a.warn_not_symbolized,
+            report: a.report,
         },
     })
 }

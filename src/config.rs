@@ -89,7 +89,7 @@ pub struct Config {
 }
 
 /// How a run reports on itself (front-end options; the stages never see them).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     /// `--quiet`: no progress and no summary line; warnings and errors only.
     pub quiet: bool,
@@ -97,6 +97,8 @@ pub struct RunOptions {
     pub time_phases: bool,
     /// `--warn-not-symbolized`: warn about sampled addresses without a function or a line.
     pub warn_not_symbolized: bool,
+    /// `--report`: where to write the JSON run report.
+    pub report: Option<PathBuf>,
 }
 
 /// Where and how a function order is written.

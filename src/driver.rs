@@ -12,7 +12,8 @@
 
 use crate::aggregate::ContextCounters;
 use crate::aggregate::pga::{Aggregate, BinaryAggregate, BinaryKey};
-use crate::aggregate::read::{Input, InputsReport, ReadOptions, counting_options};
+use crate::aggregate::read::{Input, InputOutcome, InputsReport, ReadOptions, counting_options};
+use crate::aggregate::samples::SampleStats;
 use crate::aggregate::traces::{FunctionTable, TemporalTraces};
 use crate::aggregate::unsymbolized::{UnsymbolizedOptions, write_unsymbolized};
 use crate::binary::store::{BinaryStore, StoredBinary};
@@ -21,8 +22,10 @@ use crate::config::{
     AggregateConfig, Binaries, Config, MergeConfig, OrderConfig, OutputOptions, RemapConfig,
 };
 use crate::error::Error;
+use crate::input::InputFile;
 use crate::input::perf_data::MappedFile;
 use crate::input::read_file;
+use crate::json::Json;
 use crate::mapping::{MatchedBy, file_name_of};
 use crate::order::reservoir::TraceSample;
 use crate::order::{OrderOptions, OrderReport, offer_traces, order_file};
@@ -34,10 +37,13 @@ use crate::{aggregate, postpass, reader};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
-/// What a run did, for the summary line and for tests.
+/// What a run did, for the summary line, the `--report` file and tests.
 #[derive(Debug, Default)]
 pub struct RunReport {
+    /// The binary's build id (hex), once it is loaded.
+    pub build_id: Option<String>,
     pub inputs: InputsReport,
     pub functions_in_profile: usize,
     /// Every warning of the run, in the order the stages gave them.
@@ -56,7 +62,14 @@ impl RunReport {
         format!("{}; {} functions in the profile", self.samples_line(), self.functions_in_profile)
     }
 
-    /// Samples read, used, and dropped by reason, and how the binary was recognised.
+    /// The exit code of a run that wrote its output: [`EXIT_INCOMPLETE`] when an input was
+    /// skipped or read only up to a cut, else 0.
+    pub fn exit_code(&self) -> u8 {
+        if self.inputs.skipped() + self.inputs.truncated() > 0 { EXIT_INCOMPLETE } else { 0 }
+    }
+
+    /// Inputs skipped or truncated (when any), samples read, used, and dropped by reason, and
+    /// how the binary was recognised.
     pub fn samples_line(&self) -> String {
         let s = &self.inputs.samples;
         let mut dropped = Vec::new();
@@ -71,7 +84,15 @@ impl RunReport {
             }
         }
         let dropped_total = s.read - s.used;
-        let mut line = format!("profgen: {} samples read, {} used", s.read, s.used);
+        let mut line = String::from("profgen: ");
+        let (skipped, truncated) = (self.inputs.skipped(), self.inputs.truncated());
+        if skipped + truncated > 0 {
+            line.push_str(&format!(
+                "{} inputs ({skipped} skipped, {truncated} truncated); ",
+                self.inputs.inputs.len()
+            ));
+        }
+        line.push_str(&format!("{} samples read, {} used", s.read, s.used));
         if self.inputs.distinct_samples > 0 {
             line.push_str(&format!(" ({} distinct stacks)", self.inputs.distinct_samples));
         }
@@ -91,20 +112,33 @@ impl RunReport {
     }
 }
 
+/// Exit code of a run that wrote its output without reading every input to its end: some were
+/// skipped (`--keep-going`, or files in a `--perfdata` directory), or truncated.
+pub const EXIT_INCOMPLETE: u8 = 3;
+
 /// Runs profile generation of one binary on `cfg.threads` worker threads (at most one per core,
-/// [`usable_threads`]). Warnings are returned
-/// in the report (and printed by `main`); progress goes to stderr when it is a terminal and the
-/// options ask.
-pub fn run(cfg: &Config) -> Result<RunReport, Error> {
-    let timer = cfg.run.time_phases.then(|| Arc::new(PhaseTimer::default()));
+/// [`usable_threads`]). Returns what the run did (also when it failed: the inputs read and
+/// skipped so far, the warnings, to be printed by `main`) and whether it succeeded; with
+/// `cfg.report` the report is also written there as JSON, in either case. Progress goes to
+/// stderr when it is a terminal and the options ask.
+pub fn run(cfg: &Config) -> (RunReport, Result<(), Error>) {
+    let timed = cfg.run.time_phases || cfg.run.report.is_some();
+    let timer = timed.then(|| Arc::new(PhaseTimer::default()));
     let reporter = reporter(cfg.read.progress && !cfg.run.quiet, timer.clone());
-    let result = on_threads(cfg.threads, || generate(cfg, &reporter));
+    let mut report = RunReport::default();
+    let result = on_threads(cfg.threads, || generate(cfg, &reporter, &mut report));
+    let mut result = result.map(|((), note)| report.warnings.splice(0..0, note).for_each(drop));
     reporter.finish();
-    result.map(|(mut report, note)| {
-        report.warnings.splice(0..0, note);
-        report.phase_times = timer.map(|t| t.table());
-        report
-    })
+    if cfg.run.time_phases {
+        report.phase_times = timer.as_ref().map(|t| t.table());
+    }
+    if let (Some(path), Some(timer)) = (&cfg.run.report, &timer) {
+        let json = run_report_json(cfg, &report, &result, &timer.times()).pretty();
+        if let Err(e) = writer::write_bytes_atomically(json.as_bytes(), path) {
+            result = result.and(Err(e));
+        }
+    }
+    (report, result)
 }
 
 /// The progress reporter of a run: a display on stderr when `display` and stderr is a terminal,
@@ -154,22 +188,23 @@ where
     Ok((result, note))
 }
 
-fn generate(cfg: &Config, reporter: &Reporter) -> Result<RunReport, Error> {
+fn generate(cfg: &Config, reporter: &Reporter, report: &mut RunReport) -> Result<(), Error> {
     let Binaries::One(path) = &cfg.binaries else {
         return Err(Error::Usage("a binary store profiles with `run_store`".into()));
     };
     reporter.phase(Phase::Loading);
     let binary = Binary::load(path, &cfg.load)?;
-    let mut report = RunReport { warnings: binary.warnings().to_vec(), ..Default::default() };
+    report.build_id = binary.build_id().map(hex);
+    report.warnings.extend_from_slice(binary.warnings());
     if cfg.show_disassembly_only || cfg.show_pseudo_probe {
         show_binary(cfg, &binary)?;
     }
     let Some(input) = cfg.input.as_ref().filter(|_| !cfg.show_disassembly_only) else {
-        return Ok(report);
+        return Ok(());
     };
     reporter.phase(Phase::Reading);
     let read = ReadOptions { reporter: reporter.clone(), ..cfg.read.clone() };
-    let counters = read_counters(&binary, input, &read, rayon::current_num_threads(), &mut report)?;
+    let counters = read_counters(&binary, input, &read, rayon::current_num_threads(), report)?;
     if cfg.skip_symbolization {
         reporter.phase(Phase::Writing);
         write_unsymbolized_file(&binary, &counters, &cfg.read.unsymbolized, &cfg.output.path)?;
@@ -183,14 +218,14 @@ fn generate(cfg: &Config, reporter: &Reporter) -> Result<RunReport, Error> {
             report.warnings.extend(not_symbolized_warning(&binary, &counters));
         }
         reporter.phase(Phase::PostProcessing);
-        finish_profile(&binary, &counters, profile, &cfg.output, &mut report)?;
+        finish_profile(&binary, &counters, profile, &cfg.output, report)?;
     }
     if let (Some(order), Some(traces)) = (&cfg.order, report.inputs.traces.take()) {
         let mut sample = TraceSample::new(order.options.sampling);
         offer_traces(&mut sample, &traces.table, traces.traces);
-        write_order(&sample, &traces.table, &order.options, Some(&order.path), None, &mut report)?;
+        write_order(&sample, &traces.table, &order.options, Some(&order.path), None, report)?;
     }
-    Ok(report)
+    Ok(())
 }
 
 /// `profgen order` on `cfg.threads` worker threads: the inputs' temporal traces and the saved
@@ -274,11 +309,10 @@ pub fn read_counters(
     threads: usize,
     report: &mut RunReport,
 ) -> Result<ContextCounters, Error> {
-    let (counters, mut inputs) = aggregate::read::read_counters(binary, input, opts, threads)?;
-    report.warnings.append(&mut inputs.warnings);
-    report.notes.append(&mut inputs.notes);
-    report.inputs = inputs;
-    Ok(counters)
+    let counters = aggregate::read::read_counters(binary, input, opts, threads, &mut report.inputs);
+    report.warnings.append(&mut report.inputs.warnings);
+    report.notes.append(&mut report.inputs.notes);
+    counters
 }
 
 /// Post-processes `profile` (built from `counters` of `binary`) and writes it as `opts` say.
@@ -461,7 +495,17 @@ pub struct AggregateReport {
     pub binaries: Vec<BinaryReport>,
     /// Executables the inputs map that the binary store does not have.
     pub unprofiled: usize,
+    /// Input files skipped before the binaries were read (they could not be listed or parsed).
+    pub skipped: usize,
     pub warnings: Vec<String>,
+}
+
+impl AggregateReport {
+    /// 0, or [`EXIT_INCOMPLETE`] when an input was skipped or truncated.
+    pub fn exit_code(&self) -> u8 {
+        let runs = self.binaries.iter().map(|b| b.report.exit_code());
+        if self.skipped > 0 { EXIT_INCOMPLETE } else { runs.max().unwrap_or(0) }
+    }
 }
 
 /// `profgen aggregate`: reads the inputs into counters for each binary (as a profile run would,
@@ -484,10 +528,6 @@ fn aggregate(cfg: &AggregateConfig) -> Result<AggregateReport, Error> {
     let mut report = AggregateReport::default();
     let jobs: Vec<(StoredBinary, String, Input)> = match (&cfg.binaries, &cfg.input) {
         (Binaries::One(path), input) => {
-            out.inputs = match input {
-                Input::PerfData(given) => crate::input::perf_data::expand_dirs(given)?.len() as u64,
-                _ => 1,
-            };
             let stored = StoredBinary { path: path.clone(), debug: cfg.load.debug_binary.clone() };
             vec![(stored, file_name_of(path), input.clone())]
         }
@@ -495,9 +535,8 @@ fn aggregate(cfg: &AggregateConfig) -> Result<AggregateReport, Error> {
             let store = BinaryStore::open(dir)?;
             let skipped = store.skipped.iter().map(|e| format!("binary store: skipped {e}"));
             report.warnings.extend(skipped);
-            let files = crate::input::perf_data::expand_dirs(given)?;
-            out.inputs = files.len() as u64;
-            let found = binaries_of_inputs(&store, &files, &mut out, &mut report.warnings)?;
+            let files = crate::input::perf_data::list_perf_data_files(given);
+            let found = binaries_of_inputs(&store, files, &cfg.read, &mut out, &mut report)?;
             report.unprofiled = out.unprofiled.len();
             found.into_iter().map(|(b, name, files)| (b, name, Input::PerfData(files))).collect()
         }
@@ -515,10 +554,10 @@ fn aggregate(cfg: &AggregateConfig) -> Result<AggregateReport, Error> {
             Some(id) => BinaryKey::BuildId(crate::binary::unpadded_build_id(id).to_vec()),
             None => BinaryKey::FileName(name.clone()),
         };
-        let inputs = match &input {
-            Input::PerfData(files) => files.len() as u64,
-            _ => 1,
-        };
+        let inputs = (run.inputs.inputs.len() - run.inputs.skipped()) as u64;
+        if matches!(cfg.binaries, Binaries::One(_)) {
+            out.inputs = inputs;
+        }
         let i = &run.inputs;
         let entry = BinaryAggregate {
             file_name: name.clone(),
@@ -545,26 +584,42 @@ fn aggregate(cfg: &AggregateConfig) -> Result<AggregateReport, Error> {
 
 /// Which binaries of `store` the perf.data `files` map, each with the file name it is mapped
 /// under and the files that map it; the executables the store does not have go to
-/// `out.unprofiled`.
+/// `out.unprofiled`. A file that cannot be read is skipped or fails the run as
+/// `read.keep_going` says; `out.inputs` counts the others.
 fn binaries_of_inputs(
     store: &BinaryStore,
-    files: &[PathBuf],
+    mut files: Vec<InputFile>,
+    read: &ReadOptions,
     out: &mut Aggregate,
-    warnings: &mut Vec<String>,
+    report: &mut AggregateReport,
 ) -> Result<Vec<(StoredBinary, String, Vec<PathBuf>)>, Error> {
     use rayon::prelude::*;
     use std::collections::{BTreeMap, BTreeSet};
     let mapped: Vec<Result<Vec<MappedFile>, Error>> = files
-        .par_iter()
+        .par_iter_mut()
         .map(|f| {
-            let map = crate::input::perf_data::map_file(f)?;
-            crate::input::perf_data::PerfData::parse(&map, f)?.mapped_executables()
+            if let Some(e) = f.unusable.take() {
+                return Err(e);
+            }
+            let map = crate::input::perf_data::map_file(&f.path)?;
+            crate::input::perf_data::PerfData::parse(&map, &f.path)?.mapped_executables()
         })
         .collect();
+    let warnings = &mut report.warnings;
     let mut by_binary: BTreeMap<PathBuf, (StoredBinary, String, Vec<PathBuf>)> = BTreeMap::new();
-    for (file, mapped) in files.iter().zip(mapped) {
+    for (input, mapped) in files.iter().zip(mapped) {
+        let mapped = match mapped {
+            Ok(mapped) => mapped,
+            Err(e) => {
+                warnings.push(read.keep_going.skip(input, e)?);
+                report.skipped += 1;
+                continue;
+            }
+        };
+        out.inputs += 1;
+        let file = &input.path;
         let mut here = BTreeSet::new();
-        for MappedFile { path, build_id: id } in mapped? {
+        for MappedFile { path, build_id: id } in mapped {
             let name = path.rsplit('/').next().unwrap_or(&path).to_string();
             match store.find(id.as_deref(), &name) {
                 Some(b) => {
@@ -672,4 +727,112 @@ fn generate_store(cfg: &Config) -> Result<Vec<BinaryReport>, Error> {
         reports.push(BinaryReport { name: output.path.display().to_string(), report });
     }
     Ok(reports)
+}
+
+/// The `--report` document (README, "Run report"): what the run did, per input and in total,
+/// how long each phase took, every warning, and how it ended.
+fn run_report_json(
+    cfg: &Config,
+    report: &RunReport,
+    result: &Result<(), Error>,
+    phases: &[(Phase, Duration)],
+) -> Json {
+    let path = |p: &Path| Json::Str(p.display().to_string());
+    let strings = |v: &[String]| Json::Arr(v.iter().cloned().map(Json::Str).collect());
+    let matched = |m: Option<MatchedBy>| match m {
+        Some(MatchedBy::BuildId) => Json::Str("build_id".into()),
+        Some(MatchedBy::FileName) => Json::Str("file_name".into()),
+        None => Json::Null,
+    };
+    let samples = |s: &SampleStats| {
+        Json::Obj(vec![
+            ("read", Json::Int(s.read)),
+            ("used", Json::Int(s.used)),
+            (
+                "dropped",
+                Json::Obj(vec![
+                    ("outside_binary", Json::Int(s.outside_binary)),
+                    ("without_branch_stack", Json::Int(s.no_branch_stack)),
+                    ("other_process", Json::Int(s.other_process)),
+                    ("other_event", Json::Int(s.other_event)),
+                ]),
+            ),
+        ])
+    };
+    let inputs = report.inputs.inputs.iter().map(|i| {
+        let (status, error, truncated) = match &i.outcome {
+            InputOutcome::Read => ("read", Json::Null, Json::Null),
+            InputOutcome::Truncated(t) => (
+                "truncated",
+                Json::Null,
+                Json::Obj(vec![
+                    ("offset", Json::Int(t.offset)),
+                    ("reason", Json::Str(t.reason.clone())),
+                ]),
+            ),
+            InputOutcome::Skipped(e) => ("skipped", Json::Str(e.clone()), Json::Null),
+            InputOutcome::Failed(e) => ("failed", Json::Str(e.clone()), Json::Null),
+        };
+        Json::Obj(vec![
+            ("path", path(&i.path)),
+            ("status", Json::Str(status.into())),
+            ("error", error),
+            ("truncated_at", truncated),
+            ("samples", samples(&i.samples)),
+            ("binary_matched_by", matched(i.matched_by)),
+            ("warnings", strings(&i.warnings)),
+        ])
+    });
+    let count = |status: fn(&InputOutcome) -> bool| {
+        Json::Int(report.inputs.inputs.iter().filter(|i| status(&i.outcome)).count() as u64)
+    };
+    let totals = Json::Obj(vec![
+        (
+            "inputs",
+            Json::Obj(vec![
+                ("total", Json::Int(report.inputs.inputs.len() as u64)),
+                ("read", count(|o| matches!(o, InputOutcome::Read))),
+                ("truncated", count(|o| matches!(o, InputOutcome::Truncated(_)))),
+                ("skipped", count(|o| matches!(o, InputOutcome::Skipped(_)))),
+                ("failed", count(|o| matches!(o, InputOutcome::Failed(_)))),
+            ]),
+        ),
+        ("samples", samples(&report.inputs.samples)),
+        ("distinct_stacks", Json::Int(report.inputs.distinct_samples as u64)),
+        ("samples_not_unwound", Json::Int(report.inputs.not_unwound)),
+        ("binary_matched_by", matched(report.inputs.matched_by)),
+        ("functions_in_profile", Json::Int(report.functions_in_profile as u64)),
+    ]);
+    let phases = phases.iter().map(|(phase, t)| {
+        Json::Obj(vec![
+            ("name", Json::Str(phase.name().to_string())),
+            ("seconds", Json::Num(t.as_secs_f64())),
+        ])
+    });
+    let (exit_code, error) = match result {
+        Ok(()) => (report.exit_code(), Json::Null),
+        Err(e) => (e.exit_code() as u8, Json::Str(e.to_string())),
+    };
+    Json::Obj(vec![
+        ("version", Json::Int(1)),
+        ("exit_code", Json::Int(u64::from(exit_code))),
+        ("error", error),
+        (
+            "binary",
+            Json::Obj(vec![
+                (
+                    "path",
+                    match &cfg.binaries {
+                        Binaries::One(p) | Binaries::Store(p) => path(p),
+                    },
+                ),
+                ("build_id", report.build_id.clone().map_or(Json::Null, Json::Str)),
+            ]),
+        ),
+        ("output", path(&cfg.output.path)),
+        ("inputs", Json::Arr(inputs.collect())),
+        ("totals", totals),
+        ("phases", Json::Arr(phases.collect())),
+        ("warnings", strings(&report.warnings)),
+    ])
 }

@@ -20,6 +20,9 @@ pub enum Error {
         "{binary}: no mmap event in {input} maps this binary ({identity}), and no sample lands in it; {found}"
     )]
     BinaryNotInInput { binary: PathBuf, input: String, identity: String, found: String },
+    /// Every input was skipped (each named in a warning).
+    #[error("none of the {inputs} inputs could be used (each is named in a warning above)")]
+    NoUsableInput { inputs: usize },
     #[error("{0}")]
     Usage(String),
     /// An operation the requested output cannot express (e.g. a CS profile in raw binary).

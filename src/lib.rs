@@ -3,7 +3,8 @@
 //! The modules follow the data flow, and a module only uses the ones before it in this list
 //! (`tests/layering.rs` checks it):
 //!
-//! 0. The ground floor every stage stands on: [`addr`] (address spaces), [`error`], [`llvm`]
+//! 0. The ground floor every stage stands on: [`addr`] (address spaces), [`error`], [`json`]
+//!    (the reports' JSON writer), [`llvm`]
 //!    (context frames, line locations, discriminators, the MD5 GUID, LEB128), [`text`] (parsing
 //!    helpers), [`progress`] (the interface stages report their progress through), and [`binary`], the profiled ELF: segments, instructions, functions, DWARF,
 //!    pseudo probes, and the [`binary::CodeView`] queries the stages ask of it.
@@ -38,6 +39,7 @@ pub mod config;
 pub mod driver;
 pub mod error;
 pub mod input;
+pub mod json;
 pub mod llvm;
 pub mod mapping;
 pub mod order;

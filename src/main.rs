@@ -18,12 +18,16 @@ fn main() -> ExitCode {
     let print_run = |report: &RunReport, summary: Option<String>| {
         print_run(report, summary.filter(|_| !quiet), quiet)
     };
+    // Ok: the exit code of a run that wrote its output (0, or 3 when inputs were skipped).
     let result = match &command {
         Command::Profile(cfg) => match cfg.binaries {
-            Binaries::One(_) => profgen::driver::run(cfg).map(|report| {
-                let summary = cfg.input.is_some() && !cfg.show_disassembly_only;
+            Binaries::One(_) => {
+                // The run's warnings are printed also when it fails.
+                let (report, result) = profgen::driver::run(cfg);
+                let summary = cfg.input.is_some() && !cfg.show_disassembly_only && result.is_ok();
                 print_run(&report, summary.then(|| report.summary_line()));
-            }),
+                result.map(|()| report.exit_code())
+            }
             Binaries::Store(_) => profgen::driver::run_store(cfg).map(|reports| {
                 let mut written = 0;
                 for b in &reports {
@@ -33,10 +37,13 @@ fn main() -> ExitCode {
                     print_run(r, line);
                 }
                 eprintln!("profgen: {written} profiles written");
+                0
             }),
         },
-        Command::Order(cfg) => profgen::driver::run_order(cfg)
-            .map(|report| print_run(&report, cfg.input.is_some().then(|| report.samples_line()))),
+        Command::Order(cfg) => profgen::driver::run_order(cfg).map(|report| {
+            print_run(&report, cfg.input.is_some().then(|| report.samples_line()));
+            report.exit_code()
+        }),
         Command::Aggregate(cfg) => profgen::driver::run_aggregate(cfg).map(|r| {
             for w in &r.warnings {
                 eprintln!("warning: {w}");
@@ -50,22 +57,25 @@ fn main() -> ExitCode {
                     r.unprofiled
                 );
             }
+            r.exit_code()
         }),
         Command::Remap(cfg) => profgen::driver::remap(cfg).map(|(r, warnings)| {
             for w in &warnings {
                 eprintln!("warning: {w}");
             }
             eprintln!("{}", r.summary_line());
+            0
         }),
         Command::Merge(cfg) => profgen::driver::run_merge(cfg).map(|r| {
             eprintln!(
                 "profgen: merged {} aggregates of {} inputs: {} binaries",
                 r.inputs, r.perf_inputs, r.binaries
             );
+            0
         }),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("profgen: error: {e}");
             ExitCode::from(e.exit_code() as u8)

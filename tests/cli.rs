@@ -126,10 +126,12 @@ fn disassembly_listing_with_probes_equals_llvm_profgen_19() {
 #[test]
 fn a_directory_of_recordings_is_the_same_as_listing_them() {
     let dir = scratch("dir");
+    let hosts = dir.join("hosts");
+    std::fs::create_dir(&hosts).unwrap();
     let data = root().join("perf-samples/ip-inline-pie/perf.data");
-    std::fs::copy(&data, dir.join("host1.data")).unwrap();
-    std::fs::copy(&data, dir.join("host2.data")).unwrap();
-    std::fs::write(dir.join("notes.txt"), "not a recording\n").unwrap();
+    std::fs::copy(&data, hosts.join("host1.data")).unwrap();
+    std::fs::copy(&data, hosts.join("host2.data")).unwrap();
+    std::fs::write(hosts.join("notes.txt"), "not a recording\n").unwrap();
     let run = |inputs: &[&str], out: &str| {
         let mut args = vec![
             "--binary",
@@ -143,15 +145,27 @@ fn a_directory_of_recordings_is_the_same_as_listing_them() {
             args.extend(["--perfdata", i]);
         }
         let o = profgen(&args);
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        (std::fs::read_to_string(out).unwrap(), String::from_utf8_lossy(&o.stderr).into_owned())
+        let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+        // The directory's notes.txt is skipped: exit 3.
+        assert_eq!(o.status.code(), Some(if inputs.len() == 1 { 3 } else { 0 }), "{stderr}");
+        (std::fs::read_to_string(out).unwrap(), stderr)
     };
     let listed_out = dir.join("listed.prof");
     let dir_out = dir.join("dir.prof");
     let d = data.to_str().unwrap();
     let (listed, _) = run(&[d, d], listed_out.to_str().unwrap());
-    let (from_dir, stderr) = run(&[dir.to_str().unwrap()], dir_out.to_str().unwrap());
+    let (from_dir, stderr) = run(&[hosts.to_str().unwrap()], dir_out.to_str().unwrap());
     assert_eq!(from_dir, listed);
-    assert!(stderr.contains("9448 samples read"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "warning: {}: at byte offset 0: expected the perf.data magic \"PERFILE2\", found \"not a re\"; skipped\n",
+            hosts.join("notes.txt").display()
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("profgen: 3 inputs (1 skipped, 0 truncated); 9448 samples read"),
+        "{stderr}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -52,6 +52,6 @@ fn cs_line_profile_matches_llvm_profgen() {
     let (code, cc, _, _) = unwind();
     let profile = generate_line_cs(&code, &cc, &CsOptions::default());
     let ours: BTreeMap<String, FunctionSamples> =
-        profile.functions.iter().map(|(c, f)| (context_string(&c.0), f.clone())).collect();
+        profile.functions.iter().map(|(c, f)| (profile_context_string(c), f.clone())).collect();
     assert_eq!(ours, read_cs_text(&read_fixture("cs_line", "llvm-profgen-19.cs.txt")));
 }

@@ -46,7 +46,7 @@ fn cs_probe_profile_matches_llvm_profgen() {
         let (profile, stats) = generate_probe_cs(&code, &probes, &cc, &opts);
         assert_eq!(stats, ProbeCsStats::default());
         let ours: BTreeMap<String, FunctionSamples> =
-            profile.functions.iter().map(|(c, f)| (context_string(&c.0), f.clone())).collect();
+            profile.functions.iter().map(|(c, f)| (profile_context_string(c), f.clone())).collect();
         assert_eq!(ours, read_cs_text(&read_fixture("cs_probe", "llvm-profgen-19.cs.txt")));
     }
 }

@@ -32,7 +32,7 @@ fn key_string(key: &ContextKey) -> String {
 }
 
 fn by_name(p: &profgen::profile::Profile) -> BTreeMap<String, FunctionSamples> {
-    p.functions.iter().map(|(c, f)| (context_string(&c.0), f.clone())).collect()
+    p.functions.iter().map(|(c, f)| (profile_context_string(c), f.clone())).collect()
 }
 
 #[test]

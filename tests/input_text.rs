@@ -169,7 +169,7 @@ fn bases(binary: &Path) -> (u64, u64) {
 fn assert_round_trip(rel: &str, base: u64, probe: bool) -> ContextCounters {
     let path = fixture(rel);
     let text = std::fs::read(&path).unwrap();
-    let counters = read_unsymbolized(&text, &path, base, probe).unwrap();
+    let (counters, _) = read_unsymbolized(&text, &path, base, probe).unwrap();
     let mut out = Vec::new();
     write_unsymbolized(&counters, base, &mut out).unwrap();
     assert_eq!(String::from_utf8(out).unwrap(), String::from_utf8(text).unwrap(), "{rel}");
@@ -211,7 +211,8 @@ fn unsymbolized_first_loadable_base() {
 #[test]
 fn unsymbolized_probe_contexts_are_addresses() {
     let path = fixture("unsymbolized/loop_probe.hybrid.raw");
-    let counters = read_unsymbolized(&std::fs::read(&path).unwrap(), &path, 0x1000, true).unwrap();
+    let (counters, _) =
+        read_unsymbolized(&std::fs::read(&path).unwrap(), &path, 0x1000, true).unwrap();
     let mut keys: Vec<_> = counters.by_context.keys().cloned().collect();
     keys.sort();
     use ContextKey::Addrs;

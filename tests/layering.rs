@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 /// Floors, bottom first. A module may use modules on lower floors only (and itself).
 const FLOORS: &[&[&str]] = &[
     // The shared vocabulary: address spaces, errors, LLVM's contexts, hashes and encodings,
-    // text parsing.
-    &["addr", "error", "llvm", "progress", "text"],
+    // text parsing, the JSON writer.
+    &["addr", "error", "json", "llvm", "progress", "text"],
     // The profiled binary and the queries the stages ask of it.
     &["binary"],
     // The pipeline, in data-flow order.

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{PROFGEN, sample, scratch};
+use common::{PROFGEN, mkfifo, sample, scratch};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -13,12 +13,6 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use profgen::writer::write_bytes_atomically;
-
-fn mkfifo(path: &Path) {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
-}
 
 /// Runs `write_bytes_atomically` on another thread; fails the test if it has not returned in 20 s
 /// (a FIFO opened for writing blocks until a reader comes).

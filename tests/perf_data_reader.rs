@@ -380,7 +380,8 @@ fn split_chunks_decode_to_the_same_events() {
 }
 
 /// Cutting the file at every record boundary (and inside records) yields the events before the
-/// cut and a truncation warning naming the offset.
+/// cut and a truncation warning naming the offset; a cut before the first complete record leaves
+/// nothing to read, which is an error naming the file and the offset.
 #[test]
 fn truncation_gives_partial_result_and_warning() {
     for name in ["cpuclock_g.data", "zstd.data"] {
@@ -389,9 +390,21 @@ fn truncation_gives_partial_result_and_warning() {
         let data = PerfData::parse(&bytes, &path).unwrap();
         let records = data.split_data(usize::MAX);
         let mut samples_before = 0u64;
+        let start = data.data_range().start;
+        let first_end =
+            start + usize::from(u16::from_le_bytes([bytes[start + 6], bytes[start + 7]]));
         for record in &records {
             for cut in [record.start, record.start + 3, record.end - 1] {
-                let report = read_perf_data(&bytes[..cut], &path, |_| {}).unwrap();
+                let read = read_perf_data(&bytes[..cut], &path, |_| {});
+                if cut < first_end {
+                    let err = read.unwrap_err().to_string();
+                    assert!(
+                        err.starts_with(&format!("{}: at byte offset {start}: the input ends before its first complete record: ", path.display())),
+                        "{name} cut at {cut}: {err}"
+                    );
+                    continue;
+                }
+                let report = read.unwrap();
                 let t = report.truncated.expect("truncation reported");
                 assert!(t.offset <= cut as u64, "{name} cut at {cut}: {t}");
                 if name == "cpuclock_g.data" {

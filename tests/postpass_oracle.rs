@@ -33,7 +33,7 @@ fn parse_context(s: &str) -> Context {
             out.push(ContextFrame { func: name.to_string(), loc: parse_loc(loc) });
         }
     }
-    Context(out)
+    Context::new(out)
 }
 
 /// Reads a text profile (flat CS or nested).
@@ -123,14 +123,13 @@ fn loc_str(loc: LineLocation) -> String {
 }
 
 fn context_str(ctx: &Context) -> String {
-    let n = ctx.0.len();
+    let n = ctx.len();
     let parts: Vec<String> = ctx
-        .0
-        .iter()
+        .frames()
         .enumerate()
         .map(
-            |(i, f)| {
-                if i + 1 == n { f.func.clone() } else { format!("{}:{}", f.func, loc_str(f.loc)) }
+            |(i, (func, loc))| {
+                if i + 1 == n { func.to_string() } else { format!("{func}:{}", loc_str(loc)) }
             },
         )
         .collect();
@@ -284,7 +283,7 @@ fn recursion_sample_context(name: &str) -> Context {
 #[test]
 fn recursion_compression_and_depth_trim_match_llvm_profgen() {
     let raw = recursion_sample_context("compress_off");
-    assert_eq!(raw.0.len(), 13);
+    assert_eq!(raw.len(), 13);
     for (name, compress, depth) in [
         ("compress_unlimited", -1, -1),
         ("compress_1", 1, -1),
@@ -295,12 +294,11 @@ fn recursion_compression_and_depth_trim_match_llvm_profgen() {
     ] {
         // As `getExpandedContext`: the leaf frame is set aside, the callers compressed, then
         // trimmed.
-        let mut frames = raw.0.clone();
-        let leaf = frames.pop().unwrap();
+        let mut frames = raw.callers().to_vec();
         compress_recursion(&mut frames, compress);
         trim_context(&mut frames, depth);
-        frames.push(leaf);
-        assert_eq!(Context(frames), recursion_sample_context(name), "{name}");
+        frames.push(ContextFrame { func: raw.leaf_name().into(), loc: Default::default() });
+        assert_eq!(Context::new(frames), recursion_sample_context(name), "{name}");
     }
 }
 

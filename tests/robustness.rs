@@ -6,40 +6,14 @@
 
 mod common;
 
-use common::{PROFGEN, fixture, sample, scratch};
+use common::{
+    PROFGEN, first_records, fixture, leftovers, profgen, profgen_command, record_starts, run,
+    sample, scratch, small_perf_data, stderr, write,
+};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use profgen::error::Error;
-
-fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, bytes).unwrap();
-    p
-}
-
-/// Runs the profgen binary; the profile goes to `out` in text format.
-fn profgen(opts: &[&str], files: &[(&str, &Path)], out: &Path) -> Output {
-    let mut cmd = Command::new(PROFGEN);
-    cmd.args(opts);
-    for (opt, path) in files {
-        cmd.arg(opt).arg(path);
-    }
-    cmd.args(["--format", "text", "--output"]).arg(out);
-    let output = cmd.output().unwrap();
-    assert!(
-        output.status.code().is_some(),
-        "killed by a signal: {:?}\n{}",
-        output.status,
-        stderr(&output)
-    );
-    assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
-    output
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// Runs the pipeline in-process, as `main` does after parsing the command line.
 fn run_lib(
@@ -59,14 +33,17 @@ fn run_lib(
     else {
         panic!("a profile command line parsed as another command");
     };
-    profgen::driver::run(&cfg)
+    let (report, result) = profgen::driver::run(&cfg);
+    result.map(|()| report)
 }
 
-/// Asserts a failed run: exit 1, `profgen: error: <message naming file>`, nothing at `out`.
+/// Asserts a failed run: exit 1, a last line `profgen: error: <message naming file>` (after the
+/// run's warnings, if any), nothing at `out`. Returns that line.
 fn assert_bad_input(o: &Output, names: &Path, out: &Path) -> String {
-    let err = stderr(o);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.starts_with("profgen: error: "), "{err}");
+    let all = stderr(o);
+    assert_eq!(o.status.code(), Some(1), "{all}");
+    let err = format!("{}\n", all.lines().last().unwrap_or_default());
+    assert!(err.starts_with("profgen: error: "), "{all}");
     assert!(
         err.contains(&names.display().to_string()),
         "error does not name {}: {err}",
@@ -74,17 +51,6 @@ fn assert_bad_input(o: &Output, names: &Path, out: &Path) -> String {
     );
     assert!(!out.exists(), "a failed run left {}", out.display());
     err
-}
-
-/// Files left in `dir` besides `keep` (temporary outputs must not survive a run).
-fn leftovers(dir: &Path, keep: &[&Path]) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| !keep.contains(&p.as_path()))
-        .collect();
-    v.sort();
-    v
 }
 
 /// Deterministic xorshift64 stream.
@@ -106,45 +72,6 @@ impl Rng {
             bytes[at] ^= 1 << self.below(8);
         }
     }
-}
-
-/// Offsets of the file-mode data section and of every record start in it.
-fn record_starts(perf_data: &[u8]) -> (usize, usize, Vec<usize>) {
-    let u64_at = |at: usize| u64::from_le_bytes(perf_data[at..at + 8].try_into().unwrap()) as usize;
-    let (data_offset, data_size) = (u64_at(40), u64_at(48));
-    let mut starts = Vec::new();
-    let mut pos = data_offset;
-    while pos < data_offset + data_size {
-        starts.push(pos);
-        pos += usize::from(u16::from_le_bytes([perf_data[pos + 6], perf_data[pos + 7]]));
-    }
-    (data_offset, data_size, starts)
-}
-
-/// A small, complete file-mode perf.data: the first `records` records of a recorded one, with the
-/// header's data size and the feature sections after the data moved to match.
-fn first_records(perf_data: &[u8], records: usize) -> Vec<u8> {
-    let (data_offset, data_size, starts) = record_starts(perf_data);
-    let old_end = data_offset + data_size;
-    let new_end = starts[records];
-    let shift = (old_end - new_end) as u64;
-    let mut out = perf_data[..new_end].to_vec();
-    out[48..56].copy_from_slice(&((new_end - data_offset) as u64).to_le_bytes());
-    let features: u32 = perf_data[72..104].iter().map(|b| b.count_ones()).sum();
-    let mut table = perf_data[old_end..].to_vec();
-    for i in 0..features as usize {
-        let at = 16 * i;
-        let offset = u64::from_le_bytes(table[at..at + 8].try_into().unwrap());
-        table[at..at + 8].copy_from_slice(&(offset - shift).to_le_bytes());
-    }
-    out.extend_from_slice(&table);
-    out
-}
-
-/// A 60-record perf.data of `inline_chain`: its mmaps and 55 LBR + stack samples (6 of them in
-/// the binary, the others in the dynamic loader).
-fn small_perf_data() -> Vec<u8> {
-    first_records(&std::fs::read(sample("inline_chain/perf.data")).unwrap(), 60)
 }
 
 #[test]
@@ -170,7 +97,7 @@ fn small_perf_data_is_complete_and_profiles() {
     assert!(profile.starts_with("compute:1353:1\n"), "{profile}");
 }
 
-/// Cutting a perf.data at every record boundary (and inside every record header) gives exit 0,
+/// Cutting a perf.data at every record boundary (and inside every record header) gives exit 3,
 /// a warning naming the file and the byte offset of the cut, and the profile of the records
 /// before it.
 #[test]
@@ -194,6 +121,7 @@ fn truncation_at_every_record_boundary_keeps_the_records_before_it() {
                 report.warnings
             );
             assert!(out.exists(), "cut at {cut}: no profile written");
+            assert_eq!(report.exit_code(), 3, "cut at {cut}");
             assert!(
                 report.inputs.samples.used >= last_used,
                 "cut at {cut}: fewer samples than an earlier cut"
@@ -203,12 +131,13 @@ fn truncation_at_every_record_boundary_keeps_the_records_before_it() {
     }
     assert_eq!(last_used, 5, "the last cut drops only the last sample in the binary");
 
-    // The same through the binary: exit 0, the warning on stderr, a profile at --output.
+    // The same through the binary: exit 3 (written, but not every input read in full), the
+    // warning on stderr, a profile at --output.
     let cut = starts[30];
     let data = write(&dir, "cut.data", &whole[..cut]);
     let _ = std::fs::remove_file(&out);
     let o = profgen(&[], &[("--binary", &binary), ("--perfdata", &data)], &out);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(
         stderr(&o).contains(&format!(
             "warning: {}: input truncated at byte offset {cut}: ",
@@ -505,7 +434,7 @@ fn garbage_in_an_unsymbolized_profile_names_the_line() {
 }
 
 /// Pipe mode from stdin (`--perfdata -`), cut inside the last record: a warning with the offset,
-/// and the profile of the records before it.
+/// the profile of the records before it, and exit 3.
 #[test]
 fn truncated_pipe_on_stdin_warns_and_profiles() {
     use std::io::Write;
@@ -525,7 +454,7 @@ fn truncated_pipe_on_stdin_warns_and_profiles() {
     child.stdin.take().unwrap().write_all(&bytes[..bytes.len() - 5]).unwrap();
     let o = child.wait_with_output().unwrap();
     let err = stderr(&o);
-    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(err.contains("warning: -: input truncated at byte offset "), "{err}");
     assert!(out.exists());
 }
@@ -546,4 +475,147 @@ fn compressed_section_size_is_bounded_by_the_file() {
     );
     // The symbol table still gives the functions.
     assert!(binary.functions().iter().any(|f| &*f.name == "main"));
+}
+
+/// Address space a run on a deep input may use, with one worker: a few times what profgen needs
+/// (under 64 MiB), far below what depth² frames or an unbounded recursion would take.
+const DEEP_INPUT_ADDRESS_SPACE: u64 = 512 << 20;
+
+/// [`profgen`] with one worker and its address space capped at [`DEEP_INPUT_ADDRESS_SPACE`]: a
+/// run that needs more dies of a failed allocation (a signal), which [`run`] rejects.
+fn profgen_capped(opts: &[&str], files: &[(&str, &Path)], out: &Path) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = profgen_command(&[opts, &["--threads", "1"]].concat(), files, out);
+    // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: DEEP_INPUT_ADDRESS_SPACE,
+                rlim_max: DEEP_INPUT_ADDRESS_SPACE,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    run(cmd)
+}
+
+/// The first sample of `unsymbolized/loop.hybrid.perfscript` (leaf in `foo`, LBR through `bar`
+/// and back) with its caller frame (`main`'s call of `foo`) repeated `callers` times.
+fn deep_call_chain_script(callers: usize) -> Vec<u8> {
+    let text = std::fs::read_to_string(fixture("unsymbolized/loop.hybrid.perfscript")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let (mmap, leaf, caller, external, lbr) = (lines[0], lines[2], lines[3], lines[4], lines[5]);
+    assert!(lbr.starts_with(" 0x") && caller.trim() == "55555555579e", "{text}");
+    let mut out = format!("{mmap}\n\n{leaf}\n");
+    for _ in 0..callers {
+        out.push_str(caller);
+        out.push('\n');
+    }
+    out.push_str(&format!("{external}\n{lbr}\n"));
+    out.into_bytes()
+}
+
+/// A perf script sample whose call chain is 100,000 frames deep used to overflow the unwinder's
+/// stack (one recursion per frame). Its contexts keep their innermost 1024 frames: the profile
+/// is exactly that of the same sample with 1024 callers, and a warning says so.
+#[test]
+fn perf_script_call_chain_of_100000_frames_keeps_its_innermost_1024() {
+    let dir = scratch("deep_chain");
+    let binary = fixture("unsymbolized/loop");
+    let deep = write(&dir, "deep.perfscript", &deep_call_chain_script(100_000));
+    let at_bound = write(&dir, "at_bound.perfscript", &deep_call_chain_script(1024));
+    let below = write(&dir, "below.perfscript", &deep_call_chain_script(1022));
+    let warning = "warning: 1 samples have call stacks deeper than 1024 frames: their contexts keep the \
+         innermost 1024\n";
+    // Recursion compression off, so every frame stays in the contexts; and on (the default),
+    // where the repeated caller collapses.
+    for opts in [&["--compress-recursion=0"][..], &[]] {
+        let profile_of = |script: &Path, name: &str| {
+            let out = dir.join(name);
+            let o = profgen_capped(opts, &[("--binary", &binary), ("--perfscript", script)], &out);
+            assert_eq!(o.status.code(), Some(0), "{opts:?} {name}: {}", stderr(&o));
+            (std::fs::read_to_string(&out).unwrap(), stderr(&o))
+        };
+        let (deep_profile, deep_err) = profile_of(&deep, "deep.prof");
+        let (bound_profile, bound_err) = profile_of(&at_bound, "at_bound.prof");
+        let (below_profile, below_err) = profile_of(&below, "below.prof");
+        assert_eq!(deep_profile, bound_profile, "{opts:?}");
+        assert!(deep_err.contains(warning) && bound_err.contains(warning), "{deep_err}");
+        assert!(!below_err.contains("deeper than"), "{below_err}");
+        // Compression off, 1022 callers keep every frame, so the profile differs.
+        assert_eq!(deep_profile == below_profile, opts.is_empty(), "{opts:?}");
+    }
+}
+
+/// An unsymbolized profile of distinct frames, `depth` callers deep then `foo`.
+fn deep_unsymbolized(depth: usize) -> Vec<u8> {
+    let callers: Vec<String> = (0..depth).map(|i| format!("f{i}:{}", i % 7)).collect();
+    format!("[{} @ foo]\n  1\n  740-763:4\n  0\n", callers.join(" @ ")).into_bytes()
+}
+
+/// Unsymbolized contexts of 13,000 frames overflowed the stack in the nesting post-pass, and one
+/// of 1,000,000 frames (8 MB) grew to several GB first (one profile per caller, each holding its
+/// own copy of the context). They keep their innermost 1024 callers: the profile is exactly that
+/// of the context cut by hand, in every output shape, and a run fits in 512 MiB.
+#[test]
+fn unsymbolized_contexts_of_13000_and_1000000_frames_keep_their_innermost_1024() {
+    let dir = scratch("deep_unsymbolized");
+    let binary = fixture("unsymbolized/loop");
+    for depth in [13_000, 1_000_000] {
+        let whole = deep_unsymbolized(depth);
+        let deep = write(&dir, "deep.raw", &whole);
+        // The same context cut to its innermost 1024 callers.
+        let cut: Vec<u8> = {
+            let text = String::from_utf8(whole).unwrap();
+            let frames: Vec<&str> = text[1..text.find(']').unwrap()].split(" @ ").collect();
+            let kept = frames[frames.len() - 1025..].join(" @ ");
+            format!("[{kept}]\n  1\n  740-763:4\n  0\n").into_bytes()
+        };
+        let cut = write(&dir, "cut.raw", &cut);
+        for opts in [
+            &[][..],
+            &["--gen-cs-nested-profile=0"],
+            &["--csspgo-preinliner=0"],
+            &[
+                "--csspgo-preinliner=0",
+                "--gen-cs-nested-profile=0",
+                "--csprof-merge-cold-context=0",
+            ],
+        ] {
+            let profile_of = |input: &Path, name: &str| {
+                let out = dir.join(name);
+                let o = profgen_capped(
+                    opts,
+                    &[("--binary", &binary), ("--unsymbolized-profile", input)],
+                    &out,
+                );
+                assert_eq!(o.status.code(), Some(0), "{depth} {opts:?} {name}: {}", stderr(&o));
+                (std::fs::read_to_string(&out).unwrap(), stderr(&o))
+            };
+            let (deep_profile, deep_err) = profile_of(&deep, "deep.prof");
+            let (cut_profile, cut_err) = profile_of(&cut, "cut.prof");
+            assert_eq!(deep_profile, cut_profile, "{depth} {opts:?}");
+            assert!(
+                deep_err.starts_with(&format!(
+                    "warning: {}: 1 contexts are deeper than 1024 frames: they keep the innermost 1024\n",
+                    deep.display()
+                )),
+                "{deep_err}"
+            );
+            assert!(!cut_err.contains("deeper than"), "{cut_err}");
+            // Without the pre-inliner (which merges these cold contexts into base profiles),
+            // every caller is a profile of its own: 1024 nested levels, or 1025 contexts.
+            if opts.contains(&"--csspgo-preinliner=0") {
+                let deepest = if opts.contains(&"--gen-cs-nested-profile=0") {
+                    cut_profile.lines().filter(|l| l.starts_with('[')).count()
+                } else {
+                    cut_profile.lines().map(|l| l.len() - l.trim_start().len()).max().unwrap_or(0)
+                };
+                assert!(deepest >= 1024, "{depth} {opts:?}: {deepest}");
+            }
+        }
+    }
 }

@@ -21,7 +21,9 @@ fn read(
     workers: usize,
 ) -> (ContextCounters, InputsReport) {
     let input = Input::PerfData(vec![data.to_path_buf()]);
-    read_counters(binary, &input, opts, workers).unwrap()
+    let mut report = InputsReport::default();
+    let counters = read_counters(binary, &input, opts, workers, &mut report).unwrap();
+    (counters, report)
 }
 
 /// Every committed perf.data with the binary it profiles and whether it holds IP samples

@@ -55,7 +55,7 @@ fn with_meta(mut fs: FunctionSamples, checksum: Option<u64>, attributes: u32) ->
 
 /// `main:2 @ foo:5.1 @ bar` → context frames.
 fn ctx(s: &str) -> Context {
-    Context(
+    Context::new(
         s.split(" @ ")
             .map(|f| {
                 let (func, loc) = f.split_once(':').unwrap_or((f, "0"));
@@ -199,7 +199,7 @@ fn random_cs(seed: u64, kind: ProfileKind) -> Profile {
         frames.push(ContextFrame { func: leaf.to_string(), loc: LineLocation::default() });
         let mut fs = random_samples(&mut rng, leaf, 3, kind.probe_based, &[0, attr::WAS_INLINED]);
         fs.total_samples = rng.pick(&[0, 5, 5, 100, 1 << 35]);
-        functions.insert(Context(frames), fs);
+        functions.insert(Context::new(frames), fs);
     }
     Profile { kind, functions, symbol_list: None }
 }

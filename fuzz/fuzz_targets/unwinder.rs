@@ -2,9 +2,11 @@
 //! normalisation (`normalize_hybrid_sample`) then `Unwinder::unwind`, as the driver runs them.
 //!
 //! Input layout: byte 0 picks the binary (bit 0) and the context shaping options (bits 1-7),
-//! byte 1 the call stack length, then 3-byte addresses: the call stack, then LBR (from, to)
-//! pairs. An address is mostly an offset into the binary's executable segment (tags 0 and 1
-//! snap it to an instruction start), sometimes an address outside it.
+//! byte 1 the call stack length, byte 2 its depth: 0 keeps the stack as given, `d` repeats its
+//! callers (all frames after the leaf) until it is `512 * d` frames deep, up to 130,560, so
+//! stacks deeper than every bound are reachable. Then 3-byte addresses: the call stack, then LBR
+//! (from, to) pairs. An address is mostly an offset into the binary's executable segment (tags 0
+//! and 1 snap it to an instruction start), sometimes an address outside it.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -47,7 +49,7 @@ fn addr(binary: &Binary, b: &[u8]) -> Vaddr {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let [flags, stack_len, rest @ ..] = data else {
+    let [flags, stack_len, depth, rest @ ..] = data else {
         return;
     };
     let binary = &binaries()[usize::from(flags & 1)];
@@ -59,12 +61,21 @@ fuzz_target!(|data: &[u8]| {
         },
     };
     let addrs: Vec<Vaddr> = rest.chunks_exact(3).map(|b| addr(binary, b)).collect();
-    let (callchain, branch_addrs) = addrs.split_at(usize::from(*stack_len).min(addrs.len()));
+    let (stack, branch_addrs) = addrs.split_at(usize::from(*stack_len).min(addrs.len()));
+    let mut callchain = stack.to_vec();
+    if let [_, callers @ ..] = stack
+        && !callers.is_empty()
+    {
+        let deep = 512 * usize::from(*depth);
+        while callchain.len() < deep {
+            callchain.extend_from_slice(callers);
+        }
+    }
     let branches: Vec<(Vaddr, Vaddr)> =
         branch_addrs.chunks_exact(2).map(|p| (p[0], p[1])).collect();
     let mut stats = NormalizeStats::default();
     let repeat = u64::from(*stack_len) << 56;
-    if let Some(sample) = normalize_hybrid_sample(binary, callchain, &branches, repeat, &mut stats)
+    if let Some(sample) = normalize_hybrid_sample(binary, &callchain, &branches, repeat, &mut stats)
     {
         let mut unwinder = Unwinder::new(binary, opts);
         // Twice: the second pass meets the context keys the first one cached; counts saturate.

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use super::Run;
 use super::stats::Summary;
+use crate::json::Json as J;
 
 /// One metric of one experiment against the base.
 #[derive(Clone, Debug)]
@@ -329,61 +330,6 @@ pub fn markdown(run: &Run, comparisons: &[Comparison]) -> String {
         );
     }
     s
-}
-
-/// A minimal JSON value, enough for the report (no dependency for this).
-enum J {
-    Num(f64),
-    Str(String),
-    Arr(Vec<J>),
-    Obj(Vec<(&'static str, J)>),
-}
-
-impl J {
-    fn write(&self, s: &mut String) {
-        match self {
-            J::Num(x) if x.is_finite() => {
-                let _ = write!(s, "{x}");
-            }
-            J::Num(_) => s.push_str("null"),
-            J::Str(t) => {
-                s.push('"');
-                for ch in t.chars() {
-                    match ch {
-                        '"' => s.push_str("\\\""),
-                        '\\' => s.push_str("\\\\"),
-                        c if (c as u32) < 0x20 => {
-                            let _ = write!(s, "\\u{:04x}", c as u32);
-                        }
-                        c => s.push(c),
-                    }
-                }
-                s.push('"');
-            }
-            J::Arr(v) => {
-                s.push('[');
-                for (i, x) in v.iter().enumerate() {
-                    if i > 0 {
-                        s.push(',');
-                    }
-                    x.write(s);
-                }
-                s.push(']');
-            }
-            J::Obj(v) => {
-                s.push('{');
-                for (i, (k, x)) in v.iter().enumerate() {
-                    if i > 0 {
-                        s.push(',');
-                    }
-                    J::Str(k.to_string()).write(s);
-                    s.push(':');
-                    x.write(s);
-                }
-                s.push('}');
-            }
-        }
-    }
 }
 
 fn summary_json(s: &Summary) -> J {

@@ -655,6 +655,7 @@ impl Reader<'_> {
             dropped_prolog_epilog: n[2],
             dropped_empty_lbr: n[3],
             invalid_return_addrs: self.addr_set("invalid return addresses")?,
+            ..Default::default()
         };
         let u: [u64; 5] = self.ulebs("unwinder counts")?;
         let unwind = UnwindStats {
@@ -664,7 +665,7 @@ impl Reader<'_> {
             unpaired_ext_addrs: u[3],
             mismatched_pro_epi_branches: u[4],
             untracked_callsites: self.addr_set("untracked call sites")?,
-            bogus_traces: Vec::new(),
+            ..Default::default()
         };
         let context_sensitive = self.flag("context sensitive")?;
         let n_names = self.count("function names", 1)?;

@@ -13,14 +13,15 @@ use super::pga::{self, Aggregate};
 use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats, key};
 use super::traces::{FunctionTable, ProcessFunctions, TemporalTraces, TraceCollector};
 use super::unsymbolized::{self, UnsymbolizedOptions};
-use super::unwinder::{NormalizeStats, UnwindOptions, UnwindStats, unwind_all_with};
+use super::unwinder::{MAX_BRANCHES, NormalizeStats, UnwindOptions, UnwindStats, unwind_all_with};
 use super::{ContextCounters, ContextKey};
 use crate::binary::Binary;
 use crate::error::Error;
+use crate::input::perf_data::Truncation;
 use crate::input::perf_data::{self, PerfData, read_perf_data_stream};
 use crate::input::perf_script::{ScriptOptions, read_perf_script};
-use crate::input::{PerfEvent, Sample, read_file};
-use crate::llvm::ContextShape;
+use crate::input::{InputFile, PerfEvent, Sample, read_file};
+use crate::llvm::{ContextShape, MAX_CONTEXT_FRAMES};
 use crate::mapping::{AddressMapper, BinaryIdentity, MappingStats, MatchedBy, file_name_of, hex};
 use crate::progress::{Phase, Reporter};
 use std::path::{Path, PathBuf};
@@ -65,6 +66,8 @@ pub struct ReadOptions {
     /// `--csprof-max-unsymbolized-context-depth` (-1: no limit): probe-based contexts keep at
     /// most this many frames (with `context.max_context_depth`, the smaller applies).
     pub max_unsymbolized_context_depth: i32,
+    /// Which inputs that cannot be used are skipped rather than failing the run.
+    pub keep_going: KeepGoing,
 }
 
 impl Default for ReadOptions {
@@ -82,6 +85,74 @@ impl Default for ReadOptions {
             kernel: false,
             filter_build_id: None,
             max_unsymbolized_context_depth: -1,
+            keep_going: KeepGoing::default(),
+        }
+    }
+}
+
+/// Which inputs that cannot be used (unreadable, empty, not a perf.data, corrupt, a directory
+/// entry that is not a regular file) are skipped, with a warning naming each and why, instead of
+/// failing the run. A truncated input is not skipped in any mode: the events before the cut are
+/// used, with a warning.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KeepGoing {
+    /// Files found in a directory given as `--perfdata` are skipped; a named input that cannot
+    /// be used is an error.
+    #[default]
+    DirectoryEntries,
+    /// Every input (`--keep-going`).
+    All,
+    /// None: any input that cannot be used is an error, directory entries too
+    /// (`--no-keep-going`).
+    Nothing,
+}
+
+impl KeepGoing {
+    /// `file` could not be used because of `e`: the warning that skips it, when this mode skips
+    /// it, else the error.
+    pub fn skip(self, file: &InputFile, e: Error) -> Result<String, Error> {
+        let skips = match self {
+            KeepGoing::DirectoryEntries => file.in_directory,
+            KeepGoing::All => true,
+            KeepGoing::Nothing => false,
+        };
+        if skips { Ok(format!("{e}; skipped")) } else { Err(e) }
+    }
+}
+
+/// What became of one input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InputOutcome {
+    /// Read to its end.
+    Read,
+    /// Read up to a cut (perf killed, a partial copy): the events before it were used.
+    Truncated(Truncation),
+    /// Not used, and why (the error, naming the file).
+    Skipped(String),
+    /// Could not be used, which ended the run: the error.
+    Failed(String),
+}
+
+/// One input's part of the run.
+#[derive(Clone, Debug)]
+pub struct InputReport {
+    pub path: PathBuf,
+    pub outcome: InputOutcome,
+    pub samples: SampleStats,
+    /// How the binary was recognised in this input's mmap events.
+    pub matched_by: Option<MatchedBy>,
+    /// This input's warnings (also in [`InputsReport::warnings`]).
+    pub warnings: Vec<String>,
+}
+
+impl InputReport {
+    fn new(path: &Path, outcome: InputOutcome) -> Self {
+        InputReport {
+            path: path.to_path_buf(),
+            outcome,
+            samples: SampleStats::default(),
+            matched_by: None,
+            warnings: Vec::new(),
         }
     }
 }
@@ -109,33 +180,56 @@ pub struct InputsReport {
     pub ip_samples_detected: bool,
     /// Facts worth a line on stderr that are not warnings.
     pub notes: Vec<String>,
+    /// Every input, in command-line (and directory-name) order.
+    pub inputs: Vec<InputReport>,
 }
 
-/// Reads `input` into counters with `workers` threads.
+impl InputsReport {
+    /// Inputs skipped because they could not be used.
+    pub fn skipped(&self) -> usize {
+        self.inputs.iter().filter(|i| matches!(i.outcome, InputOutcome::Skipped(_))).count()
+    }
+    /// Inputs read only up to a cut.
+    pub fn truncated(&self) -> usize {
+        self.inputs.iter().filter(|i| matches!(i.outcome, InputOutcome::Truncated(_))).count()
+    }
+}
+
+/// Reads `input` into counters with `workers` threads, recording in `report` what it did (also
+/// when it fails: the inputs read and skipped so far, and the one that failed).
 pub fn read_counters(
     binary: &Binary,
     input: &Input,
     opts: &ReadOptions,
     workers: usize,
-) -> Result<(ContextCounters, InputsReport), Error> {
-    let mut report = InputsReport::default();
-    let counters = match input {
+    report: &mut InputsReport,
+) -> Result<ContextCounters, Error> {
+    Ok(match input {
         Input::Unsymbolized(path) => {
             let base = opts.unsymbolized.base(binary);
-            let text = read_file(path)?;
-            unsymbolized::read_unsymbolized(&text, path, base, binary.probes().is_some())?
+            let read = read_file(path).and_then(|text| {
+                unsymbolized::read_unsymbolized(&text, path, base, binary.probes().is_some())
+            });
+            let (counters, warnings) = read.inspect_err(|e| {
+                report.inputs.push(InputReport::new(path, InputOutcome::Failed(e.to_string())));
+            })?;
+            report.inputs.push(InputReport {
+                warnings: warnings.clone(),
+                ..InputReport::new(path, InputOutcome::Read)
+            });
+            report.warnings.extend(warnings);
+            counters
         }
         Input::PerfData(_) | Input::PerfScript(_) => {
-            let samples = read_samples(binary, input, opts, workers, &mut report)?;
+            let samples = read_samples(binary, input, opts, workers, report)?;
             report.distinct_samples = samples.len();
             if samples.has_call_stacks {
                 opts.reporter.phase(Phase::Unwinding);
             }
-            samples_to_counters(binary, &samples, opts, &mut report)
+            samples_to_counters(binary, &samples, opts, report)
         }
-        Input::Aggregate(paths) => read_aggregates(binary, paths, opts, &mut report)?,
-    };
-    Ok((counters, report))
+        Input::Aggregate(paths) => read_aggregates(binary, paths, opts, report)?,
+    })
 }
 
 /// Reads `input` for its temporal traces only, without counters (`profgen order`);
@@ -178,6 +272,7 @@ fn read_aggregates(
     let merged = Aggregate::read_merged(paths, None)?.unwrap_or_default();
     let (counters, r) = counters_from_aggregate(binary, &merged, paths, opts)?;
     *report = r;
+    report.inputs = paths.iter().map(|p| InputReport::new(p, InputOutcome::Read)).collect();
     Ok(counters)
 }
 
@@ -275,8 +370,8 @@ struct InputResult {
     matched: Option<MatchedBy>,
     warnings: Vec<String>,
     mapping: MappingStats,
-    /// The input ended early (truncated perf.data).
-    truncated: bool,
+    /// Where the input ended early (truncated perf.data).
+    truncated: Option<Truncation>,
     traces: Vec<ProcessFunctions>,
 }
 
@@ -439,11 +534,14 @@ fn aggregate_events(
         matched: front.matched,
         warnings,
         mapping: front.mapper.stats,
-        truncated: false,
+        truncated: None,
         traces: front.traces.map(TraceCollector::finish).unwrap_or_default(),
     })
 }
 
+/// Reads every input, in parallel when there are several, and merges what they hold. An input
+/// that cannot be used is skipped with a warning when `opts.keep_going` allows it, else its
+/// error ends the run; a run with no input left is an error.
 fn read_samples(
     binary: &Binary,
     input: &Input,
@@ -454,58 +552,88 @@ fn read_samples(
     use rayon::prelude::*;
     let table = opts.temporal_traces.map(|_| FunctionTable::of_binary(binary));
     let functions = table.as_ref();
-    let ip_opts;
-    let mut opts = opts;
-    let results: Vec<Result<InputResult, Error>> = match input {
-        Input::PerfData(given) => {
-            let paths = perf_data::expand_dirs(given)?;
-            if !opts.sample.leading_ip_only && without_branch_stacks(&paths)? {
-                ip_opts = ReadOptions {
-                    sample: SampleOptions { leading_ip_only: true, ..opts.sample },
-                    ..opts.clone()
-                };
-                opts = &ip_opts;
-                report.ip_samples_detected = true;
-                report.notes.push(format!(
-                    "{} recorded no branch stacks (perf record without -b or --call-graph lbr): \
-                     profiling from the sample IPs, as --leading-ip-only",
-                    paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-                ));
-            }
-            // Several files: one per worker; one file: all workers on it.
-            if paths.len() > 1 {
-                paths
-                    .par_iter()
-                    .map(|p| read_perf_data_file(opts, 1, binary, functions, p))
-                    .collect()
-            } else {
-                paths
-                    .iter()
-                    .map(|p| read_perf_data_file(opts, workers, binary, functions, p))
-                    .collect()
-            }
-        }
-        Input::PerfScript(p) => vec![read_perf_script_file(opts, workers, binary, functions, p)],
+    let (files, perf_script) = match input {
+        Input::PerfData(given) => (perf_data::list_perf_data_files(given), false),
+        Input::PerfScript(p) => (vec![InputFile::named(p)], true),
         Input::Unsymbolized(_) | Input::Aggregate(_) => {
             unreachable!("unsymbolized and aggregate inputs have no samples")
         }
     };
+    let ip_opts;
+    let mut opts = opts;
+    if !perf_script && !opts.sample.leading_ip_only && without_branch_stacks(&files) {
+        ip_opts = ReadOptions {
+            sample: SampleOptions { leading_ip_only: true, ..opts.sample },
+            ..opts.clone()
+        };
+        opts = &ip_opts;
+        report.ip_samples_detected = true;
+        let usable = files.iter().filter(|f| f.unusable.is_none());
+        report.notes.push(format!(
+            "{} recorded no branch stacks (perf record without -b or --call-graph lbr): \
+             profiling from the sample IPs, as --leading-ip-only",
+            usable.map(|f| f.path.display().to_string()).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    // Several files: one per worker; one file: all workers on it.
+    let usable = files.iter().filter(|f| f.unusable.is_none()).count();
+    let per_file = if usable > 1 { 1 } else { workers };
+    let read = |f: &mut InputFile| match f.unusable.take() {
+        Some(e) => Err(e),
+        None if perf_script => read_perf_script_file(opts, per_file, binary, functions, &f.path),
+        None => read_perf_data_file(opts, per_file, binary, functions, &f.path),
+    };
+    let results: Vec<(InputFile, Result<InputResult, Error>)> = files
+        .into_par_iter()
+        .with_max_len(1)
+        .map(|mut f| {
+            let r = read(&mut f);
+            (f, r)
+        })
+        .collect();
     let mut samples = AggregatedSamples::default();
     let mut mapping = MappingStats::default();
-    let mut truncated = false;
     let mut traces = Vec::new();
-    for r in results {
-        let r = r?;
+    for (file, r) in results {
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                let why = e.to_string();
+                match opts.keep_going.skip(&file, e) {
+                    Ok(warning) => {
+                        report.warnings.push(warning);
+                        let skipped = InputOutcome::Skipped(why);
+                        report.inputs.push(InputReport::new(&file.path, skipped));
+                        continue;
+                    }
+                    Err(e) => {
+                        let failed = InputOutcome::Failed(why);
+                        report.inputs.push(InputReport::new(&file.path, failed));
+                        return Err(e);
+                    }
+                }
+            }
+        };
         traces.extend(r.traces);
         mapping.merge(r.mapping);
-        truncated |= r.truncated;
         samples.merge(r.samples);
         report.samples.merge(&r.stats);
-        report.warnings.extend(r.warnings);
+        report.warnings.extend(r.warnings.iter().cloned());
         if let Some(m) = r.matched {
             report.matched_by = Some(report.matched_by.map_or(m, |h| h.min(m)));
         }
+        let outcome = r.truncated.map_or(InputOutcome::Read, InputOutcome::Truncated);
+        report.inputs.push(InputReport {
+            samples: r.stats,
+            matched_by: r.matched,
+            warnings: r.warnings,
+            ..InputReport::new(&file.path, outcome)
+        });
     }
+    if report.skipped() == report.inputs.len() {
+        return Err(Error::NoUsableInput { inputs: report.inputs.len() });
+    }
+    let truncated = report.truncated() > 0;
     let s = &report.samples;
     if s.read > 0 && s.used == 0 && s.no_branch_stack == s.read - s.other_process - s.other_event {
         let input = match input {
@@ -536,18 +664,23 @@ fn read_samples(
     Ok(samples)
 }
 
-/// Whether every perf.data file of `paths` records samples without branch stacks, by its attrs
-/// (stdin, pipe-mode files and files without sampling attrs say nothing).
-fn without_branch_stacks(paths: &[PathBuf]) -> Result<bool, Error> {
+/// Whether every perf.data file of `files` records samples without branch stacks, by its attrs
+/// (stdin, pipes, pipe-mode files, files without sampling attrs and files that cannot be read,
+/// whose reading says why, say nothing).
+fn without_branch_stacks(files: &[InputFile]) -> bool {
     let mut any = false;
-    for path in paths.iter().filter(|p| p.as_os_str() != "-") {
-        let map = perf_data::map_file(path)?;
-        match PerfData::parse(&map, path)?.info().branch_stack {
-            Some(false) => any = true,
-            _ => return Ok(false),
+    let regular = |f: &&InputFile| {
+        f.unusable.is_none() && std::fs::metadata(&f.path).is_ok_and(|m| m.is_file())
+    };
+    for path in files.iter().filter(regular).map(|f| &f.path) {
+        let Ok(map) = perf_data::map_file(path) else { continue };
+        match PerfData::parse(&map, path).map(|d| d.info().branch_stack) {
+            Ok(Some(false)) => any = true,
+            Ok(_) => return false,
+            Err(_) => {}
         }
     }
-    Ok(any)
+    any
 }
 
 /// No sample of the input lands in the binary: say what the input holds instead. A binary the
@@ -658,6 +791,18 @@ fn add_unwind_warnings(report: &mut InputsReport, contexts: usize) {
     push_warning_summaries(report, lines);
     let lines = report.unwind.summary(contexts as u64);
     push_warning_summaries(report, lines);
+    if report.normalize.long_lbr > 0 {
+        report.warnings.push(format!(
+            "{} samples have more than {MAX_BRANCHES} LBR entries: the newest {MAX_BRANCHES} are used",
+            report.normalize.long_lbr
+        ));
+    }
+    if report.unwind.deep_stacks > 0 {
+        report.warnings.push(format!(
+            "{} samples have call stacks deeper than {MAX_CONTEXT_FRAMES} frames: their contexts keep the innermost {MAX_CONTEXT_FRAMES}",
+            report.unwind.deep_stacks
+        ));
+    }
 }
 
 fn read_perf_script_file(
@@ -699,21 +844,31 @@ fn read_perf_data_file(
     functions: Option<&FunctionTable>,
     path: &Path,
 ) -> Result<InputResult, Error> {
-    let truncated = std::cell::Cell::new(false);
+    let truncated = std::cell::Cell::new(None);
     let finish = |report: perf_data::ReadReport| -> Vec<String> {
-        truncated.set(report.truncated.is_some());
+        truncated.set(report.truncated.clone());
         report.into_warnings(path)
     };
-    let with_truncation = |r: InputResult| InputResult { truncated: truncated.get(), ..r };
-    if path.as_os_str() == "-" {
-        let stdin = std::io::stdin().lock();
-        let _progress = opts.reporter.input("<stdin>", None);
+    let with_truncation = |r: InputResult| InputResult { truncated: truncated.take(), ..r };
+    // Standard input, or a named pipe (`<(perf record -o - ...)`): read as a stream, since it
+    // cannot be mapped.
+    let stream: Option<(Box<dyn std::io::Read>, String)> = if path.as_os_str() == "-" {
+        Some((Box::new(std::io::stdin().lock()), "<stdin>".into()))
+    } else if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        let file = std::fs::File::open(path)
+            .map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+        Some((Box::new(file), path.display().to_string()))
+    } else {
+        None
+    };
+    if let Some((stream, name)) = stream {
+        let _progress = opts.reporter.input(&name, None);
         return aggregate_events(
             opts,
             workers,
             binary,
             functions,
-            |on_event| Ok(finish(read_perf_data_stream(stdin, path, on_event)?)),
+            |on_event| Ok(finish(read_perf_data_stream(stream, path, on_event)?)),
             |_| None,
             false,
             &[],

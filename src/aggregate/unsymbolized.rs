@@ -37,7 +37,7 @@ use super::{ContextCounters, ContextKey, Counters};
 use crate::addr::Vaddr;
 use crate::binary::Binary;
 use crate::error::{Error, Result};
-use crate::llvm::{ContextFrame, LineLocation};
+use crate::llvm::{ContextFrame, LineLocation, MAX_CONTEXT_FRAMES};
 use crate::text::{parse_dec, parse_hex, trim_start};
 
 /// Where the addresses of an unsymbolized profile are relative to.
@@ -171,6 +171,7 @@ fn write_counters(c: &Counters, base: u64, indent: &str, out: &mut impl Write) -
 
 /// Reads an unsymbolized profile. `probe_contexts` says how CS headers are keyed: call-site
 /// addresses ([`ContextKey::Addrs`], pseudo-probe binaries) or frames ([`ContextKey::Frames`]).
+/// Returns the counters and the warnings (contexts cut to [`MAX_CONTEXT_FRAMES`] callers).
 ///
 /// Errors name `path` and use llvm's texts: `Invalid raw profile at line N: <line>`, or
 /// `Invalid raw profile!` when the file ends early.
@@ -179,9 +180,10 @@ pub fn read_unsymbolized(
     path: &Path,
     base: u64,
     probe_contexts: bool,
-) -> Result<ContextCounters> {
+) -> Result<(ContextCounters, Vec<String>)> {
     let mut reader = Reader { text, pos: 0, line_no: 0, path, base };
     let mut result = ContextCounters::default();
+    let mut cut_contexts = 0u64;
     while let Some(line) = reader.next_line() {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
@@ -189,8 +191,9 @@ pub fn read_unsymbolized(
         let (key, count_line) = if line.starts_with(b"[") {
             result.context_sensitive = true;
             let inner = line[1..].strip_suffix(b"]").ok_or_else(|| reader.invalid(line))?;
-            let key =
+            let (key, cut) =
                 parse_context(inner, base, probe_contexts).ok_or_else(|| reader.invalid(line))?;
+            cut_contexts += u64::from(cut);
             (key, reader.line_or_eof()?)
         } else {
             (ContextKey::None, line)
@@ -200,23 +203,39 @@ pub fn read_unsymbolized(
         let count_line = reader.line_or_eof()?;
         reader.read_entries(count_line, b"->", counters, true)?;
     }
-    Ok(result)
+    let mut warnings = Vec::new();
+    if cut_contexts > 0 {
+        warnings.push(format!(
+            "{}: {cut_contexts} contexts are deeper than {MAX_CONTEXT_FRAMES} frames: they keep the innermost {MAX_CONTEXT_FRAMES}",
+            path.display()
+        ));
+    }
+    Ok((result, warnings))
 }
 
-/// A header's inside: `0x7f4 @ 0x7bf` (probe) or `main:1 @ foo:3.1 @ bar` (frames).
-fn parse_context(inner: &[u8], base: u64, probe_contexts: bool) -> Option<ContextKey> {
+/// A header's inside: `0x7f4 @ 0x7bf` (probe) or `main:1 @ foo:3.1 @ bar` (frames). A context
+/// with more than [`MAX_CONTEXT_FRAMES`] callers keeps the innermost ones (the `bool` says it was
+/// cut); the frames cut are still checked, but never held.
+fn parse_context(inner: &[u8], base: u64, probe_contexts: bool) -> Option<(ContextKey, bool)> {
     let inner = std::str::from_utf8(inner).ok()?;
-    let parts = inner.split(" @ ").filter(|_| !inner.is_empty());
+    let parts = || inner.rsplit(" @ ").filter(|_| !inner.is_empty());
+    // Probe contexts are call sites only; frame contexts end with the leaf function.
+    let keep = MAX_CONTEXT_FRAMES + usize::from(!probe_contexts);
+    let cut = parts().nth(keep).is_some();
     if probe_contexts {
-        let addrs = parts
-            .map(|p| {
-                let v = parse_hex(p.strip_prefix("0x")?.as_bytes())?;
-                Some(Vaddr(v.wrapping_add(base)))
-            })
+        let addr = |p: &str| parse_hex(p.strip_prefix("0x")?.as_bytes());
+        if cut && !parts().skip(keep).all(|p| addr(p).is_some()) {
+            return None;
+        }
+        let mut addrs = parts()
+            .take(keep)
+            .map(|p| Some(Vaddr(addr(p)?.wrapping_add(base))))
             .collect::<Option<Vec<_>>>()?;
-        return Some(ContextKey::Addrs(addrs));
+        addrs.reverse();
+        return Some((ContextKey::Addrs(addrs), cut));
     }
-    let frames = parts
+    let mut frames: Vec<ContextFrame> = parts()
+        .take(keep)
         .map(|p| {
             let (func, loc) =
                 match p.rsplit_once(':').and_then(|(f, l)| Some((f, parse_location(l)?))) {
@@ -226,7 +245,8 @@ fn parse_context(inner: &[u8], base: u64, probe_contexts: bool) -> Option<Contex
             ContextFrame { func: func.to_string(), loc }
         })
         .collect();
-    Some(ContextKey::Frames(frames))
+    frames.reverse();
+    Some((ContextKey::Frames(frames), cut))
 }
 
 /// `line[.discriminator]`, decimal.
@@ -323,7 +343,7 @@ mod tests {
     }
 
     fn read(text: &str, base: u64, probe: bool) -> Result<ContextCounters> {
-        read_unsymbolized(text.as_bytes(), Path::new("p.raw"), base, probe)
+        read_unsymbolized(text.as_bytes(), Path::new("p.raw"), base, probe).map(|(c, _)| c)
     }
 
     /// Reference §2.4, three identical samples of a loop calling `bar`, base 0x1000.
@@ -496,7 +516,7 @@ mod tests {
                 }
             }
             for probe in [false, true] {
-                if let Ok(c) = read_unsymbolized(&text, Path::new("j"), 0x1000, probe) {
+                if let Ok((c, _)) = read_unsymbolized(&text, Path::new("j"), 0x1000, probe) {
                     let mut out = Vec::new();
                     write_unsymbolized(&c, 0x1000, &mut out).unwrap();
                 }

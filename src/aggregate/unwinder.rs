@@ -24,8 +24,13 @@ use crate::addr::{Branch, Vaddr};
 use crate::aggregate::{ContextCounters, ContextKey, Counters};
 use crate::binary::{CodeView, InstKind, SourceFrame};
 use crate::llvm::discriminator::base_discriminator;
-use crate::llvm::{ContextFrame, ContextShape, LineLocation};
+use crate::llvm::{ContextFrame, ContextShape, LineLocation, MAX_CONTEXT_FRAMES};
 use std::collections::BTreeSet;
+
+/// The most LBR entries of a sample the unwinder walks (the newest; hardware records at most 64,
+/// Intel's architectural LBR). Each entry can open a context as deep as the stack, so this and
+/// [`MAX_CONTEXT_FRAMES`] bound what one sample can make the unwinder hold.
+pub const MAX_BRANCHES: usize = 128;
 
 /// A normalised LBR + call stack sample, the aggregation key of hybrid samples.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -50,6 +55,8 @@ pub struct NormalizeStats {
     pub dropped_prolog_epilog: u64,
     /// Samples dropped because no LBR entry survived (both ends external, or none at all).
     pub dropped_empty_lbr: u64,
+    /// Samples with more than [`MAX_BRANCHES`] LBR entries, cut to the newest ones.
+    pub long_lbr: u64,
 }
 
 impl NormalizeStats {
@@ -60,6 +67,7 @@ impl NormalizeStats {
         self.dropped_prolog_epilog =
             self.dropped_prolog_epilog.saturating_add(other.dropped_prolog_epilog);
         self.dropped_empty_lbr = self.dropped_empty_lbr.saturating_add(other.dropped_empty_lbr);
+        self.long_lbr = self.long_lbr.saturating_add(other.long_lbr);
     }
 
     /// `(count, total, message)` for the driver's `warning: %.2f%%(n/total) msg` lines, in
@@ -156,11 +164,17 @@ pub fn normalize_into<C: CodeView + ?Sized>(
     // external are dropped.
     let ext = |a: Vaddr| if is_code(a) { a } else { Vaddr::EXTERNAL };
     out.branches.clear();
+    let mut raw_branches = raw_branches.fuse();
     out.branches.extend(
         raw_branches
+            .by_ref()
+            .take(MAX_BRANCHES)
             .map(|(s, t)| Branch { source: ext(s), target: ext(t) })
             .filter(|b| !(b.source.is_external() && b.target.is_external())),
     );
+    if raw_branches.next().is_some() {
+        stats.long_lbr = stats.long_lbr.saturating_add(repeat);
+    }
     let Some(first) = out.branches.first() else {
         stats.dropped_empty_lbr = stats.dropped_empty_lbr.saturating_add(repeat);
         return false;
@@ -191,6 +205,9 @@ pub struct UnwindStats {
     pub untracked_callsites: BTreeSet<Vaddr>,
     /// Samples whose stack leaf is too far from the newest LBR target (stack tip, LBR tip).
     pub bogus_traces: Vec<(Vaddr, Vaddr)>,
+    /// Samples (weighted by repeat count) with a context deeper than [`MAX_CONTEXT_FRAMES`] call
+    /// sites, cut to the innermost ones.
+    pub deep_stacks: u64,
 }
 
 impl UnwindStats {
@@ -204,6 +221,7 @@ impl UnwindStats {
             self.mismatched_pro_epi_branches.saturating_add(o.mismatched_pro_epi_branches);
         self.untracked_callsites.extend(o.untracked_callsites.iter().copied());
         self.bogus_traces.extend(o.bogus_traces.iter().copied());
+        self.deep_stacks = self.deep_stacks.saturating_add(o.deep_stacks);
     }
 
     /// `(count, total, message)` for the driver's `warning: %.2f%%(n/total) msg` lines, in
@@ -500,7 +518,9 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             st.index += 1;
             self.record_branch(&mut st, br, repeat);
         }
-        self.collect(&trie, ROOT, &mut Vec::new());
+        if self.collect(&trie) {
+            self.stats.deep_stacks = self.stats.deep_stacks.saturating_add(repeat);
+        }
         self.trie = trie;
         true
     }
@@ -607,36 +627,54 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         st.trie.frames[frame].branches.push((br.source, br.target, repeat));
     }
 
-    fn collect(&mut self, trie: &Trie, node: usize, stack: &mut Vec<Vaddr>) {
-        let f = &trie.frames[node];
-        if node != ROOT {
+    /// Records every frame of `trie` under its context: the call sites from the root (or from the
+    /// innermost external frame, where a context starts afresh) down to the frame. Depth-first
+    /// with an explicit stack, since a sample's stack can be arbitrarily deep. Returns whether a
+    /// context was cut to [`MAX_CONTEXT_FRAMES`].
+    fn collect(&mut self, trie: &Trie) -> bool {
+        // Call sites from the root to the current frame, externals included; a frame's context
+        // is `path[base..]`, `base` being just past the innermost external frame above it.
+        let mut path: Vec<Vaddr> = Vec::new();
+        let mut bases: Vec<usize> = vec![0];
+        // (frame, index of its next child to visit)
+        let mut todo: Vec<(usize, usize)> = vec![(ROOT, 0)];
+        let mut cut = self.record_frame(&trie.frames[ROOT], &[]);
+        while let Some((node, next)) = todo.last_mut() {
+            let Some(&(_, child)) = trie.frames[*node].children.get(*next) else {
+                if *node != ROOT {
+                    path.pop();
+                    bases.pop();
+                }
+                todo.pop();
+                continue;
+            };
+            *next += 1;
+            let f = &trie.frames[child];
+            path.push(f.addr);
             if f.addr.is_external() {
                 // Not a call context the compiler sees: start afresh below it.
-                let mut fresh = Vec::new();
-                self.record_frame(f, &fresh);
-                for &(_, c) in &f.children {
-                    self.collect(trie, c, &mut fresh);
-                }
+                bases.push(path.len());
                 if !f.children.is_empty() {
                     self.stats.untracked_callsites.insert(f.addr);
                 }
-                return;
+            } else {
+                bases.push(*bases.last().expect("the root's base"));
             }
-            stack.push(f.addr);
+            let base = *bases.last().expect("just pushed");
+            cut |= self.record_frame(f, &path[base..]);
+            todo.push((child, 0));
         }
-        self.record_frame(f, stack);
-        for &(_, c) in &f.children {
-            self.collect(trie, c, stack);
-        }
-        if node != ROOT {
-            stack.pop();
-        }
+        cut
     }
 
-    fn record_frame(&mut self, f: &Frame, stack: &[Vaddr]) {
+    /// Adds the frame's counts to the counters of `stack` (its innermost [`MAX_CONTEXT_FRAMES`]
+    /// call sites); returns whether the stack was deeper than that.
+    fn record_frame(&mut self, f: &Frame, stack: &[Vaddr]) -> bool {
         if f.ranges.is_empty() && f.branches.is_empty() {
-            return;
+            return false;
         }
+        let cut = stack.len() > MAX_CONTEXT_FRAMES;
+        let stack = &stack[stack.len().saturating_sub(MAX_CONTEXT_FRAMES)..];
         let c = self.by_stack.entry_ref(stack).or_default();
         for &(s, e, n) in &f.ranges {
             c.add_range(s, e, n);
@@ -644,6 +682,7 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         for &(s, t, n) in &f.branches {
             c.add_branch(s, t, n);
         }
+        cut
     }
 }
 

@@ -12,6 +12,7 @@
 
 use super::SourceFrame;
 use super::elf::Elf;
+use crate::llvm::MAX_CONTEXT_FRAMES;
 use gimli::{AttributeValue, DwAt, EndianSlice, RunTimeEndian, UnitOffset};
 use hashbrown::HashMap;
 use object::Object;
@@ -137,6 +138,8 @@ struct UnitResult {
     /// A skeleton unit whose `.dwo` could not be read: the reason.
     missing_dwo: Option<String>,
     error: Option<String>,
+    /// Inlined subroutines nested deeper than [`MAX_CONTEXT_FRAMES`], left out.
+    too_deep: u64,
 }
 
 impl DebugInfo {
@@ -243,6 +246,7 @@ impl DebugInfo {
         // Merged in unit order, so the address map is built exactly as a sequential walk would.
         let mut map = BTreeMap::new();
         let (mut missing_dwo, mut missing_dwo_count) = (None, 0);
+        let mut too_deep = 0u64;
         for (ui, r) in results.into_iter().enumerate() {
             let first = info.nodes.len() as u32;
             info.nodes.extend(r.nodes.into_iter().map(|mut n| {
@@ -261,6 +265,7 @@ impl DebugInfo {
                 address_size: r.address_size,
                 table: OnceLock::new(),
             });
+            too_deep += r.too_deep;
             if let Some(why) = r.missing_dwo {
                 missing_dwo.get_or_insert(why);
                 missing_dwo_count += 1;
@@ -270,6 +275,12 @@ impl DebugInfo {
                 info.warnings
                     .push(format!("malformed DWARF unit at .debug_info offset {off:#x}: {e}"));
             }
+        }
+        if too_deep > 0 {
+            info.warnings.push(format!(
+                "{too_deep} inlined subroutines are nested deeper than {MAX_CONTEXT_FRAMES} frames; \
+                 their code counts as the innermost inlinee above them"
+            ));
         }
         if let Some(first) = missing_dwo {
             info.warnings.push(format!(
@@ -498,6 +509,11 @@ impl<'a> Loader<'_, 'a> {
             let tag = entry.tag();
             let inlined = tag == gimli::DW_TAG_inlined_subroutine;
             if tag != gimli::DW_TAG_subprogram && !inlined {
+                continue;
+            }
+            // Inline stacks become nested profiles: their depth is bounded like contexts'.
+            if inlined && stack.len() >= MAX_CONTEXT_FRAMES {
+                out.too_deep += 1;
                 continue;
             }
             let mut ranges = Vec::new();

@@ -13,11 +13,28 @@ pub mod perf_script;
 
 use crate::addr::{Branch, FileOffset, RuntimeAddr};
 use crate::error::Error;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Reads a whole input file (perf script and unsymbolized profiles are parsed from memory).
 pub fn read_file(path: &Path) -> Result<Vec<u8>, Error> {
     std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })
+}
+
+/// An input file of a run, as the command line gives it or a directory lists it.
+#[derive(Debug)]
+pub struct InputFile {
+    pub path: PathBuf,
+    /// Found in a directory given as input, rather than named itself.
+    pub in_directory: bool,
+    /// Why it cannot be read, when that is known without opening it.
+    pub unusable: Option<Error>,
+}
+
+impl InputFile {
+    /// A file named on the command line.
+    pub fn named(path: &Path) -> Self {
+        InputFile { path: path.to_path_buf(), in_directory: false, unusable: None }
+    }
 }
 
 /// A mapping of a file (or anonymous memory) into a process.

@@ -55,7 +55,7 @@ use bytes::{Loc, u16_at, u32_at, u64_at};
 use decode::{Decoder, Sink, malformed};
 
 use crate::error::Error;
-use crate::input::{InputInfo, PerfEvent};
+use crate::input::{InputFile, InputInfo, PerfEvent};
 const PIPE_HEADER_SIZE: u64 = 16;
 /// How often (in input bytes) [`PerfData::decode_in_time_order_releasing`] reports progress.
 const CONSUMED_STEP: usize = 8 << 20;
@@ -207,6 +207,7 @@ pub fn read_perf_data_stream(
         }
     }
     decoder.finish(offset, sink)?;
+    cut_before_first_record(path, &decoder.report)?;
     Ok(decoder.report)
 }
 
@@ -242,38 +243,67 @@ pub fn page_releaser(map: &memmap2::Mmap) -> impl FnMut(usize) + '_ {
     }
 }
 
-/// `--perfdata DIR` stands for every perf.data file in DIR (files starting with perf's magic,
-/// in name order), e.g. a directory of recordings collected from many hosts; other paths stand
-/// for themselves.
-pub fn expand_dirs(given: &[PathBuf]) -> Result<Vec<PathBuf>, Error> {
+/// `--perfdata` arguments → files: `DIR` stands for every entry of DIR in name order (e.g. a
+/// directory of recordings collected from many hosts), other paths for themselves. Directory
+/// entries are not opened here: one that is not a regular file (symlinks followed) comes back
+/// unusable, so a FIFO never blocks the run; whether a regular file is a perf.data is found when
+/// it is read. A directory that cannot be listed, or is empty, is itself unusable.
+pub fn list_perf_data_files(given: &[PathBuf]) -> Vec<InputFile> {
     let mut out = Vec::new();
     for path in given {
+        let named = |unusable| InputFile { unusable, ..InputFile::named(path) };
         if !path.is_dir() {
-            out.push(path.clone());
+            out.push(named(None));
             continue;
         }
-        let io_err = |source| Error::Io { path: path.clone(), source };
-        let mut found = Vec::new();
-        for entry in std::fs::read_dir(path).map_err(io_err)? {
-            let p = entry.map_err(io_err)?.path();
-            let mut magic = [0u8; 8];
-            let is_perf_data = std::fs::File::open(&p)
-                .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-                .is_ok_and(|()| &magic == b"PERFILE2");
-            if p.is_file() && is_perf_data {
-                found.push(p);
+        let entries = std::fs::read_dir(path)
+            .and_then(|dir| dir.map(|e| e.map(|e| e.path())).collect::<std::io::Result<Vec<_>>>());
+        let mut entries = match entries {
+            Ok(entries) if entries.is_empty() => {
+                out.push(named(Some(Error::BadFile {
+                    path: path.clone(),
+                    what: "the directory is empty".into(),
+                })));
+                continue;
             }
-        }
-        if found.is_empty() {
-            return Err(Error::BadFile {
-                path: path.clone(),
-                what: "the directory holds no perf.data file".into(),
-            });
-        }
-        found.sort();
-        out.extend(found);
+            Ok(entries) => entries,
+            Err(source) => {
+                out.push(named(Some(Error::Io { path: path.clone(), source })));
+                continue;
+            }
+        };
+        entries.sort();
+        out.extend(entries.into_iter().map(|p| {
+            let unusable = match std::fs::metadata(&p) {
+                Ok(m) if m.is_file() => None,
+                Ok(m) => Some(Error::BadFile {
+                    path: p.clone(),
+                    what: format!("not a regular file but {}", file_kind(&m.file_type())),
+                }),
+                Err(source) => Some(Error::Io { path: p.clone(), source }),
+            };
+            InputFile { path: p, in_directory: true, unusable }
+        }));
     }
-    Ok(out)
+    out
+}
+
+/// What a file that is not a regular file is, for messages.
+pub fn file_kind(t: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "a special file"
+    }
 }
 
 /// An executable file an input maps (see [`PerfData::mapped_executables`]).
@@ -324,6 +354,13 @@ impl<'a> PerfData<'a> {
                 path.display()
             ));
             data_size = len - data_offset;
+        } else if data_size == 0 {
+            template.report.truncated = Some(cut(
+                len,
+                format!(
+                    "header has data size 0 and the file ends at the data section ({len} bytes): recording not finished"
+                ),
+            ));
         }
         let data_end = data_offset.saturating_add(data_size);
         if data_end > len {
@@ -333,7 +370,7 @@ impl<'a> PerfData<'a> {
                     "data section [{data_offset}, {data_end}) extends past the end of the file ({len} bytes)"
                 ),
             ));
-        } else {
+        } else if template.report.truncated.is_none() {
             parse_features(bytes, path, data_end, &mut template);
         }
         let data = clamp(data_offset, len)..clamp(data_end, len);
@@ -510,7 +547,23 @@ impl<'a> PerfData<'a> {
             pos += extra as usize;
         }
         decoder.finish((range.start + pos) as u64, sink)?;
+        if range.start == self.data.start {
+            cut_before_first_record(decoder.path, &decoder.report)?;
+        }
         Ok(decoder.report)
+    }
+}
+
+/// A read that stopped at a cut before any complete record has nothing to give: an error, not
+/// an empty result (whose empty profile would replace the last good one).
+fn cut_before_first_record(path: &Path, report: &ReadReport) -> Result<(), Error> {
+    match &report.truncated {
+        Some(t) if report.records == 0 => Err(Error::Malformed {
+            path: path.to_path_buf(),
+            offset: t.offset,
+            what: format!("the input ends before its first complete record: {}", t.reason),
+        }),
+        _ => Ok(()),
     }
 }
 

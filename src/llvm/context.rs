@@ -24,9 +24,24 @@ pub struct ContextFrame {
     pub loc: LineLocation,
 }
 
+/// The most caller frames a context keeps (profgen's bound, not llvm-profgen's): a deeper call
+/// stack keeps its innermost frames, cut before recursion compression. It bounds every recursion
+/// over contexts, context tries and nested profiles, and the work a context costs (one profile
+/// per caller, as llvm-profgen creates them, each compared and walked frame by frame), whatever
+/// the depth of the input's stacks. Real recordings stay below it: the kernel's default
+/// `perf_event_max_stack` is 127.
+pub const MAX_CONTEXT_FRAMES: usize = 1024;
+
+/// Cuts `callers` (root first) to its innermost [`MAX_CONTEXT_FRAMES`]; true if it was deeper.
+pub fn cut_to_max_context<T>(callers: &mut Vec<T>) -> bool {
+    let excess = callers.len().saturating_sub(MAX_CONTEXT_FRAMES);
+    callers.drain(..excess);
+    excess > 0
+}
+
 /// How contexts are shaped: llvm-profgen applies [`compress_recursion`] and then [`trim_context`]
 /// to the *callers* only: set the leaf frame aside (its location becomes (0, 0)), shape, push the
-/// leaf back.
+/// leaf back. Callers beyond [`MAX_CONTEXT_FRAMES`] are cut first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ContextShape {
     /// `--compress-recursion`: longest repeated sequence collapsed (-1 = unlimited, 0 = off).
@@ -42,8 +57,10 @@ impl Default for ContextShape {
 }
 
 impl ContextShape {
-    /// Compresses recursion in `callers` (root first, without the leaf), then trims them.
+    /// Cuts `callers` (root first, without the leaf) to [`MAX_CONTEXT_FRAMES`], compresses
+    /// recursion in them, then trims them.
     pub fn apply<T: PartialEq + Clone>(&self, callers: &mut Vec<T>) {
+        cut_to_max_context(callers);
         compress_recursion(callers, self.compress_recursion);
         trim_context(callers, self.max_context_depth);
     }

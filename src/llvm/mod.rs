@@ -9,6 +9,9 @@ pub mod leb128;
 pub mod names;
 pub mod sample_prof;
 
-pub use context::{ContextFrame, ContextShape, LineLocation, compress_recursion, trim_context};
+pub use context::{
+    ContextFrame, ContextShape, LineLocation, MAX_CONTEXT_FRAMES, compress_recursion,
+    cut_to_max_context, trim_context,
+};
 pub use hash::{callsite_hash, callsite_hash_from_guid, md5_guid};
 pub use names::canonical_fn_name;

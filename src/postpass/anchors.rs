@@ -23,21 +23,15 @@ pub fn add_zero_count_anchors(profile: &mut Profile, anchors: &CodeAnchors) -> u
     // Call sites that lead to a callee context: every proper prefix of a context, its last frame
     // carrying the call-site location.
     let called_from: BTreeSet<Vec<ContextFrame>> = if profile.kind.context_sensitive {
-        profile
-            .functions
-            .keys()
-            .filter(|c| c.0.len() > 1)
-            .map(|c| c.0[..c.0.len() - 1].to_vec())
-            .collect()
+        profile.functions.keys().filter(|c| c.len() > 1).map(|c| c.callers().to_vec()).collect()
     } else {
         BTreeSet::new()
     };
     let mut added = 0;
     for (ctx, fs) in profile.functions.iter_mut() {
         added += annotate(fs, anchors, &|loc| {
-            let mut site = ctx.0.clone();
-            let leaf = site.last_mut().expect("a context has a leaf frame");
-            leaf.loc = loc;
+            let mut site = ctx.callers().to_vec();
+            site.push(ContextFrame { func: ctx.leaf_name().to_string(), loc });
             called_from.contains(&site)
         });
     }
@@ -117,15 +111,17 @@ mod tests {
         let frame = |f: &str, l| ContextFrame { func: f.into(), loc: LineLocation::new(l, 0) };
         let mut p = Profile::default();
         p.kind.context_sensitive = true;
-        p.functions.insert(Context(vec![frame("main", 0)]), FunctionSamples::new("main"));
-        p.functions
-            .insert(Context(vec![frame("main", 2), frame("foo", 0)]), FunctionSamples::new("foo"));
+        p.functions.insert(Context::new(vec![frame("main", 0)]), FunctionSamples::new("main"));
+        p.functions.insert(
+            Context::new(vec![frame("main", 2), frame("foo", 0)]),
+            FunctionSamples::new("foo"),
+        );
         assert_eq!(add_zero_count_anchors(&mut p, &anchors()), 3);
-        let main = &p.functions[&Context(vec![frame("main", 0)])];
+        let main = &p.functions[&Context::new(vec![frame("main", 0)])];
         let targets: Vec<_> =
             main.body.iter().map(|(l, b)| (l.line_offset, b.call_targets.len())).collect();
         assert_eq!(targets, [(3, 1), (4, 1)]);
-        let foo = &p.functions[&Context(vec![frame("main", 2), frame("foo", 0)])];
+        let foo = &p.functions[&Context::new(vec![frame("main", 2), frame("foo", 0)])];
         assert_eq!(foo.body[&LineLocation::new(7, 0)].call_targets["bar"], 0);
     }
 }

@@ -257,12 +257,12 @@ mod tests {
         let mut foo = FunctionSamples::new("foo");
         foo.total_samples = 1;
         foo.add_body(LineLocation::new(1, 0), 1);
-        let ctx = Context(vec![
+        let ctx = Context::new(vec![
             ContextFrame { func: "main".into(), loc: LineLocation::new(1, 0) },
             ContextFrame { func: "foo".into(), loc: LineLocation::default() },
         ]);
         profile.functions.insert(ctx, foo);
-        profile.functions.insert(Context(Vec::new()), FunctionSamples::new(""));
+        profile.functions.insert(Context::new(Vec::new()), FunctionSamples::new(""));
         profile
     }
 

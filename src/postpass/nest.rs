@@ -10,70 +10,90 @@ use crate::llvm::{LineLocation, callsite_hash};
 use crate::profile::{Context, FunctionSamples, Profile, attr};
 
 /// A frame trie node; children ordered by call-site hash as in LLVM, which decides which
-/// profile reaches a shared top-level name first (and so whose attributes it keeps).
+/// profile reaches a shared top-level name first (and so whose attributes it keeps). Nodes live
+/// in one vector and are walked with an explicit stack: contexts can be deep.
 #[derive(Default)]
 struct FrameNode {
     callsite: LineLocation,
     func: String,
     samples: Option<FunctionSamples>,
-    children: BTreeMap<(u64, String, LineLocation), FrameNode>,
+    children: BTreeMap<(u64, String, LineLocation), usize>,
 }
+
+const ROOT: usize = 0;
 
 /// Converts a flat CS profile into a nested one (`context_sensitive` becomes false).
 /// `merged_base`: `--generate-merged-base-profiles`, also merge every nested profile into its
 /// function's top-level profile, marking the nested copy DuplicatedIntoBase.
 pub fn convert_cs_to_nested(profile: &mut Profile, merged_base: bool) {
-    let mut root = FrameNode::default();
+    let mut nodes = vec![FrameNode::default()];
     // An empty context has no function; it would land on the root and swallow every top-level
     // profile, so it is dropped.
     for (context, fs) in
-        std::mem::take(&mut profile.functions).into_iter().filter(|(c, _)| !c.0.is_empty())
+        std::mem::take(&mut profile.functions).into_iter().filter(|(c, _)| !c.is_empty())
     {
-        let mut node = &mut root;
+        let mut node = ROOT;
         let mut loc = LineLocation::default();
-        for frame in &context.0 {
-            let key = (callsite_hash(&frame.func, loc), frame.func.clone(), loc);
-            node = node.children.entry(key).or_insert_with(|| FrameNode {
-                callsite: loc,
-                func: frame.func.clone(),
-                ..Default::default()
-            });
-            loc = frame.loc;
+        for (func, frame_loc) in context.frames() {
+            let key = (callsite_hash(func, loc), func.to_string(), loc);
+            let next = nodes.len();
+            node = *nodes[node].children.entry(key).or_insert(next);
+            if node == next {
+                nodes.push(FrameNode {
+                    callsite: loc,
+                    func: func.to_string(),
+                    ..Default::default()
+                });
+            }
+            loc = frame_loc;
         }
-        node.samples = Some(fs);
+        nodes[node].samples = Some(fs);
     }
     let mut top_level: BTreeMap<String, FunctionSamples> = BTreeMap::new();
-    convert(&mut root, &mut top_level, merged_base);
+    convert(&mut nodes, &mut top_level, merged_base);
     profile.functions =
         top_level.into_iter().map(|(name, fs)| (Context::base(&name), fs)).collect();
     profile.kind.context_sensitive = false;
 }
 
+/// Depth first from the root: once a child's subtree is converted, the child moves into its
+/// parent's profile as an inlinee (or to the top level when the parent has no profile).
 fn convert(
-    node: &mut FrameNode,
+    nodes: &mut [FrameNode],
     top_level: &mut BTreeMap<String, FunctionSamples>,
     merged_base: bool,
 ) {
-    for child in node.children.values_mut() {
-        convert(child, top_level, merged_base);
-        let Some(child_fs) = child.samples.take() else {
+    // (node, its children in order, index of the next one to visit)
+    let children = |n: &FrameNode| n.children.values().copied().collect::<Vec<_>>();
+    let mut todo: Vec<(usize, Vec<usize>, usize)> = vec![(ROOT, children(&nodes[ROOT]), 0)];
+    while let Some((_, kids, next)) = todo.last_mut() {
+        if let Some(&child) = kids.get(*next) {
+            *next += 1;
+            todo.push((child, children(&nodes[child]), 0));
+            continue;
+        }
+        let (child, _, _) = todo.pop().expect("not empty");
+        let Some((node, _, _)) = todo.last() else { break };
+        let node = *node;
+        let Some(child_fs) = nodes[child].samples.take() else {
             continue;
         };
-        match node.samples.as_mut() {
+        let (callsite, func) = (nodes[child].callsite, nodes[child].func.clone());
+        match nodes[node].samples.as_mut() {
             Some(parent) => {
                 parent.add_total(child_fs.total_samples);
-                let removed = remove_call_target_and_body(parent, child.callsite, &child.func);
+                let removed = remove_call_target_and_body(parent, callsite, &func);
                 parent.total_samples = parent.total_samples.saturating_sub(removed);
                 if merged_base {
-                    merge_samples(top_level.entry(child.func.clone()).or_default(), &child_fs);
+                    merge_samples(top_level.entry(func.clone()).or_default(), &child_fs);
                 }
-                let callees = parent.callsites.entry(child.callsite).or_default();
-                let nested = callees.entry(child.func.clone()).or_insert(child_fs);
+                let callees = parent.callsites.entry(callsite).or_default();
+                let nested = callees.entry(func).or_insert(child_fs);
                 if merged_base {
                     nested.attributes |= attr::DUPLICATED_INTO_BASE;
                 }
             }
-            None => merge_samples(top_level.entry(child.func.clone()).or_default(), &child_fs),
+            None => merge_samples(top_level.entry(func).or_default(), &child_fs),
         }
     }
 }

@@ -463,7 +463,7 @@ mod tests {
     }
 
     fn context(frames: &[(&str, u32)]) -> Context {
-        Context(
+        Context::new(
             frames
                 .iter()
                 .map(|&(f, l)| ContextFrame { func: f.to_string(), loc: LineLocation::new(l, 0) })

@@ -72,9 +72,17 @@ impl ContextTrie {
         };
         // An empty context has no function to attach to; it is dropped.
         let contexts =
-            std::mem::take(&mut profile.functions).into_iter().filter(|(c, _)| !c.0.is_empty());
+            std::mem::take(&mut profile.functions).into_iter().filter(|(c, _)| !c.is_empty());
+        // Contexts in order, with the ones made from the frames of the current context above
+        // them (its callers' contexts): a context walks the trie from there, not from the root.
+        let mut above: Vec<(Context, NodeId)> = Vec::new();
         for (context, fs) in contexts {
-            let node = trie.get_or_create_path(&context);
+            while above.last().is_some_and(|(c, _)| !context.extends(c)) {
+                above.pop();
+            }
+            let (from, depth) = above.last().map_or((ROOT, 0), |(c, n)| (*n, c.len()));
+            let node = trie.get_or_create_path(from, depth, &context);
+            above.push((context, node));
             let id = trie.samples.len();
             trie.samples.push(Sample { fs, state: state::RAW });
             trie.sample_node.push(node);
@@ -142,13 +150,17 @@ impl ContextTrie {
         order
     }
 
-    fn get_or_create_path(&mut self, context: &Context) -> NodeId {
-        let mut node = ROOT;
-        let mut loc = LineLocation::default();
-        for frame in &context.0 {
-            let func = self.intern(&frame.func);
+    /// The node of `context`, whose first `depth` frames lead to `from`.
+    fn get_or_create_path(&mut self, from: NodeId, depth: usize, context: &Context) -> NodeId {
+        let mut node = from;
+        let mut loc = match depth.checked_sub(1) {
+            Some(d) => context.callers().get(d).map_or(LineLocation::default(), |f| f.loc),
+            None => LineLocation::default(),
+        };
+        for (func, frame_loc) in context.frames().skip(depth) {
+            let func = self.intern(func);
             node = self.get_or_create_child(node, loc, func);
-            loc = frame.loc;
+            loc = frame_loc;
         }
         node
     }
@@ -322,13 +334,39 @@ impl ContextTrie {
     }
 
     /// `convertToProfileMap`: every node with a profile becomes a flat context.
+    ///
+    /// A node's context shares the frames of one made for an ancestor when the node lies on the
+    /// ancestor's first-child line, which the ancestor's frames run down to; so a chain of nested
+    /// contexts costs its depth, not depth²/2.
     pub fn into_profile(mut self, profile: &mut Profile) {
+        // For each node on a line made so far: the line's context and the node's depth on it.
+        let mut on_line: Vec<Option<(usize, usize)>> = vec![None; self.nodes.len()];
+        let mut lines: Vec<Context> = Vec::new();
         for node in self.bfs() {
-            if let Some(s) = self.nodes[node].samples {
-                let context = Context(self.context_of(node));
-                let fs = std::mem::take(&mut self.samples[s].fs);
-                profile.functions.insert(context, fs);
-            }
+            let Some(s) = self.nodes[node].samples else { continue };
+            let (line, depth) = match on_line[node] {
+                Some(at) => at,
+                None => {
+                    let mut frames = self.context_of(node);
+                    let depth = frames.len();
+                    let mut n = node;
+                    on_line[n] = Some((lines.len(), frames.len()));
+                    while let Some(child) = self.children(n).next() {
+                        let c = &self.nodes[child];
+                        frames.last_mut().expect("below the root").loc = c.callsite;
+                        frames.push(ContextFrame {
+                            func: self.name(c.func).to_string(),
+                            loc: LineLocation::default(),
+                        });
+                        on_line[child] = Some((lines.len(), frames.len()));
+                        n = child;
+                    }
+                    lines.push(Context::new(frames));
+                    (lines.len() - 1, depth)
+                }
+            };
+            let fs = std::mem::take(&mut self.samples[s].fs);
+            profile.functions.insert(lines[line].prefix(depth), fs);
         }
     }
 }
@@ -367,25 +405,34 @@ pub(crate) fn merge_samples(to: &mut FunctionSamples, from: &FunctionSamples) {
 /// survives a checksum mismatch). This is what the CS summary must be computed on.
 pub fn context_less_profile(profile: &Profile) -> Profile {
     // Breadth-first order of a trie whose children are ordered by key = depth first, then the
-    // keys along the path.
-    let mut guids: HashMap<&str, u64> = HashMap::new();
-    type PathKeys<'a> = Vec<(u64, &'a str, LineLocation)>;
-    let mut ordered: Vec<(PathKeys, &FunctionSamples)> = Vec::new();
-    for (context, fs) in profile.functions.iter().filter(|(c, _)| !c.0.is_empty()) {
-        let mut loc = LineLocation::default();
-        let mut keys = Vec::with_capacity(context.0.len());
-        for frame in &context.0 {
-            let guid = *guids.entry(&frame.func).or_insert_with(|| md5_guid(&frame.func));
-            keys.push((callsite_hash_from_guid(guid, loc), frame.func.as_str(), loc));
-            loc = frame.loc;
+    // keys along the path; a frame's key is (call-site hash, function, location in the caller).
+    // Only the first key that differs is computed, so deep contexts are compared without copies.
+    let guids: std::cell::RefCell<HashMap<String, u64>> = Default::default();
+    let key = |func: &str, loc: LineLocation| {
+        let mut guids = guids.borrow_mut();
+        let guid = match guids.get(func) {
+            Some(&g) => g,
+            None => *guids.entry(func.to_string()).or_insert(md5_guid(func)),
+        };
+        (callsite_hash_from_guid(guid, loc), loc)
+    };
+    let path_order = |a: &Context, b: &Context| {
+        let mut at = (LineLocation::default(), LineLocation::default());
+        for ((fa, la), (fb, lb)) in a.frames().zip(b.frames()) {
+            if fa != fb || at.0 != at.1 {
+                let (ka, kb) = (key(fa, at.0), key(fb, at.1));
+                return (ka.0, fa, ka.1).cmp(&(kb.0, fb, kb.1));
+            }
+            at = (la, lb);
         }
-        ordered.push((keys, fs));
-    }
-    ordered.sort_by(|a, b| (a.0.len(), &a.0).cmp(&(b.0.len(), &b.0)));
+        std::cmp::Ordering::Equal
+    };
+    let mut ordered: Vec<(&Context, &FunctionSamples)> =
+        profile.functions.iter().filter(|(c, _)| !c.is_empty()).collect();
+    ordered.sort_by(|(a, _), (b, _)| a.len().cmp(&b.len()).then_with(|| path_order(a, b)));
     let mut merged: BTreeMap<&str, FunctionSamples> = BTreeMap::new();
-    for (keys, fs) in ordered {
-        let name = keys.last().expect("a context has a leaf frame").1;
-        merge_samples(merged.entry(name).or_default(), fs);
+    for (context, fs) in ordered {
+        merge_samples(merged.entry(context.leaf_name()).or_default(), fs);
     }
     Profile {
         kind: crate::profile::ProfileKind { context_sensitive: false, ..profile.kind },

@@ -28,7 +28,7 @@ pub fn trim_and_merge_cold_contexts(
     let cold: Vec<Context> = profile
         .functions
         .iter()
-        .filter(|(ctx, fs)| fs.total_samples < threshold && (!base_only || ctx.0.len() == 1))
+        .filter(|(ctx, fs)| fs.total_samples < threshold && (!base_only || ctx.len() == 1))
         .map(|(ctx, _)| ctx.clone())
         .collect();
     let removed = cold.len();
@@ -40,8 +40,7 @@ pub fn trim_and_merge_cold_contexts(
         };
         if merge {
             // Depth 0 would make an empty context (garbage in llvm-profgen); keep the leaf.
-            let keep = ctx.0.len().min(max_cold_depth.max(1) as usize);
-            let merged_ctx = Context(ctx.0[ctx.0.len() - keep..].to_vec());
+            let merged_ctx = ctx.suffix(max_cold_depth.max(1) as usize);
             // `SampleProfileMap::create` names the profile, so it keeps no attributes.
             let target = merged.entry(merged_ctx).or_insert_with(|| FunctionSamples::new(&fs.name));
             merge_samples(target, &fs);

@@ -97,18 +97,17 @@ impl Default for CsOptions {
     }
 }
 
-/// Flat CS profiles by full context (root first, leaf location (0, 0)) while they are built;
-/// hashed (contexts are long, comparing them in a tree costs more), sorted when finished.
+/// Flat CS profiles by full context while they are built; hashed (contexts are long, comparing
+/// them in a tree costs more), sorted when finished.
 #[derive(Default)]
 struct ContextProfiles {
-    map: HashMap<Vec<ContextFrame>, FunctionSamples>,
+    map: HashMap<Context, FunctionSamples>,
 }
 
 impl ContextProfiles {
-    fn get_or_create(&mut self, ctx: &[ContextFrame], was_inlined: bool) -> &mut FunctionSamples {
-        let fs = self.map.entry_ref(ctx).or_insert_with(|| {
-            FunctionSamples::new(&ctx.last().expect("contexts have a leaf frame").func)
-        });
+    fn get_or_create(&mut self, ctx: &Context, was_inlined: bool) -> &mut FunctionSamples {
+        let fs =
+            self.map.entry(ctx.clone()).or_insert_with(|| FunctionSamples::new(ctx.leaf_name()));
         if was_inlined {
             fs.attributes |= attr::WAS_INLINED;
         }
@@ -119,28 +118,36 @@ impl ContextProfiles {
     /// binary, so no call was seen) gives its parent an estimated call count at its call site.
     /// Children before parents, as in llvm-profgen's post-order walk.
     fn infer_callsite_samples(&mut self) {
-        let max_len = self.map.keys().map(Vec::len).max().unwrap_or(0);
-        for len in (2..=max_len).rev() {
-            let mut at_len: Vec<Vec<ContextFrame>> =
-                self.map.keys().filter(|k| k.len() == len).cloned().collect();
+        // Contexts without head samples by length; heads never change here, and a parent
+        // created here has none, so it joins the next shorter length.
+        let mut by_len: Vec<Vec<Context>> = Vec::new();
+        for (ctx, fs) in &self.map {
+            if fs.head_samples == 0 && ctx.len() >= 2 {
+                by_len.resize_with(by_len.len().max(ctx.len() + 1), Vec::new);
+                by_len[ctx.len()].push(ctx.clone());
+            }
+        }
+        for len in (2..by_len.len()).rev() {
+            let mut at_len = std::mem::take(&mut by_len[len]);
+            // In key order, as a walk over the map would meet them.
             at_len.sort_unstable();
+            at_len.dedup();
             for ctx in at_len {
                 let fs = &self.map[&ctx];
-                if fs.head_samples != 0 {
-                    continue;
-                }
                 let mut estimate = head_samples_estimate(fs);
                 if estimate == 0 && fs.body.is_empty() {
                     estimate = 1;
                 }
-                let callee = ctx[len - 1].func.clone();
-                let callsite = ctx[len - 2].loc;
-                let mut parent = ctx[..len - 1].to_vec();
-                parent[len - 2].loc = LineLocation::default();
+                let callee = ctx.leaf_name().to_string();
+                let callsite = ctx.callers()[len - 2].loc;
+                let parent = ctx.parent().expect("at least two frames");
                 let p = self.get_or_create(&parent, false);
                 p.add_call_target(callsite, &callee, estimate);
                 p.add_body(callsite, estimate);
                 p.add_total(estimate);
+                if p.head_samples == 0 && len > 2 {
+                    by_len[len - 1].push(parent);
+                }
             }
         }
     }
@@ -157,11 +164,7 @@ impl ContextProfiles {
                 b.count = b.count.max(targets);
             }
         }
-        Profile {
-            kind,
-            functions: self.map.into_iter().map(|(k, v)| (Context(k), v)).collect(),
-            symbol_list: None,
-        }
+        Profile { kind, functions: self.map.into_iter().collect(), symbol_list: None }
     }
 }
 
@@ -194,8 +197,9 @@ pub fn generate_line_cs<C: CodeView + ?Sized>(
     for key in keys {
         let ContextKey::Frames(ctx) = key else { continue };
         let c = &counters.by_context[key];
+        let context = Context::new(ctx.clone());
         if !ctx.is_empty() {
-            let fs = profiles.get_or_create(ctx, leaf_was_inlined(code, c));
+            let fs = profiles.get_or_create(&context, leaf_was_inlined(code, c));
             for (start, end, n) in disjoint_ranges(c.ranges.iter().map(|(&r, &n)| (r, n))) {
                 // Zero segments are gaps that belong to no range of this context.
                 if n == 0 {
@@ -228,7 +232,7 @@ pub fn generate_line_cs<C: CodeView + ?Sized>(
                 && let Some(leaf) = code.inline_stack(src).last()
             {
                 let base = base_discriminator(leaf.discriminator, fs_discr);
-                profiles.get_or_create(ctx, false).add_call_target(
+                profiles.get_or_create(&context, false).add_call_target(
                     LineLocation::new(leaf.line_offset, base),
                     callee,
                     n,
@@ -243,7 +247,7 @@ pub fn generate_line_cs<C: CodeView + ?Sized>(
             }
             callee_ctx
                 .push(ContextFrame { func: callee.to_string(), loc: LineLocation::default() });
-            profiles.get_or_create(&callee_ctx, false).add_head(n);
+            profiles.get_or_create(&Context::new(callee_ctx), false).add_head(n);
         }
     }
     profiles.infer_callsite_samples();
@@ -302,7 +306,7 @@ pub fn generate_probe_cs<C: CodeView + ?Sized, P: ProbeView + ?Sized>(
 /// A profile context resolved for one leaf probe.
 #[derive(Clone)]
 struct ProbeContext {
-    frames: Vec<ContextFrame>,
+    frames: Context,
     was_inlined: bool,
     checksum: u64,
 }
@@ -337,7 +341,7 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
                 }
             }
         }
-        let mut sampled_nodes: BTreeMap<NodeId, BTreeSet<Vec<ContextFrame>>> = BTreeMap::new();
+        let mut sampled_nodes: BTreeMap<NodeId, BTreeSet<Context>> = BTreeMap::new();
         for ((a, i), n) in probe_counts {
             let probe = self.probes.probes_at(a)[i];
             // Zero counts come from gaps that belong to no range of this context.
@@ -357,12 +361,9 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
                     .probes
                     .node_inline_site(probe.node)
                     .and_then(|(parent, _)| self.probes.func_desc(self.probes.node_guid(parent)));
-                let len = ctx.frames.len();
-                if let (Some((_, inliner_hash)), true) = (inliner, len > 1) {
-                    let callsite = ctx.frames[len - 2].loc;
-                    let callee = ctx.frames[len - 1].func.clone();
-                    let mut parent = ctx.frames[..len - 1].to_vec();
-                    parent[len - 2].loc = LineLocation::default();
+                if let (Some((_, inliner_hash)), Some(parent)) = (inliner, ctx.frames.parent()) {
+                    let callsite = ctx.frames.callers()[parent.len() - 1].loc;
+                    let callee = ctx.frames.leaf_name().to_string();
                     let p = self.profiles.get_or_create(&parent, false);
                     p.checksum = Some(inliner_hash);
                     p.add_body(callsite, n);
@@ -465,7 +466,7 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         frames.push(leaf_frame);
         let (_, checksum) = self.probes.func_desc(self.probes.node_guid(leaf.node))?;
         Some(ProbeContext {
-            frames,
+            frames: Context::new(frames),
             was_inlined: self.probes.node_inline_site(leaf.node).is_some(),
             checksum,
         })

@@ -3,6 +3,8 @@
 
 use crate::llvm::{ContextFrame, LineLocation};
 use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
 
 /// The samples of one source location: its count and the functions called from it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -11,17 +13,119 @@ pub struct BodySample {
     pub call_targets: BTreeMap<String, u64>,
 }
 
-/// A calling context, root first, leaf last. A context of one frame is a base (context-less)
-/// profile.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Context(pub Vec<ContextFrame>);
+/// A calling context, root first, leaf last (whose location is (0, 0)). A context of one frame
+/// is a base (context-less) profile.
+///
+/// The frames live in a shared buffer, and a caller's context made with [`Context::parent`]
+/// shares it: the chain of contexts a deep one implies (llvm-profgen creates a profile for every
+/// caller of a context without head samples) holds the frames once, not depth²/2 times. The
+/// buffer's frame at the leaf position may carry a call-site location (from the longer context
+/// it was cut from); it is never read. Equality, order and hash are those of the frames, root
+/// first, as LLVM orders `SampleContext`s.
+#[derive(Clone)]
+pub struct Context {
+    frames: Arc<[ContextFrame]>,
+    len: usize,
+}
 
 impl Context {
+    pub fn new(frames: Vec<ContextFrame>) -> Self {
+        let len = frames.len();
+        Context { frames: frames.into(), len }
+    }
     pub fn base(func: &str) -> Self {
-        Context(vec![ContextFrame { func: func.to_string(), loc: LineLocation::default() }])
+        Context::new(vec![ContextFrame { func: func.to_string(), loc: LineLocation::default() }])
+    }
+    /// Frames, leaf included.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
     pub fn leaf_name(&self) -> &str {
-        &self.0.last().expect("a context has a leaf frame").func
+        &self.frames[..self.len].last().expect("a context has a leaf frame").func
+    }
+    /// Every frame but the leaf, root first, each at its call site.
+    pub fn callers(&self) -> &[ContextFrame] {
+        &self.frames[..self.len.saturating_sub(1)]
+    }
+    /// `(function, location)` of every frame, root first; the leaf's location is (0, 0).
+    pub fn frames(&self) -> impl ExactSizeIterator<Item = (&str, LineLocation)> + '_ {
+        self.frames[..self.len].iter().enumerate().map(|(i, f)| {
+            let loc = if i + 1 == self.len { LineLocation::default() } else { f.loc };
+            (f.func.as_str(), loc)
+        })
+    }
+    /// The frames, the leaf's location (0, 0).
+    pub fn to_vec(&self) -> Vec<ContextFrame> {
+        self.frames().map(|(func, loc)| ContextFrame { func: func.to_string(), loc }).collect()
+    }
+    /// The context of the leaf's caller (the leaf dropped, the caller's call site becoming the
+    /// new leaf), sharing this context's frames; `None` for a base or empty context.
+    pub fn parent(&self) -> Option<Context> {
+        (self.len > 1).then(|| self.prefix(self.len - 1))
+    }
+    /// The outermost `len` frames (at most all), sharing this context's frames.
+    pub fn prefix(&self, len: usize) -> Context {
+        Context { frames: self.frames.clone(), len: len.min(self.len) }
+    }
+    /// The innermost `n` frames (all when `n` is larger), as a context of their own.
+    pub fn suffix(&self, n: usize) -> Context {
+        let mut frames = self.frames[self.len - n.min(self.len)..self.len].to_vec();
+        if let Some(leaf) = frames.last_mut() {
+            leaf.loc = LineLocation::default();
+        }
+        Context::new(frames)
+    }
+    /// Whether `prefix` was made from this context's frames ([`Context::prefix`], or this one from
+    /// its): then it is this context or one of its callers' without comparing frames.
+    pub fn extends(&self, prefix: &Context) -> bool {
+        Arc::ptr_eq(&self.frames, &prefix.frames) && prefix.len <= self.len
+    }
+    /// Same buffer and length: equal without comparing frames.
+    fn same(&self, other: &Context) -> bool {
+        Arc::ptr_eq(&self.frames, &other.frames) && self.len == other.len
+    }
+}
+
+impl PartialEq for Context {
+    fn eq(&self, other: &Self) -> bool {
+        self.same(other) || (self.len == other.len && self.frames().eq(other.frames()))
+    }
+}
+
+impl Eq for Context {}
+
+impl Ord for Context {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        if Arc::ptr_eq(&self.frames, &other.frames) {
+            // One is a prefix of the other: the shorter one is smaller (its leaf location (0, 0)
+            // is at most the call site the longer one has there).
+            return self.len.cmp(&other.len);
+        }
+        self.frames().cmp(other.frames())
+    }
+}
+
+impl PartialOrd for Context {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl std::hash::Hash for Context {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_usize(self.len);
+        for f in self.frames() {
+            f.hash(state);
+        }
+    }
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.frames()).finish()
     }
 }
 
@@ -125,4 +229,59 @@ pub struct Profile {
     pub functions: BTreeMap<Context, FunctionSamples>,
     /// Names for the extbinary profile symbol list (`--populate-profile-symbol-list`).
     pub symbol_list: Option<Vec<String>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::hash::BuildHasher;
+
+    fn frames(spec: &[(&str, u32)]) -> Vec<ContextFrame> {
+        spec.iter()
+            .map(|&(f, l)| ContextFrame { func: f.into(), loc: LineLocation::new(l, 0) })
+            .collect()
+    }
+
+    /// The frames as LLVM compares them: the leaf's location is (0, 0).
+    fn logical(c: &Context) -> Vec<(String, LineLocation)> {
+        c.frames().map(|(f, l)| (f.to_string(), l)).collect()
+    }
+
+    #[test]
+    fn callers_contexts_share_frames_and_compare_as_their_frames() {
+        let deep = Context::new(frames(&[("main", 1), ("a", 2), ("b", 0), ("c", 7)]));
+        let parent = deep.parent().unwrap();
+        assert!(deep.extends(&parent) && !parent.extends(&deep));
+        assert_eq!(
+            logical(&parent),
+            [
+                ("main".into(), LineLocation::new(1, 0)),
+                ("a".into(), LineLocation::new(2, 0)),
+                ("b".into(), LineLocation::default())
+            ]
+        );
+        // The same context made on its own frames is equal, with the same hash.
+        let own = Context::new(frames(&[("main", 1), ("a", 2), ("b", 0)]));
+        assert_eq!(parent, own);
+        let hasher = std::collections::hash_map::RandomState::new();
+        assert_eq!(hasher.hash_one(&parent), hasher.hash_one(&own));
+        // Order: as the frame lists, whether the buffers are shared or not.
+        let others = [
+            Context::new(frames(&[("main", 1), ("a", 2)])),
+            Context::new(frames(&[("main", 1), ("a", 3), ("b", 0)])),
+            Context::new(frames(&[("main", 0)])),
+            Context::new(frames(&[("main", 1), ("a", 2), ("b", 0), ("c", 0)])),
+            Context::base("b"),
+        ];
+        let mut all: Vec<Context> = others.to_vec();
+        all.extend([deep.clone(), parent.clone(), parent.parent().unwrap(), deep.prefix(1)]);
+        for x in &all {
+            for y in &all {
+                assert_eq!(x.cmp(y), logical(x).cmp(&logical(y)), "{x:?} {y:?}");
+                assert_eq!(x == y, logical(x) == logical(y), "{x:?} {y:?}");
+            }
+        }
+        assert_eq!(deep.suffix(2), Context::new(frames(&[("b", 0), ("c", 0)])));
+        assert_eq!(deep.suffix(9), deep);
+    }
 }

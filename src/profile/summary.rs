@@ -216,7 +216,7 @@ impl Builder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llvm::LineLocation;
+    use crate::llvm::{ContextFrame, LineLocation};
     use crate::profile::model::{Context, ProfileKind};
 
     fn func(name: &str, head: u64, counts: &[(u32, u64)]) -> FunctionSamples {
@@ -282,9 +282,10 @@ mod tests {
             kind: ProfileKind { context_sensitive: true, ..Default::default() },
             ..Default::default()
         };
-        let mut ctx = Context::base("main");
-        ctx.0[0].loc = LineLocation::new(1, 0);
-        ctx.0.push(Context::base("g").0[0].clone());
+        let ctx = Context::new(vec![
+            ContextFrame { func: "main".into(), loc: LineLocation::new(1, 0) },
+            ContextFrame { func: "g".into(), loc: LineLocation::default() },
+        ]);
         p.functions.insert(ctx, func("g", 2, &[(1, 6), (2, 1)]));
         p.functions.insert(Context::base("g"), func("g", 3, &[(1, 4)]));
         let s = ProfileSummary::compute(&p);

@@ -233,7 +233,7 @@ pub fn read_ext_binary(data: &[u8], path: &Path) -> Result<ProfileFile> {
                     if ctx.is_empty() {
                         return Err(s.err("empty context"));
                     }
-                    contexts.push(Context(ctx));
+                    contexts.push(Context::new(ctx));
                 }
             }
             sec::LBR_PROFILE => {

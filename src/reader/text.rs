@@ -171,7 +171,7 @@ fn parse_context(s: &str) -> Option<Context> {
         frames.push(ContextFrame { func: func.to_string(), loc: parse_loc(loc)? });
     }
     frames.push(ContextFrame { func: leaf.to_string(), loc: LineLocation::default() });
-    Some(Context(frames))
+    Some(Context::new(frames))
 }
 
 #[cfg(test)]

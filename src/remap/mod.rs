@@ -371,7 +371,7 @@ fn all_names(p: &Profile) -> BTreeSet<String> {
     }
     let mut out = BTreeSet::new();
     for (ctx, fs) in &p.functions {
-        out.extend(ctx.0.iter().map(|f| f.func.clone()));
+        out.extend(ctx.frames().map(|(func, _)| func.to_string()));
         walk(fs, &mut out);
     }
     out
@@ -408,10 +408,9 @@ fn rename(p: &Profile, renames: &BTreeMap<String, String>) -> Profile {
     let mut out =
         Profile { kind: p.kind, symbol_list: p.symbol_list.clone(), ..Default::default() };
     for (ctx, fs) in &p.functions {
-        let ctx = Context(
-            ctx.0
-                .iter()
-                .map(|f| ContextFrame { func: new_name(&f.func, renames), loc: f.loc })
+        let ctx = Context::new(
+            ctx.frames()
+                .map(|(func, loc)| ContextFrame { func: new_name(func, renames), loc })
                 .collect(),
         );
         let fs = walk(fs, renames);
@@ -449,11 +448,12 @@ fn remap_context(
     maps: &BTreeMap<String, FunctionMap>,
     code: &BTreeMap<String, FunctionAnchors>,
 ) -> Option<Context> {
-    if ctx.0.len() == 1 {
+    if ctx.len() == 1 {
         return Some(ctx.clone());
     }
-    let mut frames = Vec::with_capacity(ctx.0.len());
-    for w in ctx.0.windows(2) {
+    let old = ctx.to_vec();
+    let mut frames = Vec::with_capacity(old.len());
+    for w in old.windows(2) {
         let (caller, callee) = (&w[0], &w[1]);
         let m = maps.get(&caller.func)?;
         let calls = |l: &LineLocation| {
@@ -466,8 +466,8 @@ fn remap_context(
         let loc = sources.iter().find(|l| calls(l)).or(sources.first())?;
         frames.push(ContextFrame { func: caller.func.clone(), loc: *loc });
     }
-    frames.push(ctx.0.last().expect("non-empty").clone());
-    Some(Context(frames))
+    frames.push(old.last().expect("non-empty").clone());
+    Some(Context::new(frames))
 }
 
 /// Counts every body sample of `fs` and its inlinees as dropped.

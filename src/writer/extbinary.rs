@@ -101,10 +101,10 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
             sec::CS_NAME_TABLE => {
                 write_uleb128(&mut out, ctx_idx.len() as u64);
                 for ctx in ctx_idx.keys() {
-                    write_uleb128(&mut out, ctx.0.len() as u64);
-                    for frame in &ctx.0 {
-                        write_uleb128(&mut out, name_idx[frame.func.as_str()]);
-                        write_loc(&mut out, frame.loc);
+                    write_uleb128(&mut out, ctx.len() as u64);
+                    for (func, loc) in ctx.frames() {
+                        write_uleb128(&mut out, name_idx[func]);
+                        write_loc(&mut out, loc);
                     }
                 }
             }

@@ -196,7 +196,7 @@ pub(crate) fn collect_names(profile: &Profile) -> BTreeSet<&str> {
     let mut names = BTreeSet::new();
     for (ctx, fs) in &profile.functions {
         if profile.kind.context_sensitive {
-            names.extend(ctx.0.iter().map(|f| f.func.as_str()));
+            names.extend(ctx.frames().map(|(func, _)| func));
         } else {
             names.insert(ctx.leaf_name());
         }

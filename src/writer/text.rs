@@ -34,14 +34,13 @@ pub fn encode(profile: &Profile) -> Vec<u8> {
 
 /// `SampleContext::toString`: `main:1 @ foo:3.1 @ bar` (the leaf has no location).
 pub fn push_context(out: &mut String, ctx: &Context) {
-    let (leaf, callers) = ctx.0.split_last().expect("a context has a leaf frame");
-    for frame in callers {
+    for frame in ctx.callers() {
         out.push_str(&frame.func);
         out.push(':');
         push_loc(out, frame.loc);
         out.push_str(" @ ");
     }
-    out.push_str(&leaf.func);
+    out.push_str(ctx.leaf_name());
 }
 
 fn push_loc(out: &mut String, loc: LineLocation) {
@@ -123,7 +122,7 @@ mod tests {
 
     #[test]
     fn cs_probe_profile_with_attributes() {
-        let ctx = Context(vec![
+        let ctx = Context::new(vec![
             ContextFrame { func: "main".into(), loc: LineLocation::new(2, 0) },
             ContextFrame { func: "foo".into(), loc: LineLocation::new(5, 3) },
             ContextFrame { func: "bar".into(), loc: LineLocation::default() },

@@ -6,7 +6,7 @@
 pub mod oracle;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// The `profgen` binary under test.
 pub const PROFGEN: &str = env!("CARGO_BIN_EXE_profgen");
@@ -56,4 +56,125 @@ pub fn llvm_canonical(path: &Path) -> String {
         String::from_utf8_lossy(&o.stderr)
     );
     String::from_utf8(o.stdout).unwrap()
+}
+
+/// Writes `bytes` to `dir/name`.
+pub fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, bytes).unwrap();
+    p
+}
+
+/// Runs the profgen binary; the profile goes to `out` in text format.
+pub fn profgen(opts: &[&str], files: &[(&str, &Path)], out: &Path) -> Output {
+    run(profgen_command(opts, files, out))
+}
+
+/// The command [`profgen`] runs.
+pub fn profgen_command(opts: &[&str], files: &[(&str, &Path)], out: &Path) -> Command {
+    let mut cmd = Command::new(PROFGEN);
+    cmd.args(opts);
+    for (opt, path) in files {
+        cmd.arg(opt).arg(path);
+    }
+    cmd.args(["--format", "text", "--output"]).arg(out);
+    cmd
+}
+
+/// Runs `cmd`: it must end with an exit code (no signal: no abort, no stack overflow), without
+/// a panic.
+pub fn run(mut cmd: Command) -> Output {
+    let output = cmd.output().unwrap();
+    check_ended(&output);
+    output
+}
+
+fn check_ended(output: &Output) {
+    assert!(
+        output.status.code().is_some(),
+        "killed by a signal: {:?}\n{}",
+        output.status,
+        stderr(output)
+    );
+    assert!(!stderr(output).contains("panicked"), "{}", stderr(output));
+}
+
+/// A run's stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Files left in `dir` besides `keep` (temporary outputs must not survive a run).
+pub fn leftovers(dir: &Path, keep: &[&Path]) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !keep.contains(&p.as_path()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Offsets of the file-mode data section and of every record start in it.
+pub fn record_starts(perf_data: &[u8]) -> (usize, usize, Vec<usize>) {
+    let u64_at = |at: usize| u64::from_le_bytes(perf_data[at..at + 8].try_into().unwrap()) as usize;
+    let (data_offset, data_size) = (u64_at(40), u64_at(48));
+    let mut starts = Vec::new();
+    let mut pos = data_offset;
+    while pos < data_offset + data_size {
+        starts.push(pos);
+        pos += usize::from(u16::from_le_bytes([perf_data[pos + 6], perf_data[pos + 7]]));
+    }
+    (data_offset, data_size, starts)
+}
+
+/// A small, complete file-mode perf.data: the first `records` records of a recorded one, with the
+/// header's data size and the feature sections after the data moved to match.
+pub fn first_records(perf_data: &[u8], records: usize) -> Vec<u8> {
+    let (data_offset, data_size, starts) = record_starts(perf_data);
+    let old_end = data_offset + data_size;
+    let new_end = starts[records];
+    let shift = (old_end - new_end) as u64;
+    let mut out = perf_data[..new_end].to_vec();
+    out[48..56].copy_from_slice(&((new_end - data_offset) as u64).to_le_bytes());
+    let features: u32 = perf_data[72..104].iter().map(|b| b.count_ones()).sum();
+    let mut table = perf_data[old_end..].to_vec();
+    for i in 0..features as usize {
+        let at = 16 * i;
+        let offset = u64::from_le_bytes(table[at..at + 8].try_into().unwrap());
+        table[at..at + 8].copy_from_slice(&(offset - shift).to_le_bytes());
+    }
+    out.extend_from_slice(&table);
+    out
+}
+
+/// A 60-record perf.data of `inline_chain`: its mmaps and 55 LBR + stack samples (6 of them in
+/// the binary, the others in the dynamic loader).
+pub fn small_perf_data() -> Vec<u8> {
+    first_records(&std::fs::read(sample("inline_chain/perf.data")).unwrap(), 60)
+}
+
+/// Creates a FIFO at `path`.
+pub fn mkfifo(path: &Path) {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo {}", path.display());
+}
+
+/// [`run`] with a deadline: a run still going after `seconds` is killed and fails the test
+/// (something it opened blocks, say a FIFO nobody writes).
+pub fn run_with_deadline(mut cmd: Command, seconds: u64) -> Output {
+    use std::process::Stdio;
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed().as_secs() >= seconds {
+            child.kill().unwrap();
+            panic!("{cmd:?} still running after {seconds} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let output = child.wait_with_output().unwrap();
+    check_ended(&output);
+    output
 }

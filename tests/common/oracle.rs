@@ -129,6 +129,13 @@ pub fn context_string(frames: &[profgen::llvm::ContextFrame]) -> String {
         .join(" @ ")
 }
 
+/// A profile's context as [`context_string`] spells it (the text writer's form).
+pub fn profile_context_string(context: &profgen::profile::Context) -> String {
+    let mut s = String::new();
+    profgen::writer::text::push_context(&mut s, context);
+    s
+}
+
 /// Parses llvm-profgen's flat CS text profile.
 pub fn read_cs_text(text: &str) -> BTreeMap<String, FunctionSamples> {
     let mut out = BTreeMap::new();

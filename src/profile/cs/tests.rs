@@ -71,19 +71,19 @@ fn profile_map(p: &Profile) -> BTreeMap<String, FunctionSamples> {
     p.functions
         .iter()
         .map(|(c, f)| {
-            let s: Vec<String> =
-                c.0.iter()
-                    .enumerate()
-                    .map(|(i, fr)| {
-                        if i + 1 == c.0.len() {
-                            fr.func.clone()
-                        } else if fr.loc.discriminator != 0 {
-                            format!("{}:{}.{}", fr.func, fr.loc.line_offset, fr.loc.discriminator)
-                        } else {
-                            format!("{}:{}", fr.func, fr.loc.line_offset)
-                        }
-                    })
-                    .collect();
+            let s: Vec<String> = c
+                .frames()
+                .enumerate()
+                .map(|(i, (func, loc))| {
+                    if i + 1 == c.len() {
+                        func.to_string()
+                    } else if loc.discriminator != 0 {
+                        format!("{func}:{}.{}", loc.line_offset, loc.discriminator)
+                    } else {
+                        format!("{func}:{}", loc.line_offset)
+                    }
+                })
+                .collect();
             (s.join(" @ "), f.clone())
         })
         .collect()
