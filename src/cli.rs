@@ -46,14 +46,24 @@ mod heading {
 
 /// `-h` lists the common options, `--help` every llvm-profgen option, `--help-hidden` also the
 /// expert ones (LLVM's convention); help is wrapped at the terminal's width.
+/// The exit codes of the commands that read perf data (README, "Exit codes").
+macro_rules! exit_codes_of_reading_commands {
+    () => {
+        "Exit codes: 0 output written, every input read to its end; 1 bad input, nothing written; \
+         2 bad usage; 3 output written, some inputs skipped or truncated."
+    };
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "profgen",
     version,
     about = "Generate LLVM sample profiles (AutoFDO, CSSPGO) from Linux perf data",
-    after_help = "Options may also come from response files: @FILE (LLVM's GNU quoting rules). \
-                  `profgen --help` lists every option, `--help-hidden` the expert ones too.\n\
-                  Exit codes: 0 success, 1 bad input, 2 bad usage.",
+    after_help = concat!(
+        "Options may also come from response files: @FILE (LLVM's GNU quoting rules). \
+         `profgen --help` lists every option, `--help-hidden` the expert ones too.\n",
+        exit_codes_of_reading_commands!()
+    ),
     allow_negative_numbers = true,
     next_line_help = true
 )]
@@ -292,7 +302,7 @@ impl BatchArgs {
     name = "profgen order",
     about = "Order functions for start-up: temporal traces from samples, balanced partitioning, \
              an lld --symbol-ordering-file",
-    after_help = "Exit codes: 0 success, 1 bad input, 2 bad usage."
+    after_help = exit_codes_of_reading_commands!()
 )]
 struct OrderArgs {
     /// Profiled executable (its function symbols are what gets ordered).
@@ -430,7 +440,7 @@ impl CountingArgs {
 #[command(
     name = "profgen aggregate",
     about = "Aggregate perf.data into a mergeable aggregate file (.pga), per binary build id",
-    after_help = "Exit codes: 0 success, 1 bad input, 2 bad usage."
+    after_help = exit_codes_of_reading_commands!()
 )]
 struct AggregateArgs {
     /// Profiled executable.

@@ -468,3 +468,27 @@ fn report_of_a_failed_run_names_the_input_that_ended_it() {
     );
     assert!(!out.exists());
 }
+
+/// `profgen aggregate` applies the same policy to the files of a directory: the bad ones are
+/// skipped with the same warnings (exit 3, the aggregate written), or fail the run with
+/// `--no-keep-going`.
+#[test]
+fn aggregate_skips_the_files_of_a_directory_it_cannot_use() {
+    let h = hosts("aggregate");
+    let out = h.dir.with_file_name("hosts.pga");
+    let aggregate = |opts: &[&str]| {
+        let mut cmd = std::process::Command::new(common::PROFGEN);
+        cmd.arg("aggregate").arg("--binary").arg(binary()).arg("--perfdata").arg(&h.dir);
+        cmd.args(opts).arg("-o").arg(&out);
+        run_with_deadline(cmd, DEADLINE_SECONDS)
+    };
+    let o = aggregate(&[]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.starts_with(&h.warnings()), "{err}");
+    assert!(out.exists());
+    std::fs::remove_file(&out).unwrap();
+    let o = aggregate(&["--no-keep-going"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(!out.exists());
+}
