@@ -404,7 +404,7 @@ fn split_dwarf_package_profiles_like_ordinary_dwarf() {
     let data = case.join("perf.data");
     let out = dir.join("out.txt");
     let split = case.join("prog");
-    // split.dwp is found next to the binary (LLVM's default), or given with --dwp.
+    // prog.dwp is found next to the binary (LLVM's default), or given with --dwp.
     let default = text_profile(&["--binary", p(&split), "--perfdata", p(&data)], &out);
     let moved = dir.join("elsewhere.dwp");
     std::fs::copy(case.join("prog.dwp"), &moved).unwrap();
@@ -414,6 +414,12 @@ fn split_dwarf_package_profiles_like_ordinary_dwarf() {
         &out,
     );
     assert_eq!(given, default);
+    // A symlink to the binary (a binary store, a .build-id tree) finds the package beside the
+    // file it points to.
+    let link = dir.join("linked");
+    std::os::unix::fs::symlink(split.canonicalize().unwrap(), &link).unwrap();
+    let linked = text_profile(&["--binary", p(&link), "--perfdata", p(&data)], &out);
+    assert_eq!(linked, default);
     // The same code with ordinary DWARF (identical .text) gives the same profile.
     let ordinary = text_profile(
         &[

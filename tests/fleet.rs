@@ -153,13 +153,13 @@ fn fleet_equals_one_run(kind: &str, opts: &[&str], name: &str, except: &[&str]) 
 
 #[test]
 fn fleet_of_lbr_stack_recordings_equals_one_run() {
-    // split_dwarf: its DWARF is in prog.dwp beside the binary, which the store's symlink hides.
-    fleet_equals_one_run("lbr-stack", &[], "fleet-cs", &["split_dwarf"]);
+    // split_dwarf is in: its DWARF is in prog.dwp beside the file the store's symlink points to.
+    fleet_equals_one_run("lbr-stack", &[], "fleet-cs", &[]);
 }
 
 #[test]
 fn fleet_of_lbr_recordings_equals_one_run() {
-    fleet_equals_one_run("lbr-stack", &["--ignore-stack-samples"], "fleet-lbr", &["split_dwarf"]);
+    fleet_equals_one_run("lbr-stack", &["--ignore-stack-samples"], "fleet-lbr", &[]);
 }
 
 /// `ip-nopie-pipe-zstd` has no build id (perf record in pipe mode writes none), and its binary's

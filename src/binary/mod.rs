@@ -14,9 +14,10 @@
 //!
 //! Deliberate difference from llvm-profgen-19: code that no DWARF subprogram covers gets a
 //! [`FuncSource::Symbol`] function from its `STT_FUNC` symbol, whose inline stack is one frame
-//! `(symbol name, 0, 0)`. Split DWARF is read from `.dwo` files (skeleton comp_dir, the
-//! name as given, or next to the binary); `.dwp` packages are not (a warning names the first
-//! unreadable unit).
+//! `(symbol name, 0, 0)`. Split DWARF is read from the `.dwp` package (`--dwp`, else
+//! `BINARY.dwp` beside the binary or beside the file a symlinked binary points to), then from
+//! `.dwo` files (skeleton comp_dir, the name as given, or next to the binary's real file); a
+//! warning names the first unit it cannot read.
 
 pub mod anchors;
 pub mod code_view;
@@ -235,15 +236,26 @@ impl Binary {
             _ => None,
         };
         let dwarf_path = opts.debug_binary.as_deref().unwrap_or(path);
+        // A symlinked binary (a binary store, a `.build-id` tree) has its split DWARF beside the
+        // file it points to, not beside the link.
+        let real_dwarf_path = std::fs::canonicalize(dwarf_path).ok();
+        let dwarf_paths = [Some(dwarf_path), real_dwarf_path.as_deref()];
         // LLVM's default package is `<DWARF file>.dwp`, used when it exists.
-        let default_dwp = PathBuf::from(format!("{}.dwp", dwarf_path.display()));
-        let dwp_path = opts.dwp.clone().or_else(|| default_dwp.is_file().then_some(default_dwp));
+        let default_dwp = || {
+            dwarf_paths
+                .iter()
+                .flatten()
+                .map(|p| PathBuf::from(format!("{}.dwp", p.display())))
+                .find(|dwp| dwp.is_file())
+        };
+        let dwp_path = opts.dwp.clone().or_else(default_dwp);
         let dwp_data = dwp_path.as_deref().map(map_file).transpose()?;
         // Disassembly and DWARF are independent; each is the bulk of the loading time.
         let (code, debug) = rayon::join(
             || disasm::decode(&sections),
             || {
-                let dir = dwarf_path.parent().unwrap_or(Path::new("."));
+                let real = real_dwarf_path.as_deref().unwrap_or(dwarf_path);
+                let dir = real.parent().unwrap_or(Path::new("."));
                 let dwp = dwp_data.as_deref();
                 dwarf::DebugInfo::load(dbg_obj.as_ref().unwrap_or(&obj), dwp, base, dir)
             },
