@@ -84,14 +84,14 @@ struct Args {
     #[arg(help_heading = heading::INPUT, long, visible_alias = "up", value_name = "PATH")]
     unsymbolized_profile: Option<PathBuf>,
     /// Aggregate file written by `profgen aggregate` or `profgen merge` (repeatable: merged).
-    #[arg(long, value_name = "PATH", action = ArgAction::Append)]
+    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, value_name = "PATH", action = ArgAction::Append)]
     aggregate: Vec<PathBuf>,
     /// Instead of --binary: a directory of binaries or a .build-id tree; one profile is written
     /// per binary the inputs have samples of, into --output-dir.
-    #[arg(long, value_name = "DIR", conflicts_with = "binary")]
+    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, value_name = "DIR", conflicts_with = "binary")]
     binaries: Option<PathBuf>,
     /// With --binaries: where the profiles go (`NAME-BUILDID.prof`; created if missing).
-    #[arg(long, value_name = "DIR", requires = "binaries", conflicts_with = "output")]
+    #[arg(help_heading = heading::OUTPUT, hide_short_help = true, long, value_name = "DIR", requires = "binaries", conflicts_with = "output")]
     output_dir: Option<PathBuf>,
     /// Output profile path.
     #[arg(help_heading = heading::OUTPUT, long, short = 'o', value_name = "PATH")]
@@ -226,26 +226,12 @@ struct Args {
     /// No progress bar.
     #[arg(help_heading = heading::RUN, long)]
     no_progress: bool,
-    /// Split-DWARF package of the binary (default: BINARY.dwp when it exists; `.dwo` files are
-    /// also found through the skeleton units' DW_AT_dwo_name and comp_dir).
-    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, value_name = "PATH")]
-    dwp: Option<PathBuf>,
-    /// The binary is a Linux kernel image (vmlinux): samples are mapped through the
-    /// `[kernel.kallsyms]` mmap event; no user-space mapping is needed.
-    #[arg(help_heading = heading::INPUT, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
-    kernel: bool,
-    /// Build id (hex) whose `buildid:0xADDR` perf script addresses belong to the binary
-    /// (default: the binary's own for a shared library, none for an executable).
-    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, value_name = "HEX")]
-    filter_build_id: Option<String>,
+    #[command(flatten)]
+    binary_input: BinaryInputArgs,
     /// Functions from the symbol table where DWARF has none (off: DWARF functions only, as
     /// llvm-profgen-19).
     #[arg(help_heading = heading::INPUT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
     load_function_from_symbol: bool,
-    /// Keep only this many frames of probe-based (address) contexts while unwinding (-1
-    /// unlimited; the smaller of this and --csprof-max-context-depth applies).
-    #[arg(help_heading = heading::CS, hide = true, long, value_name = "N", default_value_t = -1)]
-    csprof_max_unsymbolized_context_depth: i32,
     /// Mark every context profile as pre-inlined (ShouldBeInlined), to replay all inlining.
     #[arg(help_heading = heading::CS, hide = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     mark_all_context_preinlined: bool,
@@ -393,6 +379,52 @@ struct CountingArgs {
     /// Keep only this many caller frames (-1 unlimited).
     #[arg(help_heading = heading::CS, hide_short_help = true, long, value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
     csprof_max_context_depth: i32,
+    /// Keep only this many frames of probe-based (address) contexts while unwinding (-1
+    /// unlimited; the smaller of this and --csprof-max-context-depth applies).
+    #[arg(help_heading = heading::CS, hide = true, long, value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
+    csprof_max_unsymbolized_context_depth: i32,
+}
+
+/// How the binary is found and mapped, shared by the profile run and `profgen aggregate`: they
+/// decide which samples are the binary's, not how they are counted (an aggregate does not record
+/// them).
+#[derive(clap::Args, Debug)]
+struct BinaryInputArgs {
+    /// Split-DWARF package of the binary (default: BINARY.dwp when it exists; `.dwo` files are
+    /// also found through the skeleton units' DW_AT_dwo_name and comp_dir).
+    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, value_name = "PATH")]
+    dwp: Option<PathBuf>,
+    /// The binary is a Linux kernel image (vmlinux): samples are mapped through the
+    /// `[kernel.kallsyms]` mmap event; no user-space mapping is needed.
+    #[arg(help_heading = heading::INPUT, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    kernel: bool,
+    /// Build id (hex) whose `buildid:0xADDR` perf script addresses belong to the binary
+    /// (default: the binary's own for a shared library, none for an executable).
+    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, value_name = "HEX")]
+    filter_build_id: Option<String>,
+}
+
+impl BinaryInputArgs {
+    /// These options are about one binary: a binary store (`--binaries`) takes none of them.
+    fn check(&self, binaries: &Binaries) -> Result<(), clap::Error> {
+        let given = [
+            (self.dwp.is_some(), "--dwp"),
+            (self.kernel, "--kernel"),
+            (self.filter_build_id.is_some(), "--filter-build-id"),
+        ];
+        match given.iter().find(|(on, _)| *on) {
+            Some((_, name)) if matches!(binaries, Binaries::Store(_)) => {
+                Err(usage(format!("{name} applies to one --binary, not to --binaries")))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// `read` with the binary's mapping options.
+    fn read_options(&self, read: ReadOptions) -> Result<ReadOptions, clap::Error> {
+        let filter_build_id = self.filter_build_id.as_deref().map(parse_build_id).transpose()?;
+        Ok(ReadOptions { kernel: self.kernel, filter_build_id, ..read })
+    }
 }
 
 impl CountingArgs {
@@ -428,6 +460,7 @@ impl CountingArgs {
                 sample_period: self.sample_period,
             },
             context: self.context(),
+            max_unsymbolized_context_depth: self.csprof_max_unsymbolized_context_depth,
             show_mmap_events,
             progress,
             ..ReadOptions::default()
@@ -465,6 +498,8 @@ struct AggregateArgs {
     /// Worker threads (default: all cores).
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    #[command(flatten)]
+    binary_input: BinaryInputArgs,
     #[command(flatten)]
     counting: CountingArgs,
     #[command(flatten)]
@@ -783,19 +818,21 @@ fn to_aggregate_config(a: AggregateArgs) -> Result<AggregateConfig, clap::Error>
         (None, Some(d)) => Binaries::Store(d),
         (None, None) => return Err(usage("give --binary or --binaries")),
     };
+    a.binary_input.check(&binaries)?;
     Ok(AggregateConfig {
         binaries,
         load: LoadOptions {
             debug_binary: a.debug_binary,
+            dwp: a.binary_input.dwp.clone(),
             use_dwarf_correlation: a.counting.use_dwarf_correlation,
             ..LoadOptions::default()
         },
         input,
         threads: thread_count(a.threads)?,
-        read: ReadOptions {
+        read: a.binary_input.read_options(ReadOptions {
             keep_going: a.batch.keep_going(),
             ..a.counting.read_options(!a.no_progress, false)
-        },
+        })?,
         output: a.output,
     })
 }
@@ -870,6 +907,7 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
         ));
     }
     a.counting.check()?;
+    a.binary_input.check(&binaries)?;
     let threads = thread_count(a.threads)?;
     let no_times = matches!(input, Some(Input::Unsymbolized(_) | Input::Aggregate(_)) | None);
     if a.order_output.is_some() && no_times {
@@ -880,29 +918,26 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
     let order = a.order_output.map(|path| OrderOutput { options: OrderOptions::default(), path });
     let context = a.counting.context();
     let leading_ip_only = a.counting.ip_samples();
-    let filter_build_id = a.filter_build_id.as_deref().map(parse_build_id).transpose()?;
+    let read = a.binary_input.read_options(ReadOptions {
+        unsymbolized: UnsymbolizedOptions {
+            use_offset: a.use_offset,
+            use_first_loadable_segment_as_base: a.use_first_loadable_segment_as_base,
+        },
+        temporal_traces: order.as_ref().map(|o| o.options.sampling.max_length),
+        keep_going: a.batch.keep_going(),
+        ..a.counting.read_options(!a.no_progress && !a.quiet, a.show_mmap_events)
+    })?;
     Ok(Config {
         binaries,
         load: LoadOptions {
             debug_binary: a.debug_binary,
-            dwp: a.dwp,
+            dwp: a.binary_input.dwp.clone(),
             use_dwarf_correlation: a.counting.use_dwarf_correlation,
             load_function_from_symbol: a.load_function_from_symbol,
         },
         input,
         threads,
-        read: ReadOptions {
-            unsymbolized: UnsymbolizedOptions {
-                use_offset: a.use_offset,
-                use_first_loadable_segment_as_base: a.use_first_loadable_segment_as_base,
-            },
-            temporal_traces: order.as_ref().map(|o| o.options.sampling.max_length),
-            kernel: a.kernel,
-            filter_build_id,
-            max_unsymbolized_context_depth: a.csprof_max_unsymbolized_context_depth,
-            keep_going: a.batch.keep_going(),
-            ..a.counting.read_options(!a.no_progress && !a.quiet, a.show_mmap_events)
-        },
+        read,
         skip_symbolization: a.skip_symbolization,
         profile: ProfileOptions {
             line: LineOptions {

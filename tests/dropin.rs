@@ -496,6 +496,13 @@ fn kernel_profile_through_kallsyms_mapping_equals_llvm_profgen() {
         &user,
     );
     assert_eq!(profile, same);
+    // A fleet of kernel recordings: `profgen aggregate --kernel` counts the same samples.
+    let pga = dir.join("kernel.pga");
+    ok(&profgen(&[&["aggregate"][..], &args, &["--kernel", "-o", p(&pga)]].concat()));
+    let from_aggregate = dir.join("from-aggregate.txt");
+    let from_aggregate =
+        text_profile(&["--binary", p(&bin), "--aggregate", p(&pga)], &from_aggregate);
+    assert_eq!(from_aggregate, profile);
     // Without --kernel the kernel mapping is not the binary's.
     let o = profgen(&[&args[..], &["-o", p(&ours)]].concat());
     assert!(!o.status.success() || stderr(&o).contains("the profile is empty"), "{}", stderr(&o));
@@ -648,6 +655,15 @@ fn build_id_prefixed_perf_script_addresses_follow_filter_build_id() {
     // An executable has no filter build id of its own: every prefixed address is another DSO's.
     assert_eq!(run(&[]), "");
     assert_eq!(run(&["--filter-build-id=fedcba9876543210"]), "");
+    // `profgen aggregate` reads perf script input with the same filter.
+    let pga = dir.join("prefixed.pga");
+    let filter = format!("--filter-build-id={id}");
+    let pre_args = args(&pre);
+    let mut aggregate = vec!["aggregate"];
+    aggregate.extend(pre_args.iter().map(String::as_str));
+    ok(&profgen(&[&aggregate[..], &[&filter, "-o", p(&pga)]].concat()));
+    let from_aggregate = text_profile(&["--binary", p(&bin), "--aggregate", p(&pga)], &out);
+    assert_eq!(from_aggregate, expected);
     let o = profgen(&[&plain_args[..], &["--filter-build-id=xyz", "-o", p(&out)]].concat());
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--filter-build-id: 'xyz' is not a build id"), "{}", stderr(&o));

@@ -429,3 +429,75 @@ fn a_build_id_tree_is_a_binary_store() {
     written.sort();
     assert_eq!(written, ["libshapes.so", "shared_lib"]);
 }
+
+/// `--csprof-max-unsymbolized-context-depth` shapes a probe binary's contexts while they are
+/// counted: an aggregate records it, a run over the aggregate with it gives the direct run's
+/// profile, and one without it is refused.
+#[test]
+fn unsymbolized_context_depth_is_an_aggregate_option() {
+    let dir = scratch("fleet-unsymbolized-depth");
+    let c = sample("recursion");
+    let (bin, data) = (c.join("recursion"), c.join("perf.data"));
+    // Without recursion compression the depth shows in the profile.
+    let (depth, compress) = ("--csprof-max-unsymbolized-context-depth=1", "--compress-recursion=0");
+    let a = dir.join("a.pga");
+    let aggregate = [&"aggregate" as &dyn AsRef<std::ffi::OsStr>, &"--binary", &bin, &"--perfdata"];
+    ok(profgen(&[&aggregate[..], &[&data, &depth, &compress, &"-o", &a]].concat()));
+    let from_aggregate = dir.join("agg.prof");
+    ok(profgen(&[
+        &"--binary",
+        &bin,
+        &"--aggregate",
+        &a,
+        &depth,
+        &compress,
+        &"-o",
+        &from_aggregate,
+    ]));
+    let (direct, unlimited) = (dir.join("direct.prof"), dir.join("unlimited.prof"));
+    ok(profgen(&[&"--binary", &bin, &"--perfdata", &data, &depth, &compress, &"-o", &direct]));
+    ok(profgen(&[&"--binary", &bin, &"--perfdata", &data, &compress, &"-o", &unlimited]));
+    let read = |p: &Path| std::fs::read(p).unwrap();
+    assert_eq!(read(&from_aggregate), read(&direct));
+    assert_ne!(read(&direct), read(&unlimited));
+    let p = dir.join("p.prof");
+    let o = profgen(&[&"--binary", &bin, &"--aggregate", &a, &compress, &"-o", &p]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        format!(
+            "profgen: error: {} made with --csprof-max-unsymbolized-context-depth=1, but this run asks for --csprof-max-unsymbolized-context-depth=-1: give the options `profgen aggregate` was given\n",
+            a.display()
+        )
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `--dwp`, `--kernel` and `--filter-build-id` say how one binary is found and mapped: with a
+/// binary store they are refused rather than applied to every binary in it.
+#[test]
+fn options_of_one_binary_are_refused_with_a_binary_store() {
+    let dir = scratch("fleet-one-binary-options");
+    let c = sample("inline_chain");
+    for opt in ["--kernel", "--dwp=x.dwp", "--filter-build-id=00ff"] {
+        let o = profgen(&[
+            &"aggregate",
+            &"--binaries",
+            &c,
+            &"--perfdata",
+            &c.join("perf.data"),
+            &opt,
+            &"-o",
+            &dir.join("a.pga"),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{opt}");
+        let name = opt.split('=').next().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr),
+            format!("error: {name} applies to one --binary, not to --binaries\n"),
+            "{opt}"
+        );
+    }
+    assert!(!dir.join("a.pga").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

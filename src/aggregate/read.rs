@@ -349,6 +349,7 @@ pub fn counting_options(opts: &ReadOptions, use_dwarf_correlation: bool) -> Vec<
     let mut v: Vec<(String, String)> = [
         ("compress-recursion", opts.context.compress_recursion.to_string()),
         ("csprof-max-context-depth", opts.context.max_context_depth.to_string()),
+        ("csprof-max-unsymbolized-context-depth", opts.max_unsymbolized_context_depth.to_string()),
         ("ignore-stack-samples", s.ignore_stack.to_string()),
         ("leading-ip-only", s.leading_ip_only.to_string()),
         ("perf-events", events.join(",")),
