@@ -659,24 +659,30 @@ mod tests {
         assert_eq!(kind_of(&[0x0f, 0x05]), (Other, None));
     }
 
+    /// `bytes` decoded as `.text` at 0x1000 holding one function `f` of their size.
+    fn decode_function(bytes: &[u8]) -> Code {
+        let symbol = Symbol {
+            addr: 0x1000,
+            size: bytes.len() as u64,
+            name: "f",
+            section: SectionIndex(1),
+            is_func: true,
+        };
+        let sec = TextSection {
+            name: ".text",
+            addr: 0x1000,
+            bytes,
+            skipped: false,
+            symbols: vec![symbol],
+        };
+        decode(std::slice::from_ref(&sec)).unwrap()
+    }
+
     #[test]
     fn lock_prefix_is_its_own_instruction() {
         // lock incl (%rax); ret — as llvm-profgen-19 decodes it: lock, incl, ret.
         let bytes = [0xf0, 0xff, 0x00, 0xc3];
-        let sec = TextSection {
-            name: ".text",
-            addr: 0x1000,
-            bytes: &bytes,
-            skipped: false,
-            symbols: vec![Symbol {
-                addr: 0x1000,
-                size: 4,
-                name: "f",
-                section: SectionIndex(1),
-                is_func: true,
-            }],
-        };
-        let code = decode(std::slice::from_ref(&sec)).unwrap();
+        let code = decode_function(&bytes);
         assert_eq!(code.addrs, [0x1000, 0x1001, 0x1003]);
         assert_eq!(code.sizes, [1, 2, 1]);
         assert_eq!(code.kinds, [InstKind::Other, InstKind::Other, InstKind::Return]);
@@ -686,20 +692,7 @@ mod tests {
     fn undecodable_bytes_are_skipped_one_at_a_time() {
         // Two invalid bytes (06 is not an x86-64 instruction), then ret.
         let bytes = [0x06, 0x06, 0xc3];
-        let sec = TextSection {
-            name: ".text",
-            addr: 0x1000,
-            bytes: &bytes,
-            skipped: false,
-            symbols: vec![Symbol {
-                addr: 0x1000,
-                size: 3,
-                name: "f",
-                section: SectionIndex(1),
-                is_func: true,
-            }],
-        };
-        let code = decode(std::slice::from_ref(&sec)).unwrap();
+        let code = decode_function(&bytes);
         assert_eq!((code.addrs.as_slice(), code.invalid_bytes), (&[0x1002][..], 2));
     }
 
