@@ -218,8 +218,9 @@ struct Args {
     profile_density_cutoff_hot: i32,
     /// Write every direct call site of a profiled function that got no samples as a call target
     /// with count 0: anchors for the compiler's stale-profile matching (-salvage-stale-profile).
-    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
-    zero_count_anchors: bool,
+    /// Default: on, off with --llvm-compatible.
+    #[arg(help_heading = heading::OUTPUT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool)]
+    zero_count_anchors: Option<bool>,
     /// Print the profile density.
     #[arg(help_heading = heading::SUMMARY, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     show_density: bool,
@@ -383,6 +384,13 @@ struct CountingArgs {
     /// unlimited; the smaller of this and --csprof-max-context-depth applies).
     #[arg(help_heading = heading::CS, hide = true, long, value_name = "N", default_value_t = -1, allow_negative_numbers = true)]
     csprof_max_unsymbolized_context_depth: i32,
+    /// The profile llvm-profgen-19 writes, byte for byte.
+    ///
+    /// Turns off every difference of profgen's default profile (README, "Differences from
+    /// llvm-profgen": accuracy improvements, zero-count anchors); the fixes of llvm-profgen-19's
+    /// failures stay.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
+    llvm_compatible: bool,
 }
 
 /// How the binary is found and mapped, shared by the profile run and `profgen aggregate`: they
@@ -458,6 +466,7 @@ impl CountingArgs {
                 leading_ip_only: self.ip_samples(),
                 ignore_stack: self.ignore_stack_samples,
                 sample_period: self.sample_period,
+                llvm_compatible: self.llvm_compatible,
             },
             context: self.context(),
             max_unsymbolized_context_depth: self.csprof_max_unsymbolized_context_depth,
@@ -954,6 +963,7 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
                 max_search_depth: a.max_search_depth,
                 context,
             },
+            llvm_compatible: a.counting.llvm_compatible,
         },
         output: OutputOptions {
             postpass: PostPassOptions {
@@ -988,7 +998,7 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
                 cutoff_hot: a.profile_density_cutoff_hot,
                 show: a.show_density,
             },
-            zero_count_anchors: a.zero_count_anchors,
+            zero_count_anchors: a.zero_count_anchors.unwrap_or(!a.counting.llvm_compatible),
             format: a.format.into(),
             write: WriteOptions { use_md5: a.use_md5 },
             path: output,

@@ -156,8 +156,8 @@ pub struct OutputOptions {
     /// `--populate-profile-symbol-list`.
     pub populate_profile_symbol_list: bool,
     pub density: DensityOptions,
-    /// `--zero-count-anchors`: every unsampled direct call site gets its callee with count 0
-    /// (anchors for the compiler's stale-profile matching).
+    /// `--zero-count-anchors` (default on, off with `--llvm-compatible`): every unsampled direct
+    /// call site gets its callee with count 0 (anchors for the compiler's stale-profile matching).
     pub zero_count_anchors: bool,
     pub format: OutputFormat,
     pub write: WriteOptions,

@@ -1,11 +1,12 @@
 //! Whole-profile tests on the perf-samples corpus: one test per case × option set.
 //!
-//! Each test runs the real `profgen` binary and checks its text profile against
-//! `perf-samples/<case>/expected/<options>.txt` (regenerate with `PROFGEN_BLESS=1`), and, when
+//! Each test runs the real `profgen` binary, by default and with `--llvm-compatible`, and checks
+//! its text profiles against `perf-samples/<case>/expected/<options>.txt` and
+//! `<options>.llvm-compatible.txt` (regenerate with `PROFGEN_BLESS=1`), and, when
 //! `llvm-profgen-19` and `llvm-profdata-19` are installed, that the canonical form
-//! (`llvm-profdata-19 merge --sample --text`) equals llvm-profgen-19's for the same input, unless
-//! the case lists the option set as a deliberate difference (README, "Differences from
-//! llvm-profgen").
+//! (`llvm-profdata-19 merge --sample --text`) of the `--llvm-compatible` one equals
+//! llvm-profgen-19's for the same input, unless the case lists the option set as a deliberate
+//! difference (README, "Differences from llvm-profgen").
 
 mod common;
 
@@ -108,6 +109,19 @@ fn without_functions(text: &str, functions: &[&str]) -> String {
     out
 }
 
+/// Compares `text` with the golden file `expected/FILE` of the case (written with
+/// `PROFGEN_BLESS=1`).
+fn check_golden(c: &Case, name: &str, file: &str, text: &str) {
+    let golden = c.dir.join("expected").join(file);
+    if std::env::var_os("PROFGEN_BLESS").is_some() {
+        std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
+        std::fs::write(&golden, text).unwrap();
+    }
+    let expected = std::fs::read_to_string(&golden)
+        .unwrap_or_else(|_| panic!("missing {}; run with PROFGEN_BLESS=1", golden.display()));
+    assert_eq!(text, expected, "{name}: profile differs from {}", golden.display());
+}
+
 /// `deliberately_different`: top-level functions whose profiles differ from llvm-profgen-19's
 /// because of a listed llvm-profgen bug (README, "Differences from llvm-profgen"); profgen must
 /// profile them, and everything else must be identical.
@@ -116,18 +130,13 @@ fn check(name: &str, label: &str, opts: &[&str], deliberately_different: &[&str]
     let recording = if label.ends_with("-branches") { "perfdata_branches" } else { "perfdata" };
     let c = case_recording(name, recording);
     let work = scratch(&format!("{name}-{label}"));
-    let ours_path = work.join("ours.prof");
     let input = ["--perfdata", c.perfdata.to_str().unwrap()];
-    let ours = run_profgen(&c.binary, &input, opts, &ours_path);
-
-    let golden = c.dir.join("expected").join(format!("{label}.txt"));
-    if std::env::var_os("PROFGEN_BLESS").is_some() {
-        std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
-        std::fs::write(&golden, &ours).unwrap();
-    }
-    let expected = std::fs::read_to_string(&golden)
-        .unwrap_or_else(|_| panic!("missing {}; run with PROFGEN_BLESS=1", golden.display()));
-    assert_eq!(ours, expected, "{name} {label}: profile differs from {}", golden.display());
+    let default = run_profgen(&c.binary, &input, opts, &work.join("default.prof"));
+    check_golden(&c, name, &format!("{label}.txt"), &default);
+    let ours_path = work.join("ours.prof");
+    let compatible: Vec<&str> = opts.iter().copied().chain(["--llvm-compatible"]).collect();
+    let ours = run_profgen(&c.binary, &input, &compatible, &ours_path);
+    check_golden(&c, name, &format!("{label}.llvm-compatible.txt"), &ours);
 
     if have("llvm-profgen-19") && have("llvm-profdata-19") && have("perf") {
         let theirs = llvm_profile(&c, opts, &work);

@@ -446,7 +446,7 @@ fn split_dwarf_package_profiles_like_ordinary_dwarf() {
     // is the cpp_virtual program), which tests/corpus.rs covers.
     let (ours, theirs) = (dir.join("ours.prof"), dir.join("llvm.prof"));
     let args = ["--binary", p(&split), "--perfdata", p(&data), "--ignore-stack-samples"];
-    ok(&profgen(&[&args[..], &["-o", p(&ours)]].concat()));
+    ok(&profgen(&[&args[..], &["--llvm-compatible", "-o", p(&ours)]].concat()));
     let script =
         Command::new(root().join("scripts/perf-script-for-llvm")).arg(&data).arg("lbr").output();
     std::fs::write(dir.join("in.perfscript"), script.unwrap().stdout).unwrap();
@@ -532,7 +532,8 @@ fn kernel_profile_through_kallsyms_mapping_equals_llvm_profgen() {
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let ours_bin = dir.join("ours.prof");
-        ok(&profgen(&[&args[..], &["--kernel", "-o", p(&ours_bin)]].concat()));
+        let compatible = ["--kernel", "--llvm-compatible", "-o", p(&ours_bin)];
+        ok(&profgen(&[&args[..], &compatible].concat()));
         assert_eq!(llvm_canonical(&ours_bin), llvm_canonical(&theirs));
     }
     std::fs::remove_dir_all(&dir).unwrap();

@@ -158,6 +158,12 @@ fn fleet_of_lbr_stack_recordings_equals_one_run() {
 }
 
 #[test]
+fn fleet_of_lbr_stack_recordings_equals_one_run_llvm_compatible() {
+    let opts = ["--llvm-compatible"];
+    fleet_equals_one_run("lbr-stack", &opts, "fleet-cs-compatible", &["split_dwarf"]);
+}
+
+#[test]
 fn fleet_of_lbr_recordings_equals_one_run() {
     fleet_equals_one_run("lbr-stack", &["--ignore-stack-samples"], "fleet-lbr", &[]);
 }

@@ -35,7 +35,8 @@ fn golden(name: &str, actual: &str) {
     assert!(expected == actual, "{name}: differs from the golden file\n{actual}");
 }
 
-/// profgen's text profile of the old build of `case`.
+/// profgen's text profile of the old build of `case` (the goldens take it `--llvm-compatible`:
+/// they test remapping, not profgen's default counting).
 fn stale_profile(case: &str, dir: &Path, extra: &[&str]) -> String {
     let out = dir.join(format!("{case}.stale.txt"));
     let bin = sample(&format!("{case}/{case}"));
@@ -53,7 +54,7 @@ fn stale_profile(case: &str, dir: &Path, extra: &[&str]) -> String {
 fn remaps_the_corpus_next_versions_exactly() {
     let dir = scratch("remap-golden");
     for (case, _) in CASES {
-        let stale = stale_profile(case, &dir, &[]);
+        let stale = stale_profile(case, &dir, &["--llvm-compatible"]);
         let new_bin = sample(&format!("{case}/next/{case}"));
         let old_bin = sample(&format!("{case}/{case}"));
         let out = dir.join(format!("{case}.remap.txt"));
@@ -96,7 +97,7 @@ fn remaps_the_corpus_next_versions_exactly() {
 fn remap_onto_the_same_build_changes_nothing() {
     let dir = scratch("remap-self");
     for (case, _) in CASES {
-        let stale = stale_profile(case, &dir, &[]);
+        let stale = stale_profile(case, &dir, &["--llvm-compatible"]);
         let bin = sample(&format!("{case}/{case}"));
         let out = dir.join(format!("{case}.self.txt"));
         let o = run(&[
@@ -174,7 +175,7 @@ fn command_line_errors() {
         format!("profgen: error: {}:2: expected `loc: ...`: ` 1 1`\n", junk.display())
     );
     // A probe profile onto a binary without probes.
-    let stale = stale_profile("indirect_calls", &dir, &[]);
+    let stale = stale_profile("indirect_calls", &dir, &["--llvm-compatible"]);
     let o = run(&["remap", "--profile", &stale, "--binary", line_bin.to_str().unwrap(), "-o", out]);
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
@@ -207,11 +208,18 @@ fn command_line_errors() {
 #[test]
 fn zero_count_anchors_are_read_without_warnings() {
     let dir = scratch("remap-anchors");
-    let plain = std::fs::read_to_string(stale_profile("cpp_virtual", &dir, &[])).unwrap();
-    let za = std::fs::read_to_string(stale_profile("cpp_virtual", &dir, &["--zero-count-anchors"]))
-        .unwrap();
+    let profile = |extra: &[&str]| {
+        std::fs::read_to_string(stale_profile("cpp_virtual", &dir, extra)).unwrap()
+    };
+    // Off under --llvm-compatible, on by default, and either way as asked for.
+    let plain = profile(&["--llvm-compatible"]);
+    let za = profile(&["--llvm-compatible", "--zero-count-anchors"]);
+    let default = profile(&[]);
+    let default_off = profile(&["--zero-count-anchors=false"]);
     // The inlined constructors in main were never sampled: anchors at their call sites.
     assert!(!plain.contains("_ZN6SquareC2El:0"));
+    assert!(!default_off.contains("_ZN6SquareC2El:0"));
+    assert!(default.contains("\n 1: 0 _ZN6SquareC2El:0\n"), "{default}");
     assert!(za.starts_with("main:206833:0\n 1: 0 _ZN6SquareC2El:0\n 1.1: 0 _ZN6SquareC2El:0\n 2: 0 _ZN8TriangleC2Ell:0\n"), "{za}");
     if !have("llvm-profdata-19") || !have("clang-19") {
         eprintln!("note: llvm-profdata-19 or clang-19 missing; skipping the oracle checks");

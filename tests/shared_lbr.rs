@@ -78,6 +78,7 @@ fn unsymbolized_counters_equal_llvm_profgen_19_given_the_recorded_name() {
             "--binary",
             d.join("propeller_sample_1.bin").to_str().unwrap(),
             "--skip-symbolization",
+            "--llvm-compatible",
         ],
         &w.join("ours.raw"),
     );

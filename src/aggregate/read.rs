@@ -352,6 +352,7 @@ pub fn counting_options(opts: &ReadOptions, use_dwarf_correlation: bool) -> Vec<
         ("csprof-max-unsymbolized-context-depth", opts.max_unsymbolized_context_depth.to_string()),
         ("ignore-stack-samples", s.ignore_stack.to_string()),
         ("leading-ip-only", s.leading_ip_only.to_string()),
+        ("llvm-compatible", s.llvm_compatible.to_string()),
         ("perf-events", events.join(",")),
         ("pid", opts.pid.map_or(String::new(), |p| p.to_string())),
         ("sample-period", s.sample_period.map_or(String::new(), |p| p.to_string())),

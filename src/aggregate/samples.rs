@@ -22,6 +22,10 @@ pub struct SampleOptions {
     pub ignore_stack: bool,
     /// `--sample-period`.
     pub sample_period: Option<u64>,
+    /// `--llvm-compatible`: read and count samples exactly as llvm-profgen-19 does. Every
+    /// departure of profgen's counting from llvm-profgen-19 that is not a fix of a listed bug
+    /// (README, "Differences from llvm-profgen") is gated on this being false.
+    pub llvm_compatible: bool,
 }
 
 /// Why samples were not used; reported in the summary line.

@@ -29,6 +29,9 @@ pub struct ProfileOptions {
     pub update_total_samples: bool,
     /// Context-sensitive profiles.
     pub cs: cs::CsOptions,
+    /// `--llvm-compatible`: build profiles exactly as llvm-profgen-19 does (as
+    /// [`crate::aggregate::samples::SampleOptions::llvm_compatible`] for counting).
+    pub llvm_compatible: bool,
 }
 
 /// The profile of `counters`, before the post-passes. Warnings are added to `warnings`.
