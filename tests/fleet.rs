@@ -160,7 +160,7 @@ fn fleet_of_lbr_stack_recordings_equals_one_run() {
 #[test]
 fn fleet_of_lbr_stack_recordings_equals_one_run_llvm_compatible() {
     let opts = ["--llvm-compatible"];
-    fleet_equals_one_run("lbr-stack", &opts, "fleet-cs-compatible", &["split_dwarf"]);
+    fleet_equals_one_run("lbr-stack", &opts, "fleet-cs-compatible", &[]);
 }
 
 #[test]
