@@ -513,6 +513,10 @@ struct AggregateArgs {
     counting: CountingArgs,
     #[command(flatten)]
     batch: BatchArgs,
+    /// Write a JSON report of the run (per binary and input: samples, drops, binary match,
+    /// warnings, or why an input was skipped; per-phase times), also when the run fails.
+    #[arg(long, value_name = "PATH")]
+    report: Option<PathBuf>,
     /// No progress bar.
     #[arg(long)]
     no_progress: bool,
@@ -843,6 +847,7 @@ fn to_aggregate_config(a: AggregateArgs) -> Result<AggregateConfig, clap::Error>
             ..a.counting.read_options(!a.no_progress, false)
         })?,
         output: a.output,
+        report: a.report,
     })
 }
 

@@ -139,6 +139,8 @@ pub struct AggregateConfig {
     pub read: ReadOptions,
     /// The aggregate file to write.
     pub output: PathBuf,
+    /// `--report`: where the JSON report goes.
+    pub report: Option<PathBuf>,
 }
 
 /// `profgen merge`: aggregate files summed into one.

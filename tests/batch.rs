@@ -492,3 +492,63 @@ fn aggregate_skips_the_files_of_a_directory_it_cannot_use() {
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(!out.exists());
 }
+
+/// `profgen aggregate --report`: the run report's account per binary aggregated (every input
+/// with its status and why, totals), the phases and the exit code; also when the run fails.
+#[test]
+fn aggregate_report_accounts_for_every_input() {
+    let h = hosts("aggregate_report");
+    let (out, report) = (h.dir.with_file_name("hosts.pga"), h.dir.with_file_name("run.json"));
+    let aggregate = |opts: &[&str]| {
+        let mut cmd = std::process::Command::new(common::PROFGEN);
+        cmd.arg("aggregate").arg("--binary").arg(binary()).arg("--perfdata").arg(&h.dir);
+        cmd.args(opts).arg("--report").arg(&report).arg("-o").arg(&out);
+        run_with_deadline(cmd, DEADLINE_SECONDS)
+    };
+    let o = aggregate(&[]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let text = report_without_times(&report);
+    assert!(
+        text.starts_with(&format!(
+            "{{\n  \"version\": 1,\n  \"exit_code\": 3,\n  \"error\": null,\n  \"output\": \"{}\",\n  \"binaries\": [\n    {{\n      \"name\": \"inline_chain (build id ",
+            out.display()
+        )),
+        "{text}"
+    );
+    let d = h.dir.display();
+    for (file, status) in [
+        ("a_good.data", "read"),
+        ("b_empty.data", "skipped"),
+        ("f_truncated.data", "truncated"),
+        ("g_fifo", "skipped"),
+        ("z_good.data", "read"),
+    ] {
+        let entry = format!("\"path\": \"{d}/{file}\",\n          \"status\": \"{status}\",\n");
+        assert!(text.contains(&entry), "{entry}\n{text}");
+    }
+    let totals = "\"inputs\": {\n          \"total\": 10,\n          \"read\": 2,\n          \"truncated\": 1,\n          \"skipped\": 7,\n          \"failed\": 0\n        },";
+    assert!(text.contains(totals), "{text}");
+    assert!(
+        text.contains("\"phases\": [\n    {\n      \"name\": \"loading the binary\",\n      \"seconds\": 0\n    },\n    {\n      \"name\": \"reading\",\n      \"seconds\": 0\n    },\n    {\n      \"name\": \"unwinding\",\n      \"seconds\": 0\n    },\n    {\n      \"name\": \"writing\",\n      \"seconds\": 0\n    }\n  ],"),
+        "{text}"
+    );
+    // Failed: the report says why, and lists the input that ended it.
+    std::fs::remove_file(&out).unwrap();
+    let o = aggregate(&["--no-keep-going"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let text = report_without_times(&report);
+    let error = format!(
+        "{d}/b_empty.data: not a perf.data file: 0 bytes is too short for the 16-byte perf.data header"
+    );
+    assert!(
+        text.starts_with(&format!(
+            "{{\n  \"version\": 1,\n  \"exit_code\": 1,\n  \"error\": \"{error}\",\n"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("\"status\": \"failed\",\n          \"error\": \"{error}\",\n")),
+        "{text}"
+    );
+    assert!(!out.exists());
+}

@@ -2,7 +2,7 @@
 //! them per binary, `profgen merge` sums aggregate files, and a profile run over a binary store
 //! writes one profile per binary the aggregates have samples of.
 
-use super::report::{EXIT_INCOMPLETE, RunReport};
+use super::report::{EXIT_INCOMPLETE, RunReport, aggregate_report_json};
 use super::{finish_profile, on_threads, read_counters, reporter};
 use crate::aggregate::pga::{Aggregate, BinaryAggregate, BinaryKey};
 use crate::aggregate::read::{Input, ReadOptions, counting_options};
@@ -14,8 +14,10 @@ use crate::input::InputFile;
 use crate::input::perf_data::MappedFile;
 use crate::mapping::file_name_of;
 use crate::profile;
+use crate::progress::{Phase, PhaseTimer};
 use crate::writer;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// One binary's part of a fleet command: which binary and what its run did.
 #[derive(Debug)]
@@ -46,23 +48,31 @@ impl AggregateReport {
 }
 
 /// `profgen aggregate`: reads the inputs into counters for each binary (as a profile run would,
-/// up to [`read_counters`]) and writes them as an aggregate file.
+/// up to [`read_counters`]) and writes them as an aggregate file. With `cfg.report` the JSON
+/// report is also written, when the run fails too.
 pub fn run_aggregate(cfg: &AggregateConfig) -> Result<AggregateReport, Error> {
-    let reporter = reporter(cfg.read.progress, None);
+    let timer = cfg.report.is_some().then(|| Arc::new(PhaseTimer::default()));
+    let reporter = reporter(cfg.read.progress, timer.clone());
     let mut with_progress = cfg.clone();
     with_progress.read.reporter = reporter.clone();
-    let result = on_threads(cfg.threads, || aggregate(&with_progress));
+    let mut report = AggregateReport::default();
+    let result = on_threads(cfg.threads, || aggregate(&with_progress, &mut report));
     reporter.finish();
-    result.map(|(mut report, note)| {
+    let mut result = result.map(|((), note)| {
         report.warnings.splice(0..0, note);
-        report
-    })
+    });
+    if let (Some(path), Some(timer)) = (&cfg.report, &timer) {
+        let json = aggregate_report_json(cfg, &report, &result, &timer.times()).pretty();
+        if let Err(e) = writer::write_bytes_atomically(json.as_bytes(), path) {
+            result = result.and(Err(e));
+        }
+    }
+    result.map(|()| report)
 }
 
-fn aggregate(cfg: &AggregateConfig) -> Result<AggregateReport, Error> {
+fn aggregate(cfg: &AggregateConfig, report: &mut AggregateReport) -> Result<(), Error> {
     let options = counting_options(&cfg.read, cfg.load.use_dwarf_correlation);
     let mut out = Aggregate::new(options);
-    let mut report = AggregateReport::default();
     let jobs: Vec<(StoredBinary, String, Input)> = match (&cfg.binaries, &cfg.input) {
         (Binaries::One(path), input) => {
             let stored = StoredBinary { path: path.clone(), debug: cfg.load.debug_binary.clone() };
@@ -73,7 +83,7 @@ fn aggregate(cfg: &AggregateConfig) -> Result<AggregateReport, Error> {
             let skipped = store.skipped.iter().map(|e| format!("binary store: skipped {e}"));
             report.warnings.extend(skipped);
             let files = crate::input::perf_data::list_perf_data_files(given);
-            let found = binaries_of_inputs(&store, files, &cfg.read, &mut out, &mut report)?;
+            let found = binaries_of_inputs(&store, files, &cfg.read, &mut out, report)?;
             report.unprofiled = out.unprofiled.len();
             found.into_iter().map(|(b, name, files)| (b, name, Input::PerfData(files))).collect()
         }
@@ -83,10 +93,22 @@ fn aggregate(cfg: &AggregateConfig) -> Result<AggregateReport, Error> {
     };
     for (stored, name, input) in jobs {
         let load = LoadOptions { debug_binary: stored.debug.clone(), ..cfg.load.clone() };
+        cfg.read.reporter.phase(Phase::Loading);
         let binary = Binary::load(&stored.path, &load)?;
-        let mut run = RunReport { warnings: binary.warnings().to_vec(), ..Default::default() };
+        let mut run = RunReport {
+            build_id: binary.build_id().map(hex),
+            warnings: binary.warnings().to_vec(),
+            ..Default::default()
+        };
+        cfg.read.reporter.phase(Phase::Reading);
         let threads = rayon::current_num_threads();
-        let counters = read_counters(&binary, &input, &cfg.read, threads, &mut run)?;
+        let counters = match read_counters(&binary, &input, &cfg.read, threads, &mut run) {
+            Ok(counters) => counters,
+            Err(e) => {
+                report.binaries.push(BinaryReport { name, report: run });
+                return Err(e);
+            }
+        };
         let key = match binary.build_id() {
             Some(id) => BinaryKey::BuildId(crate::binary::unpadded_build_id(id).to_vec()),
             None => BinaryKey::FileName(name.clone()),
@@ -115,8 +137,8 @@ fn aggregate(cfg: &AggregateConfig) -> Result<AggregateReport, Error> {
         }
         report.binaries.push(BinaryReport { name: shown, report: run });
     }
-    writer::write_bytes_atomically(&out.encode(), &cfg.output)?;
-    Ok(report)
+    cfg.read.reporter.phase(Phase::Writing);
+    writer::write_bytes_atomically(&out.encode(), &cfg.output)
 }
 
 /// Which binaries of `store` the perf.data `files` map, each with the file name it is mapped

@@ -1,8 +1,9 @@
 //! What a run did: the summary line, the exit code and the `--report` JSON document.
 
+use super::fleet::AggregateReport;
 use crate::aggregate::read::{InputOutcome, InputsReport};
 use crate::aggregate::samples::SampleStats;
-use crate::config::{Binaries, Config};
+use crate::config::{AggregateConfig, Binaries, Config};
 use crate::error::Error;
 use crate::json::Json;
 use crate::mapping::MatchedBy;
@@ -96,29 +97,100 @@ pub(super) fn run_report_json(
     result: &Result<(), Error>,
     phases: &[(Phase, Duration)],
 ) -> Json {
-    let path = |p: &Path| Json::Str(p.display().to_string());
-    let strings = |v: &[String]| Json::Arr(v.iter().cloned().map(Json::Str).collect());
-    let matched = |m: Option<MatchedBy>| match m {
+    let mut totals = input_totals(&report.inputs);
+    totals.push(("functions_in_profile", Json::Int(report.functions_in_profile as u64)));
+    let (exit_code, error) = ending(result, report.exit_code());
+    Json::Obj(vec![
+        ("version", Json::Int(1)),
+        ("exit_code", exit_code),
+        ("error", error),
+        (
+            "binary",
+            Json::Obj(vec![
+                (
+                    "path",
+                    match &cfg.binaries {
+                        Binaries::One(p) | Binaries::Store(p) => path_json(p),
+                    },
+                ),
+                ("build_id", report.build_id.clone().map_or(Json::Null, Json::Str)),
+            ]),
+        ),
+        ("output", path_json(&cfg.output.path)),
+        ("inputs", inputs_json(&report.inputs)),
+        ("totals", Json::Obj(totals)),
+        ("phases", phases_json(phases)),
+        ("warnings", strings_json(&report.warnings)),
+    ])
+}
+
+/// The `profgen aggregate --report` document (README, "Run report"): the run report's keys per
+/// binary aggregated, and how the run ended.
+pub(super) fn aggregate_report_json(
+    cfg: &AggregateConfig,
+    report: &AggregateReport,
+    result: &Result<(), Error>,
+    phases: &[(Phase, Duration)],
+) -> Json {
+    let binaries = report.binaries.iter().map(|b| {
+        let r = &b.report;
+        Json::Obj(vec![
+            ("name", Json::Str(b.name.clone())),
+            ("build_id", r.build_id.clone().map_or(Json::Null, Json::Str)),
+            ("inputs", inputs_json(&r.inputs)),
+            ("totals", Json::Obj(input_totals(&r.inputs))),
+            ("warnings", strings_json(&r.warnings)),
+        ])
+    });
+    let (exit_code, error) = ending(result, report.exit_code());
+    Json::Obj(vec![
+        ("version", Json::Int(1)),
+        ("exit_code", exit_code),
+        ("error", error),
+        ("output", path_json(&cfg.output)),
+        ("binaries", Json::Arr(binaries.collect())),
+        ("inputs_skipped", Json::Int(report.skipped as u64)),
+        ("executables_not_in_store", Json::Int(report.unprofiled as u64)),
+        ("phases", phases_json(phases)),
+        ("warnings", strings_json(&report.warnings)),
+    ])
+}
+
+fn path_json(p: &Path) -> Json {
+    Json::Str(p.display().to_string())
+}
+
+fn strings_json(v: &[String]) -> Json {
+    Json::Arr(v.iter().cloned().map(Json::Str).collect())
+}
+
+fn matched_json(m: Option<MatchedBy>) -> Json {
+    match m {
         Some(MatchedBy::BuildId) => Json::Str("build_id".into()),
         Some(MatchedBy::FileName) => Json::Str("file_name".into()),
         None => Json::Null,
-    };
-    let samples = |s: &SampleStats| {
-        Json::Obj(vec![
-            ("read", Json::Int(s.read)),
-            ("used", Json::Int(s.used)),
-            (
-                "dropped",
-                Json::Obj(vec![
-                    ("outside_binary", Json::Int(s.outside_binary)),
-                    ("without_branch_stack", Json::Int(s.no_branch_stack)),
-                    ("other_process", Json::Int(s.other_process)),
-                    ("other_event", Json::Int(s.other_event)),
-                ]),
-            ),
-        ])
-    };
-    let inputs = report.inputs.inputs.iter().map(|i| {
+    }
+}
+
+fn samples_json(s: &SampleStats) -> Json {
+    Json::Obj(vec![
+        ("read", Json::Int(s.read)),
+        ("used", Json::Int(s.used)),
+        (
+            "dropped",
+            Json::Obj(vec![
+                ("outside_binary", Json::Int(s.outside_binary)),
+                ("without_branch_stack", Json::Int(s.no_branch_stack)),
+                ("other_process", Json::Int(s.other_process)),
+                ("other_event", Json::Int(s.other_event)),
+            ]),
+        ),
+    ])
+}
+
+/// One object per input: how it was read, its samples, binary match and warnings.
+fn inputs_json(report: &InputsReport) -> Json {
+    let inputs = report.inputs.iter().map(|i| {
         let (status, error, truncated) = match &i.outcome {
             InputOutcome::Read => ("read", Json::Null, Json::Null),
             InputOutcome::Truncated(t) => (
@@ -133,65 +205,56 @@ pub(super) fn run_report_json(
             InputOutcome::Failed(e) => ("failed", Json::Str(e.clone()), Json::Null),
         };
         Json::Obj(vec![
-            ("path", path(&i.path)),
+            ("path", path_json(&i.path)),
             ("status", Json::Str(status.into())),
             ("error", error),
             ("truncated_at", truncated),
-            ("samples", samples(&i.samples)),
-            ("binary_matched_by", matched(i.matched_by)),
-            ("warnings", strings(&i.warnings)),
+            ("samples", samples_json(&i.samples)),
+            ("binary_matched_by", matched_json(i.matched_by)),
+            ("warnings", strings_json(&i.warnings)),
         ])
     });
+    Json::Arr(inputs.collect())
+}
+
+/// The totals over the inputs: how many ended how, samples, stacks and the binary match.
+fn input_totals(report: &InputsReport) -> Vec<(&'static str, Json)> {
     let count = |status: fn(&InputOutcome) -> bool| {
-        Json::Int(report.inputs.inputs.iter().filter(|i| status(&i.outcome)).count() as u64)
+        Json::Int(report.inputs.iter().filter(|i| status(&i.outcome)).count() as u64)
     };
-    let totals = Json::Obj(vec![
+    vec![
         (
             "inputs",
             Json::Obj(vec![
-                ("total", Json::Int(report.inputs.inputs.len() as u64)),
+                ("total", Json::Int(report.inputs.len() as u64)),
                 ("read", count(|o| matches!(o, InputOutcome::Read))),
                 ("truncated", count(|o| matches!(o, InputOutcome::Truncated(_)))),
                 ("skipped", count(|o| matches!(o, InputOutcome::Skipped(_)))),
                 ("failed", count(|o| matches!(o, InputOutcome::Failed(_)))),
             ]),
         ),
-        ("samples", samples(&report.inputs.samples)),
-        ("distinct_stacks", Json::Int(report.inputs.distinct_samples as u64)),
-        ("samples_not_unwound", Json::Int(report.inputs.not_unwound)),
-        ("binary_matched_by", matched(report.inputs.matched_by)),
-        ("functions_in_profile", Json::Int(report.functions_in_profile as u64)),
-    ]);
+        ("samples", samples_json(&report.samples)),
+        ("distinct_stacks", Json::Int(report.distinct_samples as u64)),
+        ("samples_not_unwound", Json::Int(report.not_unwound)),
+        ("binary_matched_by", matched_json(report.matched_by)),
+    ]
+}
+
+fn phases_json(phases: &[(Phase, Duration)]) -> Json {
     let phases = phases.iter().map(|(phase, t)| {
         Json::Obj(vec![
             ("name", Json::Str(phase.name().to_string())),
             ("seconds", Json::Num(t.as_secs_f64())),
         ])
     });
-    let (exit_code, error) = match result {
-        Ok(()) => (report.exit_code(), Json::Null),
-        Err(e) => (e.exit_code() as u8, Json::Str(e.to_string())),
-    };
-    Json::Obj(vec![
-        ("version", Json::Int(1)),
-        ("exit_code", Json::Int(u64::from(exit_code))),
-        ("error", error),
-        (
-            "binary",
-            Json::Obj(vec![
-                (
-                    "path",
-                    match &cfg.binaries {
-                        Binaries::One(p) | Binaries::Store(p) => path(p),
-                    },
-                ),
-                ("build_id", report.build_id.clone().map_or(Json::Null, Json::Str)),
-            ]),
-        ),
-        ("output", path(&cfg.output.path)),
-        ("inputs", Json::Arr(inputs.collect())),
-        ("totals", totals),
-        ("phases", Json::Arr(phases.collect())),
-        ("warnings", strings(&report.warnings)),
-    ])
+    Json::Arr(phases.collect())
+}
+
+/// `(exit_code, error)` of a run that ended with `result`; `written` is the exit code when it
+/// wrote its output.
+fn ending(result: &Result<(), Error>, written: u8) -> (Json, Json) {
+    match result {
+        Ok(()) => (Json::Int(u64::from(written)), Json::Null),
+        Err(e) => (Json::Int(e.exit_code() as u64), Json::Str(e.to_string())),
+    }
 }
