@@ -12,7 +12,7 @@ use zstd::stream::raw::Operation;
 use super::attr::*;
 use super::bytes::{Cursor, Loc, c_str, u16_at, u32_at, u64_at};
 use super::features;
-use super::order::{ARENA_LIMIT, TimeOrder};
+use super::order::{ARENA_LIMIT, NO_ROUNDS_WINDOW, TimeOrder};
 use super::{ReadReport, Truncation};
 use crate::addr::{Branch, FileOffset, RuntimeAddr};
 use crate::error::Error;
@@ -159,7 +159,9 @@ impl<'p> Decoder<'p> {
                 (self.record_time(rtype, rec), self.order.as_mut())
             {
                 order.push(time, rec, input_pos, loc);
-                if order.queued_bytes() > ARENA_LIMIT {
+                if let Some(limit) = order.window_limit() {
+                    self.release(Some(limit), sink)?;
+                } else if order.queued_bytes() > ARENA_LIMIT {
                     if !std::mem::replace(&mut order.overflowed, true) {
                         let what = format!(
                             "over {ARENA_LIMIT} bytes of records without a finished round; time order is approximate"
@@ -569,6 +571,13 @@ impl<'p> Decoder<'p> {
     /// decompressed data means the compressed stream was cut short.
     pub(super) fn finish(&mut self, end_offset: u64, sink: &mut Sink<'_>) -> Result<(), Error> {
         self.release(None, sink)?;
+        if let Some(late) = self.order.as_ref().map(|o| o.late).filter(|&n| n > 0) {
+            self.report.warnings.push(format!(
+                "{}: no finished rounds, and {late} records came after newer ones beyond the {} MiB reorder window; time order is approximate",
+                self.path.display(),
+                NO_ROUNDS_WINDOW >> 20
+            ));
+        }
         if !self.pending.is_empty() && self.report.truncated.is_none() {
             self.report.truncated = Some(Truncation {
                 offset: end_offset,

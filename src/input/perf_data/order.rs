@@ -4,12 +4,22 @@
 //! FINISHED_ROUND the records up to the newest timestamp of the *previous* round are released in
 //! time order, because a round can still hold records older than its own newest ones. Records of
 //! an in-memory input are queued by position instead of copied.
+//!
+//! Without rounds (perf before 2.6.35, recorders that never flush per CPU) perf sorts the whole
+//! file; holding it all would keep a 1 GB file resident. Until a first round shows up, the queue
+//! is a bounded reorder window instead: past [`NO_ROUNDS_WINDOW`] bytes its older half (by time)
+//! is released. A file in time order comes out exactly as perf script orders it; a record older
+//! than one already released ("late") is delivered with the next release, and counted so that the
+//! reader can say time order was approximate.
 
 use super::bytes::Loc;
 
 /// Past this much queued data without a usable round the queue is released early (perf's
 /// ordered_events does the same when it runs out of its memory budget).
 pub(super) const ARENA_LIMIT: usize = 256 << 20;
+
+/// Queued bytes past which an input without rounds releases its older half (see the module doc).
+pub(super) const NO_ROUNDS_WINDOW: usize = 32 << 20;
 
 struct Queued {
     time: u64,
@@ -35,6 +45,11 @@ pub(super) struct TimeOrder {
     queued_len: usize,
     /// Whether the queue has had to be released early (warned about once).
     pub(super) overflowed: bool,
+    /// Whether a FINISHED_ROUND has been seen (else the queue is a bounded window).
+    pub(super) rounds: bool,
+    /// The newest time released so far by the window, and how many records came in older.
+    released_time: u64,
+    pub(super) late: u64,
 }
 
 impl TimeOrder {
@@ -47,6 +62,9 @@ impl TimeOrder {
                 (false, self.arena.len() - rec.len())
             }
         };
+        if time < self.released_time {
+            self.late += 1;
+        }
         self.queue.push(Queued { time, seq: self.seq, in_input, start, len: rec.len(), loc });
         self.seq += 1;
         self.queued_len += rec.len();
@@ -64,7 +82,25 @@ impl TimeOrder {
 
     /// At a FINISHED_ROUND: the limit up to which records may be released now.
     pub(super) fn end_round(&mut self) -> u64 {
+        self.rounds = true;
         std::mem::replace(&mut self.next_flush, self.max_time)
+    }
+
+    /// Without rounds, once the window is full: the time up to which the older half of the
+    /// queued bytes lies (records at that time included), remembered for counting late records.
+    pub(super) fn window_limit(&mut self) -> Option<u64> {
+        if self.rounds || self.queued_len <= NO_ROUNDS_WINDOW {
+            return None;
+        }
+        self.queue.sort_unstable_by_key(|q| (q.time, q.seq));
+        let mut bytes = 0;
+        let half = self.queue.iter().position(|q| {
+            bytes += q.len;
+            bytes >= self.queued_len / 2
+        })?;
+        let limit = self.queue[half].time;
+        self.released_time = self.released_time.max(limit);
+        Some(limit)
     }
 
     /// Sorts the queue and returns how many records (from the front) have `time <= limit`

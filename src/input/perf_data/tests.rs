@@ -4,6 +4,7 @@
 use std::path::Path;
 
 use super::abi::*;
+use super::order::NO_ROUNDS_WINDOW;
 use super::*;
 use crate::addr::RuntimeAddr;
 use crate::input::MmapEvent;
@@ -392,4 +393,72 @@ fn events_are_delivered_in_time_order_across_rounds() {
     let by_time = ["comm", "15", "20", "30", "40", "35"];
     let by_file = ["20", "comm", "15", "40", "30", "35"];
     assert_eq!(order, [&by_time[..], &by_time[..], &by_file[..]].concat());
+}
+
+/// A round-less file of `times.len()` samples of ~64 KiB each (SAMPLE_RAW padding), in file order.
+fn roundless_file(times: &[u64]) -> Vec<u8> {
+    let st = SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_RAW;
+    let mut data = Vec::new();
+    for (i, &t) in times.iter().enumerate() {
+        let mut body = words(&[0x1000 + i as u64, 1 | (1 << 32), t]);
+        body.extend(65_000u32.to_le_bytes());
+        body.resize(body.len() + 65_000, 0);
+        data.extend(record(9, 2, &body));
+    }
+    file_mode(attr(64, st, 0, 0, 0), &data)
+}
+
+fn ips_and_release(bytes: &[u8]) -> (Vec<u64>, usize, ReadReport) {
+    let data = PerfData::parse(bytes, Path::new("t.data")).unwrap();
+    let (mut ips, mut released) = (Vec::new(), 0);
+    let report = data
+        .decode_in_time_order_releasing(
+            |e| {
+                if let PerfEvent::Sample(s) = e {
+                    ips.push(s.ip.0 - 0x1000);
+                }
+            },
+            |upto| released = released.max(upto),
+        )
+        .unwrap();
+    (ips, released, report)
+}
+
+/// Without rounds the queue is a bounded window: a file in time order streams (the input behind
+/// the window is released) and comes out in order, with no warning.
+#[test]
+fn roundless_input_in_time_order_streams_through_a_bounded_window() {
+    let n = 1200; // ~78 MB
+    let bytes = roundless_file(&(0..n).map(|i| 100 + i).collect::<Vec<_>>());
+    let (ips, released, report) = ips_and_release(&bytes);
+    assert_eq!(ips, (0..n).collect::<Vec<_>>());
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    // Released up to at most the window (plus one progress step) behind the end.
+    let behind = bytes.len() - released;
+    assert!(behind <= NO_ROUNDS_WINDOW + CONSUMED_STEP + (1 << 20), "{behind} bytes held");
+}
+
+/// Disorder within the window is sorted out; a record older than the released half is delivered
+/// late, and the reader says so.
+#[test]
+fn roundless_input_sorts_within_the_window_and_warns_of_late_records() {
+    let n = 1200u64;
+    let mut times: Vec<u64> = (0..n).map(|i| 100 + i).collect();
+    times.swap(10, 20); // within the window
+    times[1100] = 50; // older than everything released by then
+    let (ips, _, report) = ips_and_release(&roundless_file(&times));
+    // Every other record in time order, the swapped pair included.
+    let mut in_time: Vec<u64> = (0..n).filter(|&i| i != 1100).collect();
+    in_time.sort_by_key(|&i| times[i as usize]);
+    let late_at = ips.iter().position(|&i| i == 1100).unwrap();
+    assert_eq!([&ips[..late_at], &ips[late_at + 1..]].concat(), in_time);
+    // It comes first in the release after it arrived, before the window's newer half still queued.
+    let window_records = NO_ROUNDS_WINDOW / 65_036;
+    assert!((1100 - window_records..1100).contains(&late_at), "{late_at}");
+    assert_eq!(report.warnings.len(), 1, "{:?}", report.warnings);
+    assert!(
+        report.warnings[0].contains("no finished rounds, and 1 records came after newer ones beyond the 32 MiB reorder window"),
+        "{:?}",
+        report.warnings
+    );
 }
