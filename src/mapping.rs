@@ -219,6 +219,8 @@ pub struct AddressMap {
     unmapped_stamp: u64,
     /// Mappings of the binary in all processes.
     mappings: usize,
+    /// See [`generation`](Self::generation).
+    generation: u64,
 }
 
 /// One process's translations, at the state of the map it came from.
@@ -272,6 +274,7 @@ impl AddressMap {
             last_stamp: 1,
             unmapped_stamp: 1,
             mappings: 0,
+            generation: 0,
         }
     }
 
@@ -296,8 +299,20 @@ impl AddressMap {
         self.process(pid).to_vaddr(addr)
     }
 
+    /// Counts the changes applied: equal generations of one map (or of its copies that follow it
+    /// through [`MapChange`]s) translate alike.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// Applies `change`; false when it changed nothing.
     pub fn apply(&mut self, change: &MapChange) -> bool {
+        let changed = self.apply_change(change);
+        self.generation += u64::from(changed);
+        changed
+    }
+
+    fn apply_change(&mut self, change: &MapChange) -> bool {
         match *change {
             MapChange::Map { key, start, end, pgoff } => {
                 let stamp = self.new_stamp();

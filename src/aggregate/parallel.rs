@@ -99,11 +99,16 @@ impl Batch {
         replica: &mut Replica,
         log: &Mutex<ChangeLog>,
     ) {
+        // Held samples are reduced under the map they were read with, before it changes.
+        if replica.applied < self.log_start {
+            agg.flush(&replica.map);
+        }
         replica.catch_up(log, self.log_start);
         let mut changes = self.changes.iter().peekable();
         let (mut c, mut b) = (0, 0);
         for (i, h) in self.heads.iter().enumerate() {
             while let Some((_, change)) = changes.next_if(|(at, _)| *at as usize <= i) {
+                agg.flush(&replica.map);
                 replica.map.apply(change);
                 replica.applied += 1;
             }
@@ -125,6 +130,7 @@ impl Batch {
             b += bn;
         }
         for (_, change) in changes {
+            agg.flush(&replica.map);
             replica.map.apply(change);
             replica.applied += 1;
         }
@@ -205,6 +211,7 @@ fn work<'b>(
             Err(_) => break,
         }
     }
+    agg.flush(&replica.map);
     agg
 }
 
@@ -250,8 +257,9 @@ pub fn aggregate_in_parallel<T>(
                 Ok(agg) => agg,
                 Err(panic) => std::panic::resume_unwind(panic),
             };
-            stats.merge(&agg.stats);
-            samples.merge(agg.samples);
+            let (agg_samples, agg_stats) = agg.finish();
+            stats.merge(&agg_stats);
+            samples.merge(agg_samples);
         }
         (out, samples, stats)
     })

@@ -510,8 +510,17 @@ fn aggregate_events(
     };
     let (reader_warnings, samples, mut stats) = if workers <= 1 {
         let mut agg = Aggregator::new(binary, opts.sample);
-        let r = read(&mut |ev| front.handle(ev, &mut |mapper, s| agg.add(mapper.map(), s)));
-        (r, agg.samples, agg.stats)
+        let r = read(&mut |ev| {
+            // Held samples are reduced under the map they were read with: before any event that
+            // may change it (a sample without mappings may make the map assume the preferred base).
+            if !matches!(ev, PerfEvent::Sample(_)) || !front.mapper.any_mapping() {
+                agg.flush(front.mapper.map());
+            }
+            front.handle(ev, &mut |mapper, s| agg.add(mapper.map(), s))
+        });
+        agg.flush(front.mapper.map());
+        let (samples, stats) = agg.finish();
+        (r, samples, stats)
     } else {
         front.mapper.log_changes();
         let initial = front.mapper.map().clone();

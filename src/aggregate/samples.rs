@@ -217,18 +217,39 @@ impl TranslationCache {
     }
 }
 
+/// Samples not yet reduced, counted by their raw content: a program's hot loops record the same
+/// call stack and branch stack over and over, and a raw sample is counted for a fraction of what
+/// translating, normalising and encoding it costs. Raw samples are only comparable under one
+/// state of the address map, so the owner [`flush`](Aggregator::flush)es before every change.
+#[derive(Default)]
+struct Pending {
+    /// `[pid, stack length << 1 | with stack, stack…, (source, target)…]` → (samples, summed repeat).
+    map: HashMap<Box<[u64]>, (u64, u64)>,
+    /// Words held by `map`'s keys (bounds its memory).
+    words: usize,
+    /// [`AddressMap::generation`] the samples were read under.
+    generation: u64,
+    key: Vec<u64>,
+}
+
+impl Pending {
+    /// Raw words held before the pending samples are reduced anyway (16 MiB).
+    const MAX_WORDS: usize = 2 << 20;
+}
+
 /// Reduces samples to binary addresses and counts them.
 pub struct Aggregator<'b> {
     binary: &'b Binary,
     opts: SampleOptions,
     cache: TranslationCache,
+    pending: Pending,
     /// Reused buffer: the sample's stack and LBR entries as translated addresses.
     translated: Vec<u64>,
     /// Reused normalisation and key buffers.
     hybrid: HybridSample,
     key_bytes: Vec<u8>,
-    pub samples: AggregatedSamples,
-    pub stats: SampleStats,
+    samples: AggregatedSamples,
+    stats: SampleStats,
 }
 
 impl<'b> Aggregator<'b> {
@@ -237,6 +258,7 @@ impl<'b> Aggregator<'b> {
             binary,
             opts,
             cache: TranslationCache::new(),
+            pending: Pending::default(),
             translated: Vec::new(),
             hybrid: HybridSample { callchain: Vec::new(), branches: Vec::new() },
             key_bytes: Vec::new(),
@@ -263,73 +285,140 @@ impl<'b> Aggregator<'b> {
         v
     }
 
+    /// Counts `s`, read under `map`. Samples may be held raw until the next [`flush`], which
+    /// must come before `map` changes.
+    ///
+    /// [`flush`]: Self::flush
     pub fn add(&mut self, map: &AddressMap, s: &Sample<'_>) {
         self.stats.read += 1;
-        let process = map.process(s.pid);
-        let ext = Vaddr::EXTERNAL.0;
-        let mut translated = std::mem::take(&mut self.translated);
-        translated.clear();
-        translated.push(0);
-        let mut count = s.repeat;
         if self.opts.leading_ip_only {
-            let ip = self.internal(&process, s.ip);
-            if ip == ext {
+            let ip = self.internal(&map.process(s.pid), s.ip);
+            if ip == Vaddr::EXTERNAL.0 {
                 self.stats.outside_binary += 1;
-                self.translated = translated;
                 return;
             }
+            let mut count = s.repeat;
             if let Some(p) = self.opts.sample_period {
                 count = count.saturating_mul(p);
             }
             self.samples.raw.add_range(Vaddr(ip), Vaddr(ip), count);
             self.stats.used += 1;
+            return;
+        }
+        if s.branches.is_empty() {
+            self.stats.no_branch_stack += 1;
+            return;
+        }
+        let with_stack = s.has_callchain && !self.opts.ignore_stack && !s.callchain.is_empty();
+        if with_stack {
+            self.samples.has_call_stacks = true;
+            self.stats.with_call_stack += 1;
+        }
+        let callchain = if with_stack { s.callchain } else { &[] };
+        if self.opts.sample_period.is_some() {
+            // The period is split over a sample's own entries: not a sum over raw samples.
+            let stack = callchain.iter().map(|a| a.0);
+            let branches = s.branches.iter().map(|b| (b.source.0, b.target.0));
+            self.reduce(&map.process(s.pid), with_stack, stack, branches, s.repeat, 1);
+            return;
+        }
+        let p = &mut self.pending;
+        debug_assert!(
+            p.map.is_empty() || p.generation == map.generation(),
+            "map changed unflushed"
+        );
+        p.generation = map.generation();
+        let key = &mut p.key;
+        key.clear();
+        key.push(s.pid.map_or(u64::MAX, |pid| u64::from(pid as u32)));
+        key.push(((callchain.len() as u64) << 1) | u64::from(with_stack));
+        key.extend(callchain.iter().map(|a| a.0));
+        for b in s.branches {
+            key.extend([b.source.0, b.target.0]);
+        }
+        if let Some((n, repeat)) = p.map.get_mut(&key[..]) {
+            *n += 1;
+            *repeat = repeat.saturating_add(s.repeat);
+        } else {
+            p.words += key.len();
+            p.map.insert(key[..].into(), (1, s.repeat));
+        }
+        if p.words > Pending::MAX_WORDS {
+            self.flush(map);
+        }
+    }
+
+    /// Reduces the samples held raw, under `map` (the map they were read under).
+    pub fn flush(&mut self, map: &AddressMap) {
+        if self.pending.map.is_empty() {
+            return;
+        }
+        debug_assert_eq!(self.pending.generation, map.generation(), "map changed unflushed");
+        let mut held = std::mem::take(&mut self.pending.map);
+        for (key, (n, repeat)) in held.drain() {
+            let pid = (key[0] != u64::MAX).then_some(key[0] as u32 as i32);
+            let (with_stack, stack_len) = (key[1] & 1 != 0, (key[1] >> 1) as usize);
+            let (stack, branches) = key[2..].split_at(stack_len);
+            let branches = branches.chunks_exact(2).map(|b| (b[0], b[1]));
+            self.reduce(&map.process(pid), with_stack, stack.iter().copied(), branches, repeat, n);
+        }
+        self.pending.map = held;
+        self.pending.words = 0;
+    }
+
+    /// What was counted, once every sample is [`flush`](Self::flush)ed.
+    pub fn finish(self) -> (AggregatedSamples, SampleStats) {
+        debug_assert!(self.pending.map.is_empty(), "samples left unflushed");
+        (self.samples, self.stats)
+    }
+
+    /// Translates and counts `n` samples alike (their repeat counts summing to `repeat`).
+    fn reduce(
+        &mut self,
+        process: &ProcessView<'_>,
+        with_stack: bool,
+        callchain: impl ExactSizeIterator<Item = u64>,
+        branches: impl Iterator<Item = (u64, u64)>,
+        repeat: u64,
+        n: u64,
+    ) {
+        let ext = Vaddr::EXTERNAL.0;
+        let mut translated = std::mem::take(&mut self.translated);
+        translated.clear();
+        translated.push(callchain.len() as u64);
+        for f in callchain {
+            translated.push(self.internal(process, RuntimeAddr(f)));
+        }
+        let stack_end = translated.len();
+        for (from, to) in branches {
+            let (from, to) = (
+                self.internal(process, RuntimeAddr(from)),
+                self.internal(process, RuntimeAddr(to)),
+            );
+            // External-to-external entries carry nothing (llvm-profgen drops them too).
+            if from != ext || to != ext {
+                translated.extend([from, to]);
+            }
+        }
+        let n_entries = (translated.len() - stack_end) / 2;
+        if n_entries == 0 {
+            self.stats.outside_binary += n;
             self.translated = translated;
             return;
-        } else {
-            if s.branches.is_empty() {
-                self.stats.no_branch_stack += 1;
-                self.translated = translated;
-                return;
-            }
-            let with_stack = s.has_callchain && !self.opts.ignore_stack && !s.callchain.is_empty();
-            if with_stack {
-                self.samples.has_call_stacks = true;
-                self.stats.with_call_stack += 1;
-                for &f in s.callchain {
-                    translated.push(self.internal(&process, f));
-                }
-                translated[0] = s.callchain.len() as u64;
-            }
-            let stack_end = translated.len();
-            for b in s.branches {
-                let (from, to) =
-                    (self.internal(&process, b.source), self.internal(&process, b.target));
-                // External-to-external entries carry nothing (llvm-profgen drops them too).
-                if from != ext || to != ext {
-                    translated.extend([from, to]);
-                }
-            }
-            let n_entries = (translated.len() - stack_end) / 2;
-            if n_entries == 0 {
-                self.stats.outside_binary += 1;
-                self.translated = translated;
-                return;
-            }
-            if let Some(p) = self.opts.sample_period {
-                count = count.saturating_mul(p);
-                if !with_stack && n_entries > 1 {
-                    count /= n_entries as u64 - 1;
-                }
-            }
-            if !with_stack {
-                self.count_lbr(&translated[stack_end..], count);
-                self.stats.used += 1;
-                self.translated = translated;
-                return;
-            }
-            self.keep_hybrid(&translated[1..stack_end], &translated[stack_end..], count);
         }
-        self.stats.used += 1;
+        let mut count = repeat;
+        if let Some(p) = self.opts.sample_period {
+            count = count.saturating_mul(p);
+            if !with_stack && n_entries > 1 {
+                count /= n_entries as u64 - 1;
+            }
+        }
+        if with_stack {
+            self.keep_hybrid(&translated[1..stack_end], &translated[stack_end..], count);
+        } else {
+            self.count_lbr(&translated[stack_end..], count);
+        }
+        self.stats.used += n;
         self.translated = translated;
     }
 
