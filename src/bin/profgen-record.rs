@@ -45,6 +45,11 @@ struct Args {
     /// Record branch stacks only, without call stacks (like `perf record -b` without `-g`).
     #[arg(long)]
     no_call_stack: bool,
+    /// Take the first sample of each thread at a random point of its first period (seeded),
+    /// as runs on hardware do: runs recorded with different seeds then sample different
+    /// instructions from their start (for start-up orders from many runs).
+    #[arg(long)]
+    random_start: bool,
     /// Program and arguments.
     #[arg(required = true, trailing_var_arg = true)]
     command: Vec<String>,
@@ -72,6 +77,7 @@ fn main() {
         truth_all: a.truth_all,
         pid_base: a.pid_base,
         no_call_stack: a.no_call_stack,
+        random_start: a.random_start,
     };
     match profgen::record::record(&opts) {
         Ok(s) => {

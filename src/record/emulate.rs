@@ -148,6 +148,8 @@ pub struct Recorder {
     /// Fill each branch entry's cycle count, as Skylake and later LBRs do.
     lbr_cycles: bool,
     rng: u64,
+    /// Start each thread's first period at a random point of a whole period.
+    random_start: bool,
     instructions: u64,
     samples: u64,
     /// Renumber processes from this pid (threads: pid + n) for reproducible files.
@@ -163,6 +165,7 @@ impl Recorder {
         pid_base: Option<u32>,
         event: Event,
         lbr_cycles: bool,
+        random_start: bool,
     ) -> anyhow::Result<Recorder> {
         Ok(Recorder {
             bins: Binaries::new(truth_all)?,
@@ -174,6 +177,7 @@ impl Recorder {
             event,
             lbr_cycles,
             rng: seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1,
+            random_start,
             instructions: 0,
             samples: 0,
             pid_base,
@@ -188,6 +192,15 @@ impl Recorder {
         self.rng ^= self.rng << 17;
         let eighth = self.period / 8;
         (self.period - eighth + self.rng % (2 * eighth + 1)).max(1)
+    }
+
+    /// A thread's first countdown with `random_start`: uniform in 1..=period. On hardware the
+    /// first overflow of a run falls anywhere in a period (cycle counts differ from run to run),
+    /// so runs sample different instructions from their start; with jittered periods alone,
+    /// runs recorded with different seeds sample nearly the same ones for the first periods.
+    fn first_countdown(&mut self) -> u64 {
+        self.next_period();
+        1 + self.rng % self.period
     }
 
     pub fn start_process(&mut self, p: &mut Process) {
@@ -307,9 +320,10 @@ impl Recorder {
         }
         if p.threads[n].as_ref().is_some_and(|t| t.period == 0) {
             let period = self.next_period();
+            let countdown = if self.random_start { self.first_countdown() } else { period };
             let t = p.threads[n].as_mut().expect("created above");
             t.period = period;
-            t.countdown = period;
+            t.countdown = countdown;
         }
         p.threads[n].as_mut().expect("created above")
     }
@@ -577,7 +591,7 @@ mod tests {
 
     #[test]
     fn follows_threads_and_forks_from_control_lines() {
-        let mut r = Recorder::new(1000, 1, false, None, Event::Cycles, false).unwrap();
+        let mut r = Recorder::new(1000, 1, false, None, Event::Cycles, false, false).unwrap();
         let mut p = offline(100);
         let trace = "\
 SYSCALL[100,1](56) sys_clone ( 3d0f00, 0x5229f70, 0x522a990 ) --> [pre-success] Success(0x2957) --100--   SCHED[1]: releasing lock (VG_(vg_yield)) -> VgTs_Yielding
@@ -606,7 +620,7 @@ SYSCALL[100,1](231) exit_group( 0 ) --> [pre-success] Success(0x0)
 
     #[test]
     fn lbr_holds_taken_branches_newest_first() {
-        let mut r = Recorder::new(4, 1, false, None, Event::Cycles, false).unwrap();
+        let mut r = Recorder::new(4, 1, false, None, Event::Cycles, false, false).unwrap();
         let mut p = offline(100);
         // 1000 (2 bytes) falls through to 1002; 1002 jumps to 2000; 2000 jumps back to 1000.
         let trace = "I  1000,2\nI  1002,3\nI  2000,1\nI  1000,2\nI  1002,3\nI  2000,1\n";
@@ -622,6 +636,32 @@ SYSCALL[100,1](231) exit_group( 0 ) --> [pre-success] Success(0x0)
         assert_eq!(u64_at(64), 2, "two taken branches");
         assert_eq!((u64_at(72), u64_at(80)), (0x2000, 0x1000));
         assert_eq!((u64_at(96), u64_at(104)), (0x1002, 0x2000));
+    }
+
+    /// The instruction (1-based) of the first sample over 200 straight-line instructions, period
+    /// 64, for each seed.
+    fn first_samples(random_start: bool) -> Vec<u64> {
+        let trace: String = (0..200).map(|i| format!("I  {:x},4\n", 0x1000 + 4 * i)).collect();
+        (1..=20)
+            .map(|seed| {
+                let mut r =
+                    Recorder::new(64, seed, false, None, Event::Cycles, false, random_start)
+                        .unwrap();
+                r.run_stream(&mut offline(100), trace.as_bytes()).unwrap();
+                let ip = u64::from_le_bytes(r.records[0].bytes[8..16].try_into().unwrap());
+                (ip - 0x1000) / 4 + 1
+            })
+            .collect()
+    }
+
+    #[test]
+    fn random_start_spreads_the_first_sample_over_a_whole_period() {
+        // Jittered periods alone: the first sample is within 64 ± 8 for every seed.
+        assert!(first_samples(false).iter().all(|i| (56..=72).contains(i)));
+        let random = first_samples(true);
+        assert!(random.iter().all(|i| (1..=64).contains(i)), "{random:?}");
+        assert!(random.iter().filter(|&&i| i < 32).count() >= 5, "{random:?}");
+        assert_eq!(random, first_samples(true), "seeded");
     }
 
     #[test]

@@ -91,6 +91,8 @@ pub struct Options {
     pub pid_base: Option<u32>,
     /// Leave call stacks out (`perf record -b` without `-g`).
     pub no_call_stack: bool,
+    /// Start the first period at a random point (see `--random-start`).
+    pub random_start: bool,
 }
 
 pub struct Summary {
@@ -180,6 +182,7 @@ fn record_in(opts: &Options, dir: &Path, started: Instant) -> anyhow::Result<Sum
         opts.pid_base,
         opts.event,
         opts.lbr_cycles,
+        opts.random_start,
     )?;
     let shown = emulate::Process::root_pid(pid, opts.pid_base);
     let mut root = emulate::Process::new_root(pid, shown, &comm);
