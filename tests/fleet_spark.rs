@@ -1,7 +1,8 @@
 //! The fleet job on Spark (scripts/fleet-spark) in local mode, on a small synthetic fleet
 //! (scripts/fleet-gen: hosts derived from three corpus recordings, with other pids, load
-//! addresses and sample subsets): every binary's profile from the job equals the profile of one
-//! `profgen` run over all the hosts' files. Skipped with a note when pyspark or Java is missing
+//! addresses and sample subsets) plus two bad hosts: every binary's profile from the job equals
+//! the profile of one `profgen` run over all the hosts' files, and the bad ones are skipped,
+//! listed in the job's report, and make it exit 3. Skipped with a note when pyspark or Java is missing
 //! (`.ci/run` installs pyspark).
 
 mod common;
@@ -31,6 +32,10 @@ fn spark_job_in_local_mode_gives_the_single_run_profiles() {
         .output()
         .unwrap();
     assert!(o.status.success(), "fleet-gen: {}", String::from_utf8_lossy(&o.stderr));
+    // Two bad hosts: the job skips them, says so, and profiles the rest.
+    let hosts = dir.join("hosts");
+    std::fs::write(hosts.join("zz-empty.data"), b"").unwrap();
+    std::fs::write(hosts.join("zz-junk.data"), b"not a recording at all\n").unwrap();
     let out = dir.join("out");
     let o = Command::new(root().join("scripts/fleet-spark"))
         .args(["--master", "local[2]", "--files-per-task", "3", "--fan-in", "2"])
@@ -44,10 +49,26 @@ fn spark_job_in_local_mode_gives_the_single_run_profiles() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(o.status.success(), "fleet-spark: {}", String::from_utf8_lossy(&o.stderr));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "fleet-spark: {err}");
+    assert!(err.contains("fleet-spark: 2 inputs skipped, 0 truncated"), "{err}");
     let report: String = std::fs::read_to_string(out.join("report.json")).unwrap();
-    assert!(report.contains("\"inputs\": 12"), "{report}");
-    assert!(report.contains("\"map_tasks\": 4"), "{report}");
+    assert!(report.contains("\"inputs\": 14"), "{report}");
+    assert!(report.contains("\"map_tasks\": 5"), "{report}");
+    for (name, why) in [
+        (
+            "zz-empty.data",
+            "not a perf.data file: 0 bytes is too short for the 16-byte perf.data header",
+        ),
+        ("zz-junk.data", "at byte offset 0: expected the perf.data magic"),
+    ] {
+        let listed = format!(
+            "{}/{name}\",\n   \"error\": \"{}/{name}: {why}",
+            hosts.display(),
+            hosts.display()
+        );
+        assert!(report.contains(&listed), "{listed}\n{report}");
+    }
     let mut compared = 0;
     for case in ["inline_chain", "cpp_virtual", "tailcall"] {
         let binary = dir.join("store").join(case).join(case);
@@ -66,7 +87,8 @@ fn spark_job_in_local_mode_gives_the_single_run_profiles() {
             .arg(&direct)
             .output()
             .unwrap();
-        assert!(o.status.success(), "profgen: {}", String::from_utf8_lossy(&o.stderr));
+        // The directory's bad files are skipped there too (exit 3).
+        assert_eq!(o.status.code(), Some(3), "profgen: {}", String::from_utf8_lossy(&o.stderr));
         assert!(from_job == std::fs::read(&direct).unwrap(), "{case}: the job's profile differs");
         compared += 1;
     }

@@ -34,8 +34,9 @@ pub struct AggregateReport {
     pub binaries: Vec<BinaryReport>,
     /// Executables the inputs map that the binary store does not have.
     pub unprofiled: usize,
-    /// Input files skipped before the binaries were read (they could not be listed or parsed).
-    pub skipped: usize,
+    /// Input files skipped before the binaries were read (they could not be listed or parsed),
+    /// with why.
+    pub skipped: Vec<(PathBuf, String)>,
     pub warnings: Vec<String>,
 }
 
@@ -43,7 +44,7 @@ impl AggregateReport {
     /// 0, or [`EXIT_INCOMPLETE`] when an input was skipped or truncated.
     pub fn exit_code(&self) -> u8 {
         let runs = self.binaries.iter().map(|b| b.report.exit_code());
-        if self.skipped > 0 { EXIT_INCOMPLETE } else { runs.max().unwrap_or(0) }
+        if self.skipped.is_empty() { runs.max().unwrap_or(0) } else { EXIT_INCOMPLETE }
     }
 }
 
@@ -170,8 +171,9 @@ fn binaries_of_inputs(
         let mapped = match mapped {
             Ok(mapped) => mapped,
             Err(e) => {
+                let why = e.to_string();
                 warnings.push(read.keep_going.skip(input, e)?);
-                report.skipped += 1;
+                report.skipped.push((input.path.clone(), why));
                 continue;
             }
         };

@@ -149,7 +149,18 @@ pub(super) fn aggregate_report_json(
         ("error", error),
         ("output", path_json(&cfg.output)),
         ("binaries", Json::Arr(binaries.collect())),
-        ("inputs_skipped", Json::Int(report.skipped as u64)),
+        (
+            "inputs_skipped",
+            Json::Arr(
+                report
+                    .skipped
+                    .iter()
+                    .map(|(p, why)| {
+                        Json::Obj(vec![("path", path_json(p)), ("error", Json::Str(why.clone()))])
+                    })
+                    .collect(),
+            ),
+        ),
         ("executables_not_in_store", Json::Int(report.unprofiled as u64)),
         ("phases", phases_json(phases)),
         ("warnings", strings_json(&report.warnings)),
