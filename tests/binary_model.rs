@@ -252,7 +252,7 @@ fn address_helpers() {
     assert_eq!(b.inst_kind(Vaddr(0x1230)), Some(InstKind::Call));
     assert_eq!(b.branch_target(Vaddr(0x1230)), Some(Vaddr(0x1050)));
     assert_eq!(b.branch_target(Vaddr(0x1209)), Some(Vaddr(0x1279)));
-    assert_eq!(b.branch_target(Vaddr(0x1152)), None, "conditional jumps are not recorded");
+    assert_eq!(b.branch_target(Vaddr(0x1152)), Some(Vaddr(0x127e)), "jle");
     assert_eq!(b.call_addr_from_return_addr(Vaddr(0x1235)), Some(Vaddr(0x1230)));
     assert_eq!(b.call_addr_from_return_addr(Vaddr(0x12b5)), Some(Vaddr(0x12b0)));
     assert_eq!(b.call_addr_from_return_addr(Vaddr(0x12bb)), None);

@@ -780,7 +780,8 @@ fn samples_to_counters(
         let depth = context.max_context_depth;
         context.max_context_depth = if depth == -1 { limit } else { depth.min(limit) };
     }
-    let opts = UnwindOptions { probe_based, context };
+    let opts =
+        UnwindOptions { probe_based, context, tail_call_frames: !opts.sample.llvm_compatible };
     let (counters, unwind) = unwind_all_with(
         binary,
         &entries,

@@ -432,7 +432,8 @@ impl<'b> Aggregator<'b> {
         // Translated addresses are instruction starts or external: no second search.
         let is_code = |a: Vaddr| !a.is_external();
         let (normalize, h) = (&mut self.samples.normalize, &mut self.hybrid);
-        if normalize_into(self.binary, is_code, callchain, branches, count, normalize, h) {
+        let recover = !self.opts.llvm_compatible;
+        if normalize_into(self.binary, is_code, callchain, branches, count, recover, normalize, h) {
             key::encode(h, &mut self.key_bytes);
             self.samples.add(&self.key_bytes, count);
         }

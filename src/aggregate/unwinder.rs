@@ -90,13 +90,15 @@ impl NormalizeStats {
 
 /// A raw hybrid sample (call stack leaf first as return addresses, LBR newest first, both in
 /// binary addresses; anything that is not an instruction start counts as external) → the
-/// unwinder's [`HybridSample`], or `None` when llvm-profgen drops it. `repeat` weights the
-/// statistics.
+/// unwinder's [`HybridSample`], or `None` when it is dropped. `repeat` weights the statistics.
+/// `recover_prolog_epilog`: keep samples whose stack was taken in a prolog or epilog, with the
+/// caller's call site taken from the LBR (llvm-profgen drops them).
 pub fn normalize_hybrid_sample<C: CodeView + ?Sized>(
     code: &C,
     raw_callchain: &[Vaddr],
     raw_branches: &[(Vaddr, Vaddr)],
     repeat: u64,
+    recover_prolog_epilog: bool,
     stats: &mut NormalizeStats,
 ) -> Option<HybridSample> {
     let mut out = HybridSample {
@@ -109,6 +111,7 @@ pub fn normalize_hybrid_sample<C: CodeView + ?Sized>(
         raw_callchain.iter().copied(),
         raw_branches.iter().copied(),
         repeat,
+        recover_prolog_epilog,
         stats,
         &mut out,
     )
@@ -118,12 +121,14 @@ pub fn normalize_hybrid_sample<C: CodeView + ?Sized>(
 /// [`normalize_hybrid_sample`] into a reused `out` (its vectors keep their capacity); false when
 /// the sample is dropped. `is_code` is [`CodeView::is_code`], or a cheaper test when the caller
 /// already knows (addresses translated to an instruction start or [`Vaddr::EXTERNAL`]).
+#[allow(clippy::too_many_arguments)]
 pub fn normalize_into<C: CodeView + ?Sized>(
     code: &C,
     is_code: impl Fn(Vaddr) -> bool,
     raw_callchain: impl Iterator<Item = Vaddr>,
     raw_branches: impl Iterator<Item = (Vaddr, Vaddr)>,
     repeat: u64,
+    recover_prolog_epilog: bool,
     stats: &mut NormalizeStats,
     out: &mut HybridSample,
 ) -> bool {
@@ -156,9 +161,16 @@ pub fn normalize_into<C: CodeView + ?Sized>(
         stack.pop();
     }
     let Some(&leaf) = stack.first() else { return false };
+    // A frame-pointer stack taken at the first two instructions of a function (before `mov
+    // rbp, rsp`) or at its `ret` (after `pop rbp`) lacks the caller's call site. llvm-profgen
+    // drops such samples, LBR included; recovering them takes the call site from the LBR.
+    let mut caller_missing = false;
     if code.is_prolog_or_epilog(leaf) {
-        stats.dropped_prolog_epilog = stats.dropped_prolog_epilog.saturating_add(repeat);
-        return false;
+        if !recover_prolog_epilog {
+            stats.dropped_prolog_epilog = stats.dropped_prolog_epilog.saturating_add(repeat);
+            return false;
+        }
+        caller_missing = lacks_caller_frame(code, leaf);
     }
     // Addresses that are not instruction starts become external; entries with both ends
     // external are dropped.
@@ -181,7 +193,67 @@ pub fn normalize_into<C: CodeView + ?Sized>(
     };
     // The sampled IP skews behind the last branch; the LBR target is the precise leaf.
     out.callchain[0] = first.target;
+    if caller_missing {
+        // A call site beyond the window (a long chain of tail jumps) or in external code is
+        // unknown: the context is cut at the leaf, as at an external frame, and the counts kept.
+        match entering_call_site(code, &out.branches).filter(|s| !s.is_external()) {
+            Some(site) => out.callchain.insert(1, site),
+            None if out.callchain.len() > 1 && !out.callchain[1].is_external() => {
+                out.callchain.insert(1, Vaddr::EXTERNAL)
+            }
+            None => {}
+        }
+    }
     true
+}
+
+/// Whether a frame-pointer stack sampled at `leaf` (in llvm-profgen's prolog/epilog set) lacks
+/// the caller's call site: at a `ret` (rbp already popped) or at the first two instructions of a
+/// function's entry (rbp not yet set). The instruction before a `ret` still has its frame.
+fn lacks_caller_frame<C: CodeView + ?Sized>(code: &C, leaf: Vaddr) -> bool {
+    if code.inst_kind(leaf) == Some(InstKind::Return) {
+        return true;
+    }
+    let Some(start) = code.func_range(leaf).map(|r| r.start) else { return false };
+    (leaf == start || code.prev_inst(leaf) == Some(start)) && code.entry_func_name(start).is_some()
+}
+
+/// The call that entered the newest LBR entry's frame: walking back in time, the first call not
+/// matched by a later return ([`Vaddr::EXTERNAL`] for a call from external code). `None` when
+/// the window does not reach it.
+fn entering_call_site<C: CodeView + ?Sized>(code: &C, branches: &[Branch<Vaddr>]) -> Option<Vaddr> {
+    let mut depth = 0u32;
+    for &b in branches {
+        if is_return(code, b) {
+            depth += 1;
+        } else if is_call(code, b) {
+            if depth == 0 {
+                return Some(b.source);
+            }
+            depth -= 1;
+        }
+    }
+    None
+}
+
+/// A call: a call instruction, or a branch from external code to an address that does not follow
+/// a call.
+fn is_call<C: CodeView + ?Sized>(code: &C, b: Branch<Vaddr>) -> bool {
+    code.inst_kind(b.source) == Some(InstKind::Call)
+        || (b.source.is_external() && code.call_addr_from_return_addr(b.target).is_none())
+}
+
+/// A jump from one function to another's entry (a tail call).
+fn is_tail_jump<C: CodeView + ?Sized>(code: &C, b: Branch<Vaddr>) -> bool {
+    matches!(code.inst_kind(b.source), Some(InstKind::DirectJump | InstKind::IndirectJump))
+        && code.entry_func_name(b.target).is_some()
+        && code.func_range(b.source).map(|r| r.func) != code.func_range(b.target).map(|r| r.func)
+}
+
+/// A return: a return instruction, or a branch from external code to an address after a call.
+fn is_return<C: CodeView + ?Sized>(code: &C, b: Branch<Vaddr>) -> bool {
+    code.inst_kind(b.source) == Some(InstKind::Return)
+        || (b.source.is_external() && code.call_addr_from_return_addr(b.target).is_some())
 }
 
 /// How contexts are keyed and shaped.
@@ -191,6 +263,11 @@ pub struct UnwindOptions {
     pub probe_based: bool,
     /// Recursion compression and depth limit of the contexts.
     pub context: ContextShape,
+    /// Line-based: code run after a tail jump seen in the LBR gets the jumping function's frame
+    /// in its context (`main:3 @ dispatch:5 @ step_c`), where the jump's head samples go;
+    /// llvm-profgen leaves it in the caller's context (`main:3 @ step_c`), whose missing head
+    /// samples its call-site inference then invents. Off under `--llvm-compatible`.
+    pub tail_call_frames: bool,
 }
 
 /// Unwinder statistics (reference §5.6), summed over samples.
@@ -312,12 +389,37 @@ struct Frame {
 struct Trie {
     frames: Vec<Frame>,
     len: usize,
+    /// With tail-call frames: the frames of each activation on the walk's current stack, the
+    /// innermost last; activation `i` is `active[starts[i]..]` up to the next start.
+    active: Vec<usize>,
+    starts: Vec<usize>,
 }
 
 impl Trie {
     fn reset(&mut self) {
         self.len = 0;
         self.add(Vaddr(0), ROOT);
+        self.active.clear();
+        self.starts.clear();
+    }
+    /// A new child of `parent`, even if one at `addr` exists: frames of different activations
+    /// must not share a node when an activation may later move under a tail-call frame.
+    fn fresh_child(&mut self, parent: usize, addr: Vaddr) -> usize {
+        let id = self.add(addr, parent);
+        self.frames[parent].children.push((addr, id));
+        id
+    }
+    /// Moves the frames of the innermost activation (children of `parent`) under `to`.
+    fn move_activation(&mut self, parent: usize, to: usize) {
+        let start = self.starts.last().copied().unwrap_or(0);
+        let moved = &self.active[start..];
+        self.frames[parent].children.retain(|(_, c)| !moved.contains(c));
+        for &n in moved {
+            self.frames[n].parent = to;
+            let addr = self.frames[n].addr;
+            self.frames[to].children.push((addr, n));
+        }
+        self.active.truncate(start);
     }
     fn add(&mut self, addr: Vaddr, parent: usize) -> usize {
         let id = self.len;
@@ -358,6 +460,8 @@ struct State<'s> {
     branches: &'s [Branch<Vaddr>],
     index: usize,
     invalid: bool,
+    /// Track activations for [`UnwindOptions::tail_call_frames`].
+    tail_frames: bool,
 }
 
 impl State<'_> {
@@ -368,11 +472,45 @@ impl State<'_> {
     fn switch_to(&mut self, addr: Vaddr) {
         if self.trie.frames[self.leaf].addr != addr {
             let p = self.parent();
-            self.leaf = self.trie.child(p, addr);
+            if self.tail_frames {
+                self.leaf = self.trie.fresh_child(p, addr);
+                self.trie.active.push(self.leaf);
+            } else {
+                self.leaf = self.trie.child(p, addr);
+            }
         }
     }
+    /// A callee frame at `addr` under the leaf (a new activation).
     fn push(&mut self, addr: Vaddr) {
         self.leaf = self.trie.child(self.leaf, addr);
+        if self.tail_frames {
+            self.trie.starts.push(self.trie.active.len());
+            self.trie.active.push(self.leaf);
+        }
+    }
+    /// Back to the caller's frame (the activation the leaf's was called from).
+    fn pop(&mut self) {
+        self.leaf = self.parent();
+        if self.tail_frames {
+            if let Some(start) = self.trie.starts.pop() {
+                self.trie.active.truncate(start);
+            }
+            if self.trie.starts.is_empty() {
+                // The caller's activation started before the walk: it begins here.
+                self.trie.active.clear();
+                self.trie.starts.push(0);
+                self.trie.active.push(self.leaf);
+            }
+        }
+    }
+    /// Walking back over a tail jump from `site` into the leaf's function: the activation run
+    /// since then moves under the jumping function's frame, which becomes the leaf.
+    fn tail_jump(&mut self, site: Vaddr) {
+        let p = self.parent();
+        let jumper = self.trie.fresh_child(p, site);
+        self.trie.move_activation(p, jumper);
+        self.trie.active.push(jumper);
+        self.leaf = jumper;
     }
     fn current(&self) -> Branch<Vaddr> {
         self.branches[self.index]
@@ -486,6 +624,11 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         for &a in sample.callchain.iter().rev() {
             leaf = trie.child(leaf, a);
         }
+        let tail_frames = self.opts.tail_call_frames && !self.opts.probe_based;
+        if tail_frames {
+            trie.starts.push(0);
+            trie.active.push(leaf);
+        }
         let mut st = State {
             trie: &mut trie,
             leaf,
@@ -493,6 +636,7 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             branches: &sample.branches,
             index: 0,
             invalid: false,
+            tail_frames,
         };
         self.stats.total_branches =
             self.stats.total_branches.saturating_add(sample.branches.len() as u64);
@@ -502,17 +646,23 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
                 self.unwind_linear(&mut st, repeat);
             }
             let br = st.current();
-            if !st.invalid && self.is_call(br) {
+            if !st.invalid && is_call(self.code, br) {
                 self.unwind_call(&mut st);
-            } else if !st.invalid && self.is_return(br) {
+            } else if !st.invalid && is_return(self.code, br) {
                 self.unwind_return(&mut st);
             } else if !st.invalid {
-                st.switch_to(br.source);
+                if st.tail_frames && is_tail_jump(self.code, br) {
+                    st.tail_jump(br.source);
+                } else {
+                    st.switch_to(br.source);
+                }
                 st.ip = br.source;
             } else {
                 // The rest of the trace has no usable stack: continue context-less.
                 st.leaf = ROOT;
                 st.ip = br.source;
+                st.trie.active.clear();
+                st.trie.starts.clear();
                 st.push(br.source);
             }
             st.index += 1;
@@ -523,16 +673,6 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         }
         self.trie = trie;
         true
-    }
-
-    fn is_call(&self, b: Branch<Vaddr>) -> bool {
-        self.code.inst_kind(b.source) == Some(InstKind::Call)
-            || (b.source.is_external() && self.code.call_addr_from_return_addr(b.target).is_none())
-    }
-
-    fn is_return(&self, b: Branch<Vaddr>) -> bool {
-        self.code.inst_kind(b.source) == Some(InstKind::Return)
-            || (b.source.is_external() && self.code.call_addr_from_return_addr(b.target).is_some())
     }
 
     fn unwind_call(&mut self, st: &mut State) {
@@ -550,7 +690,7 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
                 }
             }
         } else {
-            st.leaf = parent;
+            st.pop();
         }
         st.ip = src;
     }

@@ -20,7 +20,8 @@ pub struct Code {
     pub kinds: Vec<InstKind>,
     /// Addresses of calls, returns and direct unconditional jumps (llvm-profgen's `UncondSet`).
     pub uncond: Vec<u64>,
-    /// `(address, target)` of every direct call and direct jump, sorted by address.
+    /// `(address, target)` of every direct call, direct jump and conditional jump, sorted by
+    /// address.
     pub branch_targets: Vec<(u64, u64)>,
     /// Sorted, deduplicated prolog/epilog addresses (filled by [`Code::compute_prolog_epilog`]).
     pub prolog_epilog: Vec<u64>,
@@ -268,7 +269,7 @@ fn classify(id: u32, bytes: &[u8], addr: u64) -> (InstKind, Option<u64>) {
     } else if (X86_INS_JAE as u32..=X86_INS_JS as u32).contains(&id)
         || [X86_INS_LOOP, X86_INS_LOOPE, X86_INS_LOOPNE, X86_INS_XBEGIN].iter().any(|&x| is(x))
     {
-        (InstKind::ConditionalJump, None)
+        (InstKind::ConditionalJump, conditional_target(bytes, addr))
     } else {
         (InstKind::Other, None)
     }
@@ -286,6 +287,18 @@ fn direct_target(bytes: &[u8], addr: u64, opcode: u8) -> Option<u64> {
         [a] => i64::from(a as i8),
         [a, b] => i64::from(i16::from_le_bytes([a, b])),
         [a, b, c, d] => i64::from(i32::from_le_bytes([a, b, c, d])),
+        _ => return None,
+    };
+    Some(addr.wrapping_add(bytes.len() as u64).wrapping_add(rel as u64))
+}
+
+/// Target of a conditional jump: `Jcc rel8` (0x70-0x7f), `Jcc rel32` (0x0f 0x80-0x8f), and
+/// `loop*`/`jrcxz` (0xe0-0xe3, rel8).
+fn conditional_target(bytes: &[u8], addr: u64) -> Option<u64> {
+    let pos = bytes.iter().position(|&b| !is_prefix(b))?;
+    let rel: i64 = match bytes[pos..] {
+        [0x70..=0x7f | 0xe0..=0xe3, a] => i64::from(a as i8),
+        [0x0f, 0x80..=0x8f, a, b, c, d] => i64::from(i32::from_le_bytes([a, b, c, d])),
         _ => return None,
     };
     Some(addr.wrapping_add(bytes.len() as u64).wrapping_add(rel as u64))
@@ -648,13 +661,13 @@ mod tests {
         assert_eq!(kind_of(&[0xff, 0xe0]), (IndirectJump, None));
         assert_eq!(kind_of(&[0x3e, 0xff, 0xe0]), (IndirectJump, None));
         assert_eq!(kind_of(&[0xff, 0x25, 0, 0, 0, 0]), (IndirectJump, None));
-        assert_eq!(kind_of(&[0x74, 0x02]), (ConditionalJump, None));
-        assert_eq!(kind_of(&[0x0f, 0x8f, 0, 1, 0, 0]), (ConditionalJump, None));
-        assert_eq!(kind_of(&[0xe3, 0x02]), (ConditionalJump, None));
-        assert_eq!(kind_of(&[0x67, 0xe3, 0x02]), (ConditionalJump, None));
-        assert_eq!(kind_of(&[0xe2, 0xfe]), (ConditionalJump, None));
-        assert_eq!(kind_of(&[0xe1, 0xfe]), (ConditionalJump, None));
-        assert_eq!(kind_of(&[0xe0, 0xfe]), (ConditionalJump, None));
+        assert_eq!(kind_of(&[0x74, 0x02]), (ConditionalJump, Some(0x1004)));
+        assert_eq!(kind_of(&[0x0f, 0x8f, 0, 1, 0, 0]), (ConditionalJump, Some(0x1106)));
+        assert_eq!(kind_of(&[0xe3, 0x02]), (ConditionalJump, Some(0x1004)));
+        assert_eq!(kind_of(&[0x67, 0xe3, 0x02]), (ConditionalJump, Some(0x1005)));
+        assert_eq!(kind_of(&[0xe2, 0xfe]), (ConditionalJump, Some(0x1000)));
+        assert_eq!(kind_of(&[0xe1, 0xfe]), (ConditionalJump, Some(0x1000)));
+        assert_eq!(kind_of(&[0xe0, 0xfe]), (ConditionalJump, Some(0x1000)));
         assert_eq!(kind_of(&[0x90]), (Other, None));
         assert_eq!(kind_of(&[0x0f, 0x05]), (Other, None));
     }

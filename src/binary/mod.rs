@@ -399,7 +399,7 @@ impl Binary {
         let prev = self.code.lower_bound(ret.0).checked_sub(1)?;
         (self.code.kinds[prev] == InstKind::Call).then_some(Vaddr(self.code.addrs[prev]))
     }
-    /// Target of the direct call or direct jump at `a` (recorded for tail-call inference).
+    /// Target of the direct call, direct jump or conditional jump at `a`.
     pub fn branch_target(&self, a: Vaddr) -> Option<Vaddr> {
         self.code.branch_target(a.0).map(Vaddr)
     }

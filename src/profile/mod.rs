@@ -8,6 +8,7 @@
 pub mod builder;
 pub mod context_size;
 pub mod cs;
+pub mod ip_blocks;
 pub mod line;
 pub mod model;
 pub mod probe;
@@ -57,10 +58,19 @@ pub fn generate(
         };
     }
     let empty = Default::default();
-    let c = counters.by_context.get(&ContextKey::None).unwrap_or(&empty);
+    let mut c = counters.by_context.get(&ContextKey::None).unwrap_or(&empty);
+    let mut line = opts.line;
+    let blocks;
+    if line.leading_ip_only && !opts.llvm_compatible {
+        blocks = ip_blocks::block_counters(binary, c);
+        c = &blocks;
+        // IP samples count for their block ([`ip_blocks`]); lines then keep their hottest
+        // block's count, as from LBR ranges.
+        line.leading_ip_only = false;
+    }
     let mut profile = match binary.probes() {
-        Some(probes) => probe::build(binary, probes, c, opts.line.fill_zero_for_all_funcs),
-        None => line::build(binary, c, opts.line),
+        Some(probes) => probe::build(binary, probes, c, line.fill_zero_for_all_funcs),
+        None => line::build(binary, c, line),
     };
     update::update_function_samples(&mut profile, opts.update_total_samples);
     profile

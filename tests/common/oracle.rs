@@ -93,7 +93,7 @@ pub fn read_samples(
                     )
                 })
                 .collect();
-            if let Some(s) = normalize_hybrid_sample(code, &stack, &branches, count, stats) {
+            if let Some(s) = normalize_hybrid_sample(code, &stack, &branches, count, false, stats) {
                 *agg.entry((
                     s.callchain,
                     s.branches.iter().map(|b| (b.source, b.target)).collect(),

@@ -106,8 +106,10 @@ fn run(opts: UnwindOptions, samples: &[(HybridSample, u64)]) -> (ContextCounters
 }
 
 const NO_SHAPING: ContextShape = ContextShape { compress_recursion: -1, max_context_depth: -1 };
-const PROBE: UnwindOptions = UnwindOptions { probe_based: true, context: NO_SHAPING };
-const LINE: UnwindOptions = UnwindOptions { probe_based: false, context: NO_SHAPING };
+const PROBE: UnwindOptions =
+    UnwindOptions { probe_based: true, context: NO_SHAPING, tail_call_frames: false };
+const LINE: UnwindOptions =
+    UnwindOptions { probe_based: false, context: NO_SHAPING, tail_call_frames: false };
 
 // main → foo → bar, sampled at bar's entry.
 fn nested_calls() -> HybridSample {
@@ -258,6 +260,39 @@ fn tail_call_is_a_plain_branch_without_frame() {
             (frames("main2"), &[], &[(0x704, 0x600, 1)])
         ])
     );
+}
+
+// Sampled in main2 after baz returned: main2 → tc, tc tail-jumps to baz, baz returns to main2.
+fn tail_call_and_return() -> HybridSample {
+    sample(&[0x708], &[(0x408, 0x708), (0x604, 0x400), (0x704, 0x600)])
+}
+
+#[test]
+fn tail_call_frames_put_the_jump_target_under_the_jumping_frame() {
+    // llvm-profgen: baz's body runs in main2's context, its head (the jump) under tc's.
+    let (c, _) = run(LINE, &[(tail_call_and_return(), 3)]);
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (frames("main2:1 @ baz"), &[(0x400, 0x408, 3)], &[(0x408, 0x708, 3)]),
+            (frames("main2:1 @ tc"), &[(0x600, 0x604, 3)], &[(0x604, 0x400, 3)]),
+            (frames("main2"), &[], &[(0x704, 0x600, 3)]),
+        ])
+    );
+    // With tail-call frames both are under tc's jump site.
+    let (c, _) =
+        run(UnwindOptions { tail_call_frames: true, ..LINE }, &[(tail_call_and_return(), 3)]);
+    assert_eq!(
+        c.by_context,
+        expected(&[
+            (frames("main2:1 @ tc:1 @ baz"), &[(0x400, 0x408, 3)], &[(0x408, 0x708, 3)]),
+            (frames("main2:1 @ tc"), &[(0x600, 0x604, 3)], &[(0x604, 0x400, 3)]),
+            (frames("main2"), &[], &[(0x704, 0x600, 3)]),
+        ])
+    );
+    // Probe contexts are left to the missing-frame inference of the profile stage.
+    let probe = UnwindOptions { tail_call_frames: true, ..PROBE };
+    assert_eq!(run(probe, &[(tail_call(), 1)]).0, run(PROBE, &[(tail_call(), 1)]).0);
 }
 
 #[test]
@@ -481,6 +516,7 @@ fn normalisation_maps_return_addresses_and_overwrites_the_leaf() {
         &[v(0x30c), v(0x20c), v(0x10c)],
         &[(v(0x208), v(0x300)), (v(0x108), v(0x200))],
         2,
+        false,
         &mut st,
     );
     assert_eq!(s, Some(nested_calls()));
@@ -497,6 +533,7 @@ fn normalisation_truncates_at_invalid_return_address() {
         &[v(0x30c), v(0x204), v(0x10c)],
         &[(v(0x208), v(0x300))],
         1,
+        false,
         &mut st,
     );
     assert_eq!(s, Some(sample(&[0x300], &[(0x208, 0x300)])));
@@ -521,12 +558,19 @@ fn normalisation_merges_external_frames_and_drops_external_root() {
         &[v(0x30c), v(0x20c), v(0xdead0), v(0xdead4), v(0x10c), v(0xbeef0)],
         &[(v(0x208), v(0x300)), (v(0xdead8), v(0x200)), (v(0xdead0), v(0xdead4))],
         1,
+        false,
         &mut st,
     );
     assert_eq!(s, Some(sample(&[0x300, 0x208, EXT, 0x108], &[(0x208, 0x300), (EXT, 0x200)])));
     // An external leaf is counted, and with a non-empty LBR it is overwritten by the LBR target.
-    let s =
-        normalize_hybrid_sample(&code, &[v(0xdead0), v(0x10c)], &[(v(EXT), v(0x200))], 3, &mut st);
+    let s = normalize_hybrid_sample(
+        &code,
+        &[v(0xdead0), v(0x10c)],
+        &[(v(EXT), v(0x200))],
+        3,
+        false,
+        &mut st,
+    );
     assert_eq!(s, Some(sample(&[0x200, 0x108], &[(EXT, 0x200)])));
     assert_eq!(st, NormalizeStats { samples: 4, leaf_external: 3, ..Default::default() });
 }
@@ -536,7 +580,14 @@ fn normalisation_drops_prolog_leaves_and_empty_lbr() {
     let code = fake();
     let mut st = NormalizeStats::default();
     assert_eq!(
-        normalize_hybrid_sample(&code, &[v(0x304), v(0x20c)], &[(v(0x208), v(0x300))], 1, &mut st),
+        normalize_hybrid_sample(
+            &code,
+            &[v(0x304), v(0x20c)],
+            &[(v(0x208), v(0x300))],
+            1,
+            false,
+            &mut st
+        ),
         None
     );
     assert_eq!(
@@ -545,11 +596,15 @@ fn normalisation_drops_prolog_leaves_and_empty_lbr() {
             &[v(0x30c), v(0x20c)],
             &[(v(0xdead0), v(0xdead4))],
             2,
+            false,
             &mut st
         ),
         None
     );
-    assert_eq!(normalize_hybrid_sample(&code, &[], &[(v(0x208), v(0x300))], 4, &mut st), None);
+    assert_eq!(
+        normalize_hybrid_sample(&code, &[], &[(v(0x208), v(0x300))], 4, false, &mut st),
+        None
+    );
     assert_eq!(
         st,
         NormalizeStats {
@@ -559,4 +614,40 @@ fn normalisation_drops_prolog_leaves_and_empty_lbr() {
             ..Default::default()
         }
     );
+}
+
+#[test]
+fn normalisation_recovers_the_caller_of_prolog_and_epilog_leaves() {
+    let mut code = fake();
+    code.prolog.insert(0x310);
+    let mut st = NormalizeStats::default();
+    let calls = [(v(0x208), v(0x300)), (v(0x108), v(0x200))];
+    // At bar's second instruction rbp is still foo's: the stack skips foo's call site 0x208,
+    // which the unmatched call in the LBR gives back. llvm-profgen's rule drops the sample.
+    let prolog = [v(0x304), v(0x10c)];
+    assert_eq!(normalize_hybrid_sample(&code, &prolog, &calls, 1, false, &mut st), None);
+    assert_eq!(
+        normalize_hybrid_sample(&code, &prolog, &calls, 1, true, &mut st),
+        Some(nested_calls())
+    );
+    // At bar's `ret` (rbp popped): the same.
+    let epilog = [(v(0x308), v(0x30c)), calls[0], calls[1]];
+    let s = normalize_hybrid_sample(&code, &[v(0x310), v(0x10c)], &epilog, 1, true, &mut st);
+    assert_eq!(
+        s,
+        Some(sample(&[0x30c, 0x208, 0x108], &[(0x308, 0x30c), (0x208, 0x300), (0x108, 0x200)]))
+    );
+    // At main's `ret`: baz's call and return are matched and skipped; main was entered from
+    // external code, so nothing is added.
+    code.prolog.insert(0x120);
+    let main = [(v(0x408), v(0x114)), (v(0x110), v(0x400)), (v(EXT), v(0x100))];
+    let s = normalize_hybrid_sample(&code, &[v(0x120)], &main, 1, true, &mut st);
+    assert_eq!(s, Some(sample(&[0x114], &[(0x408, 0x114), (0x110, 0x400), (EXT, 0x100)])));
+    // No call in the window: the context is cut at the leaf.
+    let s = normalize_hybrid_sample(&code, &prolog, &[(v(0x308), v(0x300))], 2, true, &mut st);
+    assert_eq!(s, Some(sample(&[0x300, EXT, 0x108], &[(0x308, 0x300)])));
+    // Called from external code: the context starts at the leaf.
+    let s = normalize_hybrid_sample(&code, &prolog, &[(v(EXT), v(0x300))], 1, true, &mut st);
+    assert_eq!(s, Some(sample(&[0x300, EXT, 0x108], &[(EXT, 0x300)])));
+    assert_eq!(st, NormalizeStats { samples: 7, dropped_prolog_epilog: 1, ..Default::default() });
 }

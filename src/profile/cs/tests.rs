@@ -431,6 +431,7 @@ fn raw_sample_to_line_cs_profile_end_to_end() {
         &[v(0x108)],
         &[(v(0x210), v(0x108)), (v(0x104), v(0x200))],
         7,
+        false,
         &mut ns,
     )
     .unwrap();
