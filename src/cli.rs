@@ -486,26 +486,26 @@ impl CountingArgs {
 )]
 struct AggregateArgs {
     /// Profiled executable.
-    #[arg(long, value_name = "PATH", required_unless_present = "binaries")]
+    #[arg(help_heading = heading::INPUT, long, value_name = "PATH", required_unless_present = "binaries")]
     binary: Option<PathBuf>,
     /// A directory of binaries or a .build-id tree: every binary in it the inputs map is
     /// aggregated (found by build id, or by file name for inputs without build ids).
-    #[arg(long, value_name = "DIR", conflicts_with = "binary")]
+    #[arg(help_heading = heading::INPUT, long, value_name = "DIR", conflicts_with = "binary")]
     binaries: Option<PathBuf>,
     /// Read DWARF from this file instead of --binary.
-    #[arg(long, value_name = "PATH", conflicts_with = "binaries")]
+    #[arg(help_heading = heading::INPUT, long, value_name = "PATH", conflicts_with = "binaries")]
     debug_binary: Option<PathBuf>,
     /// perf.data input, or a directory of them (repeatable).
-    #[arg(long, visible_alias = "pd", value_name = "PATH", action = ArgAction::Append)]
+    #[arg(help_heading = heading::INPUT, long, visible_alias = "pd", value_name = "PATH", action = ArgAction::Append)]
     perfdata: Vec<PathBuf>,
     /// `perf script` text input (with --binary).
-    #[arg(long, visible_alias = "ps", value_name = "PATH", conflicts_with_all = ["perfdata", "binaries"])]
+    #[arg(help_heading = heading::INPUT, long, visible_alias = "ps", value_name = "PATH", conflicts_with_all = ["perfdata", "binaries"])]
     perfscript: Option<PathBuf>,
     /// The aggregate file to write.
-    #[arg(long, short = 'o', value_name = "PATH")]
+    #[arg(help_heading = heading::OUTPUT, long, short = 'o', value_name = "PATH")]
     output: PathBuf,
     /// Worker threads (default: all cores).
-    #[arg(long, value_name = "N")]
+    #[arg(help_heading = heading::RUN, long, value_name = "N")]
     threads: Option<usize>,
     #[command(flatten)]
     binary_input: BinaryInputArgs,
@@ -515,10 +515,10 @@ struct AggregateArgs {
     batch: BatchArgs,
     /// Write a JSON report of the run (per binary and input: samples, drops, binary match,
     /// warnings, or why an input was skipped; per-phase times), also when the run fails.
-    #[arg(long, value_name = "PATH")]
+    #[arg(help_heading = heading::OUTPUT, long, value_name = "PATH")]
     report: Option<PathBuf>,
     /// No progress bar.
-    #[arg(long)]
+    #[arg(help_heading = heading::RUN, long)]
     no_progress: bool,
 }
 
