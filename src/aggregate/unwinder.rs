@@ -19,6 +19,13 @@
 //!   at an external frame;
 //! - `WasLeafInlined` of a line-based key is true if any sampled address yielding that key had
 //!   the leaf inlined (llvm-profgen keeps whichever key instance was inserted first).
+//!
+//! Closer to what ran than llvm-profgen-19, off under `--llvm-compatible` (README, "Differences
+//! from llvm-profgen", B and C):
+//! - a sample whose stack was taken in a prolog or epilog is kept, with the caller's call site
+//!   the frame-pointer walk missed taken from the LBR (llvm-profgen drops the whole sample);
+//! - line-based contexts: code run after a tail jump moves under the jumping function's frame,
+//!   where the jump's head samples are ([`UnwindOptions::tail_call_frames`]).
 
 use crate::addr::{Branch, Vaddr};
 use crate::aggregate::{ContextCounters, ContextKey, Counters};
