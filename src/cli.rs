@@ -697,9 +697,14 @@ struct RemapArgs {
     /// The new build (the profile is remapped onto it).
     #[arg(long, value_name = "PATH")]
     binary: PathBuf,
-    /// The old build the profile was made for: its call sites complete the profile's anchors.
+    /// The old build the profile was made for: its call sites complete the profile's anchors,
+    /// and its code is aligned with the new build's to place the other locations.
     #[arg(long, value_name = "PATH")]
     old_binary: Option<PathBuf>,
+    /// Place the locations between call anchors as LLVM's stale-profile matcher does (split
+    /// evenly between the anchors), also with --old-binary.
+    #[arg(long)]
+    llvm_matching: bool,
     /// Read the new build's DWARF from this file instead of --binary.
     #[arg(long, value_name = "PATH")]
     debug_binary: Option<PathBuf>,
@@ -751,6 +756,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, clap::
                     similarity_threshold: a.similarity_threshold,
                     ..Default::default()
                 },
+                llvm_matching: a.llvm_matching,
                 zero_count_anchors: a.zero_count_anchors,
                 format: a.format.into(),
                 write: WriteOptions { use_md5: a.use_md5 },

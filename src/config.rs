@@ -40,6 +40,9 @@ pub struct RemapConfig {
     pub old_binary: Option<PathBuf>,
     pub load: LoadOptions,
     pub remap: RemapOptions,
+    /// Match locations by call anchors only, as LLVM does, also when the old build is given
+    /// (otherwise its code is aligned with the new build's: `remap::content`).
+    pub llvm_matching: bool,
     /// Add zero-count call anchors of the new build (as `--zero-count-anchors` does).
     pub zero_count_anchors: bool,
     pub format: OutputFormat,

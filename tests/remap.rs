@@ -50,16 +50,19 @@ fn stale_profile(case: &str, dir: &Path, extra: &[&str]) -> String {
     out.to_str().unwrap().to_string()
 }
 
+/// Both location matchings: by content (the default with `--old-binary`, goldens `CASE.txt`) and
+/// LLVM's call anchors alone (`--llvm-matching`, goldens `CASE.llvm.txt`).
 #[test]
 fn remaps_the_corpus_next_versions_exactly() {
     let dir = scratch("remap-golden");
-    for (case, _) in CASES {
+    for ((case, _), llvm) in CASES.iter().flat_map(|c| [(*c, false), (*c, true)]) {
+        let suffix = if llvm { ".llvm" } else { "" };
         let stale = stale_profile(case, &dir, &["--llvm-compatible"]);
         let new_bin = sample(&format!("{case}/next/{case}"));
         let old_bin = sample(&format!("{case}/{case}"));
-        let out = dir.join(format!("{case}.remap.txt"));
-        let report = dir.join(format!("{case}.report"));
-        let o = run(&[
+        let out = dir.join(format!("{case}{suffix}.remap.txt"));
+        let report = dir.join(format!("{case}{suffix}.report"));
+        let mut args = vec![
             "remap",
             "--profile",
             &stale,
@@ -73,13 +76,18 @@ fn remaps_the_corpus_next_versions_exactly() {
             out.to_str().unwrap(),
             "--report",
             report.to_str().unwrap(),
-        ]);
+        ];
+        if llvm {
+            args.push("--llvm-matching");
+        }
+        let o = run(&args);
         assert!(o.status.success(), "{case}: {}", stderr(&o));
         let summary = stderr(&o);
         assert!(summary.starts_with("profgen remap: "), "{summary}");
         let text = std::fs::read_to_string(&out).unwrap();
-        golden(&format!("{case}.txt"), &text);
-        golden(&format!("{case}.report"), &(std::fs::read_to_string(&report).unwrap() + &summary));
+        golden(&format!("{case}{suffix}.txt"), &text);
+        let report = std::fs::read_to_string(&report).unwrap() + &summary;
+        golden(&format!("{case}{suffix}.report"), &report);
         // The remapped profile reads back through llvm-profdata-19 unchanged.
         if have("llvm-profdata-19") {
             let view = Command::new("llvm-profdata-19")

@@ -25,6 +25,7 @@ pub mod disasm;
 pub mod dwarf;
 pub mod elf;
 pub mod probes;
+pub mod shape;
 pub mod store;
 
 pub use code_view::CodeView;

@@ -13,9 +13,13 @@ pub fn remap(cfg: &RemapConfig) -> Result<(RemapReport, Vec<String>), Error> {
     let file = reader::read_profile_file(&cfg.profile)?;
     let binary = Binary::load(&cfg.binary, &cfg.load)?;
     let mut warnings = binary.warnings().to_vec();
+    let mut old_shapes = None;
     let old_code = match &cfg.old_binary {
         Some(path) => {
             let old = Binary::load(path, &LoadOptions::default())?;
+            if !cfg.llvm_matching {
+                old_shapes = Some(old.shapes(|_| true)?);
+            }
             warnings.extend(old.warnings().iter().cloned());
             if old.probes().is_some() != file.profile.kind.probe_based {
                 warnings.push(format!(
@@ -41,11 +45,20 @@ pub fn remap(cfg: &RemapConfig) -> Result<(RemapReport, Vec<String>), Error> {
             ),
         });
     }
+    let new_shapes = match old_shapes {
+        Some(_) => Some(binary.shapes(|_| true)?),
+        None => None,
+    };
+    let shapes = old_shapes
+        .as_ref()
+        .zip(new_shapes.as_ref())
+        .map(|(old, new)| crate::remap::Shapes { old, new });
     let (mut profile, report) = crate::remap::remap_profile(
         &file.profile,
         file.md5_names,
         &new_code,
         old_code.as_ref(),
+        shapes,
         &cfg.remap,
     );
     if cfg.zero_count_anchors {

@@ -14,13 +14,18 @@
 //!    (whose `-salvage-unused-profile` does this in the compiler, in LLVM 20+).
 //! 2. Locations, per function (the profiles of all its copies flattened, at every inline
 //!    level and in every context): unchanged probe checksum, carried as is; otherwise
-//!    [`matcher::match_locations`], and every profile of the function (top-level, inlinee,
-//!    context) is rewritten through that map: the new location `L` gets what the profile had at
-//!    `map(L)`, as the compiler would read it.
+//!    [`matcher::match_locations`] (LLVM's), and with the old build's code (`--old-binary`,
+//!    unless `--llvm-matching`) [`content::content_map`] over it where both builds have an
+//!    outlined copy of the function: locations follow their code, new code reads nothing.
+//!    Every profile of the function (top-level, inlinee, context) is rewritten through that
+//!    map: the new location `L` gets what the profile had at `map(L)` (nothing when `L` is not
+//!    in the map), as the compiler would read it.
 
+pub mod content;
 pub mod matcher;
 
 use crate::binary::anchors::{CodeAnchors, FunctionAnchors};
+use crate::binary::shape::FunctionShape;
 use crate::llvm::sample_prof::UNKNOWN_INDIRECT_CALLEE;
 use crate::llvm::{ContextFrame, LineLocation, md5_guid};
 use crate::profile::{Context, FunctionSamples, Profile};
@@ -36,6 +41,13 @@ pub struct RemapOptions {
     /// Fewer call anchors than this on either side: too little to judge a rename by
     /// (`-min-call-count-for-cg-matching`).
     pub min_anchors: usize,
+}
+
+/// The code of both builds, for content matching ([`content`]): function name → shape of its
+/// outlined copy.
+pub struct Shapes<'a> {
+    pub old: &'a BTreeMap<String, FunctionShape>,
+    pub new: &'a BTreeMap<String, FunctionShape>,
 }
 
 impl Default for RemapOptions {
@@ -76,6 +88,8 @@ pub struct RemapReport {
     pub functions: Vec<FunctionReport>,
     /// CS contexts dropped because a call site on them has no place in the new build.
     pub contexts_dropped: usize,
+    /// Locations were matched by content (both builds' code), not by call anchors alone.
+    pub by_content: bool,
 }
 
 impl RemapReport {
@@ -103,10 +117,11 @@ impl RemapReport {
         let [e, m, d] = self.totals();
         let renamed = self.functions.iter().filter(|f| f.renamed_to.is_some()).count();
         let mut line = format!(
-            "profgen remap: {} functions: {} carried exactly, {} matched by anchors ({renamed} renamed), {} dropped; samples: {} exact, {} matched, {} dropped",
+            "profgen remap: {} functions: {} carried exactly, {} matched by {} ({renamed} renamed), {} dropped; samples: {} exact, {} matched, {} dropped",
             self.functions.len(),
             e.0,
             m.0,
+            if self.by_content { "content" } else { "anchors" },
             d.0,
             e.1,
             m.1,
@@ -160,6 +175,7 @@ pub fn remap_profile(
     md5_names: bool,
     new: &CodeAnchors,
     old_code: Option<&CodeAnchors>,
+    shapes: Option<Shapes<'_>>,
     opts: &RemapOptions,
 ) -> (Profile, RemapReport) {
     // 1. Names.
@@ -232,8 +248,17 @@ pub fn remap_profile(
                 anchors.entry(l).or_insert(c);
             }
         }
-        let map = match_locations(&code.locations, &anchors, |a, b| a == b);
-        let exact = map.iter().all(|(a, b)| a == b) && fs.checksum == code.checksum;
+        let mut map = match_locations(&code.locations, &anchors, |a, b| a == b);
+        if let Some(s) = &shapes
+            && let (Some(o), Some(n)) = (s.old.get(old_name), s.new.get(name))
+        {
+            let same =
+                |new: &str, old: &str| new == renamed_names.get(old).map_or(old, String::as_str);
+            map = content::content_map(o, n, same, &map);
+        }
+        let exact = code.locations.keys().all(|l| map.get(l) == Some(l))
+            && map.iter().all(|(a, b)| a == b)
+            && fs.checksum == code.checksum;
         maps.insert(name.clone(), FunctionMap { map, exact, checksum: code.checksum });
     }
 
@@ -262,7 +287,8 @@ pub fn remap_profile(
         .map(|(a, b)| (b, a))
         .chain(renamed_names.iter().map(|(a, b)| (b, a)))
         .collect();
-    let mut report = RemapReport { contexts_dropped, ..Default::default() };
+    let mut report =
+        RemapReport { contexts_dropped, by_content: shapes.is_some(), ..Default::default() };
     for (name, [exact, matched, dropped]) in stats {
         let outcome = match maps.get(&name) {
             None => Outcome::Dropped,
