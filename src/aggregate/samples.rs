@@ -229,12 +229,19 @@ struct Pending {
     words: usize,
     /// [`AddressMap::generation`] the samples were read under.
     generation: u64,
+    /// Samples held since the last flush (`map.len()` of them distinct).
+    held: u64,
+    /// Samples still to reduce at once: when few held samples were alike (most LBR stacks
+    /// distinct), holding them costs more than it saves, for a while.
+    bypass: u64,
     key: Vec<u64>,
 }
 
 impl Pending {
     /// Raw words held before the pending samples are reduced anyway (16 MiB).
     const MAX_WORDS: usize = 2 << 20;
+    /// Samples reduced at once after a flush found fewer than one in four alike.
+    const BYPASS: u64 = 1 << 16;
 }
 
 /// Reduces samples to binary addresses and counts them.
@@ -315,8 +322,10 @@ impl<'b> Aggregator<'b> {
             self.stats.with_call_stack += 1;
         }
         let callchain = if with_stack { s.callchain } else { &[] };
-        if self.opts.sample_period.is_some() {
-            // The period is split over a sample's own entries: not a sum over raw samples.
+        if self.opts.sample_period.is_some() || self.pending.bypass > 0 {
+            self.pending.bypass = self.pending.bypass.saturating_sub(1);
+            // Reduced at once: a period is split over the sample's own entries (not a sum over
+            // raw samples), and holding does not pay while `Pending::bypass` lasts.
             let stack = callchain.iter().map(|a| a.0);
             let branches = s.branches.iter().map(|b| (b.source.0, b.target.0));
             self.reduce(&map.process(s.pid), with_stack, stack, branches, s.repeat, 1);
@@ -328,6 +337,7 @@ impl<'b> Aggregator<'b> {
             "map changed unflushed"
         );
         p.generation = map.generation();
+        p.held += 1;
         let key = &mut p.key;
         key.clear();
         key.push(s.pid.map_or(u64::MAX, |pid| u64::from(pid as u32)));
@@ -354,7 +364,12 @@ impl<'b> Aggregator<'b> {
             return;
         }
         debug_assert_eq!(self.pending.generation, map.generation(), "map changed unflushed");
-        let mut held = std::mem::take(&mut self.pending.map);
+        let p = &mut self.pending;
+        if p.words > Pending::MAX_WORDS && 4 * (p.held - p.map.len() as u64) < p.held {
+            p.bypass = Pending::BYPASS;
+        }
+        p.held = 0;
+        let mut held = std::mem::take(&mut p.map);
         for (key, (n, repeat)) in held.drain() {
             let pid = (key[0] != u64::MAX).then_some(key[0] as u32 as i32);
             let (with_stack, stack_len) = (key[1] & 1 != 0, (key[1] >> 1) as usize);

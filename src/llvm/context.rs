@@ -69,7 +69,32 @@ impl ContextShape {
 /// Removes adjacent repeated sequences of up to `max_size` elements (-1: no limit, 0: off), for
 /// lengths 1, 2, … in turn, e.g. `a b a b c` → `a b c`. Same in-place scan as LLVM, so the
 /// surviving copy of each repetition is the one LLVM keeps.
+///
+/// The scan compares elements O(n²) times; it runs over small ids of the distinct elements
+/// (frames compare by name, and a copy of one clones it), and the result is mapped back.
 pub fn compress_recursion<T: PartialEq + Clone>(context: &mut Vec<T>, max_size: i32) {
+    if max_size == 0 || context.len() < 2 {
+        return;
+    }
+    let mut distinct: Vec<usize> = Vec::new();
+    let mut ids: Vec<u32> = Vec::with_capacity(context.len());
+    for (i, x) in context.iter().enumerate() {
+        let id = distinct.iter().position(|&d| context[d] == *x).unwrap_or_else(|| {
+            distinct.push(i);
+            distinct.len() - 1
+        });
+        ids.push(id as u32);
+    }
+    compress_in_place(&mut ids, max_size);
+    // Nothing removed: every copy was onto itself.
+    if ids.len() < context.len() {
+        let old = std::mem::take(context);
+        context.extend(ids.iter().map(|&id| old[distinct[id as usize]].clone()));
+    }
+}
+
+/// [`compress_recursion`]'s scan on any elements.
+fn compress_in_place<T: PartialEq + Clone>(context: &mut Vec<T>, max_size: i32) {
     let half = context.len() / 2;
     let mut max_dedup = if max_size < 0 { half } else { (max_size as usize).min(half) };
     let mut size = 1;
