@@ -44,10 +44,15 @@ pub fn block_counters(binary: &Binary, counters: &Counters) -> Counters {
     // Block count ∝ samples / instructions; fixed point so that rare blocks keep their share.
     const ONE: u128 = 1 << 20;
     let density = |samples: u64, insts: u64| u128::from(samples) * ONE / u128::from(insts.max(1));
-    let total_density: u128 = blocks.iter().map(|&(_, _, s, n)| density(s, n)).sum();
-    let total_samples: u128 = blocks.iter().map(|&(_, _, s, _)| u128::from(s)).sum();
+    // Saturating: sample counts weighted by `--sample-period` can be near u64::MAX.
+    let total_density =
+        blocks.iter().fold(0u128, |t, &(_, _, s, n)| t.saturating_add(density(s, n)));
+    let total_samples =
+        blocks.iter().fold(0u128, |t, &(_, _, s, _)| t.saturating_add(u128::from(s)));
     for (start, last, samples, insts) in blocks {
-        let scaled = (density(samples, insts) * total_samples + total_density / 2) / total_density;
+        let scaled =
+            density(samples, insts).saturating_mul(total_samples).saturating_add(total_density / 2)
+                / total_density;
         // A sampled block ran: never 0.
         let count = u64::try_from(scaled).unwrap_or(u64::MAX).max(1);
         out.add_range(start, last, count);
