@@ -434,3 +434,27 @@ fn propeller_sample_functions_come_from_symbols() {
         (1, "compute_flag", 0)
     );
 }
+
+/// IP samples → block counts (`profile::ip_blocks`): each block gets samples / instructions,
+/// scaled so that the blocks sum to the samples (13 here); LBR ranges and branches pass through.
+#[test]
+fn ip_samples_count_for_their_blocks() {
+    use profgen::aggregate::Counters;
+    let b = load("prog_pie");
+    let mut c = Counters::default();
+    // `work`: 1150 test; 1152 jle | ... | 11b7 movdqa; 11bb je | 11bd movdqa | 11c1 (a je target).
+    for (ip, n) in [(0x1150, 6), (0x11b7, 2), (0x11bb, 2), (0x11bd, 3)] {
+        c.add_range(Vaddr(ip), Vaddr(ip), n);
+    }
+    c.add_range(Vaddr(0x1158), Vaddr(0x1189), 7);
+    c.add_branch(Vaddr(0x1152), Vaddr(0x127e), 1);
+    let out = profgen::profile::ip_blocks::block_counters(&b, &c);
+    let mut ranges: Vec<_> = out.ranges.iter().map(|(&(s, e), &n)| (s.0, e.0, n)).collect();
+    ranges.sort_unstable();
+    // Densities 6/2, 4/2, 3/1 (sum 8): 3*13/8 = 4.9 -> 5, 2*13/8 = 3.3 -> 3.
+    assert_eq!(
+        ranges,
+        [(0x1150, 0x1152, 5), (0x1158, 0x1189, 7), (0x11b7, 0x11bb, 3), (0x11bd, 0x11bd, 5)]
+    );
+    assert_eq!(out.branches, c.branches);
+}
