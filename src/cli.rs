@@ -13,6 +13,7 @@
 use crate::aggregate::read::{Input, KeepGoing, ReadOptions};
 use crate::aggregate::samples::SampleOptions;
 use crate::aggregate::unsymbolized::UnsymbolizedOptions;
+use crate::aggregate::weighting::LbrWeighting;
 use crate::binary::{DumpOptions, LoadOptions};
 use crate::config::{
     AggregateConfig, Binaries, Command, Config, MergeConfig, OrderConfig, OrderOutput,
@@ -391,6 +392,22 @@ struct CountingArgs {
     /// failures stay.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     llvm_compatible: bool,
+    /// How each LBR window's ranges count: auto (from the sampling event: 1/instructions for
+    /// instruction events, 1/LBR cycles for cycle events, +1 for taken-branch events, +1 when
+    /// unknown), none (+1 per range, llvm-profgen), instructions, cycles or branches.
+    /// Default: auto, none with --llvm-compatible.
+    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, value_enum, value_name = "HOW")]
+    lbr_weighting: Option<LbrWeightingArg>,
+}
+
+/// `--lbr-weighting` values.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LbrWeightingArg {
+    Auto,
+    None,
+    Instructions,
+    Cycles,
+    Branches,
 }
 
 /// How the binary is found and mapped, shared by the profile run and `profgen aggregate`: they
@@ -467,8 +484,18 @@ impl CountingArgs {
                 ignore_stack: self.ignore_stack_samples,
                 sample_period: self.sample_period,
                 llvm_compatible: self.llvm_compatible,
+                ..SampleOptions::default()
             },
             context: self.context(),
+            lbr_weighting: match self.lbr_weighting {
+                Some(LbrWeightingArg::Auto) => LbrWeighting::Auto,
+                Some(LbrWeightingArg::None) => LbrWeighting::None,
+                Some(LbrWeightingArg::Instructions) => LbrWeighting::Instructions,
+                Some(LbrWeightingArg::Cycles) => LbrWeighting::Cycles,
+                Some(LbrWeightingArg::Branches) => LbrWeighting::Branches,
+                None if self.llvm_compatible => LbrWeighting::None,
+                None => LbrWeighting::Auto,
+            },
             max_unsymbolized_context_depth: self.csprof_max_unsymbolized_context_depth,
             show_mmap_events,
             progress,

@@ -123,7 +123,8 @@ fn a_directory_skips_every_file_it_cannot_use_and_says_why() {
     assert!(
         err.ends_with(
             "profgen: 10 inputs (7 skipped, 1 truncated); 138 samples read, 12 used (10 distinct stacks), \
-             126 dropped (126 outside the binary); binary matched by build id; 2 functions in the profile\n"
+             126 dropped (126 outside the binary); binary matched by build id; \
+             LBR windows weighted by 1/cycles (sampled by cycles); 2 functions in the profile\n"
         ),
         "{err}"
     );

@@ -89,7 +89,8 @@ fn small_perf_data_is_complete_and_profiles() {
     assert!(
         err.ends_with(
             "profgen: 55 samples read, 6 used (5 distinct stacks), 49 dropped (49 outside the binary); \
-             binary matched by build id; 2 functions in the profile\n"
+             binary matched by build id; LBR windows weighted by 1/cycles (sampled by cycles); \
+             2 functions in the profile\n"
         ),
         "{err}"
     );

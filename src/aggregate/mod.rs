@@ -20,10 +20,12 @@ pub mod read;
 pub mod samples;
 pub mod traces;
 pub mod unsymbolized;
+pub mod weighting;
 
 use crate::addr::Vaddr;
 use crate::llvm::ContextFrame;
 use hashbrown::HashMap;
+use weighting::RangeWeights;
 
 pub mod unwinder;
 
@@ -74,14 +76,33 @@ pub struct ContextCounters {
     pub by_context: HashMap<ContextKey, Counters>,
     /// True when samples had call stacks (CS mode), even if no context survived.
     pub context_sensitive: bool,
+    /// With LBR weighting, the counts are fixed-point weights until [`Self::apply_weights`]
+    /// scales them by these totals.
+    pub weights: RangeWeights,
 }
 
 impl ContextCounters {
     pub fn counters_mut(&mut self, key: ContextKey) -> &mut Counters {
         self.by_context.entry(key).or_default()
     }
+    /// Scales weighted counts so that their total is the plain count's (hot and cold thresholds
+    /// keep their meaning); counts that round to 0 are dropped. Plain counters are unchanged.
+    pub fn apply_weights(&mut self) {
+        let w = std::mem::take(&mut self.weights);
+        if w.weighted == 0 {
+            return;
+        }
+        for c in self.by_context.values_mut() {
+            for map in [&mut c.ranges, &mut c.branches] {
+                map.values_mut().for_each(|n| *n = w.scale(*n));
+                map.retain(|_, n| *n > 0);
+            }
+        }
+        self.by_context.retain(|_, c| !c.is_empty());
+    }
     pub fn merge(&mut self, other: ContextCounters) {
         self.context_sensitive |= other.context_sensitive;
+        self.weights.merge(&other.weights);
         for (k, c) in other.by_context {
             match self.by_context.get_mut(&k) {
                 Some(mine) => mine.merge(&c),

@@ -24,7 +24,7 @@
 //! ```text
 //! header, 40 bytes:
 //!   0  magic         89 50 47 41 0d 0a 1a 0a   ("\x89PGA\r\n\x1a\n": binary, survives no text-mode copy)
-//!   8  version       u32 = 1
+//!   8  version       u32 = 2
 //!   12 flags         u32 = 0 (reserved)
 //!   16 payload size  u64
 //!   24 checksum      16 bytes, MD5 of the payload
@@ -44,6 +44,8 @@
 //!     unwind         5 × uleb: branches, mismatched external call, paired external, unpaired
 //!                    external, mismatched prolog/epilog call; then untracked call sites (set)
 //!     context sensitive  uleb 0/1
+//!     range weights  4 × uleb: plain and weighted range totals of LBR weighting, each as low
+//!                    and high 64 bits (0 for plain counts; the counts are then weights)
 //!     names          uleb n, then n strings, strictly increasing: the function names of frames
 //!     contexts       uleb n, then n contexts in increasing key order:
 //!       key          uleb kind: 0 none; 1 addresses: uleb n + address list; 2 frames: uleb n,
@@ -65,6 +67,7 @@
 
 use super::samples::SampleStats;
 use super::unwinder::{NormalizeStats, UnwindStats};
+use super::weighting::RangeWeights;
 use super::{ContextCounters, ContextKey, Counters};
 use crate::addr::Vaddr;
 use crate::error::Error;
@@ -78,7 +81,7 @@ use std::path::{Path, PathBuf};
 /// The first 8 bytes of every aggregate file.
 pub const MAGIC: [u8; 8] = *b"\x89PGA\r\n\x1a\n";
 /// The layout version this code reads and writes.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 const HEADER_SIZE: usize = 40;
 
 /// How an aggregated binary is identified: by build id, or by file name when it has none.
@@ -424,6 +427,11 @@ fn encode_binary(p: &mut Vec<u8>, key: &BinaryKey, b: &BinaryAggregate) {
     }
     put_addrs(p, u.untracked_callsites.iter().copied());
     write_uleb128(p, u64::from(b.counters.context_sensitive));
+    let w = &b.counters.weights;
+    for v in [w.plain, w.weighted] {
+        write_uleb128(p, v as u64);
+        write_uleb128(p, (v >> 64) as u64);
+    }
     let mut contexts: Vec<_> = b.counters.by_context.iter().collect();
     contexts.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let names: BTreeSet<&str> = contexts
@@ -668,6 +676,12 @@ impl Reader<'_> {
             ..Default::default()
         };
         let context_sensitive = self.flag("context sensitive")?;
+        let [plain_lo, plain_hi, weighted_lo, weighted_hi] = self.ulebs("range weights")?;
+        let wide = |lo: u64, hi: u64| u128::from(hi) << 64 | u128::from(lo);
+        let weights = RangeWeights {
+            plain: wide(plain_lo, plain_hi),
+            weighted: wide(weighted_lo, weighted_hi),
+        };
         let n_names = self.count("function names", 1)?;
         let mut names = Vec::with_capacity(n_names);
         let mut prev = None;
@@ -696,7 +710,7 @@ impl Reader<'_> {
             distinct_samples,
             normalize,
             unwind,
-            counters: ContextCounters { by_context, context_sensitive },
+            counters: ContextCounters { by_context, context_sensitive, weights },
         };
         Ok((key, b))
     }

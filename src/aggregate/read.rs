@@ -14,6 +14,7 @@ use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats, 
 use super::traces::{FunctionTable, ProcessFunctions, TemporalTraces, TraceCollector};
 use super::unsymbolized::{self, UnsymbolizedOptions};
 use super::unwinder::{MAX_BRANCHES, NormalizeStats, UnwindOptions, UnwindStats, unwind_all_with};
+use super::weighting::{LbrWeighting, Weighting, event_unit};
 use super::{ContextCounters, ContextKey};
 use crate::binary::Binary;
 use crate::error::Error;
@@ -68,6 +69,8 @@ pub struct ReadOptions {
     pub max_unsymbolized_context_depth: i32,
     /// Which inputs that cannot be used are skipped rather than failing the run.
     pub keep_going: KeepGoing,
+    /// `--lbr-weighting`: how LBR windows are weighted (see [`super::weighting`]).
+    pub lbr_weighting: LbrWeighting,
 }
 
 impl Default for ReadOptions {
@@ -86,6 +89,7 @@ impl Default for ReadOptions {
             filter_build_id: None,
             max_unsymbolized_context_depth: -1,
             keep_going: KeepGoing::default(),
+            lbr_weighting: LbrWeighting::default(),
         }
     }
 }
@@ -180,6 +184,9 @@ pub struct InputsReport {
     pub ip_samples_detected: bool,
     /// Facts worth a line on stderr that are not warnings.
     pub notes: Vec<String>,
+    /// How the inputs' LBR windows were weighted, and why: each different one once, in input
+    /// order (for the summary line; empty for IP samples and counters read back).
+    pub weighting: Vec<String>,
     /// Every input, in command-line (and directory-name) order.
     pub inputs: Vec<InputReport>,
 }
@@ -332,6 +339,7 @@ pub fn counters_from_aggregate(
         unwind: entry.unwind.clone(),
         ..Default::default()
     };
+    report.unwind.deep_stacks = entry.counters.weights.scale(report.unwind.deep_stacks);
     if entry.counters.context_sensitive {
         add_unwind_warnings(&mut report, entry.counters.by_context.len());
     }
@@ -351,6 +359,7 @@ pub fn counting_options(opts: &ReadOptions, use_dwarf_correlation: bool) -> Vec<
         ("csprof-max-context-depth", opts.context.max_context_depth.to_string()),
         ("csprof-max-unsymbolized-context-depth", opts.max_unsymbolized_context_depth.to_string()),
         ("ignore-stack-samples", s.ignore_stack.to_string()),
+        ("lbr-weighting", opts.lbr_weighting.name().to_string()),
         ("leading-ip-only", s.leading_ip_only.to_string()),
         ("llvm-compatible", s.llvm_compatible.to_string()),
         ("perf-events", events.join(",")),
@@ -375,6 +384,8 @@ struct InputResult {
     /// Where the input ended early (truncated perf.data).
     truncated: Option<Truncation>,
     traces: Vec<ProcessFunctions>,
+    /// How its LBR windows were weighted, and why.
+    weighting: (Weighting, String),
 }
 
 fn identity_of(binary: &Binary) -> BinaryIdentity {
@@ -547,6 +558,7 @@ fn aggregate_events(
         mapping: front.mapper.stats,
         truncated: None,
         traces: front.traces.map(TraceCollector::finish).unwrap_or_default(),
+        weighting: (opts.sample.weighting, String::new()),
     })
 }
 
@@ -586,6 +598,8 @@ fn read_samples(
             usable.map(|f| f.path.display().to_string()).collect::<Vec<_>>().join(", ")
         ));
     }
+    // Counts are weighted (fixed-point, see super::weighting) unless asked not to.
+    let weighted = !opts.sample.leading_ip_only && opts.lbr_weighting != LbrWeighting::None;
     // Several files: one per worker; one file: all workers on it.
     let usable = files.iter().filter(|f| f.unusable.is_none()).count();
     let per_file = if usable > 1 { 1 } else { workers };
@@ -606,7 +620,7 @@ fn read_samples(
     let mut mapping = MappingStats::default();
     let mut traces = Vec::new();
     for (file, r) in results {
-        let r = match r {
+        let mut r = match r {
             Ok(r) => r,
             Err(e) => {
                 let why = e.to_string();
@@ -627,6 +641,12 @@ fn read_samples(
         };
         traces.extend(r.traces);
         mapping.merge(r.mapping);
+        if weighted {
+            r.samples.to_run_unit(r.weighting.0);
+            if !report.weighting.contains(&r.weighting.1) {
+                report.weighting.push(r.weighting.1.clone());
+            }
+        }
         samples.merge(r.samples);
         report.samples.merge(&r.stats);
         report.warnings.extend(r.warnings.iter().cloned());
@@ -673,6 +693,36 @@ fn read_samples(
     }
     report.traces = table.map(|table| TemporalTraces { table, traces });
     Ok(samples)
+}
+
+/// The weighting `asked` gives for one input whose branch-stack sampling events are `events`
+/// (`None`: not known, as for perf script text and streams), and why: `auto` weights by the
+/// events' unit, and by none (+1 per range) when it is unknown or the events differ in unit.
+fn input_weighting(asked: LbrWeighting, events: Option<&[(u32, u64)]>) -> (Weighting, String) {
+    let by = |w: Weighting| match w {
+        Weighting::Plain => "not weighted".to_string(),
+        _ => format!("weighted by 1/{}", w.name()),
+    };
+    if let Some(w) = Weighting::asked(asked) {
+        return (w, format!("{} (--lbr-weighting={})", by(w), asked.name()));
+    }
+    let none = |why: &str| (Weighting::Plain, format!("not weighted ({why})"));
+    let Some(events) = events else {
+        return none("sampling event not recorded in the input; see --lbr-weighting");
+    };
+    let mut units: Vec<_> = events.iter().map(|&(kind, config)| event_unit(kind, config)).collect();
+    units.sort_by_key(|u| u.map(LbrWeighting::name));
+    units.dedup();
+    match units[..] {
+        [Some(LbrWeighting::Branches)] => none("sampled by taken branches"),
+        [Some(u)] => {
+            let w = Weighting::asked(u).unwrap_or_default();
+            (w, format!("{} (sampled by {})", by(w), u.name()))
+        }
+        [] => none("no event samples branch stacks"),
+        [_] => none("unknown sampling event; see --lbr-weighting"),
+        _ => none("events of different units; see --lbr-weighting"),
+    }
 }
 
 /// Whether every perf.data file of `files` records samples without branch stacks, by its attrs
@@ -766,7 +816,7 @@ fn samples_to_counters(
     report: &mut InputsReport,
 ) -> ContextCounters {
     if !samples.has_call_stacks {
-        let mut out = ContextCounters::default();
+        let mut out = ContextCounters { weights: samples.weights, ..Default::default() };
         *out.counters_mut(ContextKey::None) = lbr_counters(binary, samples);
         return out;
     }
@@ -782,14 +832,17 @@ fn samples_to_counters(
     }
     let opts =
         UnwindOptions { probe_based, context, tail_call_frames: !opts.sample.llvm_compatible };
-    let (counters, unwind) = unwind_all_with(
+    let (mut counters, unwind) = unwind_all_with(
         binary,
         &entries,
         |(k, n)| (std::borrow::Cow::Owned(key::decode(k)), *n),
         opts,
     );
+    counters.weights = samples.weights;
     report.normalize = normalize.clone();
     report.unwind = unwind;
+    // Unwinding counted weights: deep stacks back in samples.
+    report.unwind.deep_stacks = samples.weights.scale(report.unwind.deep_stacks);
     add_unwind_warnings(report, counters.by_context.len());
     counters
 }
@@ -837,6 +890,8 @@ fn read_perf_script_file(
         leading_ip_only: opts.sample.leading_ip_only,
         filter_build_id: filter.map(hex),
     };
+    let (opts, (weighting, why)) = weighted_by(opts, None);
+    let opts = &opts;
     aggregate_events(
         opts,
         workers,
@@ -847,6 +902,18 @@ fn read_perf_script_file(
         true,
         &[],
     )
+    .map(|r| InputResult { weighting: (weighting, why), ..r })
+}
+
+/// `opts` with the LBR weighting of an input whose sampling events are `events`, and the
+/// weighting with why.
+fn weighted_by(
+    opts: &ReadOptions,
+    events: Option<&[(u32, u64)]>,
+) -> (ReadOptions, (Weighting, String)) {
+    let (weighting, why) = input_weighting(opts.lbr_weighting, events);
+    let sample = SampleOptions { weighting, ..opts.sample };
+    (ReadOptions { sample, ..opts.clone() }, (weighting, why))
 }
 
 fn read_perf_data_file(
@@ -875,8 +942,9 @@ fn read_perf_data_file(
     };
     if let Some((stream, name)) = stream {
         let _progress = opts.reporter.input(&name, None);
+        let (opts, weighting) = weighted_by(opts, None);
         return aggregate_events(
-            opts,
+            &opts,
             workers,
             binary,
             functions,
@@ -885,11 +953,13 @@ fn read_perf_data_file(
             false,
             &[],
         )
-        .map(with_truncation);
+        .map(|r| InputResult { weighting, ..with_truncation(r) });
     }
     let map = perf_data::map_file(path)?;
     let data = PerfData::parse(&map, path)?;
     let event_names = data.info().event_names.clone();
+    let (opts, weighting) = weighted_by(opts, Some(&data.info().branch_events));
+    let opts = &opts;
     aggregate_events(
         opts,
         workers,
@@ -908,5 +978,5 @@ fn read_perf_data_file(
         false,
         &data.info().build_ids,
     )
-    .map(with_truncation)
+    .map(|r| InputResult { weighting, ..with_truncation(r) })
 }

@@ -7,6 +7,7 @@
 
 use super::Counters;
 use super::unwinder::{HybridSample, NormalizeStats, normalize_into};
+use super::weighting::{CycleWeights, RangeWeights, Weighting, window_weight};
 use crate::addr::{RuntimeAddr, Vaddr};
 use crate::binary::Binary;
 use crate::input::Sample;
@@ -26,6 +27,8 @@ pub struct SampleOptions {
     /// departure of profgen's counting from llvm-profgen-19 that is not a fix of a listed bug
     /// (README, "Differences from llvm-profgen") is gated on this being false.
     pub llvm_compatible: bool,
+    /// How LBR windows are weighted (decided for the run from `--lbr-weighting` and the events).
+    pub weighting: Weighting,
 }
 
 /// Why samples were not used; reported in the summary line.
@@ -155,6 +158,8 @@ pub struct AggregatedSamples {
     pub has_call_stacks: bool,
     /// What normalising the call stacks changed or dropped.
     pub normalize: NormalizeStats,
+    /// Plain and weighted range totals of the windows (see [`super::weighting`]).
+    pub weights: RangeWeights,
 }
 
 impl AggregatedSamples {
@@ -179,9 +184,25 @@ impl AggregatedSamples {
             self.map.insert(key.into(), count);
         }
     }
+    /// Puts this input's counts, weighted by `w`, in the run's fixed-point unit (see
+    /// [`super::weighting`]).
+    pub fn to_run_unit(&mut self, w: Weighting) {
+        let (num, den) = super::weighting::to_run_unit(w, &self.weights);
+        let scale = |v: &mut u64| {
+            let x = (u128::from(*v) * num + den / 2) / den;
+            *v = u64::try_from(x).unwrap_or(u64::MAX);
+        };
+        self.raw.ranges.values_mut().for_each(&scale);
+        self.raw.branches.values_mut().for_each(&scale);
+        for m in std::iter::once(&mut self.map).chain(&mut self.merged) {
+            m.values_mut().for_each(&scale);
+        }
+        self.weights = RangeWeights::run_unit();
+    }
     pub fn merge(&mut self, mut other: AggregatedSamples) {
         self.has_call_stacks |= other.has_call_stacks;
         self.normalize.merge(&other.normalize);
+        self.weights.merge(&other.weights);
         self.raw.merge(&other.raw);
         for m in std::iter::once(std::mem::take(&mut other.map)).chain(other.merged) {
             if self.map.is_empty() {
@@ -224,7 +245,9 @@ impl TranslationCache {
 #[derive(Default)]
 struct Pending {
     /// `[pid, stack length << 1 | with stack, stack…, (source, target)…]` → (samples, summed repeat).
-    map: HashMap<Box<[u64]>, (u64, u64)>,
+    /// With cycle weighting, the samples' cycle weights are summed too (their cycle counts
+    /// differ where their addresses do not).
+    map: HashMap<Box<[u64]>, (u64, u64, CycleWeights)>,
     /// Words held by `map`'s keys (bounds its memory).
     words: usize,
     /// [`AddressMap::generation`] the samples were read under.
@@ -328,9 +351,11 @@ impl<'b> Aggregator<'b> {
             // raw samples), and holding does not pay while `Pending::bypass` lasts.
             let stack = callchain.iter().map(|a| a.0);
             let branches = s.branches.iter().map(|b| (b.source.0, b.target.0));
-            self.reduce(&map.process(s.pid), with_stack, stack, branches, s.repeat, 1);
+            let cycles = self.cycle_weights(s);
+            self.reduce(&map.process(s.pid), with_stack, stack, branches, s.repeat, 1, cycles);
             return;
         }
+        let cycles = self.cycle_weights(s);
         let p = &mut self.pending;
         debug_assert!(
             p.map.is_empty() || p.generation == map.generation(),
@@ -346,12 +371,13 @@ impl<'b> Aggregator<'b> {
         for b in s.branches {
             key.extend([b.source.0, b.target.0]);
         }
-        if let Some((n, repeat)) = p.map.get_mut(&key[..]) {
+        if let Some((n, repeat, c)) = p.map.get_mut(&key[..]) {
             *n += 1;
             *repeat = repeat.saturating_add(s.repeat);
+            c.add(cycles);
         } else {
             p.words += key.len();
-            p.map.insert(key[..].into(), (1, s.repeat));
+            p.map.insert(key[..].into(), (1, s.repeat, cycles));
         }
         if p.words > Pending::MAX_WORDS {
             self.flush(map);
@@ -370,12 +396,13 @@ impl<'b> Aggregator<'b> {
         }
         p.held = 0;
         let mut held = std::mem::take(&mut p.map);
-        for (key, (n, repeat)) in held.drain() {
+        for (key, (n, repeat, cycles)) in held.drain() {
             let pid = (key[0] != u64::MAX).then_some(key[0] as u32 as i32);
             let (with_stack, stack_len) = (key[1] & 1 != 0, (key[1] >> 1) as usize);
             let (stack, branches) = key[2..].split_at(stack_len);
             let branches = branches.chunks_exact(2).map(|b| (b[0], b[1]));
-            self.reduce(&map.process(pid), with_stack, stack.iter().copied(), branches, repeat, n);
+            let process = map.process(pid);
+            self.reduce(&process, with_stack, stack.iter().copied(), branches, repeat, n, cycles);
         }
         self.pending.map = held;
         self.pending.words = 0;
@@ -387,7 +414,17 @@ impl<'b> Aggregator<'b> {
         (self.samples, self.stats)
     }
 
-    /// Translates and counts `n` samples alike (their repeat counts summing to `repeat`).
+    /// The cycle weights of `s` when windows are weighted by cycles (else nothing).
+    fn cycle_weights(&self, s: &Sample<'_>) -> CycleWeights {
+        match self.opts.weighting {
+            Weighting::Cycles => CycleWeights::of(s.lbr_cycles, s.repeat),
+            _ => CycleWeights::default(),
+        }
+    }
+
+    /// Translates and counts `n` samples alike (their repeat counts summing to `repeat`, their
+    /// cycle weights to `cycles`).
+    #[allow(clippy::too_many_arguments)]
     fn reduce(
         &mut self,
         process: &ProcessView<'_>,
@@ -396,6 +433,7 @@ impl<'b> Aggregator<'b> {
         branches: impl Iterator<Item = (u64, u64)>,
         repeat: u64,
         n: u64,
+        mut cycles: CycleWeights,
     ) {
         let ext = Vaddr::EXTERNAL.0;
         let mut translated = std::mem::take(&mut self.translated);
@@ -427,11 +465,12 @@ impl<'b> Aggregator<'b> {
             if !with_stack && n_entries > 1 {
                 count /= n_entries as u64 - 1;
             }
+            cycles = cycles.scaled(count, repeat);
         }
         if with_stack {
-            self.keep_hybrid(&translated[1..stack_end], &translated[stack_end..], count);
+            self.keep_hybrid(&translated[1..stack_end], &translated[stack_end..], count, cycles);
         } else {
-            self.count_lbr(&translated[stack_end..], count);
+            self.count_lbr(&translated[stack_end..], count, cycles);
         }
         self.stats.used += n;
         self.translated = translated;
@@ -441,7 +480,13 @@ impl<'b> Aggregator<'b> {
     /// branch target): more samples become identical, and only the normalised form is kept.
     /// Out of line, so that the LBR-only path of [`add`](Self::add) stays small.
     #[inline(never)]
-    fn keep_hybrid(&mut self, callchain: &[u64], branches: &[u64], count: u64) {
+    fn keep_hybrid(
+        &mut self,
+        callchain: &[u64],
+        branches: &[u64],
+        count: u64,
+        cycles: CycleWeights,
+    ) {
         let callchain = callchain.iter().map(|&a| Vaddr(a));
         let branches = branches.chunks_exact(2).map(|p| (Vaddr(p[0]), Vaddr(p[1])));
         // Translated addresses are instruction starts or external: no second search.
@@ -449,15 +494,37 @@ impl<'b> Aggregator<'b> {
         let (normalize, h) = (&mut self.samples.normalize, &mut self.hybrid);
         let recover = !self.opts.llvm_compatible;
         if normalize_into(self.binary, is_code, callchain, branches, count, recover, normalize, h) {
-            key::encode(h, &mut self.key_bytes);
-            self.samples.add(&self.key_bytes, count);
+            // The ranges the unwinder will count: between consecutive entries, in the binary.
+            let ranges = h
+                .branches
+                .windows(2)
+                .map(|w| (w[1].target, w[0].source))
+                .filter(|&(s, e)| !s.is_external() && !e.is_external() && s <= e);
+            let totals = &mut self.samples.weights;
+            let weight =
+                window_weight(self.opts.weighting, self.binary, ranges, count, cycles, totals);
+            if weight > 0 {
+                key::encode(h, &mut self.key_bytes);
+                self.samples.add(&self.key_bytes, weight);
+            }
         }
     }
 
     /// Branches with an internal target, and the straight-line code between consecutive entries
     /// (most recent first: entry i's target ran up to entry i-1's source).
-    fn count_lbr(&mut self, entries: &[u64], count: u64) {
+    fn count_lbr(&mut self, entries: &[u64], count: u64, cycles: CycleWeights) {
         let ext = Vaddr::EXTERNAL.0;
+        let pairs = entries.chunks_exact(2);
+        let ranges = pairs
+            .clone()
+            .zip(pairs.skip(1))
+            .filter(|(newer, older)| older[1] != ext && newer[0] != ext && older[1] <= newer[0])
+            .map(|(newer, older)| (Vaddr(older[1]), Vaddr(newer[0])));
+        let totals = &mut self.samples.weights;
+        let count = window_weight(self.opts.weighting, self.binary, ranges, count, cycles, totals);
+        if count == 0 {
+            return;
+        }
         let mut newer_source = ext;
         for pair in entries.chunks_exact(2) {
             let (from, to) = (pair[0], pair[1]);

@@ -296,6 +296,7 @@ mod tests {
             ip: RuntimeAddr(ip),
             period: 1,
             repeat: 1,
+            lbr_cycles: 0,
             callchain,
             branches,
             has_callchain: !callchain.is_empty(),

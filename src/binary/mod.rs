@@ -376,6 +376,15 @@ impl Binary {
         let first = self.code.lower_bound(start.0);
         self.code.addrs[first..].iter().take_while(move |&&a| a <= end.0).map(|&a| Vaddr(a))
     }
+    /// How many decoded instructions start within [start, end] (inclusive).
+    pub fn inst_count(&self, start: Vaddr, end: Vaddr) -> u64 {
+        if start > end {
+            return 0;
+        }
+        let first = self.code.lower_bound(start.0);
+        let past = self.code.lower_bound(end.0.saturating_add(1));
+        past.saturating_sub(first) as u64
+    }
     /// The first instruction after `a`.
     pub fn next_inst(&self, a: Vaddr) -> Option<Vaddr> {
         let i = self.code.lower_bound(a.0.checked_add(1)?);

@@ -274,8 +274,9 @@ fn generate_store(cfg: &Config) -> Result<Vec<BinaryReport>, Error> {
         let load = LoadOptions { debug_binary: stored.debug.clone(), ..cfg.load.clone() };
         let binary = Binary::load(&stored.path, &load)?;
         let mut report = RunReport { warnings: binary.warnings().to_vec(), ..Default::default() };
-        let (counters, mut inputs) =
+        let (mut counters, mut inputs) =
             crate::aggregate::read::counters_from_aggregate(&binary, &merged, paths, &cfg.read)?;
+        counters.apply_weights();
         report.warnings.append(&mut inputs.warnings);
         report.inputs = inputs;
         let profile = profile::generate(&binary, &counters, &cfg.profile, &mut report.warnings);

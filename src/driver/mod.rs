@@ -125,7 +125,8 @@ fn generate(cfg: &Config, reporter: &Reporter, report: &mut RunReport) -> Result
     };
     reporter.phase(Phase::Reading);
     let read = ReadOptions { reporter: reporter.clone(), ..cfg.read.clone() };
-    let counters = read_counters(&binary, input, &read, rayon::current_num_threads(), report)?;
+    let mut counters = read_counters(&binary, input, &read, rayon::current_num_threads(), report)?;
+    counters.apply_weights();
     if cfg.skip_symbolization {
         reporter.phase(Phase::Writing);
         write_unsymbolized_file(&binary, &counters, &cfg.read.unsymbolized, &cfg.output.path)?;

@@ -81,6 +81,9 @@ impl RunReport {
             Some(MatchedBy::FileName) => line.push_str("; binary matched by file name"),
             None => {}
         }
+        if !self.inputs.weighting.is_empty() {
+            line.push_str(&format!("; LBR windows {}", self.inputs.weighting.join(", ")));
+        }
         line
     }
 }

@@ -72,6 +72,9 @@ pub struct Sample<'a> {
     pub callchain: &'a [RuntimeAddr],
     /// Last branch records, most recent first (perf order).
     pub branches: &'a [Branch<RuntimeAddr>],
+    /// Core cycles the LBR entries span: the sum of every entry's cycle count but the oldest's
+    /// (an entry counts the cycles since the entry before it); 0 when the entries carry none.
+    pub lbr_cycles: u64,
     /// Whether the input recorded call chains at all (distinguishes LBR-only from LBR + stack).
     pub has_callchain: bool,
 }
@@ -112,4 +115,7 @@ pub struct InputInfo {
     /// Whether any attr samples branch stacks (`PERF_SAMPLE_BRANCH_STACK`); `None` before the
     /// first attr is known (pipe mode carries them in the stream).
     pub branch_stack: Option<bool>,
+    /// `(type, config)` of every attr that samples branch stacks: the events whose samples
+    /// carry LBR windows.
+    pub branch_events: Vec<(u32, u64)>,
 }

@@ -138,6 +138,7 @@ pub fn read_perf_script(
         },
         frames: Vec::new(),
         branches: Vec::new(),
+        cycles: Vec::new(),
         pending_event: None,
     };
     let mut lines = Lines::new(text);
@@ -210,6 +211,8 @@ struct Parser<'o> {
     /// Reused per sample, so parsing allocates nothing per sample.
     frames: Vec<RuntimeAddr>,
     branches: Vec<Branch<RuntimeAddr>>,
+    /// The cycle count of each of `branches`.
+    cycles: Vec<u64>,
     /// Event named by an `event:` line that precedes a frame block.
     pending_event: Option<usize>,
 }
@@ -294,6 +297,7 @@ impl Parser<'_> {
     /// spaces. `outer_event` is an event named on an earlier line (hybrid and IP-only blocks).
     fn parse_line(&mut self, line: &[u8], line_no: u64, outer_event: Option<usize>) -> LineSample {
         self.branches.clear();
+        self.cycles.clear();
         let mut tokens = trim_end(line).split(|&b| b == b' ').filter(|t| !t.is_empty()).peekable();
         if tokens.peek().is_none() {
             return LineSample::Nothing;
@@ -326,10 +330,13 @@ impl Parser<'_> {
         }
         for tok in tokens {
             match parse_lbr_entry(tok) {
-                Some(((from_id, from), (to_id, to))) => self.branches.push(Branch {
-                    source: RuntimeAddr(self.own(from_id, from)),
-                    target: RuntimeAddr(self.own(to_id, to)),
-                }),
+                Some(((from_id, from), (to_id, to))) => {
+                    self.branches.push(Branch {
+                        source: RuntimeAddr(self.own(from_id, from)),
+                        target: RuntimeAddr(self.own(to_id, to)),
+                    });
+                    self.cycles.push(lbr_entry_cycles(tok));
+                }
                 None => {
                     // llvm keeps the entries before a broken one.
                     self.warn_invalid_lbr(line_no, line);
@@ -386,6 +393,7 @@ impl Parser<'_> {
             repeat,
             callchain: &self.frames,
             branches: &self.branches,
+            lbr_cycles: self.cycles.iter().take(self.branches.len().saturating_sub(1)).sum(),
             has_callchain,
         }));
     }
@@ -674,6 +682,12 @@ fn parse_lbr_entry(tok: &[u8]) -> Option<(PrefixedAddr<'_>, PrefixedAddr<'_>)> {
     let from = fields.next().and_then(lbr_address)?;
     let to = fields.next().and_then(lbr_address)?;
     Some((from, to))
+}
+
+/// The cycle count of an LBR entry (`FROM/TO/M/X/A/CYCLES[/TYPE]`), 0 when it has none.
+fn lbr_entry_cycles(tok: &[u8]) -> u64 {
+    let field = tok.split(|&b| b == b'/').nth(5).unwrap_or_default();
+    std::str::from_utf8(field).ok().and_then(|s| s.parse().ok()).unwrap_or(0)
 }
 
 /// One address of an LBR entry, with its build-id prefix.

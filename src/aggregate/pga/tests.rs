@@ -180,11 +180,11 @@ fn bad_files_give_errors_naming_file_and_offset() {
         decode_err(&good[..20]),
         "x.pga: at byte offset 20: header cut short: 20 of 40 bytes"
     );
-    let mut v2 = good.clone();
-    v2[8] = 2;
+    let mut v1 = good.clone();
+    v1[8] = 1;
     assert_eq!(
-        decode_err(&v2),
-        "x.pga: at byte offset 8: format version 2; this profgen reads version 1"
+        decode_err(&v1),
+        "x.pga: at byte offset 8: format version 1; this profgen reads version 2"
     );
     let n = good.len() - HEADER_SIZE;
     assert_eq!(

@@ -14,6 +14,9 @@ use super::bytes::{u32_at, u64_at};
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Attr {
+    /// `type` and `config`: which event samples.
+    pub kind: u32,
+    pub config: u64,
     pub sample_type: u64,
     pub read_format: u64,
     /// Non-sample records end with a trailer of the sample_type's id fields.
@@ -31,6 +34,8 @@ impl Attr {
         }
         let field = |pos| u64_at(data, pos).unwrap_or(0);
         Some(Attr {
+            kind: u32_at(data, 0).unwrap_or(0),
+            config: field(8),
             sample_type: field(24),
             read_format: field(32),
             sample_id_all: field(40) & (1 << 18) != 0,

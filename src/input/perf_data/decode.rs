@@ -113,6 +113,9 @@ impl<'p> Decoder<'p> {
         let branch_stack = attr.sample_type & SAMPLE_BRANCH_STACK != 0;
         let info = &mut self.report.info;
         info.branch_stack = Some(info.branch_stack.unwrap_or(false) || branch_stack);
+        if branch_stack {
+            info.branch_events.push((attr.kind, attr.config));
+        }
         self.attrs.push(attr);
         for id in ids {
             self.ids.insert(id, index);
@@ -436,6 +439,7 @@ impl<'p> Decoder<'p> {
             field!(c.skip(u64::from(size)), "raw data");
         }
         self.branches.clear();
+        let mut lbr_cycles = 0;
         if has(SAMPLE_BRANCH_STACK) {
             let nr = field!(c.u64(), "branch stack length");
             if attr.branch_sample_type & BRANCH_HW_INDEX != 0 {
@@ -446,6 +450,10 @@ impl<'p> Decoder<'p> {
                 source: RuntimeAddr(u64_at(e, 0).unwrap_or(0)),
                 target: RuntimeAddr(u64_at(e, 8).unwrap_or(0)),
             }));
+            // perf_branch_entry flags: cycles in bits 4..20; the oldest entry's count reaches
+            // back before the window.
+            let newer = entries.chunks_exact(24).take((nr as usize).saturating_sub(1));
+            lbr_cycles = newer.map(|e| (u64_at(e, 16).unwrap_or(0) >> 4) & 0xffff).sum();
             if attr.branch_sample_type & BRANCH_COUNTERS != 0 {
                 field!(array(&mut c, nr, 8), "branch counters");
             }
@@ -491,6 +499,7 @@ impl<'p> Decoder<'p> {
             repeat: 1,
             callchain: &self.callchain,
             branches: &self.branches,
+            lbr_cycles,
             has_callchain: has(SAMPLE_CALLCHAIN),
         }));
         Ok(())
