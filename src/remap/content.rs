@@ -7,15 +7,21 @@
 //! its probe ids or line offsets whatever they now mean. With both builds' code
 //! ([`FunctionShape`]) the instructions themselves can be aligned:
 //!
+//! 0. A location whose own code is much the same in both builds (its old and new instructions
+//!    share a common subsequence at least half as long as their mean length) stays where it
+//!    is: a rebuild that changes code generation but not the source must not move counts.
 //! 1. The calls of the two copies are aligned first (longest common subsequence by callee),
 //!    then the instructions between each pair of matched calls (longest common subsequence of
 //!    normalised opcodes): code that moved keeps its partner, code that is new has none.
-//! 2. A new location reads the old location most of its aligned instructions belong to (its
-//!    own id or offset on a tie).
+//! 2. Any other new location reads the old location most of its aligned instructions belong to
+//!    (several probes of one block pair with the old block's probes in order).
 //! 3. A new location none of whose instructions found a partner (a line inserted into a block,
 //!    a probe of a block whose code changed) reads the old block its basic block is aligned
-//!    with: the old location that lies most wholly in that block, so it gets the block's count.
-//! 4. A location in none of the aligned blocks is new code: it reads nothing.
+//!    with: the old location that lies most wholly in that block, so it gets the block's count;
+//!    or, when its block has no partner, the partner of a block that runs exactly as often
+//!    (one dominates the other and is postdominated by it, both in the same loops).
+//! 4. Any other location is new code that need not run when the old code did: it reads
+//!    nothing.
 //!
 //! Locations the new copy has no instruction for (probe ids optimised away, lines only in
 //! inlined copies) keep LLVM's mapping. Sequences too long to align (more than
@@ -47,6 +53,16 @@ pub fn content_map(
     for (l, o) in fallback {
         if !with_code.contains(l) {
             map.insert(*l, *o);
+        }
+    }
+    // 0. A location whose code is much the same in both builds stays where it is.
+    let (old_code, new_code) = (code_by_location(old), code_by_location(new));
+    for (l, n) in &new_code {
+        if let Some(o) = old_code.get(l)
+            && 4 * lcs(o.len(), n.len(), |a, b| same_inst(o[a], n[b], &same_callee)).len()
+                >= o.len() + n.len()
+        {
+            map.insert(*l, *l);
         }
     }
     // 2. Votes of aligned instructions.
@@ -90,8 +106,13 @@ pub fn content_map(
             tied.entry(top).or_default().push(*l);
         }
     }
-    let kept: BTreeSet<LineLocation> =
-        tied.iter().flat_map(|(c, ls)| ls.iter().filter(|l| c.contains(l))).copied().collect();
+    let kept: BTreeSet<LineLocation> = tied
+        .iter()
+        .flat_map(|(c, ls)| ls.iter().filter(|l| c.contains(l)))
+        .chain(map.iter().filter(|(l, o)| l == o).map(|(l, _)| l))
+        .copied()
+        .collect();
+    tied.values_mut().for_each(|ls| ls.retain(|l| !map.contains_key(l)));
     for (candidates, locations) in &tied {
         let rest: Vec<LineLocation> =
             candidates.iter().filter(|c| !kept.contains(c)).copied().collect();
@@ -121,6 +142,27 @@ pub fn content_map(
         }
     }
     map
+}
+
+/// Each location's normalised opcodes, in address order.
+fn code_by_location(shape: &FunctionShape) -> BTreeMap<LineLocation, Vec<&ShapeInst>> {
+    let mut out: BTreeMap<LineLocation, Vec<&ShapeInst>> = BTreeMap::new();
+    for i in &shape.insts {
+        for l in i.locations.iter().chain(&i.call_probe) {
+            out.entry(*l).or_default().push(i);
+        }
+    }
+    out
+}
+
+/// Whether an old and a new instruction are the same code (the same callee for calls).
+fn same_inst(o: &ShapeInst, n: &ShapeInst, same_callee: &impl Fn(&str, &str) -> bool) -> bool {
+    o.opcode == n.opcode
+        && match (&o.callee, &n.callee) {
+            (Some(a), Some(b)) => same_callee(b, a),
+            (None, None) => true,
+            _ => false,
+        }
 }
 
 /// The key with the most votes, the smallest on a tie.
@@ -307,14 +349,7 @@ fn align(
     new: &[ShapeInst],
     same_callee: &impl Fn(&str, &str) -> bool,
 ) -> Vec<Option<usize>> {
-    let same = |o: &ShapeInst, n: &ShapeInst| {
-        o.opcode == n.opcode
-            && match (&o.callee, &n.callee) {
-                (Some(a), Some(b)) => same_callee(b, a),
-                (None, None) => true,
-                _ => false,
-            }
-    };
+    let same = |o: &ShapeInst, n: &ShapeInst| same_inst(o, n, same_callee);
     let old_calls: Vec<usize> = (0..old.len()).filter(|&i| old[i].callee.is_some()).collect();
     let new_calls: Vec<usize> = (0..new.len()).filter(|&i| new[i].callee.is_some()).collect();
     let mut anchors: Vec<(usize, usize)> =
@@ -502,6 +537,28 @@ mod tests {
         new.successors = vec![vec![2], vec![2, 4], vec![1, 3], vec![1], vec![]];
         let map = content_map(&old, &new, |a, b| a == b, &BTreeMap::new());
         assert_eq!(pairs(&map), [(1, 1), (2, 2), (3, 3), (5, 2)]);
+    }
+
+    #[test]
+    fn a_location_whose_code_barely_changed_stays() {
+        // Line 1 kept two of its four instructions (enough: it stays); the other two now count
+        // for line 2, whose old code is gone, so line 2 reads line 1.
+        let mut old = shape(&[
+            ("mov (r),r", None, 0, 1),
+            ("xor r,r", None, 0, 1),
+            ("shl i,r", None, 0, 1),
+            ("add r,r", None, 0, 1),
+            ("xor r,r", None, 0, 2),
+        ]);
+        let mut new = shape(&[
+            ("mov (r),r", None, 0, 2),
+            ("xor r,r", None, 0, 1),
+            ("shl i,r", None, 0, 1),
+            ("add r,r", None, 0, 2),
+        ]);
+        (old.successors, new.successors) = (vec![vec![]], vec![vec![]]);
+        let map = content_map(&old, &new, |a, b| a == b, &BTreeMap::new());
+        assert_eq!(pairs(&map), [(1, 1), (2, 1)]);
     }
 
     #[test]

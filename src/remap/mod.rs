@@ -167,6 +167,10 @@ struct FunctionMap {
     /// Identity: the profile's locations are the new build's.
     exact: bool,
     checksum: Option<u64>,
+    /// Content matching: for each old call site, the one new location that gets its inlinee
+    /// profiles (several new locations can read one old location; its body count is a count
+    /// per location, but an inlinee's samples must be carried once).
+    callsites: Option<BTreeMap<LineLocation, LineLocation>>,
 }
 
 /// Remaps `old` (names possibly MD5 GUIDs, `md5_names`) onto the new build.
@@ -234,7 +238,8 @@ pub fn remap_profile(
         let Some(code) = new.functions.get(name) else { continue };
         if code.checksum.is_some() && code.checksum == fs.checksum {
             let map = code.locations.keys().map(|l| (*l, *l)).collect();
-            maps.insert(name.clone(), FunctionMap { map, exact: true, checksum: code.checksum });
+            let checksum = code.checksum;
+            maps.insert(name.clone(), FunctionMap { map, exact: true, checksum, callsites: None });
             continue;
         }
         let old_name = inverse.get(name).map_or(name.as_str(), |n| n.as_str());
@@ -249,17 +254,20 @@ pub fn remap_profile(
             }
         }
         let mut map = match_locations(&code.locations, &anchors, |a, b| a == b);
+        let mut callsites = None;
         if let Some(s) = &shapes
             && let (Some(o), Some(n)) = (s.old.get(old_name), s.new.get(name))
         {
             let same =
                 |new: &str, old: &str| new == renamed_names.get(old).map_or(old, String::as_str);
             map = content::content_map(o, n, same, &map);
+            callsites = Some(callsite_targets(&map, fs, code));
         }
         let exact = code.locations.keys().all(|l| map.get(l) == Some(l))
             && map.iter().all(|(a, b)| a == b)
             && fs.checksum == code.checksum;
-        maps.insert(name.clone(), FunctionMap { map, exact, checksum: code.checksum });
+        let checksum = code.checksum;
+        maps.insert(name.clone(), FunctionMap { map, exact, checksum, callsites });
     }
 
     // 3. Rewrite every profile through its function's map.
@@ -314,6 +322,35 @@ pub fn remap_profile(
     }
     report.functions.sort_by(|a, b| a.name.cmp(&b.name));
     (out, report)
+}
+
+/// For each call site of `fs` that `map` reads, the new location that carries its inlinees: one
+/// whose new code calls one of them, else the same location, else the first.
+fn callsite_targets(
+    map: &LocationMap,
+    fs: &FunctionSamples,
+    code: &FunctionAnchors,
+) -> BTreeMap<LineLocation, LineLocation> {
+    let mut out = BTreeMap::new();
+    for (from, callees) in &fs.callsites {
+        let readers: Vec<LineLocation> =
+            map.iter().filter(|(_, f)| *f == from).map(|(to, _)| *to).collect();
+        let calls = |to: &&LineLocation| {
+            code.locations
+                .get(to)
+                .and_then(|c| c.as_deref())
+                .is_some_and(|c| callees.contains_key(c))
+        };
+        let pick = readers
+            .iter()
+            .find(calls)
+            .or_else(|| readers.iter().find(|to| *to == from))
+            .or(readers.first());
+        if let Some(to) = pick {
+            out.insert(*from, *to);
+        }
+    }
+    out
 }
 
 /// The call anchors of an old function: from the old build's code when given, else what the
@@ -539,7 +576,8 @@ fn rewrite(
         if let Some(b) = fs.body.get(&from) {
             out.body.insert(to, b.clone());
         }
-        if let Some(callees) = fs.callsites.get(&from) {
+        let carried = m.callsites.as_ref().is_none_or(|c| c.get(&from) == Some(&to));
+        if let Some(callees) = fs.callsites.get(&from).filter(|_| carried) {
             for c in callees.values() {
                 if let Some(c) = rewrite(c, maps, stats) {
                     match out.callsites.entry(to).or_default().entry(c.name.clone()) {
