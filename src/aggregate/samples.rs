@@ -7,7 +7,7 @@
 
 use super::Counters;
 use super::unwinder::{HybridSample, NormalizeStats, normalize_into};
-use super::weighting::{CycleWeights, RangeWeights, Weighting, window_weight};
+use super::weighting::{CycleWeights, RangeWeights, SpanCache, Weighting, window_weight};
 use crate::addr::{RuntimeAddr, Vaddr};
 use crate::binary::Binary;
 use crate::input::Sample;
@@ -272,6 +272,8 @@ pub struct Aggregator<'b> {
     binary: &'b Binary,
     opts: SampleOptions,
     cache: TranslationCache,
+    /// Instruction counts of ranges, for weighting by instructions.
+    spans: SpanCache,
     pending: Pending,
     /// Reused buffer: the sample's stack and LBR entries as translated addresses.
     translated: Vec<u64>,
@@ -288,6 +290,7 @@ impl<'b> Aggregator<'b> {
             binary,
             opts,
             cache: TranslationCache::new(),
+            spans: SpanCache::default(),
             pending: Pending::default(),
             translated: Vec::new(),
             hybrid: HybridSample { callchain: Vec::new(), branches: Vec::new() },
@@ -500,9 +503,16 @@ impl<'b> Aggregator<'b> {
                 .windows(2)
                 .map(|w| (w[1].target, w[0].source))
                 .filter(|&(s, e)| !s.is_external() && !e.is_external() && s <= e);
-            let totals = &mut self.samples.weights;
-            let weight =
-                window_weight(self.opts.weighting, self.binary, ranges, count, cycles, totals);
+            let (totals, spans) = (&mut self.samples.weights, &mut self.spans);
+            let weight = window_weight(
+                self.opts.weighting,
+                self.binary,
+                spans,
+                ranges,
+                count,
+                cycles,
+                totals,
+            );
             if weight > 0 {
                 key::encode(h, &mut self.key_bytes);
                 self.samples.add(&self.key_bytes, weight);
@@ -520,8 +530,9 @@ impl<'b> Aggregator<'b> {
             .zip(pairs.skip(1))
             .filter(|(newer, older)| older[1] != ext && newer[0] != ext && older[1] <= newer[0])
             .map(|(newer, older)| (Vaddr(older[1]), Vaddr(newer[0])));
-        let totals = &mut self.samples.weights;
-        let count = window_weight(self.opts.weighting, self.binary, ranges, count, cycles, totals);
+        let (totals, spans) = (&mut self.samples.weights, &mut self.spans);
+        let count =
+            window_weight(self.opts.weighting, self.binary, spans, ranges, count, cycles, totals);
         if count == 0 {
             return;
         }

@@ -166,12 +166,42 @@ impl CycleWeights {
     }
 }
 
+/// Instruction counts of ranges, remembered: hot code repeats the same ranges in window after
+/// window, and a lookup here costs a fraction of the two searches of [`Binary::inst_count`].
+/// Direct-mapped.
+pub struct SpanCache {
+    /// (start, end, instructions); start 0 marks an empty slot (no range starts at 0).
+    slots: Vec<(u64, u64, u64)>,
+}
+
+impl Default for SpanCache {
+    fn default() -> Self {
+        SpanCache { slots: vec![(0, 0, 0); 1 << 12] }
+    }
+}
+
+impl SpanCache {
+    /// Instructions in [start, end] of `binary`.
+    pub fn count(&mut self, binary: &Binary, start: Vaddr, end: Vaddr) -> u64 {
+        let h = (start.0 ^ end.0.rotate_left(17)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let slot = &mut self.slots[(h >> 52) as usize];
+        if slot.0 == start.0 && slot.1 == end.0 {
+            return slot.2;
+        }
+        let n = binary.inst_count(start, end);
+        *slot = (start.0, end.0, n);
+        n
+    }
+}
+
 /// The weight of a window seen `n` times, whose ranges are `ranges` (inclusive, in the binary),
 /// with the cycle weights `cycles` (cycle weighting); 0 when it spans nothing measurable (no
 /// instruction in a range of the binary, and no cycle count). Adds the window to `totals`.
+#[allow(clippy::too_many_arguments)]
 pub fn window_weight(
     w: Weighting,
     binary: &Binary,
+    spans: &mut SpanCache,
     ranges: impl Iterator<Item = (Vaddr, Vaddr)> + Clone,
     n: u64,
     cycles: CycleWeights,
@@ -181,8 +211,8 @@ pub fn window_weight(
         return n;
     }
     let k = ranges.clone().count() as u128;
-    let by_instructions = |n: u64| {
-        let span: u64 = ranges.clone().map(|(s, e)| binary.inst_count(s, e)).sum();
+    let mut by_instructions = |n: u64| {
+        let span: u64 = ranges.clone().map(|(s, e)| spans.count(binary, s, e)).sum();
         ONE.checked_div(span).map_or(0, |w| n.saturating_mul(w))
     };
     let weight = match w {
