@@ -17,6 +17,10 @@
 
 use crate::addr::Vaddr;
 use crate::binary::Binary;
+use crate::input::perf_data::abi::{
+    HW_CPU_CYCLES, HW_INSTRUCTIONS, HW_REF_CPU_CYCLES, RAW_BR_INST_RETIRED_NEAR_TAKEN,
+    SW_CPU_CLOCK, SW_TASK_CLOCK, TYPE_HARDWARE, TYPE_RAW, TYPE_SOFTWARE,
+};
 
 /// `--lbr-weighting`: what the user asked for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -81,23 +85,20 @@ impl Weighting {
 /// What a sampling event (perf_event_attr `type`, `config`) counts, as far as LBR windows go:
 /// `None` for events whose unit is unknown.
 pub fn event_unit(kind: u32, config: u64) -> Option<LbrWeighting> {
-    const HARDWARE: u32 = 0;
-    const SOFTWARE: u32 = 1;
-    const RAW: u32 = 4;
     match (kind, config) {
         // Hybrid CPUs put the PMU type in the upper 32 bits of hardware configs.
-        (HARDWARE, c) => match c & 0xffff_ffff {
-            0 | 9 => Some(LbrWeighting::Cycles), // cpu-cycles, ref-cycles
-            1 => Some(LbrWeighting::Instructions),
+        (TYPE_HARDWARE, c) => match c & 0xffff_ffff {
+            HW_CPU_CYCLES | HW_REF_CPU_CYCLES => Some(LbrWeighting::Cycles),
+            HW_INSTRUCTIONS => Some(LbrWeighting::Instructions),
             _ => None,
         },
-        // cpu-clock, task-clock: time, as cycles.
-        (SOFTWARE, 0 | 1) => Some(LbrWeighting::Cycles),
-        // Intel raw codes (event | umask << 8): br_inst_retired.near_taken,
-        // inst_retired.any(_p) / prec_dist, cpu_clk_unhalted.thread(_p).
-        (RAW, 0x20c4) => Some(LbrWeighting::Branches),
-        (RAW, 0x00c0 | 0x01c0) => Some(LbrWeighting::Instructions),
-        (RAW, 0x003c) => Some(LbrWeighting::Cycles),
+        // Time, as cycles.
+        (TYPE_SOFTWARE, SW_CPU_CLOCK | SW_TASK_CLOCK) => Some(LbrWeighting::Cycles),
+        // Intel raw codes (event | umask << 8): inst_retired.any(_p) / prec_dist,
+        // cpu_clk_unhalted.thread(_p).
+        (TYPE_RAW, RAW_BR_INST_RETIRED_NEAR_TAKEN) => Some(LbrWeighting::Branches),
+        (TYPE_RAW, 0x00c0 | 0x01c0) => Some(LbrWeighting::Instructions),
+        (TYPE_RAW, 0x003c) => Some(LbrWeighting::Cycles),
         _ => None,
     }
 }

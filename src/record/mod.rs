@@ -27,6 +27,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
+use crate::input::perf_data::abi::{
+    HW_CPU_CYCLES, HW_INSTRUCTIONS, RAW_BR_INST_RETIRED_NEAR_TAKEN, SW_CPU_CLOCK, TYPE_HARDWARE,
+    TYPE_RAW, TYPE_SOFTWARE,
+};
+
 /// The sampling event: what the period counts, and how the perf.data attr names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Event {
@@ -63,10 +68,10 @@ impl Event {
     /// `perf_event_attr` (type, config).
     pub fn type_config(self) -> (u32, u64) {
         match self {
-            Event::Cycles => (0, 0),
-            Event::Instructions => (0, 1),
-            Event::Branches => (4, 0x20c4),
-            Event::CpuClock => (1, 0),
+            Event::Cycles => (TYPE_HARDWARE, HW_CPU_CYCLES),
+            Event::Instructions => (TYPE_HARDWARE, HW_INSTRUCTIONS),
+            Event::Branches => (TYPE_RAW, RAW_BR_INST_RETIRED_NEAR_TAKEN),
+            Event::CpuClock => (TYPE_SOFTWARE, SW_CPU_CLOCK),
         }
     }
 }

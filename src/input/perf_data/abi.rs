@@ -42,6 +42,19 @@ pub const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
 pub const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
 pub const PROT_EXEC: u32 = 4;
 
+// perf_event_attr.type and .config: the sampling events the recorder writes and the LBR
+// estimator recognises.
+pub const TYPE_HARDWARE: u32 = 0;
+pub const TYPE_SOFTWARE: u32 = 1;
+pub const TYPE_RAW: u32 = 4;
+pub const HW_CPU_CYCLES: u64 = 0;
+pub const HW_INSTRUCTIONS: u64 = 1;
+pub const HW_REF_CPU_CYCLES: u64 = 9;
+pub const SW_CPU_CLOCK: u64 = 0;
+pub const SW_TASK_CLOCK: u64 = 1;
+/// Intel's `br_inst_retired.near_taken` (event 0xc4, umask 0x20) as a raw config.
+pub const RAW_BR_INST_RETIRED_NEAR_TAKEN: u64 = 0x20c4;
+
 // perf_event_attr.sample_type.
 pub const SAMPLE_IP: u64 = 1 << 0;
 pub const SAMPLE_TID: u64 = 1 << 1;
