@@ -6,7 +6,9 @@
 //! callers (all frames after the leaf) until it is `512 * d` frames deep, up to 130,560, so
 //! stacks deeper than every bound are reachable. Then 3-byte addresses: the call stack, then LBR
 //! (from, to) pairs. An address is mostly an offset into the binary's executable segment (tags 0
-//! and 1 snap it to an instruction start), sometimes an address outside it.
+//! and 1 snap it to an instruction start), sometimes an address outside it. Trailing bytes after
+//! the last whole address select profgen's default unwinding (prolog/epilog recovery, tail-call
+//! frames); without them the llvm-compatible one.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -53,12 +55,16 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let binary = &binaries()[usize::from(flags & 1)];
+    // Bytes past the last whole address (ignored by the addresses) choose profgen's default
+    // unwinding (prolog/epilog recovery, tail-call frames) over the llvm-compatible one.
+    let default_mode = rest.len() % 3 != 0;
     let opts = UnwindOptions {
         probe_based: binary.probes().is_some(),
         context: ContextShape {
             compress_recursion: i32::from((flags >> 1) & 7) - 1,
             max_context_depth: i32::from(flags >> 4) - 1,
         },
+        tail_call_frames: default_mode,
     };
     let addrs: Vec<Vaddr> = rest.chunks_exact(3).map(|b| addr(binary, b)).collect();
     let (stack, branch_addrs) = addrs.split_at(usize::from(*stack_len).min(addrs.len()));
@@ -75,7 +81,8 @@ fuzz_target!(|data: &[u8]| {
         branch_addrs.chunks_exact(2).map(|p| (p[0], p[1])).collect();
     let mut stats = NormalizeStats::default();
     let repeat = u64::from(*stack_len) << 56;
-    if let Some(sample) = normalize_hybrid_sample(binary, &callchain, &branches, repeat, &mut stats)
+    if let Some(sample) =
+        normalize_hybrid_sample(binary, &callchain, &branches, repeat, default_mode, &mut stats)
     {
         let mut unwinder = Unwinder::new(binary, opts);
         // Twice: the second pass meets the context keys the first one cached; counts saturate.
