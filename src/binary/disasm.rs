@@ -292,13 +292,17 @@ fn direct_target(bytes: &[u8], addr: u64, opcode: u8) -> Option<u64> {
     Some(addr.wrapping_add(bytes.len() as u64).wrapping_add(rel as u64))
 }
 
-/// Target of a conditional jump: `Jcc rel8` (0x70-0x7f), `Jcc rel32` (0x0f 0x80-0x8f), and
-/// `loop*`/`jrcxz` (0xe0-0xe3, rel8).
+/// Target of a conditional jump: `Jcc rel8` (0x70-0x7f), `Jcc rel32` (0x0f 0x80-0x8f; a 0x66
+/// prefix does not shorten it in 64-bit mode), `loop*`/`jrcxz` (0xe0-0xe3, rel8), and `xbegin`
+/// (0xc7 0xf8: rel32, rel16 under 0x66), whose target is the abort handler.
 fn conditional_target(bytes: &[u8], addr: u64) -> Option<u64> {
     let pos = bytes.iter().position(|&b| !is_prefix(b))?;
     let rel: i64 = match bytes[pos..] {
         [0x70..=0x7f | 0xe0..=0xe3, a] => i64::from(a as i8),
-        [0x0f, 0x80..=0x8f, a, b, c, d] => i64::from(i32::from_le_bytes([a, b, c, d])),
+        [0xc7, 0xf8, a, b] => i64::from(i16::from_le_bytes([a, b])),
+        [0x0f, 0x80..=0x8f, a, b, c, d] | [0xc7, 0xf8, a, b, c, d] => {
+            i64::from(i32::from_le_bytes([a, b, c, d]))
+        }
         _ => return None,
     };
     Some(addr.wrapping_add(bytes.len() as u64).wrapping_add(rel as u64))
@@ -668,6 +672,18 @@ mod tests {
         assert_eq!(kind_of(&[0xe2, 0xfe]), (ConditionalJump, Some(0x1000)));
         assert_eq!(kind_of(&[0xe1, 0xfe]), (ConditionalJump, Some(0x1000)));
         assert_eq!(kind_of(&[0xe0, 0xfe]), (ConditionalJump, Some(0x1000)));
+        // Encodings whose targets were once read back from capstone's text: a 0x66-prefixed
+        // Jcc keeps its rel32 (rel8 is unchanged), bnd Jcc, and xbegin with rel32 and with rel16.
+        assert_eq!(kind_of(&[0x66, 0x0f, 0x84, 0x10, 0, 0, 0]), (ConditionalJump, Some(0x1017)));
+        assert_eq!(kind_of(&[0x66, 0x74, 0x10]), (ConditionalJump, Some(0x1013)));
+        assert_eq!(
+            kind_of(&[0xf2, 0x0f, 0x85, 0xf0, 0xff, 0xff, 0xff]),
+            (ConditionalJump, Some(0xff7))
+        );
+        assert_eq!(kind_of(&[0xc7, 0xf8, 0x10, 0, 0, 0]), (ConditionalJump, Some(0x1016)));
+        assert_eq!(kind_of(&[0xc7, 0xf8, 0xfa, 0xff, 0xff, 0xff]), (ConditionalJump, Some(0x1000)));
+        assert_eq!(kind_of(&[0x66, 0xc7, 0xf8, 0x10, 0]), (ConditionalJump, Some(0x1015)));
+        assert_eq!(kind_of(&[0x66, 0xc7, 0xf8, 0xfb, 0xff]), (ConditionalJump, Some(0x1000)));
         assert_eq!(kind_of(&[0x90]), (Other, None));
         assert_eq!(kind_of(&[0x0f, 0x05]), (Other, None));
     }

@@ -117,11 +117,7 @@ impl Binary {
                 if mnemonic.starts_with("nop") {
                     continue;
                 }
-                let target = self.branch_target(addr).map(|t| t.0).or_else(|| {
-                    (kind == InstKind::ConditionalJump)
-                        .then(|| insn.op_str().and_then(parse_hex))
-                        .flatten()
-                });
+                let target = self.branch_target(addr).map(|t| t.0);
                 let (opcode, callee): (String, Option<Arc<str>>) = match kind {
                     InstKind::Call => ("call".into(), callee(self, target)),
                     InstKind::DirectJump if target.is_some_and(|t| !inside(t)) => {
@@ -269,11 +265,6 @@ fn callee(binary: &Binary, target: Option<u64>) -> Option<Arc<str>> {
     Some(Arc::from(canonical_fn_name(&name)))
 }
 
-/// `0x11b0` (a branch target as capstone prints it).
-fn parse_hex(s: &str) -> Option<u64> {
-    u64::from_str_radix(s.trim().strip_prefix("0x")?, 16).ok()
-}
-
 /// The mnemonic and the operand shape of an AT&T instruction: registers become `r`, numbers
 /// `i`, the punctuation of memory operands stays (`movq (%r15,%rax,8), %rdi` → `movq (r,r,i),r`).
 fn normalise(mnemonic: &str, ops: &str) -> String {
@@ -311,7 +302,5 @@ mod tests {
         assert_eq!(normalise("leaq", "11290(%rip), %r15"), "leaq i(r),r");
         assert_eq!(normalise("movl", "-0x10(%rbp), %eax"), "movl i(r),r");
         assert_eq!(normalise("retq", ""), "retq ");
-        assert_eq!(parse_hex("0x11b0"), Some(0x11b0));
-        assert_eq!(parse_hex("%rax"), None);
     }
 }
