@@ -15,7 +15,7 @@
 //!   only matters when a cached search result depends on the walk order.
 
 use crate::addr::Vaddr;
-use crate::aggregate::{ContextCounters, ContextKey};
+use crate::aggregate::{ContextCounters, ContextKey, Counters};
 use crate::binary::probes::{NodeId, Probe, ProbeInfo, ProbeType};
 use crate::binary::{CodeView, FuncId, InstKind};
 use crate::llvm::discriminator::{base_discriminator, duplication_factor};
@@ -24,6 +24,7 @@ use crate::profile::model::attr;
 use crate::profile::ranges::disjoint_ranges;
 use crate::profile::{Context, FunctionSamples, Profile, ProfileKind};
 use hashbrown::HashMap;
+use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What the probe-based CS builder needs from the decoded `.pseudo_probe` and
@@ -152,10 +153,33 @@ impl ContextProfiles {
         }
     }
 
+    /// Adds the profiles built from later contexts: counts add up (saturating sums, in any
+    /// order), a checksum they set replaces this one's, as the later context's would have.
+    fn merge(&mut self, later: ContextProfiles) {
+        if self.map.is_empty() {
+            self.map = later.map;
+            return;
+        }
+        for (ctx, fs) in later.map {
+            match self.map.entry(ctx) {
+                hashbrown::hash_map::Entry::Occupied(mut e) => {
+                    let mine = e.get_mut();
+                    let checksum = fs.checksum.or(mine.checksum);
+                    mine.merge(&fs);
+                    mine.checksum = checksum;
+                }
+                hashbrown::hash_map::Entry::Vacant(e) => {
+                    e.insert(fs);
+                }
+            }
+        }
+    }
+
     /// `updateFunctionSamples`: optional total recomputation, then body counts raised to their
-    /// call-target sums.
-    fn finish(mut self, kind: ProfileKind, update_total_samples: bool) -> Profile {
-        for fs in self.map.values_mut() {
+    /// call-target sums. Sorted and updated on rayon's current pool.
+    fn finish(self, kind: ProfileKind, update_total_samples: bool) -> Profile {
+        let mut profiles: Vec<(Context, FunctionSamples)> = self.map.into_iter().collect();
+        profiles.par_iter_mut().for_each(|(_, fs)| {
             if update_total_samples {
                 fs.total_samples = fs.body.values().fold(0u64, |t, b| t.saturating_add(b.count));
             }
@@ -163,8 +187,10 @@ impl ContextProfiles {
                 let targets = b.call_targets.values().fold(0u64, |t, n| t.saturating_add(*n));
                 b.count = b.count.max(targets);
             }
-        }
-        Profile { kind, functions: self.map.into_iter().collect(), symbol_list: None }
+        });
+        // Contexts are distinct: the BTreeMap then only checks the order.
+        profiles.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Profile { kind, functions: profiles.into_iter().collect(), symbol_list: None }
     }
 }
 
@@ -268,30 +294,74 @@ pub struct ProbeCsStats {
 }
 
 /// CS probe-based profile (`generateProbeBasedProfile`) from [`ContextKey::Addrs`] counters.
-pub fn generate_probe_cs<C: CodeView + ?Sized, P: ProbeView + ?Sized>(
+///
+/// Contexts are handled in key order, in blocks: the sampled probes of each context are found in
+/// parallel (rayon's current pool), tail-call inference then runs on one thread in the order the
+/// sequential builder would query it (its caches make results depend on that order), and the
+/// profiles are built in parallel per run of contexts and merged in order. Every merge is a sum,
+/// except the checksum, which the later context sets as it would have sequentially: the profile
+/// does not depend on the number of threads.
+pub fn generate_probe_cs<C, P>(
     code: &C,
     probes: &P,
     counters: &ContextCounters,
     opts: &CsOptions,
-) -> (Profile, ProbeCsStats) {
-    let mut g = ProbeCsBuilder {
-        probes,
-        opts,
-        inferrer: opts
-            .infer_missing_frames
-            .then(|| MissingFrameInferrer::new(code, counters, opts.max_search_depth)),
-        profiles: ContextProfiles::default(),
-        stats: ProbeCsStats::default(),
-        leaf_contexts: HashMap::new(),
-    };
-    let mut keys: Vec<&ContextKey> = counters.by_context.keys().collect();
-    keys.sort();
-    for key in keys {
-        let ContextKey::Addrs(sites) = key else { continue };
-        let c = &counters.by_context[key];
-        g.leaf_contexts.clear();
-        g.body_samples(code, sites, c);
-        g.boundary_samples(code, sites, c);
+) -> (Profile, ProbeCsStats)
+where
+    C: CodeView + Sync + ?Sized,
+    P: ProbeView + Sync + ?Sized,
+{
+    let mut inferrer = opts
+        .infer_missing_frames
+        .then(|| MissingFrameInferrer::new(code, counters, opts.max_search_depth));
+    let mut keys: Vec<(&[Vaddr], &Counters)> = counters
+        .by_context
+        .iter()
+        .filter_map(|(k, c)| match k {
+            ContextKey::Addrs(sites) => Some((&sites[..], c)),
+            _ => None,
+        })
+        .collect();
+    keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let mut profiles = ContextProfiles::default();
+    let mut stats = ProbeCsStats::default();
+    for block in keys.chunks(KEY_BLOCK) {
+        // Several runs per worker, for balance.
+        let run_len = block.len().div_ceil(4 * rayon::current_num_threads());
+        let leaves: Vec<SampledLeaves> =
+            block.par_iter().map(|&(_, c)| SampledLeaves::of(code, probes, c)).collect();
+        let inferred: Vec<InferredSites> = match inferrer.as_mut() {
+            Some(inf) => block
+                .iter()
+                .zip(&leaves)
+                .map(|(&(sites, _), l)| l.infer(code, inf, sites))
+                .collect(),
+            None => vec![InferredSites::default(); block.len()],
+        };
+        let runs: Vec<(ContextProfiles, ProbeCsStats)> = block
+            .par_chunks(run_len)
+            .zip(leaves.par_chunks(run_len))
+            .zip(inferred.par_chunks(run_len))
+            .map(|((keys, leaves), inferred)| {
+                let mut g = ProbeCsBuilder {
+                    probes,
+                    opts,
+                    profiles: ContextProfiles::default(),
+                    stats: ProbeCsStats::default(),
+                    leaf_contexts: HashMap::new(),
+                };
+                for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
+                    g.leaf_contexts.clear();
+                    g.body_samples(code, sites, inf, l);
+                    g.boundary_samples(code, sites, inf, l);
+                }
+                (g.profiles, g.stats)
+            })
+            .collect();
+        for (run, s) in runs {
+            profiles.merge(run);
+            stats.probes_without_desc += s.probes_without_desc;
+        }
     }
     let kind = ProfileKind {
         context_sensitive: true,
@@ -299,8 +369,80 @@ pub fn generate_probe_cs<C: CodeView + ?Sized, P: ProbeView + ?Sized>(
         preinlined: false,
         fs_discriminator: false,
     };
-    let profile = g.profiles.finish(kind, opts.update_total_samples);
-    (profile, g.stats)
+    let profile = profiles.finish(kind, opts.update_total_samples);
+    (profile, stats)
+}
+
+/// Contexts per block of [`generate_probe_cs`]: bounds the sampled probes held at once.
+const KEY_BLOCK: usize = 4096;
+
+/// The leaf probes one context's counters sample, in the order the builder visits them.
+struct SampledLeaves {
+    /// Block probes with their summed counts, by (address, position at it); no zero counts.
+    blocks: Vec<(Probe, u64)>,
+    /// Call probes at sampled branch sources, with the branch target and count, by branch.
+    calls: Vec<(Probe, Vaddr, u64)>,
+}
+
+impl SampledLeaves {
+    fn of<C: CodeView + ?Sized, P: ProbeView + ?Sized>(code: &C, probes: &P, c: &Counters) -> Self {
+        // Sum per probe over the disjoint segments; a probe is identified by its address and
+        // position at that address.
+        let mut probe_counts: BTreeMap<(Vaddr, usize), u64> = BTreeMap::new();
+        for (start, end, n) in disjoint_ranges(c.ranges.iter().map(|(&r, &n)| (r, n))) {
+            for a in code.insts_in(start, end) {
+                for i in 0..probes.probes_at(a).len() {
+                    let e = probe_counts.entry((a, i)).or_default();
+                    *e = e.saturating_add(n);
+                }
+            }
+        }
+        // Zero counts come from gaps that belong to no range of this context.
+        let blocks = probe_counts
+            .into_iter()
+            .map(|((a, i), n)| (probes.probes_at(a)[i], n))
+            .filter(|(p, n)| p.kind == ProbeType::Block && *n != 0)
+            .collect();
+        let mut branches: Vec<(&(Vaddr, Vaddr), &u64)> = c.branches.iter().collect();
+        branches.sort_unstable();
+        let calls = branches
+            .into_iter()
+            .filter_map(|(&(src, dst), &n)| Some((probes.call_probe_at(src)?, dst, n)))
+            .collect();
+        SampledLeaves { blocks, calls }
+    }
+
+    /// Tail-call inference for every leaf function, queried in the order the builder meets
+    /// them. A query depends on the leaf only through its function, and a repeated query
+    /// changes no cache, so one per function gives the sequential builder's results.
+    fn infer<C: CodeView + ?Sized>(
+        &self,
+        code: &C,
+        inferrer: &mut MissingFrameInferrer,
+        sites: &[Vaddr],
+    ) -> InferredSites {
+        let mut out = InferredSites::default();
+        let leaves = self.blocks.iter().map(|(p, _)| p).chain(self.calls.iter().map(|(p, ..)| p));
+        for leaf in leaves {
+            let func = code.func_range(leaf.addr).map(|r| r.func);
+            if out.by_func.iter().any(|(f, _)| *f == func) {
+                continue;
+            }
+            let mut with_leaf = sites.to_vec();
+            with_leaf.push(leaf.addr);
+            let mut ctx = inferrer.infer(code, &with_leaf);
+            ctx.pop();
+            out.by_func.push((func, ctx));
+        }
+        out
+    }
+}
+
+/// A context's call sites with inferred tail-call frames, by leaf function; empty without
+/// inference.
+#[derive(Clone, Default)]
+struct InferredSites {
+    by_func: Vec<(Option<FuncId>, Vec<Vaddr>)>,
 }
 
 /// A profile context resolved for one leaf probe.
@@ -314,12 +456,11 @@ struct ProbeContext {
 struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     probes: &'a P,
     opts: &'a CsOptions,
-    inferrer: Option<MissingFrameInferrer>,
     profiles: ContextProfiles,
     stats: ProbeCsStats,
     /// The leaf contexts resolved in the current calling context, by the leaf's function (for
     /// tail-call inference) and inline node: every probe of a function instance shares one,
-    /// and resolving (inference, inline chains, recursion compression) is the costly part.
+    /// and resolving (inline chains, recursion compression) is the costly part.
     leaf_contexts: HashMap<(Option<FuncId>, NodeId), (Option<ProbeContext>, u64)>,
 }
 
@@ -328,27 +469,14 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         &mut self,
         code: &C,
         sites: &[Vaddr],
-        c: &crate::aggregate::Counters,
+        inferred: &InferredSites,
+        leaves: &SampledLeaves,
     ) {
-        // Sum per probe over the disjoint segments; a probe is identified by its address and
-        // position at that address.
-        let mut probe_counts: BTreeMap<(Vaddr, usize), u64> = BTreeMap::new();
-        for (start, end, n) in disjoint_ranges(c.ranges.iter().map(|(&r, &n)| (r, n))) {
-            for a in code.insts_in(start, end) {
-                for i in 0..self.probes.probes_at(a).len() {
-                    let e = probe_counts.entry((a, i)).or_default();
-                    *e = e.saturating_add(n);
-                }
-            }
-        }
         let mut sampled_nodes: BTreeMap<NodeId, BTreeSet<Context>> = BTreeMap::new();
-        for ((a, i), n) in probe_counts {
-            let probe = self.probes.probes_at(a)[i];
-            // Zero counts come from gaps that belong to no range of this context.
-            if probe.kind != ProbeType::Block || n == 0 {
+        for &(probe, n) in &leaves.blocks {
+            let Some(ctx) = self.leaf_probe_context(code, sites, inferred, &probe) else {
                 continue;
-            }
-            let Some(ctx) = self.leaf_probe_context(code, sites, &probe) else { continue };
+            };
             let fs = self.profiles.get_or_create(&ctx.frames, ctx.was_inlined);
             fs.checksum = Some(ctx.checksum);
             let loc = LineLocation::new(probe.index, probe.discriminator);
@@ -389,13 +517,13 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         &mut self,
         code: &C,
         sites: &[Vaddr],
-        c: &crate::aggregate::Counters,
+        inferred: &InferredSites,
+        leaves: &SampledLeaves,
     ) {
-        let mut branches: Vec<(&(Vaddr, Vaddr), &u64)> = c.branches.iter().collect();
-        branches.sort();
-        for (&(src, dst), &n) in branches {
-            let Some(call) = self.probes.call_probe_at(src) else { continue };
-            let Some(ctx) = self.leaf_probe_context(code, sites, &call) else { continue };
+        for &(call, dst, n) in &leaves.calls {
+            let Some(ctx) = self.leaf_probe_context(code, sites, inferred, &call) else {
+                continue;
+            };
             let fs = self.profiles.get_or_create(&ctx.frames, ctx.was_inlined);
             fs.checksum = Some(ctx.checksum);
             fs.add_body(LineLocation::new(call.index, 0), n);
@@ -418,39 +546,36 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         &mut self,
         code: &C,
         sites: &[Vaddr],
+        inferred: &InferredSites,
         leaf: &Probe,
     ) -> Option<ProbeContext> {
-        let func = self.inferrer.as_ref().and_then(|_| code.func_range(leaf.addr)).map(|r| r.func);
+        let func = if self.opts.infer_missing_frames {
+            code.func_range(leaf.addr).map(|r| r.func)
+        } else {
+            None
+        };
         let key = (func, leaf.node);
         if let Some((ctx, without_desc)) = self.leaf_contexts.get(&key) {
             self.stats.probes_without_desc += without_desc;
             return ctx.clone();
         }
+        let sites = match inferred.by_func.iter().find(|(f, _)| *f == func) {
+            Some((_, with_tail_calls)) => &with_tail_calls[..],
+            None => sites,
+        };
         let before = self.stats.probes_without_desc;
-        let ctx = self.resolve_leaf_probe_context(code, sites, leaf);
+        let ctx = self.resolve_leaf_probe_context(sites, leaf);
         let without_desc = self.stats.probes_without_desc - before;
         self.leaf_contexts.insert(key, (ctx.clone(), without_desc));
         ctx
     }
 
-    fn resolve_leaf_probe_context<C: CodeView + ?Sized>(
+    /// The context of `leaf` under `sites` (call sites, tail-call frames inferred).
+    fn resolve_leaf_probe_context(
         &mut self,
-        code: &C,
         sites: &[Vaddr],
         leaf: &Probe,
     ) -> Option<ProbeContext> {
-        let inferred;
-        let sites = match self.inferrer.as_mut() {
-            Some(inf) => {
-                let mut with_leaf = sites.to_vec();
-                with_leaf.push(leaf.addr);
-                let mut ctx = inf.infer(code, &with_leaf);
-                ctx.pop();
-                inferred = ctx;
-                &inferred[..]
-            }
-            None => sites,
-        };
         // From the leaf side up to the first call site without a call probe.
         let mut calls: Vec<Probe> =
             sites.iter().rev().map_while(|&a| self.probes.call_probe_at(a)).collect();

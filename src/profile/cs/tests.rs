@@ -328,6 +328,31 @@ fn probe_cs_body_boundary_inlinee_entry_and_zero_probes() {
     assert_eq!(profile_map(&p), expected);
 }
 
+/// Contexts built in parallel runs and merged: the same profile on any number of threads, with
+/// a context that two calling contexts reach (recursion compression folds `main:2 @ main:2`).
+#[test]
+fn probe_cs_is_the_same_on_any_number_of_threads() {
+    let (code, probes) = probe_code();
+    let mut cc = ContextCounters { context_sensitive: true, ..Default::default() };
+    let foo = counters(&[(0x200, 0x210, 10)], &[(0x214, 0x108, 10)]);
+    cc.by_context.insert(addrs(&[0x104]), foo.clone());
+    cc.by_context.insert(addrs(&[0x104, 0x104]), foo);
+    cc.by_context
+        .insert(addrs(&[]), counters(&[(0x100, 0x104, 10)], &[(0x104, 0x200, 10), (1, 0x100, 1)]));
+    let on = |threads| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+        pool.install(|| generate_probe_cs(&code, &probes, &cc, &CsOptions::default()).0)
+    };
+    let one = on(1);
+    let m = profile_map(&one);
+    assert_eq!(m["main:2 @ foo"].total_samples, 80);
+    assert_eq!(m["main:2 @ foo"].checksum, Some(200));
+    assert_eq!(m["main:2 @ foo:3 @ bar"].head_samples, 20);
+    for threads in [2, 3] {
+        assert_eq!(on(threads), one, "{threads} threads");
+    }
+}
+
 fn tail_call_counters() -> ContextCounters {
     // main calls tc at 0x104; tc tail-jumps to foo, whose samples are keyed under main's call.
     let mut cc = ContextCounters { context_sensitive: true, ..Default::default() };
