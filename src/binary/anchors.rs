@@ -1,5 +1,5 @@
-//! Call anchors: every location of every function of the binary, with what is called there, as
-//! LLVM's stale-profile matcher sees a function's IR (`SampleProfileMatcher::findIRAnchors`).
+//! Call anchors: every location of a function, with what is called there, as LLVM's
+//! stale-profile matcher sees a function's IR (`SampleProfileMatcher::findIRAnchors`).
 //!
 //! Probe binaries: a function's locations are its probe ids (1 up to the largest id any copy of
 //! the function has, ids are dense in the IR), a call probe is an anchor whose callee is the
@@ -12,12 +12,20 @@
 //! Used twice: zero-count call targets written into profiles (every call site is an anchor the
 //! compiler can match, sampled or not), and `profgen remap` (the new build's anchors, and the
 //! old build's when it is given).
+//!
+//! Computed for the functions asked for only (a profile names a few hundred functions of a
+//! binary with tens of thousands): a line binary's walk covers just the address ranges where one
+//! of them has a frame (its own ranges and those of its inlined copies, from the DWARF address
+//! map), in parallel over chunks of ranges.
 
-use super::Binary;
 use super::probes::{NodeId, ProbeType};
+use super::{Binary, FuncRange, FuncSource};
+use crate::addr::Vaddr;
 use crate::llvm::sample_prof::UNKNOWN_INDIRECT_CALLEE;
 use crate::llvm::{LineLocation, canonical_fn_name};
+use hashbrown::HashMap;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The locations of one function and the callee of each call site.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -41,12 +49,62 @@ impl FunctionAnchors {
         }
     }
 
+    /// Adds the locations and calls of `other` (the result does not depend on the order
+    /// anchors are merged or added in: a location's callee only grows, from none to one callee
+    /// to unknown).
+    fn merge(&mut self, other: FunctionAnchors) {
+        for (loc, callee) in other.locations {
+            self.add(loc, callee.as_deref());
+        }
+        self.checksum = self.checksum.or(other.checksum);
+    }
+
     /// The call sites with a statically known callee, in location order.
     pub fn direct_calls(&self) -> impl Iterator<Item = (LineLocation, &str)> {
         self.locations.iter().filter_map(|(loc, c)| match c.as_deref() {
             Some(c) if c != UNKNOWN_INDIRECT_CALLEE => Some((*loc, c)),
             _ => None,
         })
+    }
+}
+
+/// The anchors of the wanted functions met in a walk, found by the (interned) name of a frame.
+struct Collector<'w> {
+    wanted: &'w (dyn Fn(&str) -> bool + Sync),
+    /// Name allocation -> index into `functions`, `None` for an unwanted function.
+    by_ptr: HashMap<*const u8, Option<usize>>,
+    by_name: HashMap<String, usize>,
+    functions: Vec<(String, FunctionAnchors)>,
+}
+
+impl<'w> Collector<'w> {
+    fn new(wanted: &'w (dyn Fn(&str) -> bool + Sync)) -> Self {
+        Collector { wanted, by_ptr: HashMap::new(), by_name: HashMap::new(), functions: Vec::new() }
+    }
+
+    /// The anchors of the function `name` (any spelling), if it is wanted.
+    fn get(&mut self, name: &Arc<str>) -> Option<&mut FunctionAnchors> {
+        // Frames share their name's allocation; it outlives the walk (the binary holds it).
+        let key = Arc::as_ptr(name) as *const u8;
+        let slot = match self.by_ptr.get(&key) {
+            Some(&slot) => slot,
+            None => {
+                let canonical = canonical_fn_name(name);
+                let slot = (self.wanted)(canonical).then(|| {
+                    *self.by_name.entry(canonical.to_string()).or_insert_with(|| {
+                        self.functions.push((canonical.to_string(), FunctionAnchors::default()));
+                        self.functions.len() - 1
+                    })
+                });
+                self.by_ptr.insert(key, slot);
+                slot
+            }
+        };
+        slot.map(|i| &mut self.functions[i].1)
+    }
+
+    fn finish(self) -> CodeAnchors {
+        CodeAnchors { probe_based: false, functions: self.functions.into_iter().collect() }
     }
 }
 
@@ -69,24 +127,29 @@ impl CodeAnchors {
 }
 
 impl Binary {
-    /// The call anchors of every function (see the module documentation).
-    pub fn anchors(&self) -> CodeAnchors {
+    /// The call anchors of the functions `wanted` accepts (by canonical name; see the module
+    /// documentation). Only the code where such a function has a frame is read: its own ranges
+    /// and the ranges its inlined copies cover, not the whole binary.
+    pub fn anchors(&self, wanted: &(dyn Fn(&str) -> bool + Sync)) -> CodeAnchors {
         match self.probes() {
-            Some(_) => self.probe_anchors(),
-            None => self.line_anchors(),
+            Some(_) => self.probe_anchors(wanted),
+            None => self.line_anchors(wanted),
         }
     }
 
-    fn probe_anchors(&self) -> CodeAnchors {
+    fn probe_anchors(&self, wanted: &(dyn Fn(&str) -> bool + Sync)) -> CodeAnchors {
         let probes = self.probes().expect("probe binary");
         let mut out = CodeAnchors { probe_based: true, ..Default::default() };
-        let name_of = |guid: u64| probes.func_name(guid);
+        // GUID -> name, for the wanted functions only.
+        let names: HashMap<u64, Arc<str>> = probes
+            .descs()
+            .iter()
+            .filter(|d| !d.name.is_empty() && wanted(canonical_fn_name(&d.name)))
+            .map(|d| (d.guid, d.name.clone()))
+            .collect();
         let mut max_id: BTreeMap<String, u32> = BTreeMap::new();
         for p in probes.probes() {
-            let name = name_of(p.guid);
-            if name.is_empty() {
-                continue;
-            }
+            let Some(name) = names.get(&p.guid) else { continue };
             let callee = match p.kind {
                 ProbeType::Block => None,
                 ProbeType::IndirectCall => Some(UNKNOWN_INDIRECT_CALLEE.to_string()),
@@ -94,8 +157,8 @@ impl Binary {
                     self.branch_target(p.addr).and_then(|t| self.callee_name(t))
                 }
             };
-            out.entry(&name).add(LineLocation::new(p.index, 0), callee.as_deref());
-            let m = max_id.entry(canonical_fn_name(&name).to_string()).or_default();
+            out.entry(name).add(LineLocation::new(p.index, 0), callee.as_deref());
+            let m = max_id.entry(canonical_fn_name(name).to_string()).or_default();
             *m = (*m).max(p.index);
         }
         // Inlined calls: the call site in the parent is an anchor for the inlinee.
@@ -103,14 +166,14 @@ impl Binary {
             if node.parent == NodeId::ROOT || node.callsite == 0 {
                 continue;
             }
-            let parent = name_of(probes.node(node.parent).guid);
-            let callee = name_of(node.guid);
-            if parent.is_empty() || callee.is_empty() {
+            let Some(parent) = names.get(&probes.node(node.parent).guid) else { continue };
+            let callee = probes.func_name(node.guid);
+            if callee.is_empty() {
                 continue;
             }
-            out.entry(&parent)
+            out.entry(parent)
                 .add(LineLocation::new(node.callsite, 0), Some(canonical_fn_name(&callee)));
-            let m = max_id.entry(canonical_fn_name(&parent).to_string()).or_default();
+            let m = max_id.entry(canonical_fn_name(parent).to_string()).or_default();
             *m = (*m).max(node.callsite);
         }
         // Probe ids are dense in the IR: ids no copy kept were optimised away, still locations.
@@ -128,32 +191,95 @@ impl Binary {
         out
     }
 
-    fn line_anchors(&self) -> CodeAnchors {
+    fn line_anchors(&self, wanted: &(dyn Fn(&str) -> bool + Sync)) -> CodeAnchors {
+        use rayon::prelude::*;
         let fs = self.uses_fs_discriminators();
-        let mut out = CodeAnchors::default();
-        for range in self.func_ranges() {
-            for addr in self.insts_in(range.start, range.end) {
-                let stack = self.inline_stack(addr);
-                let Some((leaf, callers)) = stack.split_last() else { continue };
-                for (caller, callee) in callers.iter().zip(stack.iter().skip(1)) {
-                    out.entry(&caller.func_name)
-                        .add(caller.location(fs), Some(canonical_fn_name(&callee.func_name)));
+        let spans = self.spans_with_frames_of(wanted);
+        // Chunks of spans in parallel; merging is order-free (see `FunctionAnchors::merge`).
+        let parts: Vec<CodeAnchors> = spans
+            .par_chunks(256)
+            .map(|spans| {
+                let mut out = Collector::new(wanted);
+                for &(range, start, end) in spans {
+                    for addr in self.insts_in(start, end).take_while(|a| *a < end) {
+                        self.add_line_anchors(&mut out, &range, addr, fs);
+                    }
                 }
-                // A direct call to something that is no function of the binary (a PLT stub)
-                // has no name to match by: a plain location.
-                // A jump to another function's entry is a tail call: a call in the IR.
-                let callee = match self.inst_kind(addr) {
-                    Some(super::InstKind::Call) => match self.branch_target(addr) {
-                        Some(t) => self.callee_name(t),
-                        None => Some(UNKNOWN_INDIRECT_CALLEE.to_string()),
-                    },
-                    Some(super::InstKind::DirectJump) => self
-                        .branch_target(addr)
-                        .filter(|t| self.func_range(*t).is_none_or(|r| r.func != range.func))
-                        .and_then(|t| self.callee_name(t)),
-                    _ => None,
-                };
-                out.entry(&leaf.func_name).add(leaf.location(fs), callee.as_deref());
+                out.finish()
+            })
+            .collect();
+        let mut out = CodeAnchors::default();
+        for part in parts {
+            for (name, f) in part.functions {
+                match out.functions.get_mut(&name) {
+                    Some(existing) => existing.merge(f),
+                    None => {
+                        out.functions.insert(name, f);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The anchors the instruction at `addr` of function range `range` gives.
+    fn add_line_anchors(&self, out: &mut Collector<'_>, range: &FuncRange, addr: Vaddr, fs: bool) {
+        let stack = self.frames_at(addr);
+        let Some((leaf, callers)) = stack.split_last() else { return };
+        for (caller, callee) in callers.iter().zip(stack.iter().skip(1)) {
+            if let Some(f) = out.get(&caller.func_name) {
+                f.add(caller.location(fs), Some(canonical_fn_name(&callee.func_name)));
+            }
+        }
+        let Some(f) = out.get(&leaf.func_name) else { return };
+        // A direct call to something that is no function of the binary (a PLT stub) has no
+        // name to match by: a plain location.
+        // A jump to another function's entry is a tail call: a call in the IR.
+        let callee = match self.inst_kind(addr) {
+            Some(super::InstKind::Call) => match self.branch_target(addr) {
+                Some(t) => self.callee_name(t),
+                None => Some(UNKNOWN_INDIRECT_CALLEE.to_string()),
+            },
+            Some(super::InstKind::DirectJump) => self
+                .branch_target(addr)
+                .filter(|t| self.func_range(*t).is_none_or(|r| r.func != range.func))
+                .and_then(|t| self.callee_name(t)),
+            _ => None,
+        };
+        f.add(leaf.location(fs), callee.as_deref());
+    }
+
+    /// The parts `[start, end)` of function ranges where a function `wanted` accepts may have a
+    /// frame in the inline stack: DWARF address-map entries whose inline chain names it, and
+    /// the ranges of symbol-table functions of that name. In function-range order.
+    fn spans_with_frames_of(
+        &self,
+        wanted: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Vec<(FuncRange, Vaddr, Vaddr)> {
+        let mut spans: Vec<(u64, u64)> =
+            self.debug.as_ref().map(|d| d.ranges_naming(wanted)).unwrap_or_default();
+        spans.extend(
+            self.func_ranges()
+                .iter()
+                .filter(|r| {
+                    let f = self.function(r.func);
+                    f.source == FuncSource::Symbol && wanted(canonical_fn_name(&f.name))
+                })
+                .map(|r| (r.start.0, r.end.0)),
+        );
+        spans.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(spans.len());
+        for (s, e) in spans {
+            match merged.last_mut() {
+                Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                _ => merged.push((s, e)),
+            }
+        }
+        let mut out = Vec::new();
+        for r in self.func_ranges() {
+            let first = merged.partition_point(|m| m.1 <= r.start.0);
+            for &(s, e) in merged[first..].iter().take_while(|m| m.0 < r.end.0) {
+                out.push((*r, Vaddr(s.max(r.start.0)), Vaddr(e.min(r.end.0))));
             }
         }
         out

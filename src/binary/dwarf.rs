@@ -12,7 +12,7 @@
 
 use super::SourceFrame;
 use super::elf::Elf;
-use crate::llvm::MAX_CONTEXT_FRAMES;
+use crate::llvm::{MAX_CONTEXT_FRAMES, canonical_fn_name};
 use gimli::{AttributeValue, DwAt, EndianSlice, RunTimeEndian, UnitOffset};
 use hashbrown::HashMap;
 use object::Object;
@@ -296,6 +296,24 @@ impl DebugInfo {
         let i = self.addr_map.partition_point(|e| e.0 <= a).checked_sub(1)?;
         let (_, end, node) = self.addr_map[i];
         (a < end).then_some(node)
+    }
+
+    /// The address-map entries `[start, end)` whose inline chain (the innermost subroutine DIE
+    /// and the subroutines it is inlined into) has a DIE named `wanted` accepts (by canonical
+    /// name): every address where such a function may have a frame. Sorted.
+    pub fn ranges_naming(&self, wanted: &(dyn Fn(&str) -> bool + Sync)) -> Vec<(u64, u64)> {
+        // A node's parent comes before it (units are walked parents first).
+        let mut named = vec![false; self.nodes.len()];
+        // Names are shared allocations (interned per unit walker): one test per allocation.
+        let mut by_name: HashMap<*const u8, bool> = HashMap::new();
+        for (i, n) in self.nodes.iter().enumerate() {
+            named[i] = n.name.as_ref().is_some_and(|s| {
+                *by_name
+                    .entry(Arc::as_ptr(s) as *const u8)
+                    .or_insert_with(|| wanted(canonical_fn_name(s)))
+            }) || (n.parent != NO_PARENT && named.get(n.parent as usize) == Some(&true));
+        }
+        self.addr_map.iter().filter(|e| named[e.2 as usize]).map(|e| (e.0, e.1)).collect()
     }
 
     /// Whether some subroutine DIE covers `a`.

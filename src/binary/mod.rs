@@ -478,6 +478,19 @@ impl Binary {
         let frames = self.compute_inline_stack(a);
         if frames.is_empty() { self.empty_stack.clone() } else { Arc::from(frames) }
     }
+    /// [`inline_stack`](Self::inline_stack) without filling the cache: from the cache when the
+    /// function range's stacks are there, else computed for `a` alone (for walks over a few
+    /// instructions of many functions, such as the inlined copies of one function).
+    fn frames_at(&self, a: Vaddr) -> std::borrow::Cow<'_, [SourceFrame]> {
+        if let Some(ri) = self.func_range_index(a)
+            && let Some(stacks) = self.range_frames[ri].get()
+            && let Some(idx) = self.code.index_of(a.0)
+        {
+            let first = self.code.lower_bound(self.func_ranges[ri].start.0);
+            return std::borrow::Cow::Borrowed(&stacks[idx - first]);
+        }
+        std::borrow::Cow::Owned(self.compute_inline_stack(a))
+    }
     fn compute_inline_stack(&self, a: Vaddr) -> Vec<SourceFrame> {
         if let Some(debug) = &self.debug
             && debug.covers(a.0)

@@ -182,7 +182,9 @@ pub fn finish_profile(
         .warnings
         .extend(density.warnings.lines().map(|l| l.trim_start_matches("warning: ").to_string()));
     if opts.zero_count_anchors {
-        postpass::add_zero_count_anchors(&mut profile, &binary.anchors());
+        let wanted = postpass::anchored_functions(&profile);
+        let anchors = binary.anchors(&|name| wanted.contains(name));
+        postpass::add_zero_count_anchors(&mut profile, &anchors);
     }
     report.functions_in_profile = profile.functions.len();
     if profile.functions.is_empty() {

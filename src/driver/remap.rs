@@ -29,11 +29,11 @@ pub fn remap(cfg: &RemapConfig) -> Result<(RemapReport, Vec<String>), Error> {
                     if old.probes().is_some() { "has" } else { "has no" }
                 ));
             }
-            Some(old.anchors())
+            Some(old.anchors(&|_| true))
         }
         None => None,
     };
-    let new_code = binary.anchors();
+    let new_code = binary.anchors(&|_| true);
     if new_code.probe_based != file.profile.kind.probe_based {
         return Err(Error::BadFile {
             path: cfg.binary.clone(),

@@ -3,6 +3,10 @@
 /// `FunctionSamples::getCanonicalFnName(name, "selected")` with `.__uniq.` suffixes kept:
 /// strips `.llvm.<x>`, then `.part.<x>`, when that suffix is the last dot component.
 pub fn canonical_fn_name(name: &str) -> &str {
+    // Most names have no dot at all (called per frame of large binaries' walks).
+    if memchr::memchr(b'.', name.as_bytes()).is_none() {
+        return name;
+    }
     let mut cand = name;
     for suffix in [".llvm.", ".part."] {
         let Some(it) = cand.rfind(suffix) else {

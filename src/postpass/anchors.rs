@@ -14,7 +14,7 @@
 //! CS contexts (a call site that has a callee context is already an anchor there).
 
 use crate::binary::anchors::CodeAnchors;
-use crate::llvm::ContextFrame;
+use crate::llvm::{ContextFrame, canonical_fn_name};
 use crate::profile::{FunctionSamples, Profile};
 use std::collections::BTreeSet;
 
@@ -36,6 +36,22 @@ pub fn add_zero_count_anchors(profile: &mut Profile, anchors: &CodeAnchors) -> u
         });
     }
     added
+}
+
+/// The canonical names of the functions [`add_zero_count_anchors`] looks anchors up for: every
+/// profile's function, top-level and inlined, at every level.
+pub fn anchored_functions(profile: &Profile) -> BTreeSet<String> {
+    fn walk(fs: &FunctionSamples, out: &mut BTreeSet<String>) {
+        out.insert(canonical_fn_name(&fs.name).to_string());
+        for callee in fs.callsites.values().flat_map(|c| c.values()) {
+            walk(callee, out);
+        }
+    }
+    let mut out = BTreeSet::new();
+    for fs in profile.functions.values() {
+        walk(fs, &mut out);
+    }
+    out
 }
 
 /// Annotates `fs` and its inlinees; `has_callee_context(loc)` says whether a CS context below
