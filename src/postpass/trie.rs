@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Bound::{Excluded, Unbounded};
 
+use rayon::prelude::*;
+
 use crate::llvm::{ContextFrame, LineLocation, callsite_hash_from_guid, md5_guid};
 use crate::profile::{Context, FunctionSamples, Profile};
 
@@ -407,15 +409,14 @@ pub fn context_less_profile(profile: &Profile) -> Profile {
     // Breadth-first order of a trie whose children are ordered by key = depth first, then the
     // keys along the path; a frame's key is (call-site hash, function, location in the caller).
     // Only the first key that differs is computed, so deep contexts are compared without copies.
-    let guids: std::cell::RefCell<HashMap<String, u64>> = Default::default();
-    let key = |func: &str, loc: LineLocation| {
-        let mut guids = guids.borrow_mut();
-        let guid = match guids.get(func) {
-            Some(&g) => g,
-            None => *guids.entry(func.to_string()).or_insert(md5_guid(func)),
-        };
-        (callsite_hash_from_guid(guid, loc), loc)
-    };
+    // Sorted on rayon's current pool (a merge sort: the map order is mostly path order).
+    let mut guids: HashMap<&str, u64> = HashMap::new();
+    for context in profile.functions.keys() {
+        for (func, _) in context.frames() {
+            guids.entry(func).or_insert_with(|| md5_guid(func));
+        }
+    }
+    let key = |func: &str, loc: LineLocation| (callsite_hash_from_guid(guids[func], loc), loc);
     let path_order = |a: &Context, b: &Context| {
         let mut at = (LineLocation::default(), LineLocation::default());
         for ((fa, la), (fb, lb)) in a.frames().zip(b.frames()) {
@@ -429,7 +430,9 @@ pub fn context_less_profile(profile: &Profile) -> Profile {
     };
     let mut ordered: Vec<(&Context, &FunctionSamples)> =
         profile.functions.iter().filter(|(c, _)| !c.is_empty()).collect();
-    ordered.sort_by(|(a, _), (b, _)| a.len().cmp(&b.len()).then_with(|| path_order(a, b)));
+    ordered.par_sort_by(|(a, _), (b, _)| {
+        a.len().cmp(&b.len()).then_with(|| path_order(a, b))
+    });
     let mut merged: BTreeMap<&str, FunctionSamples> = BTreeMap::new();
     for (context, fs) in ordered {
         merge_samples(merged.entry(context.leaf_name()).or_default(), fs);

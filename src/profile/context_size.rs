@@ -16,6 +16,7 @@
 use std::sync::Arc;
 
 use hashbrown::HashMap;
+use rayon::prelude::*;
 
 use crate::addr::Vaddr;
 use crate::aggregate::{ContextCounters, ContextKey};
@@ -183,19 +184,35 @@ pub fn context_sizes(binary: &Binary, profiled: &[FuncId]) -> ContextSizeTracker
 /// `computeInlinedContextSizeForFunc` without the tracker: the inline contexts
 /// (`getFrameLocationStack`, root first) of every instruction in the ranges of `profiled`, with
 /// the bytes of the instructions under each. A context may come more than once (its sizes add
-/// up in the tracker).
+/// up in the tracker, in any order). Runs of functions are symbolized on rayon's current pool.
 fn instruction_bytes_per_context(
     binary: &Binary,
     profiled: &[FuncId],
 ) -> Vec<(Vec<ContextFrame>, u32)> {
     let probe_discriminators = binary.probes().is_some();
+    let run = profiled.len().div_ceil(4 * rayon::current_num_threads()).max(1);
+    profiled
+        .par_chunks(run)
+        .flat_map_iter(|funcs| {
+            instruction_bytes_per_stack(binary, funcs)
+                .into_iter()
+                .map(|(stack, size)| (location_stack(&stack, probe_discriminators), size))
+        })
+        .collect()
+}
+
+/// [`instruction_bytes_per_context`] for `funcs`, by the binary's shared inline stacks.
+fn instruction_bytes_per_stack(
+    binary: &Binary,
+    funcs: &[FuncId],
+) -> Vec<(Arc<[SourceFrame]>, u32)> {
     // Neighbouring instructions mostly differ at most in the leaf location, which does not
     // count; other repeats are found by the address of the binary's shared stack (kept alive
     // here, so the address stays unique).
     let mut index_of_stack: HashMap<*const SourceFrame, usize> = HashMap::new();
     let mut groups: Vec<(Arc<[SourceFrame]>, u32)> = Vec::new();
     let mut last: Option<usize> = None;
-    for &f in profiled {
+    for &f in funcs {
         for &(start, end) in &binary.function(f).ranges {
             let Some(last_byte) = end.0.checked_sub(1).filter(|&l| l >= start.0) else { continue };
             for addr in binary.insts_in(start, Vaddr(last_byte)) {
@@ -218,9 +235,6 @@ fn instruction_bytes_per_context(
         }
     }
     groups
-        .into_iter()
-        .map(|(stack, size)| (location_stack(&stack, probe_discriminators), size))
-        .collect()
 }
 
 /// `trackInlineesOptimizedAway` for each profiled function's top-level probe record: the

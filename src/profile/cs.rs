@@ -733,11 +733,12 @@ impl MissingFrameInferrer {
         path.push(from);
         let pos = path.len();
         let Some(to_func) = code.func_range(to).map(|r| r.func) else { return };
-        let Some(callees) = self.call_edges.get(&from).cloned() else { return };
+        let Some(callees) = self.call_edges.get(&from) else { return };
         // A direct call of the next frame's function needs no inference.
         if callees.contains(&to_func) || !self.tail_call_targets.contains(&to_func) {
             return;
         }
+        let callees = callees.clone();
         self.visiting.clear();
         self.depth = 0;
         let mut paths = 0;
