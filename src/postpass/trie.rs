@@ -430,9 +430,7 @@ pub fn context_less_profile(profile: &Profile) -> Profile {
     };
     let mut ordered: Vec<(&Context, &FunctionSamples)> =
         profile.functions.iter().filter(|(c, _)| !c.is_empty()).collect();
-    ordered.par_sort_by(|(a, _), (b, _)| {
-        a.len().cmp(&b.len()).then_with(|| path_order(a, b))
-    });
+    ordered.par_sort_by(|(a, _), (b, _)| a.len().cmp(&b.len()).then_with(|| path_order(a, b)));
     let mut merged: BTreeMap<&str, FunctionSamples> = BTreeMap::new();
     for (context, fs) in ordered {
         merge_samples(merged.entry(context.leaf_name()).or_default(), fs);
