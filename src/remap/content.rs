@@ -24,18 +24,18 @@
 //!    nothing.
 //!
 //! Locations the new copy has no instruction for (probe ids optimised away, lines only in
-//! inlined copies) keep LLVM's mapping. Sequences too long to align (more than
-//! [`MAX_CELLS`] table cells between two matched calls) are left unaligned there, which also
-//! falls back to blocks and then to nothing.
+//! inlined copies) keep LLVM's mapping. Sequences too different to align (more than
+//! about 2000 edits between two matched calls, see [`MAX_TRACE`]) are left unaligned there,
+//! which also falls back to blocks and then to nothing.
 
-use super::matcher::LocationMap;
+use super::matcher::{LocationMap, myers_lcs};
 use crate::binary::shape::{FunctionShape, ShapeInst};
 use crate::llvm::LineLocation;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The largest longest-common-subsequence table aligned (old × new instructions between two
-/// matched calls): 4M cells, 16 MB.
-pub const MAX_CELLS: usize = 1 << 22;
+/// The largest Myers trace kept to align two instruction sequences (between two matched
+/// calls): 4M entries, 32 MB, about 2000 edits.
+pub const MAX_TRACE: usize = 1 << 22;
 
 /// New location → old location for every location of `new`'s code, from the alignment of the
 /// two copies (see the module documentation), and for the other locations `fallback`'s
@@ -373,38 +373,10 @@ fn align(
 }
 
 /// The pairs of a longest common subsequence of `a` (length `n`) and `b` (length `m`), as
-/// index pairs in order; nothing when the table would exceed [`MAX_CELLS`]. Of equal-length
-/// answers, the one matching each element of `a` as early in `b` as possible.
+/// index pairs in order (LLVM's Myers diff); nothing when the edit script is too long to trace
+/// in [`MAX_TRACE`] entries.
 fn lcs(n: usize, m: usize, eq: impl Fn(usize, usize) -> bool) -> Vec<(usize, usize)> {
-    if n == 0 || m == 0 || (n + 1).saturating_mul(m + 1) > MAX_CELLS {
-        return Vec::new();
-    }
-    // len[i][j]: LCS length of a[i..] and b[j..].
-    let w = m + 1;
-    let mut len = vec![0u32; (n + 1) * w];
-    for i in (0..n).rev() {
-        for j in (0..m).rev() {
-            len[i * w + j] = if eq(i, j) {
-                len[(i + 1) * w + j + 1] + 1
-            } else {
-                len[(i + 1) * w + j].max(len[i * w + j + 1])
-            };
-        }
-    }
-    let mut pairs = Vec::with_capacity(len[0] as usize);
-    let (mut i, mut j) = (0, 0);
-    while i < n && j < m {
-        if eq(i, j) && len[i * w + j] == len[(i + 1) * w + j + 1] + 1 {
-            pairs.push((i, j));
-            i += 1;
-            j += 1;
-        } else if len[(i + 1) * w + j] >= len[i * w + j + 1] {
-            i += 1;
-        } else {
-            j += 1;
-        }
-    }
-    pairs
+    myers_lcs(n, m, eq, MAX_TRACE).unwrap_or_default()
 }
 
 #[cfg(test)]

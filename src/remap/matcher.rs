@@ -14,25 +14,52 @@ use std::collections::BTreeMap;
 pub type LocationMap = BTreeMap<LineLocation, LineLocation>;
 
 /// `longestCommonSequence`: the matched pairs (location in `a` → location in `b`) of a longest
-/// common subsequence of the two anchor lists, elements compared by `same`. The first shortest
-/// edit script Myers' greedy algorithm finds, backtracked from the end, as LLVM does.
+/// common subsequence of the two anchor lists, elements compared by `same` (see [`myers_lcs`]).
 pub fn longest_common_sequence(
     a: &[(LineLocation, &str)],
     b: &[(LineLocation, &str)],
     same: impl Fn(&str, &str) -> bool,
 ) -> BTreeMap<LineLocation, LineLocation> {
+    let pairs = myers_lcs(a.len(), b.len(), |i, j| same(a[i].1, b[j].1), usize::MAX)
+        .expect("no trace limit");
     let mut matched = BTreeMap::new();
-    let (n, m) = (a.len() as i64, b.len() as i64);
+    // LLVM inserts while backtracking from the end: of a location listed twice, the later pair.
+    for &(i, j) in pairs.iter().rev() {
+        matched.entry(a[i].0).or_insert(b[j].0);
+    }
+    matched
+}
+
+/// The index pairs `(i, j)`, in order, of a longest common subsequence of two sequences of
+/// lengths `n` and `m` whose elements `eq(i, j)` compares: the first shortest edit script Myers'
+/// greedy algorithm finds, backtracked from the end, as LLVM's `longestCommonSequence` does (its
+/// choices among equally long answers are part of `--llvm-matching`'s output). Time
+/// O((n + m) · D) and a trace of about D² entries for D edits; `None` when the trace would
+/// exceed `max_trace` entries.
+pub fn myers_lcs(
+    n: usize,
+    m: usize,
+    eq: impl Fn(usize, usize) -> bool,
+    max_trace: usize,
+) -> Option<Vec<(usize, usize)>> {
+    let (n, m) = (n as i64, m as i64);
     let max = n + m;
     if max == 0 {
-        return matched;
+        return Some(Vec::new());
     }
     let idx = |k: i64| (k + max) as usize;
     let mut v = vec![-1i64; 2 * max as usize + 1];
     v[idx(1)] = 0;
+    // trace[d]: the furthest x of diagonals -d-1..=d+1 before step d (what backtracking reads).
     let mut trace: Vec<Vec<i64>> = Vec::new();
+    let mut cells = 0usize;
     for depth in 0..=max {
-        trace.push(v.clone());
+        let (lo, hi) = ((-depth - 1).max(-max), (depth + 1).min(max));
+        cells = cells.saturating_add((hi - lo + 1) as usize);
+        if cells > max_trace {
+            return None;
+        }
+        trace.push(v[idx(lo)..=idx(hi)].to_vec());
         let mut k = -depth;
         while k <= depth {
             let mut x = if k == -depth || (k != depth && v[idx(k - 1)] < v[idx(k + 1)]) {
@@ -41,44 +68,35 @@ pub fn longest_common_sequence(
                 v[idx(k - 1)] + 1
             };
             let mut y = x - k;
-            while x < n && y < m && same(a[x as usize].1, b[y as usize].1) {
+            while x < n && y < m && eq(x as usize, y as usize) {
                 x += 1;
                 y += 1;
             }
             v[idx(k)] = x;
             if x >= n && y >= m {
-                backtrack(&trace, a, b, &mut matched, idx);
-                return matched;
+                return Some(backtrack(&trace, n, m, max));
             }
             k += 2;
         }
     }
-    matched
+    Some(Vec::new())
 }
 
-fn backtrack(
-    trace: &[Vec<i64>],
-    a: &[(LineLocation, &str)],
-    b: &[(LineLocation, &str)],
-    matched: &mut BTreeMap<LineLocation, LineLocation>,
-    idx: impl Fn(i64) -> usize,
-) {
-    let (mut x, mut y) = (a.len() as i64, b.len() as i64);
+fn backtrack(trace: &[Vec<i64>], n: i64, m: i64, max: i64) -> Vec<(usize, usize)> {
+    let mut pairs = Vec::new();
+    let (mut x, mut y) = (n, m);
     let mut depth = trace.len() as i64 - 1;
     while x > 0 || y > 0 {
-        let p = &trace[depth as usize];
+        let lo = (-depth - 1).max(-max);
+        let p = |k: i64| trace[depth as usize][(k - lo) as usize];
         let k = x - y;
-        let prev_k = if k == -depth || (k != depth && p[idx(k - 1)] < p[idx(k + 1)]) {
-            k + 1
-        } else {
-            k - 1
-        };
-        let prev_x = p[idx(prev_k)];
+        let prev_k = if k == -depth || (k != depth && p(k - 1) < p(k + 1)) { k + 1 } else { k - 1 };
+        let prev_x = p(prev_k);
         let prev_y = prev_x - prev_k;
         while x > prev_x && y > prev_y {
             x -= 1;
             y -= 1;
-            matched.entry(a[x as usize].0).or_insert(b[y as usize].0);
+            pairs.push((x as usize, y as usize));
         }
         if depth == 0 {
             break;
@@ -87,6 +105,8 @@ fn backtrack(
         y = prev_y;
         depth -= 1;
     }
+    pairs.reverse();
+    pairs
 }
 
 /// `findProfileAnchors`: the call sites a profile records, by location: call targets of body
@@ -206,6 +226,26 @@ mod tests {
         // Nothing in common, or an empty side: nothing matched.
         assert!(longest_common_sequence(&a[..1], &b[1..2], |x, y| x == y).is_empty());
         assert!(longest_common_sequence(&a, &[], |x, y| x == y).is_empty());
+    }
+
+    #[test]
+    fn myers_trace_grows_with_the_edits_not_the_lengths() {
+        // 20000 elements, one removed and one inserted: 2 edits, a trace of 3 + 5 + 7 entries
+        // (a table over both sequences would have 400M cells).
+        let a: Vec<u32> = (0..20000).collect();
+        let mut b = a.clone();
+        b.remove(10);
+        b.insert(500, 7);
+        let pairs = myers_lcs(a.len(), b.len(), |i, j| a[i] == b[j], 15).unwrap();
+        assert_eq!(pairs.len(), 19999);
+        assert!(pairs.contains(&(9, 9)) && pairs.contains(&(11, 10)));
+        assert!(pairs.contains(&(500, 499)) && pairs.contains(&(501, 501)));
+        assert!(!pairs.iter().any(|p| p.1 == 500));
+        assert_eq!(myers_lcs(a.len(), b.len(), |i, j| a[i] == b[j], 14), None);
+        // Nothing in common: 6 edits, 61 trace entries (diagonals clamped to -6..=6).
+        assert_eq!(myers_lcs(3, 3, |_, _| false, 61), Some(Vec::new()));
+        assert_eq!(myers_lcs(3, 3, |_, _| false, 60), None);
+        assert_eq!(myers_lcs(0, 0, |_, _| true, 0), Some(Vec::new()));
     }
 
     #[test]
