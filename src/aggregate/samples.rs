@@ -238,10 +238,56 @@ impl TranslationCache {
     }
 }
 
+/// Range and branch counts on their way to [`Counters`]: an LBR sample adds a range and a branch
+/// per entry, hot code adds the same few over and over, and adding to a direct-mapped slot costs
+/// a fraction of a hash-map update. A slot's count goes to the map when another pair takes the
+/// slot, and at the end (sums do not depend on the order they are added in).
+struct CounterCache {
+    /// (start or source, end or target, count); [`CounterCache::EMPTY`] marks a free slot.
+    slots: Vec<(u64, u64, u64)>,
+}
+
+impl CounterCache {
+    const SLOTS: usize = 1 << 12;
+    const EMPTY: (u64, u64) = (u64::MAX, u64::MAX);
+
+    fn new() -> Self {
+        CounterCache { slots: vec![(u64::MAX, u64::MAX, 0); Self::SLOTS] }
+    }
+
+    #[inline(always)]
+    fn add(&mut self, map: &mut HashMap<(Vaddr, Vaddr), u64>, a: u64, b: u64, n: u64) {
+        let h = (a ^ b.rotate_left(23)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let slot = &mut self.slots[(h >> 52) as usize & (Self::SLOTS - 1)];
+        if slot.0 == a && slot.1 == b && (a, b) != Self::EMPTY {
+            slot.2 = slot.2.saturating_add(n);
+            return;
+        }
+        let old = std::mem::replace(slot, (a, b, n));
+        if (old.0, old.1) != Self::EMPTY {
+            let c = map.entry((Vaddr(old.0), Vaddr(old.1))).or_default();
+            *c = c.saturating_add(old.2);
+        }
+    }
+
+    /// Moves every held count into `map`.
+    fn drain_into(&mut self, map: &mut HashMap<(Vaddr, Vaddr), u64>) {
+        for slot in &mut self.slots {
+            let (a, b, n) = std::mem::replace(slot, (u64::MAX, u64::MAX, 0));
+            if (a, b) != Self::EMPTY {
+                let c = map.entry((Vaddr(a), Vaddr(b))).or_default();
+                *c = c.saturating_add(n);
+            }
+        }
+    }
+}
+
 /// Samples not yet reduced, counted by their raw content: a program's hot loops record the same
 /// call stack and branch stack over and over, and a raw sample is counted for a fraction of what
 /// translating, normalising and encoding it costs. Raw samples are only comparable under one
 /// state of the address map, so the owner [`flush`](Aggregator::flush)es before every change.
+/// Only samples with call stacks are held: an LBR-only sample is counted for about what holding
+/// it costs (its key is 64 words), so it is reduced at once.
 #[derive(Default)]
 struct Pending {
     /// `[pid, stack length << 1 | with stack, stack…, (source, target)…]` → (samples, summed repeat).
@@ -274,6 +320,9 @@ pub struct Aggregator<'b> {
     cache: TranslationCache,
     /// Instruction counts of ranges, for weighting by instructions.
     spans: SpanCache,
+    /// Range and branch counts on their way to `samples.raw`.
+    ranges: CounterCache,
+    branches: CounterCache,
     pending: Pending,
     /// Reused buffer: the sample's stack and LBR entries as translated addresses.
     translated: Vec<u64>,
@@ -291,6 +340,8 @@ impl<'b> Aggregator<'b> {
             opts,
             cache: TranslationCache::new(),
             spans: SpanCache::default(),
+            ranges: CounterCache::new(),
+            branches: CounterCache::new(),
             pending: Pending::default(),
             translated: Vec::new(),
             hybrid: HybridSample { callchain: Vec::new(), branches: Vec::new() },
@@ -301,10 +352,9 @@ impl<'b> Aggregator<'b> {
     }
 
     /// The binary vaddr of `a` if it starts an instruction of the binary, else the external
-    /// sentinel (llvm-profgen's `addressIsCode` test).
+    /// sentinel (llvm-profgen's `addressIsCode` test). `stamp` is `process.stamp()`.
     #[inline]
-    fn internal(&mut self, process: &ProcessView<'_>, a: RuntimeAddr) -> u64 {
-        let stamp = process.stamp();
+    fn internal(&mut self, process: &ProcessView<'_>, stamp: u64, a: RuntimeAddr) -> u64 {
         let slot = TranslationCache::slot(stamp, a.0);
         let (s, addr, v) = self.cache.slots[slot];
         if addr == a.0 && s == stamp {
@@ -325,7 +375,8 @@ impl<'b> Aggregator<'b> {
     pub fn add(&mut self, map: &AddressMap, s: &Sample<'_>) {
         self.stats.read += 1;
         if self.opts.leading_ip_only {
-            let ip = self.internal(&map.process(s.pid), s.ip);
+            let process = map.process(s.pid);
+            let ip = self.internal(&process, process.stamp(), s.ip);
             if ip == Vaddr::EXTERNAL.0 {
                 self.stats.outside_binary += 1;
                 return;
@@ -334,7 +385,7 @@ impl<'b> Aggregator<'b> {
             if let Some(p) = self.opts.sample_period {
                 count = count.saturating_mul(p);
             }
-            self.samples.raw.add_range(Vaddr(ip), Vaddr(ip), count);
+            self.ranges.add(&mut self.samples.raw.ranges, ip, ip, count);
             self.stats.used += 1;
             return;
         }
@@ -348,10 +399,11 @@ impl<'b> Aggregator<'b> {
             self.stats.with_call_stack += 1;
         }
         let callchain = if with_stack { s.callchain } else { &[] };
-        if self.opts.sample_period.is_some() || self.pending.bypass > 0 {
-            self.pending.bypass = self.pending.bypass.saturating_sub(1);
+        if self.opts.sample_period.is_some() || self.pending.bypass > 0 || !with_stack {
+            self.pending.bypass = self.pending.bypass.saturating_sub(u64::from(with_stack));
             // Reduced at once: a period is split over the sample's own entries (not a sum over
-            // raw samples), and holding does not pay while `Pending::bypass` lasts.
+            // raw samples), and holding does not pay for LBR-only samples, nor while
+            // `Pending::bypass` lasts.
             let stack = callchain.iter().map(|a| a.0);
             let branches = s.branches.iter().map(|b| (b.source.0, b.target.0));
             let cycles = self.cycle_weights(s);
@@ -412,8 +464,10 @@ impl<'b> Aggregator<'b> {
     }
 
     /// What was counted, once every sample is [`flush`](Self::flush)ed.
-    pub fn finish(self) -> (AggregatedSamples, SampleStats) {
+    pub fn finish(mut self) -> (AggregatedSamples, SampleStats) {
         debug_assert!(self.pending.map.is_empty(), "samples left unflushed");
+        self.ranges.drain_into(&mut self.samples.raw.ranges);
+        self.branches.drain_into(&mut self.samples.raw.branches);
         (self.samples, self.stats)
     }
 
@@ -439,17 +493,18 @@ impl<'b> Aggregator<'b> {
         mut cycles: CycleWeights,
     ) {
         let ext = Vaddr::EXTERNAL.0;
+        let stamp = process.stamp();
         let mut translated = std::mem::take(&mut self.translated);
         translated.clear();
         translated.push(callchain.len() as u64);
         for f in callchain {
-            translated.push(self.internal(process, RuntimeAddr(f)));
+            translated.push(self.internal(process, stamp, RuntimeAddr(f)));
         }
         let stack_end = translated.len();
         for (from, to) in branches {
             let (from, to) = (
-                self.internal(process, RuntimeAddr(from)),
-                self.internal(process, RuntimeAddr(to)),
+                self.internal(process, stamp, RuntimeAddr(from)),
+                self.internal(process, stamp, RuntimeAddr(to)),
             );
             // External-to-external entries carry nothing (llvm-profgen drops them too).
             if from != ext || to != ext {
@@ -537,12 +592,13 @@ impl<'b> Aggregator<'b> {
             return;
         }
         let mut newer_source = ext;
+        let raw = &mut self.samples.raw;
         for pair in entries.chunks_exact(2) {
             let (from, to) = (pair[0], pair[1]);
             if to != ext {
-                self.samples.raw.add_branch(Vaddr(from), Vaddr(to), count);
+                self.branches.add(&mut raw.branches, from, to, count);
                 if newer_source != ext {
-                    self.samples.raw.add_range(Vaddr(to), Vaddr(newer_source), count);
+                    self.ranges.add(&mut raw.ranges, to, newer_source, count);
                 }
             }
             newer_source = from;
