@@ -1,7 +1,10 @@
-//! Parallel aggregation of one input stream: the reading thread decodes records and tracks
-//! mappings (both inherently sequential), copies each sample into a batch, and hands full batches
-//! to worker threads, which translate addresses and count distinct samples into their own maps;
-//! the maps are merged at the end.
+//! Parallel aggregation of one input stream: the reading thread finds the records, orders them and
+//! tracks mappings (all inherently sequential), and hands the samples to worker threads in
+//! batches; the workers translate addresses and count distinct samples into their own maps,
+//! merged at the end. A sample whose record lies in the mapped file is handed out by position
+//! ([`Sample::record`]): the reading thread only checks its layout, and the worker decodes its
+//! call chain and branch stack in place ([`SampleBodies`]), so the per-entry work is spread over
+//! the workers. Other samples (compressed records, streams, perf script) are copied into the batch.
 //!
 //! Every worker keeps its own copy of the address map and replays the reading thread's map
 //! changes ([`MapChange`]s, in a shared log) up to the point where each sample was read, so the
@@ -9,14 +12,18 @@
 //! (not a copy of the whole map: a system-wide recording maps thousands of processes).
 //!
 //! Memory stays bounded: the channel holds at most a few batches per worker, and the log drops
-//! the changes every worker has applied.
+//! the changes every worker has applied. The reader keeps the pages of records handed out by
+//! position until their batch is aggregated ([`NeededFrom`]).
 
 use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats};
 use crate::addr::{Branch, RuntimeAddr};
 use crate::binary::Binary;
 use crate::input::Sample;
+use crate::input::perf_data::SampleBodies;
 use crate::mapping::{AddressMap, AddressMapper, MapChange};
+use std::cell::Cell;
 use std::collections::VecDeque;
+use std::rc::Rc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 
@@ -24,8 +31,9 @@ use std::sync::{Arc, Mutex};
 const BATCH_SAMPLES: usize = 4096;
 
 /// The fixed-size part of a copied sample; its call chain and branches follow in the batch's
-/// shared vectors.
+/// shared vectors. A sample handed out by position has only `record` set.
 struct SampleHead {
+    record: Option<usize>,
     pid: Option<i32>,
     tid: Option<i32>,
     ip: RuntimeAddr,
@@ -46,6 +54,28 @@ struct Batch {
     log_start: u64,
     /// The map changes made while the batch was filled: `(i, change)` came before sample `i`.
     changes: Vec<(u32, MapChange)>,
+    /// Sequence number, and the lowest position of a record it hands out (see [`InFlight`]).
+    seq: u64,
+    lowest_record: Option<usize>,
+}
+
+/// The batches handed out by position and not yet aggregated: `(seq, lowest record position)`.
+type InFlight = Mutex<Vec<(u64, usize)>>;
+
+/// The lowest input position that samples handed out by position still need (the batch being
+/// filled and the batches not yet aggregated): the reader must not release pages from there on.
+pub struct NeededFrom {
+    open: Rc<Cell<usize>>,
+    in_flight: Arc<InFlight>,
+}
+
+impl NeededFrom {
+    /// The position (`usize::MAX` when none is needed).
+    pub fn get(&self) -> usize {
+        let open = self.open.get();
+        let Ok(in_flight) = self.in_flight.lock() else { return open };
+        in_flight.iter().map(|&(_, pos)| pos).fold(open, usize::min)
+    }
 }
 
 /// The map changes of the reading thread, in order, that some worker has not applied yet.
@@ -99,6 +129,7 @@ impl Batch {
         agg: &mut Aggregator<'_>,
         replica: &mut Replica,
         log: &Mutex<ChangeLog>,
+        bodies: &mut Option<SampleBodies<'_>>,
     ) {
         // Held samples are reduced under the map they were read with, before it changes.
         if replica.applied < self.log_start {
@@ -113,6 +144,10 @@ impl Batch {
                 replica.map.apply(change);
                 replica.applied += 1;
             }
+            if let (Some(pos), Some(bodies)) = (h.record, bodies.as_mut()) {
+                bodies.decode(pos, &mut |s| agg.add(&replica.map, s));
+                continue;
+            }
             let (cn, bn) = (h.callchain_len as usize, h.branches_len as usize);
             let s = Sample {
                 pid: h.pid,
@@ -126,6 +161,7 @@ impl Batch {
                 callchain: &self.callchains[c..c + cn],
                 branches: &self.branches[b..b + bn],
                 has_callchain: h.has_callchain,
+                record: None,
             };
             agg.add(&replica.map, &s);
             c += cn;
@@ -147,6 +183,9 @@ pub struct BatchSender {
     /// Log position after the changes taken so far.
     log_end: u64,
     taken: Vec<MapChange>,
+    /// `batch.lowest_record`, for [`NeededFrom`].
+    open: Rc<Cell<usize>>,
+    in_flight: Arc<InFlight>,
 }
 
 impl BatchSender {
@@ -160,7 +199,12 @@ impl BatchSender {
             self.batch.changes.extend(self.taken.drain(..).map(|c| (at, c)));
         }
         let b = &mut self.batch;
+        if let Some(pos) = s.record {
+            b.lowest_record = Some(b.lowest_record.map_or(pos, |p| p.min(pos)));
+            self.open.set(self.open.get().min(pos));
+        }
         b.heads.push(SampleHead {
+            record: s.record,
             pid: s.pid,
             tid: s.tid,
             ip: s.ip,
@@ -178,12 +222,22 @@ impl BatchSender {
         }
     }
 
+    /// What the samples handed out by position still need of the input.
+    pub fn needed_from(&self) -> NeededFrom {
+        NeededFrom { open: self.open.clone(), in_flight: self.in_flight.clone() }
+    }
+
     fn flush(&mut self) {
         if self.batch.heads.is_empty() && self.batch.changes.is_empty() {
             return;
         }
-        let next = Batch { log_start: self.log_end, ..Batch::default() };
+        let seq = self.batch.seq + 1;
+        let next = Batch { log_start: self.log_end, seq, ..Batch::default() };
         let full = std::mem::replace(&mut self.batch, next);
+        if let (Some(pos), Ok(mut in_flight)) = (full.lowest_record, self.in_flight.lock()) {
+            in_flight.push((full.seq, pos));
+        }
+        self.open.set(usize::MAX);
         if !full.changes.is_empty()
             && let Ok(mut log) = self.log.lock()
         {
@@ -200,6 +254,8 @@ fn work<'b>(
     opts: SampleOptions,
     rx: &Mutex<Receiver<Batch>>,
     log: &Mutex<ChangeLog>,
+    in_flight: &InFlight,
+    mut bodies: Option<SampleBodies<'_>>,
     mut replica: Replica,
 ) -> Aggregator<'b> {
     let mut agg = Aggregator::new(binary, opts);
@@ -210,7 +266,14 @@ fn work<'b>(
             Err(_) => break,
         };
         match next {
-            Ok(batch) => batch.aggregate_into(&mut agg, &mut replica, log),
+            Ok(batch) => {
+                batch.aggregate_into(&mut agg, &mut replica, log, &mut bodies);
+                if batch.lowest_record.is_some()
+                    && let Ok(mut in_flight) = in_flight.lock()
+                {
+                    in_flight.retain(|&(seq, _)| seq != batch.seq);
+                }
+            }
             Err(_) => break,
         }
     }
@@ -219,12 +282,14 @@ fn work<'b>(
 }
 
 /// Runs `read` on this thread with a [`BatchSender`] while `workers` threads aggregate the
-/// batches; returns `read`'s result and the merged samples and statistics.
+/// batches; returns `read`'s result and the merged samples and statistics. `bodies` decodes the
+/// samples that `read` hands out by position.
 pub fn aggregate_in_parallel<T>(
     binary: &Binary,
     opts: SampleOptions,
     workers: usize,
     initial_map: &AddressMap,
+    bodies: Option<&SampleBodies<'_>>,
     read: impl FnOnce(&mut BatchSender) -> T,
 ) -> (T, AggregatedSamples, SampleStats) {
     let workers = workers.max(1);
@@ -235,12 +300,14 @@ pub fn aggregate_in_parallel<T>(
         changes: VecDeque::new(),
         applied: vec![0; workers],
     }));
+    let in_flight = Arc::new(InFlight::default());
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|worker| {
                 let replica = Replica { map: initial_map.clone(), worker, applied: 0 };
-                let (rx, log) = (&rx, &*log);
-                scope.spawn(move || work(binary, opts, rx, log, replica))
+                let (rx, log, in_flight) = (&rx, &*log, &*in_flight);
+                let bodies = bodies.map(SampleBodies::fork);
+                scope.spawn(move || work(binary, opts, rx, log, in_flight, bodies, replica))
             })
             .collect();
         let mut sender = BatchSender {
@@ -249,6 +316,8 @@ pub fn aggregate_in_parallel<T>(
             log: log.clone(),
             log_end: 0,
             taken: Vec::new(),
+            open: Rc::new(Cell::new(usize::MAX)),
+            in_flight: in_flight.clone(),
         };
         let out = read(&mut sender);
         sender.flush();

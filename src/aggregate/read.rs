@@ -8,7 +8,7 @@
 //! [`InputsReport`] (sample counts, how the binary was matched, warnings).
 
 use super::lbr::lbr_counters;
-use super::parallel::aggregate_in_parallel;
+use super::parallel::{NeededFrom, aggregate_in_parallel};
 use super::pga::{self, Aggregate};
 use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats, key};
 use super::traces::{FunctionTable, ProcessFunctions, TemporalTraces, TraceCollector};
@@ -19,7 +19,7 @@ use super::{ContextCounters, ContextKey};
 use crate::binary::Binary;
 use crate::error::Error;
 use crate::input::perf_data::Truncation;
-use crate::input::perf_data::{self, PerfData, read_perf_data_stream};
+use crate::input::perf_data::{self, PerfData, SampleBodies, read_perf_data_stream};
 use crate::input::perf_script::{ScriptOptions, read_perf_script};
 use crate::input::{InputFile, PerfEvent, Sample, read_file};
 use crate::llvm::{ContextShape, MAX_CONTEXT_FRAMES};
@@ -481,17 +481,23 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
     }
 }
 
+/// How `read` is to deliver samples: whole, or (when the workers can decode them from the
+/// mapped input) by position, keeping the input's pages from [`NeededFrom`] on.
+type Deferral<'n> = Option<&'n NeededFrom>;
+
 /// Feeds one input's events through a fresh mapper into aggregation: on this thread with one
-/// worker, else on `workers` threads fed in batches. `perf_script` inputs carry no process ids
-/// that apply to samples and filter events themselves. With `functions`, the temporal traces of
-/// the input's processes are kept too.
+/// worker, else on `workers` threads fed in batches; with `bodies`, the workers decode the
+/// samples themselves (unless temporal traces need them whole on the reading thread).
+/// `perf_script` inputs carry no process ids that apply to samples and filter events themselves.
+/// With `functions`, the temporal traces of the input's processes are kept too.
 #[allow(clippy::too_many_arguments)]
 fn aggregate_events(
     opts: &ReadOptions,
     workers: usize,
     binary: &Binary,
     functions: Option<&FunctionTable>,
-    read: impl FnOnce(&mut dyn FnMut(PerfEvent<'_>)) -> Result<Vec<String>, Error>,
+    bodies: Option<SampleBodies<'_>>,
+    read: impl FnOnce(&mut dyn FnMut(PerfEvent<'_>), Deferral<'_>) -> Result<Vec<String>, Error>,
     event_names: impl Fn(usize) -> Option<String>,
     perf_script: bool,
     build_ids: &[(String, Vec<u8>)],
@@ -521,22 +527,28 @@ fn aggregate_events(
     };
     let (reader_warnings, samples, mut stats) = if workers <= 1 {
         let mut agg = Aggregator::new(binary, opts.sample);
-        let r = read(&mut |ev| {
-            // Held samples are reduced under the map they were read with: before any event that
-            // may change it (a sample without mappings may make the map assume the preferred base).
-            if !matches!(ev, PerfEvent::Sample(_)) || !front.mapper.any_mapping() {
-                agg.flush(front.mapper.map());
-            }
-            front.handle(ev, &mut |mapper, s| agg.add(mapper.map(), s))
-        });
+        let r = read(
+            &mut |ev| {
+                // Held samples are reduced under the map they were read with: before any event that
+                // may change it (a sample without mappings may make the map assume the preferred base).
+                if !matches!(ev, PerfEvent::Sample(_)) || !front.mapper.any_mapping() {
+                    agg.flush(front.mapper.map());
+                }
+                front.handle(ev, &mut |mapper, s| agg.add(mapper.map(), s))
+            },
+            None,
+        );
         agg.flush(front.mapper.map());
         let (samples, stats) = agg.finish();
         (r, samples, stats)
     } else {
         front.mapper.log_changes();
         let initial = front.mapper.map().clone();
-        aggregate_in_parallel(binary, opts.sample, workers, &initial, |sender| {
-            read(&mut |ev| front.handle(ev, &mut |mapper, s| sender.add(mapper, s)))
+        let bodies = bodies.filter(|_| front.traces.is_none());
+        aggregate_in_parallel(binary, opts.sample, workers, &initial, bodies.as_ref(), |sender| {
+            let needed = sender.needed_from();
+            let deferral = bodies.is_some().then_some(&needed);
+            read(&mut |ev| front.handle(ev, &mut |mapper, s| sender.add(mapper, s)), deferral)
         })
     };
     let mut warnings = front.warnings;
@@ -897,7 +909,8 @@ fn read_perf_script_file(
         workers,
         binary,
         functions,
-        |on_event| Ok(read_perf_script(&text, path, &script_opts, on_event)?.into_warnings()),
+        None,
+        |on_event, _| Ok(read_perf_script(&text, path, &script_opts, on_event)?.into_warnings()),
         |_| None,
         true,
         &[],
@@ -948,7 +961,8 @@ fn read_perf_data_file(
             workers,
             binary,
             functions,
-            |on_event| Ok(finish(read_perf_data_stream(stream, path, on_event)?)),
+            None,
+            |on_event, _| Ok(finish(read_perf_data_stream(stream, path, on_event)?)),
             |_| None,
             false,
             &[],
@@ -965,14 +979,19 @@ fn read_perf_data_file(
         workers,
         binary,
         functions,
-        |on_event| {
+        data.sample_bodies(),
+        |on_event, deferral| {
             let progress = opts.reporter.input(&path.display().to_string(), Some(map.len() as u64));
             let mut release = perf_data::page_releaser(&map);
-            let consumed = |upto: usize| {
-                release(upto);
+            let mut consumed = |upto: usize| {
+                // Records handed out by position are read again by the workers.
+                release(deferral.map_or(upto, |needed| upto.min(needed.get())));
                 progress.consumed(upto as u64);
             };
-            Ok(finish(data.decode_in_time_order_releasing(on_event, consumed)?))
+            Ok(finish(match deferral {
+                Some(_) => data.decode_in_time_order_deferred(on_event, &mut consumed)?,
+                None => data.decode_in_time_order_releasing(on_event, &mut consumed)?,
+            }))
         },
         |i| event_names.get(i).cloned(),
         false,

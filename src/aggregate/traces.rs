@@ -300,6 +300,7 @@ mod tests {
             callchain,
             branches,
             has_callchain: !callchain.is_empty(),
+            record: None,
         }
     }
 

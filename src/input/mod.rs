@@ -77,6 +77,10 @@ pub struct Sample<'a> {
     pub lbr_cycles: u64,
     /// Whether the input recorded call chains at all (distinguishes LBR-only from LBR + stack).
     pub has_callchain: bool,
+    /// Set when decoding was deferred: the position of the sample's record in the mapped input,
+    /// whose call chain and branch stack are left undecoded (empty here, `lbr_cycles` 0) for a
+    /// worker thread to decode in place ([`perf_data::SampleBodies`]).
+    pub record: Option<usize>,
 }
 
 /// Everything the later stages need from an input stream.

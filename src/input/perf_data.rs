@@ -55,7 +55,7 @@ use bytes::{Loc, u16_at, u32_at, u64_at};
 use decode::{Decoder, Sink, malformed};
 
 use crate::error::Error;
-use crate::input::{InputFile, InputInfo, PerfEvent};
+use crate::input::{InputFile, InputInfo, PerfEvent, Sample};
 const PIPE_HEADER_SIZE: u64 = 16;
 /// How often (in input bytes) [`PerfData::decode_in_time_order_releasing`] reports progress.
 const CONSUMED_STEP: usize = 8 << 20;
@@ -438,6 +438,27 @@ impl<'a> PerfData<'a> {
         self.decode_range(self.data_range(), true, &mut on_event, &mut on_consumed)
     }
 
+    /// [`decode_in_time_order_releasing`](Self::decode_in_time_order_releasing), deferring sample
+    /// bodies: samples come without their call chain and branch stack (checked, not copied), with
+    /// [`Sample::record`] set, for [`SampleBodies`] to decode on other threads. Samples inside
+    /// compressed records, and all samples in pipe mode, are decoded whole.
+    pub fn decode_in_time_order_deferred(
+        &self,
+        mut on_event: impl FnMut(PerfEvent<'_>),
+        mut on_consumed: impl FnMut(usize),
+    ) -> Result<ReadReport, Error> {
+        let mut decoder = self.template.fork();
+        decoder.defer_bodies = !self.is_pipe();
+        self.decode_with(decoder, self.data_range(), true, &mut on_event, &mut on_consumed)
+    }
+
+    /// A decoder of the sample records that a deferred decode hands out by position; `None` in
+    /// pipe mode, whose attrs arrive as records (its samples are not deferred).
+    pub fn sample_bodies(&self) -> Option<SampleBodies<'a>> {
+        let decoder = self.template.fork();
+        (!self.is_pipe()).then_some(SampleBodies { bytes: self.bytes, decoder })
+    }
+
     /// Decodes the records in `range` (the whole [`data_range`](Self::data_range) or a piece from
     /// [`split_data`](Self::split_data)) in file order. The report includes the header's info and
     /// warnings.
@@ -465,8 +486,10 @@ impl<'a> PerfData<'a> {
                 }
             }
         };
+        let mut decoder = self.template.fork();
+        decoder.skip_samples = true;
         let report =
-            self.decode_with(self.data_range(), false, true, &mut on_event, &mut |_| {})?;
+            self.decode_with(decoder, self.data_range(), false, &mut on_event, &mut |_| {})?;
         for f in &mut found {
             if f.build_id.is_none() {
                 let known = report.info.build_ids.iter().find(|(p, _)| *p == f.path);
@@ -483,19 +506,18 @@ impl<'a> PerfData<'a> {
         sink: &mut Sink<'_>,
         on_consumed: &mut dyn FnMut(usize),
     ) -> Result<ReadReport, Error> {
-        self.decode_with(range, by_time, false, sink, on_consumed)
+        self.decode_with(self.template.fork(), range, by_time, sink, on_consumed)
     }
 
+    /// Decodes the records in `range` with `decoder` (a fork of the template, set up).
     fn decode_with(
         &self,
+        mut decoder: Decoder<'a>,
         range: Range<usize>,
         by_time: bool,
-        skip_samples: bool,
         sink: &mut Sink<'_>,
         on_consumed: &mut dyn FnMut(usize),
     ) -> Result<ReadReport, Error> {
-        let mut decoder = self.template.fork();
-        decoder.skip_samples = skip_samples;
         if by_time {
             decoder.order_by_time(self.bytes);
         }
@@ -551,6 +573,37 @@ impl<'a> PerfData<'a> {
             cut_before_first_record(decoder.path, &decoder.report)?;
         }
         Ok(decoder.report)
+    }
+}
+
+/// Decodes the sample records that a deferred decode
+/// ([`PerfData::decode_in_time_order_deferred`]) handed out by position; one per worker thread.
+pub struct SampleBodies<'a> {
+    bytes: &'a [u8],
+    decoder: Decoder<'a>,
+}
+
+impl SampleBodies<'_> {
+    /// Another decoder of the same input, for another thread.
+    pub fn fork(&self) -> Self {
+        SampleBodies { bytes: self.bytes, decoder: self.decoder.fork() }
+    }
+
+    /// Calls `f` with the whole sample whose record starts at input position `pos`
+    /// ([`Sample::record`]). The reading thread has decoded that record already (all but copying
+    /// its entries), so this cannot fail where that did not.
+    pub fn decode(&mut self, pos: usize, f: &mut dyn FnMut(&Sample<'_>)) {
+        let size = usize::from(u16_at(self.bytes, pos + 6).unwrap_or(0));
+        let Some(rec) = self.bytes.get(pos..pos + size).filter(|r| r.len() >= 8) else {
+            return;
+        };
+        let misc = u16_at(rec, 4).unwrap_or(0);
+        let loc = Loc::plain(pos as u64);
+        let _ = self.decoder.sample(rec, misc, loc, None, &mut |ev| {
+            if let PerfEvent::Sample(s) = ev {
+                f(&s);
+            }
+        });
     }
 }
 

@@ -395,6 +395,7 @@ impl Parser<'_> {
             branches: &self.branches,
             lbr_cycles: self.cycles.iter().take(self.branches.len().saturating_sub(1)).sum(),
             has_callchain,
+            record: None,
         }));
     }
 

@@ -66,6 +66,10 @@ pub(super) struct Decoder<'p> {
     pending_offset: u64,
     /// Samples are skipped, not decoded (a scan for the input's mappings).
     pub(super) skip_samples: bool,
+    /// Samples whose record lies in the in-memory input are delivered without their call chain
+    /// and branch stack (checked, not copied) and with [`Sample::record`] set, for a worker to
+    /// decode in place ([`super::SampleBodies`]).
+    pub(super) defer_bodies: bool,
     pub(super) report: ReadReport,
 }
 
@@ -89,6 +93,7 @@ impl<'p> Decoder<'p> {
             pending: Vec::new(),
             pending_offset: 0,
             skip_samples: false,
+            defer_bodies: false,
             report: ReadReport::default(),
         }
     }
@@ -176,7 +181,7 @@ impl<'p> Decoder<'p> {
                 return Ok(0);
             }
         }
-        self.decode_record(rec, loc, sink)
+        self.decode_record(rec, input_pos, loc, sink)
     }
 
     /// The timestamp of a record that perf would order by time (kernel records with a time).
@@ -204,8 +209,8 @@ impl<'p> Decoder<'p> {
         let ready = order.ready(limit);
         let mut result = Ok(());
         for i in 0..ready {
-            let (rec, loc) = order.get(self.input, i);
-            if let Err(e) = self.decode_record(rec, loc, sink) {
+            let (rec, input_pos, loc) = order.get(self.input, i);
+            if let Err(e) = self.decode_record(rec, input_pos, loc, sink) {
                 result = Err(e);
                 break;
             }
@@ -216,14 +221,23 @@ impl<'p> Decoder<'p> {
     }
 
     /// Decodes one whole record now.
-    fn decode_record(&mut self, rec: &[u8], loc: Loc, sink: &mut Sink<'_>) -> Result<u64, Error> {
+    fn decode_record(
+        &mut self,
+        rec: &[u8],
+        input_pos: Option<usize>,
+        loc: Loc,
+        sink: &mut Sink<'_>,
+    ) -> Result<u64, Error> {
         let rtype = u32_at(rec, 0).unwrap_or(0);
         let misc = u16_at(rec, 4).unwrap_or(0);
         let r = &mut self.report;
         r.records = r.records.saturating_add(1);
         match rtype {
             RECORD_SAMPLE if self.skip_samples => {}
-            RECORD_SAMPLE => self.sample(rec, misc, loc, sink)?,
+            RECORD_SAMPLE => {
+                let deferred = input_pos.filter(|_| self.defer_bodies);
+                self.sample(rec, misc, loc, deferred, sink)?
+            }
             RECORD_MMAP | RECORD_MMAP2 => self.mmap(rec, rtype, misc, loc, sink)?,
             RECORD_COMM => {
                 let mut c = Cursor::new(&rec[8..]);
@@ -363,11 +377,14 @@ impl<'p> Decoder<'p> {
         self.ids.get(&id).copied()
     }
 
-    fn sample(
+    /// Decodes a sample record; with `deferred` (the record's input position), its call chain and
+    /// branch stack are only checked, not copied (see [`Decoder::defer_bodies`]).
+    pub(super) fn sample(
         &mut self,
         rec: &[u8],
         misc: u16,
         loc: Loc,
+        deferred: Option<usize>,
         sink: &mut Sink<'_>,
     ) -> Result<(), Error> {
         let body = &rec[8..];
@@ -424,6 +441,7 @@ impl<'p> Decoder<'p> {
         if has(SAMPLE_CALLCHAIN) {
             let nr = field!(c.u64(), "callchain length");
             let ips = field!(array(&mut c, nr, 8), "callchain");
+            let ips = if deferred.is_some() { &[] } else { ips };
             // Frames before the first marker belong to the context the sample was taken in.
             let mut user = misc & MISC_CPUMODE_MASK == MISC_USER;
             for frame in ips.chunks_exact(8).filter_map(|b| u64_at(b, 0)) {
@@ -446,14 +464,17 @@ impl<'p> Decoder<'p> {
                 field!(c.u64(), "branch hw_idx");
             }
             let entries = field!(array(&mut c, nr, 24), "branch stack");
-            self.branches.extend(entries.chunks_exact(24).map(|e| Branch {
-                source: RuntimeAddr(u64_at(e, 0).unwrap_or(0)),
-                target: RuntimeAddr(u64_at(e, 8).unwrap_or(0)),
-            }));
+            let entries = if deferred.is_some() { &[] } else { entries };
             // perf_branch_entry flags: cycles in bits 4..20; the oldest entry's count reaches
             // back before the window.
-            let newer = entries.chunks_exact(24).take((nr as usize).saturating_sub(1));
-            lbr_cycles = newer.map(|e| (u64_at(e, 16).unwrap_or(0) >> 4) & 0xffff).sum();
+            let mut cycles = 0;
+            for e in entries.chunks_exact(24) {
+                let [source, target, flags] = le_u64s(e);
+                self.branches
+                    .push(Branch { source: RuntimeAddr(source), target: RuntimeAddr(target) });
+                lbr_cycles += cycles;
+                cycles = (flags >> 4) & 0xffff;
+            }
             if attr.branch_sample_type & BRANCH_COUNTERS != 0 {
                 field!(array(&mut c, nr, 8), "branch counters");
             }
@@ -501,6 +522,7 @@ impl<'p> Decoder<'p> {
             branches: &self.branches,
             lbr_cycles,
             has_callchain: has(SAMPLE_CALLCHAIN),
+            record: deferred,
         }));
         Ok(())
     }
@@ -599,6 +621,12 @@ impl<'p> Decoder<'p> {
         }
         Ok(())
     }
+}
+
+/// The first `N` little-endian u64s of `b` (zeros past its end).
+#[inline]
+fn le_u64s<const N: usize>(b: &[u8]) -> [u64; N] {
+    std::array::from_fn(|i| u64_at(b, 8 * i).unwrap_or(0))
 }
 
 /// Takes `nr` elements of `elem` bytes, refusing counts the remaining bytes cannot hold (so no

@@ -113,11 +113,13 @@ impl TimeOrder {
         }
     }
 
-    /// The `i`th queued record; `input` is the input that `push` positions refer to.
-    pub(super) fn get<'s>(&'s self, input: &'s [u8], i: usize) -> (&'s [u8], Loc) {
+    /// The `i`th queued record, with its position when it lies in `input` (the input that
+    /// `push` positions refer to).
+    pub(super) fn get<'s>(&'s self, input: &'s [u8], i: usize) -> (&'s [u8], Option<usize>, Loc) {
         let q = &self.queue[i];
         let from = if q.in_input { input } else { &self.arena };
-        (from.get(q.start..q.start + q.len).unwrap_or_default(), q.loc)
+        let rec = from.get(q.start..q.start + q.len).unwrap_or_default();
+        (rec, q.in_input.then_some(q.start), q.loc)
     }
 
     /// Drops the first `n` (released) records and compacts the arena around the rest.

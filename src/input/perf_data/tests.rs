@@ -50,21 +50,25 @@ fn pipe(records: &[Vec<u8>]) -> Vec<u8> {
     p
 }
 
+fn describe(s: &Sample<'_>) -> String {
+    format!(
+        "sample attr={} ip={:#x} pid={:?} tid={:?} time={:?} period={} chain={:x?} lbr={:x?}",
+        s.attr_index,
+        s.ip.0,
+        s.pid,
+        s.tid,
+        s.time,
+        s.period,
+        s.callchain.iter().map(|a| a.0).collect::<Vec<_>>(),
+        s.branches.iter().map(|b| (b.source.0, b.target.0)).collect::<Vec<_>>()
+    )
+}
+
 fn run(bytes: &[u8]) -> (Vec<String>, Result<ReadReport, Error>) {
     let mut out = Vec::new();
     let result = read_perf_data(bytes, Path::new("t.data"), |e| {
         out.push(match e {
-            PerfEvent::Sample(s) => format!(
-                "sample attr={} ip={:#x} pid={:?} tid={:?} time={:?} period={} chain={:x?} lbr={:x?}",
-                s.attr_index,
-                s.ip.0,
-                s.pid,
-                s.tid,
-                s.time,
-                s.period,
-                s.callchain.iter().map(|a| a.0).collect::<Vec<_>>(),
-                s.branches.iter().map(|b| (b.source.0, b.target.0)).collect::<Vec<_>>()
-            ),
+            PerfEvent::Sample(s) => describe(&s),
             other => format!("{other:?}"),
         })
     });
@@ -393,6 +397,57 @@ fn events_are_delivered_in_time_order_across_rounds() {
     let by_time = ["comm", "15", "20", "30", "40", "35"];
     let by_file = ["20", "comm", "15", "40", "30", "35"];
     assert_eq!(order, [&by_time[..], &by_time[..], &by_file[..]].concat());
+}
+
+/// A deferred decode hands samples out by position, their entries undecoded; decoding them there
+/// gives the whole samples, in the same order among the other events (file mode, rounds, every
+/// sample field). Pipe mode, whose attrs are records, is not deferred.
+#[test]
+fn deferred_samples_decode_in_place_to_the_whole_samples() {
+    let round = record(68, 0, &[]);
+    let mut data = Vec::new();
+    for (i, ip) in [0x401000u64, 0x402000, 0x403000].into_iter().enumerate() {
+        let mut body = full_sample(42, ip);
+        body[24..32].copy_from_slice(&(1000 - i as u64).to_le_bytes()); // time, newest first
+        data.extend(record(9, 2, &body));
+        data.extend(&round);
+    }
+    let file = file_mode(full_attr(136), &data);
+    let piped = pipe(&[attr_record(full_attr(136), &[42]), record(9, 2, &full_sample(42, 0x1))]);
+    for (bytes, deferred) in [(file, true), (piped, false)] {
+        let path = Path::new("t.data");
+        let data = PerfData::parse(&bytes, path).unwrap();
+        let mut whole = Vec::new();
+        data.decode_in_time_order(|e| {
+            if let PerfEvent::Sample(s) = e {
+                whole.push(describe(&s))
+            }
+        })
+        .unwrap();
+        assert_eq!(whole.len(), if deferred { 3 } else { 1 });
+        assert_eq!(data.sample_bodies().is_some(), deferred);
+        let mut bodies = data.sample_bodies();
+        let mut in_place = Vec::new();
+        let report = data
+            .decode_in_time_order_deferred(
+                |e| match (e, bodies.as_mut()) {
+                    (PerfEvent::Sample(s), Some(bodies)) => {
+                        assert!(s.callchain.is_empty() && s.branches.is_empty());
+                        let pos = s.record.unwrap();
+                        bodies.decode(pos, &mut |s| in_place.push(describe(s)));
+                    }
+                    (PerfEvent::Sample(s), None) => {
+                        assert_eq!(s.record, None);
+                        in_place.push(describe(&s));
+                    }
+                    _ => {}
+                },
+                |_| {},
+            )
+            .unwrap();
+        assert_eq!(in_place, whole);
+        assert_eq!(report.samples, whole.len() as u64);
+    }
 }
 
 /// A round-less file of `times.len()` samples of ~64 KiB each (SAMPLE_RAW padding), in file order.
