@@ -13,54 +13,57 @@ pub fn remap(cfg: &RemapConfig) -> Result<(RemapReport, Vec<String>), Error> {
     let file = reader::read_profile_file(&cfg.profile)?;
     let binary = Binary::load(&cfg.binary, &cfg.load)?;
     let mut warnings = binary.warnings().to_vec();
-    let mut old_shapes = None;
-    let old_code = match &cfg.old_binary {
-        Some(path) => {
-            let old = Binary::load(path, &LoadOptions::default())?;
-            if !cfg.llvm_matching {
-                old_shapes = Some(old.shapes(|_| true)?);
-            }
-            warnings.extend(old.warnings().iter().cloned());
-            if old.probes().is_some() != file.profile.kind.probe_based {
-                warnings.push(format!(
-                    "{}: the profile is {}probe-based but this binary {} pseudo probes",
-                    path.display(),
-                    if file.profile.kind.probe_based { "" } else { "not " },
-                    if old.probes().is_some() { "has" } else { "has no" }
-                ));
-            }
-            Some(old.anchors(&|_| true))
-        }
-        None => None,
-    };
-    let new_code = binary.anchors(&|_| true);
-    if new_code.probe_based != file.profile.kind.probe_based {
+    // Anchors of the functions the profile names; of every function when it names some the new
+    // build lacks (renamed ones are looked for among all the others).
+    let profile = &file.profile;
+    let mut new_code = binary.anchors(&crate::remap::named_by(profile, file.md5_names));
+    if crate::remap::needs_every_function(profile, file.md5_names, &new_code) {
+        new_code = binary.anchors(&|_| true);
+    }
+    if new_code.probe_based != profile.kind.probe_based {
         return Err(Error::BadFile {
             path: cfg.binary.clone(),
             what: format!(
                 "the profile {} is {}probe-based, but this binary {} pseudo probes",
                 cfg.profile.display(),
-                if file.profile.kind.probe_based { "" } else { "not " },
+                if profile.kind.probe_based { "" } else { "not " },
                 if new_code.probe_based { "has" } else { "has no" }
             ),
         });
     }
-    let new_shapes = match old_shapes {
-        Some(_) => Some(binary.shapes(|_| true)?),
+    let old = match &cfg.old_binary {
+        Some(path) => {
+            let old = Binary::load(path, &LoadOptions::default())?;
+            warnings.extend(old.warnings().iter().cloned());
+            if old.probes().is_some() != profile.kind.probe_based {
+                warnings.push(format!(
+                    "{}: the profile is {}probe-based but this binary {} pseudo probes",
+                    path.display(),
+                    if profile.kind.probe_based { "" } else { "not " },
+                    if old.probes().is_some() { "has" } else { "has no" }
+                ));
+            }
+            let names = crate::remap::old_functions(profile, file.md5_names, &new_code);
+            let code = old.anchors(&|n| names.contains(n));
+            Some((old, code))
+        }
         None => None,
     };
-    let shapes = old_shapes
-        .as_ref()
-        .zip(new_shapes.as_ref())
-        .map(|(old, new)| crate::remap::Shapes { old, new });
+    let old_shapes = |wanted: &dyn Fn(&str) -> bool| match &old {
+        Some((old, _)) => old.shapes(wanted),
+        None => Ok(Default::default()),
+    };
+    let new_shapes = |wanted: &dyn Fn(&str) -> bool| binary.shapes(wanted);
+    let shapes = (old.is_some() && !cfg.llvm_matching)
+        .then_some(crate::remap::Shapes { old: &old_shapes, new: &new_shapes });
     let (mut profile, report) = crate::remap::remap_profile(
-        &file.profile,
+        profile,
         file.md5_names,
         &new_code,
-        old_code.as_ref(),
+        old.as_ref().map(|(_, code)| code),
         shapes,
         &cfg.remap,
-    );
+    )?;
     if cfg.zero_count_anchors {
         postpass::add_zero_count_anchors(&mut profile, &new_code);
     }

@@ -20,14 +20,20 @@
 //!    Every profile of the function (top-level, inlinee, context) is rewritten through that
 //!    map: the new location `L` gets what the profile had at `map(L)` (nothing when `L` is not
 //!    in the map), as the compiler would read it.
+//!
+//! Only the profile's functions are read from the builds (anchors, code shapes): a large binary
+//! has tens of thousands of functions, a profile a few hundred. Every function of the new build
+//! is read only when the profile names one the new build lacks (step 1 compares it with all of
+//! them) or carries a symbol list (the new build's is written).
 
 pub mod content;
 pub mod matcher;
 
 use crate::binary::anchors::{CodeAnchors, FunctionAnchors};
 use crate::binary::shape::FunctionShape;
+use crate::error::Error;
 use crate::llvm::sample_prof::UNKNOWN_INDIRECT_CALLEE;
-use crate::llvm::{ContextFrame, LineLocation, md5_guid};
+use crate::llvm::{ContextFrame, LineLocation, canonical_fn_name, md5_guid};
 use crate::profile::{Context, FunctionSamples, Profile};
 use matcher::{LocationMap, match_locations, profile_anchors};
 use std::collections::{BTreeMap, BTreeSet};
@@ -43,11 +49,16 @@ pub struct RemapOptions {
     pub min_anchors: usize,
 }
 
-/// The code of both builds, for content matching ([`content`]): function name → shape of its
-/// outlined copy.
+/// Function name → shape of its outlined copy, for the functions a filter accepts (by
+/// canonical name).
+pub type ShapesOf<'a> =
+    &'a dyn Fn(&dyn Fn(&str) -> bool) -> Result<BTreeMap<String, FunctionShape>, Error>;
+
+/// The code of both builds, for content matching ([`content`]): read for the profiled functions
+/// only, once their names in each build are known.
 pub struct Shapes<'a> {
-    pub old: &'a BTreeMap<String, FunctionShape>,
-    pub new: &'a BTreeMap<String, FunctionShape>,
+    pub old: ShapesOf<'a>,
+    pub new: ShapesOf<'a>,
 }
 
 impl Default for RemapOptions {
@@ -173,16 +184,34 @@ struct FunctionMap {
     callsites: Option<BTreeMap<LineLocation, LineLocation>>,
 }
 
-/// Remaps `old` (names possibly MD5 GUIDs, `md5_names`) onto the new build.
-pub fn remap_profile(
-    old: &Profile,
-    md5_names: bool,
-    new: &CodeAnchors,
-    old_code: Option<&CodeAnchors>,
-    shapes: Option<Shapes<'_>>,
-    opts: &RemapOptions,
-) -> (Profile, RemapReport) {
-    // 1. Names.
+/// Whether the new build's function `name` (canonical) can be one `old` (names possibly MD5
+/// GUIDs) names: the new build's anchors [`remap_profile`] reads are those of the functions
+/// this accepts, unless [`needs_every_function`] says otherwise.
+pub fn named_by(old: &Profile, md5_names: bool) -> impl Fn(&str) -> bool + Sync + use<> {
+    let names: BTreeSet<String> =
+        all_names(old).iter().map(|n| canonical_fn_name(n).to_string()).collect();
+    move |name: &str| {
+        names.contains(name) || md5_names && names.contains(&md5_guid(name).to_string())
+    }
+}
+
+/// Whether remapping `old` onto a build whose functions `old` names have the anchors `new`
+/// reads every function of the new build: to find where a function the new build lacks went
+/// (a renamed function is one without profile), or to write the new build's symbol list.
+pub fn needs_every_function(old: &Profile, md5_names: bool, new: &CodeAnchors) -> bool {
+    let profile = rename(old, &md5_renames(old, md5_names, new));
+    old.symbol_list.is_some() || flatten(&profile).keys().any(|n| !new.functions.contains_key(n))
+}
+
+/// The old build's functions [`remap_profile`] reads anchors of (canonical names): those
+/// `old` names, MD5 GUIDs resolved against the new build.
+pub fn old_functions(old: &Profile, md5_names: bool, new: &CodeAnchors) -> BTreeSet<String> {
+    let profile = rename(old, &md5_renames(old, md5_names, new));
+    all_names(&profile).iter().map(|n| canonical_fn_name(n).to_string()).collect()
+}
+
+/// MD5 names of `old` resolved by GUID against the new build's functions.
+fn md5_renames(old: &Profile, md5_names: bool, new: &CodeAnchors) -> BTreeMap<String, String> {
     let mut renames: BTreeMap<String, String> = BTreeMap::new();
     if md5_names {
         let by_guid: BTreeMap<String, &String> =
@@ -193,6 +222,22 @@ pub fn remap_profile(
             }
         }
     }
+    renames
+}
+
+/// Remaps `old` (names possibly MD5 GUIDs, `md5_names`) onto the new build. `new` holds the
+/// anchors of the functions [`named_by`] accepts, or of every function when
+/// [`needs_every_function`]; `old_code` those of [`old_functions`].
+pub fn remap_profile(
+    old: &Profile,
+    md5_names: bool,
+    new: &CodeAnchors,
+    old_code: Option<&CodeAnchors>,
+    shapes: Option<Shapes<'_>>,
+    opts: &RemapOptions,
+) -> Result<(Profile, RemapReport), Error> {
+    // 1. Names.
+    let renames = md5_renames(old, md5_names, new);
     let profile = rename(old, &renames);
     let flat = flatten(&profile);
     let mut similar: BTreeMap<String, (String, u32)> = BTreeMap::new();
@@ -234,6 +279,16 @@ pub fn remap_profile(
     // 2. Locations, per function.
     let mut maps: BTreeMap<String, FunctionMap> = BTreeMap::new();
     let inverse: BTreeMap<&String, &String> = renamed_names.iter().map(|(a, b)| (b, a)).collect();
+    let shapes = match shapes {
+        Some(s) => {
+            let old_names: BTreeSet<&str> =
+                flat.keys().map(|n| inverse.get(n).map_or(n.as_str(), |o| o.as_str())).collect();
+            let old = (s.old)(&|n| old_names.contains(n))?;
+            let new = (s.new)(&|n| flat.contains_key(n))?;
+            Some((old, new))
+        }
+        None => None,
+    };
     for (name, fs) in &flat {
         let Some(code) = new.functions.get(name) else { continue };
         if code.checksum.is_some() && code.checksum == fs.checksum {
@@ -255,8 +310,8 @@ pub fn remap_profile(
         }
         let mut map = match_locations(&code.locations, &anchors, |a, b| a == b);
         let mut callsites = None;
-        if let Some(s) = &shapes
-            && let (Some(o), Some(n)) = (s.old.get(old_name), s.new.get(name))
+        if let Some((old_shapes, new_shapes)) = &shapes
+            && let (Some(o), Some(n)) = (old_shapes.get(old_name), new_shapes.get(name))
         {
             let same =
                 |new: &str, old: &str| new == renamed_names.get(old).map_or(old, String::as_str);
@@ -321,7 +376,7 @@ pub fn remap_profile(
         });
     }
     report.functions.sort_by(|a, b| a.name.cmp(&b.name));
-    (out, report)
+    Ok((out, report))
 }
 
 /// For each call site of `fs` that `map` reads, the new location that carries its inlinees: one
