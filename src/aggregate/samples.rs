@@ -188,6 +188,16 @@ impl AggregatedSamples {
     /// [`super::weighting`]).
     pub fn to_run_unit(&mut self, w: Weighting) {
         let (num, den) = super::weighting::to_run_unit(w, &self.weights);
+        if den != 1 {
+            // Each count is rounded: a stack that several workers counted is summed first, so
+            // that it rounds as it does when one thread reads the input.
+            for m in std::mem::take(&mut self.merged) {
+                for (key, n) in m {
+                    let c = self.map.entry(key).or_default();
+                    *c = c.saturating_add(n);
+                }
+            }
+        }
         let scale = |v: &mut u64| {
             let x = (u128::from(*v) * num + den / 2) / den;
             *v = u64::try_from(x).unwrap_or(u64::MAX);
@@ -603,5 +613,30 @@ impl<'b> Aggregator<'b> {
             }
             newer_source = from;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stack that several workers counted is scaled to the run unit as one count (each count is
+    /// rounded), so the profile does not depend on the thread count.
+    #[test]
+    fn counts_split_over_workers_round_like_one_count() {
+        let scaled = |parts: &[u64]| {
+            let mut all = AggregatedSamples::default();
+            for &n in parts {
+                let mut worker = AggregatedSamples::default();
+                worker.add(b"stack", n);
+                all.merge(worker);
+            }
+            // A third of the run unit per count: 2 -> 43690.67, 4 -> 87381.33.
+            all.weights = RangeWeights { plain: 1, weighted: 3 };
+            all.to_run_unit(Weighting::Cycles);
+            all.entries().into_iter().map(|(_, n)| n).collect::<Vec<_>>()
+        };
+        assert_eq!(scaled(&[4]), [87381]);
+        assert_eq!(scaled(&[2, 2]), [87381]);
     }
 }
