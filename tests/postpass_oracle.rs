@@ -27,10 +27,10 @@ fn parse_context(s: &str) -> Context {
     let mut out = Vec::new();
     for (i, f) in frames.iter().enumerate() {
         if i + 1 == frames.len() {
-            out.push(ContextFrame { func: f.to_string(), loc: LineLocation::default() });
+            out.push(ContextFrame { func: (*f).into(), loc: LineLocation::default() });
         } else {
             let (name, loc) = f.rsplit_once(':').unwrap();
-            out.push(ContextFrame { func: name.to_string(), loc: parse_loc(loc) });
+            out.push(ContextFrame { func: name.into(), loc: parse_loc(loc) });
         }
     }
     Context::new(out)

@@ -61,7 +61,7 @@ fn ctx(s: &str) -> Context {
                 let (func, loc) = f.split_once(':').unwrap_or((f, "0"));
                 let (line, discr) = loc.split_once('.').unwrap_or((loc, "0"));
                 ContextFrame {
-                    func: func.to_string(),
+                    func: func.to_string().into(),
                     loc: LineLocation::new(line.parse().unwrap(), discr.parse().unwrap()),
                 }
             })
@@ -193,10 +193,10 @@ fn random_cs(seed: u64, kind: ProfileKind) -> Profile {
     let mut functions = std::collections::BTreeMap::new();
     for _ in 0..40 {
         let mut frames: Vec<ContextFrame> = (0..rng.below(4))
-            .map(|_| ContextFrame { func: rng.pick(NAMES).to_string(), loc: rng.loc() })
+            .map(|_| ContextFrame { func: rng.pick(NAMES).into(), loc: rng.loc() })
             .collect();
         let leaf = rng.pick(NAMES);
-        frames.push(ContextFrame { func: leaf.to_string(), loc: LineLocation::default() });
+        frames.push(ContextFrame { func: leaf.to_string().into(), loc: LineLocation::default() });
         let mut fs = random_samples(&mut rng, leaf, 3, kind.probe_based, &[0, attr::WAS_INLINED]);
         fs.total_samples = rng.pick(&[0, 5, 5, 100, 1 << 35]);
         functions.insert(Context::new(frames), fs);

@@ -619,7 +619,7 @@ impl Reader<'_> {
                     let line_offset = self.u32("frame line offset")?;
                     let discriminator = self.u32("frame discriminator")?;
                     frames.push(ContextFrame {
-                        func: func.clone(),
+                        func: func.as_str().into(),
                         loc: LineLocation::new(line_offset, discriminator),
                     });
                 }

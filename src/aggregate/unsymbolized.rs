@@ -242,7 +242,7 @@ fn parse_context(inner: &[u8], base: u64, probe_contexts: bool) -> Option<(Conte
                     Some(split) => split,
                     None => (p, LineLocation::default()),
                 };
-            ContextFrame { func: func.to_string(), loc }
+            ContextFrame { func: func.into(), loc }
         })
         .collect();
     frames.reverse();

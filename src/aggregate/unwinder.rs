@@ -365,7 +365,7 @@ pub fn expanded_context<C: CodeView + ?Sized>(
             return Vec::new();
         }
         frames.extend(inl.iter().map(|f| ContextFrame {
-            func: f.func_name.to_string(),
+            func: f.func_name.clone().into(),
             loc: LineLocation::new(f.line_offset, base_discriminator(f.discriminator, fs)),
         }));
     }

@@ -3,6 +3,9 @@
 //! depth trim (`--csprof-max-context-depth`), ports of `CSProfileGenerator::compressRecursionContext`
 //! and `trimContext`. The unwinder shapes call-site addresses with them, the CS builders frames.
 
+use std::fmt;
+use std::sync::Arc;
+
 /// `LineLocation`: line offset from the function's start line (or probe id) and discriminator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct LineLocation {
@@ -20,8 +23,104 @@ impl LineLocation {
 /// frame but the leaf, whose location is (0, 0)).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ContextFrame {
-    pub func: String,
+    pub func: FuncName,
     pub loc: LineLocation,
+}
+
+/// A function name in a context frame, shared: contexts repeat a few thousand names in millions
+/// of frames, so a frame holds a reference, copying one copies no text, and frames made from the
+/// same name compare equal without reading it. Equality, order and hash are the text's.
+#[derive(Clone)]
+pub struct FuncName(Arc<str>);
+
+impl FuncName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for FuncName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for FuncName {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for FuncName {
+    fn from(s: &str) -> Self {
+        FuncName(s.into())
+    }
+}
+
+impl From<String> for FuncName {
+    fn from(s: String) -> Self {
+        FuncName(s.into())
+    }
+}
+
+impl From<Arc<str>> for FuncName {
+    fn from(s: Arc<str>) -> Self {
+        FuncName(s)
+    }
+}
+
+impl PartialEq for FuncName {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl Eq for FuncName {}
+
+impl PartialEq<str> for FuncName {
+    fn eq(&self, other: &str) -> bool {
+        &*self.0 == other
+    }
+}
+
+impl PartialEq<&str> for FuncName {
+    fn eq(&self, other: &&str) -> bool {
+        &*self.0 == *other
+    }
+}
+
+impl Ord for FuncName {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        if Arc::ptr_eq(&self.0, &other.0) {
+            return std::cmp::Ordering::Equal;
+        }
+        self.0.cmp(&other.0)
+    }
+}
+
+impl PartialOrd for FuncName {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl std::hash::Hash for FuncName {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+impl fmt::Debug for FuncName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for FuncName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self)
+    }
 }
 
 /// The most caller frames a context keeps (profgen's bound, not llvm-profgen's): a deeper call

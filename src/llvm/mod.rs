@@ -10,7 +10,7 @@ pub mod names;
 pub mod sample_prof;
 
 pub use context::{
-    ContextFrame, ContextShape, LineLocation, MAX_CONTEXT_FRAMES, compress_recursion,
+    ContextFrame, ContextShape, FuncName, LineLocation, MAX_CONTEXT_FRAMES, compress_recursion,
     cut_to_max_context, trim_context,
 };
 pub use hash::{callsite_hash, callsite_hash_from_guid, md5_guid};

@@ -31,7 +31,7 @@ pub fn add_zero_count_anchors(profile: &mut Profile, anchors: &CodeAnchors) -> u
     for (ctx, fs) in profile.functions.iter_mut() {
         added += annotate(fs, anchors, &|loc| {
             let mut site = ctx.callers().to_vec();
-            site.push(ContextFrame { func: ctx.leaf_name().to_string(), loc });
+            site.push(ContextFrame { func: ctx.leaf_name().into(), loc });
             called_from.contains(&site)
         });
     }

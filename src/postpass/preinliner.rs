@@ -450,7 +450,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, f)| {
                     if i + 1 == context.len() {
-                        f.func.clone()
+                        f.func.to_string()
                     } else {
                         format!("{}:{}", f.func, f.loc.line_offset)
                     }
@@ -466,7 +466,7 @@ mod tests {
         Context::new(
             frames
                 .iter()
-                .map(|&(f, l)| ContextFrame { func: f.to_string(), loc: LineLocation::new(l, 0) })
+                .map(|&(f, l)| ContextFrame { func: f.into(), loc: LineLocation::new(l, 0) })
                 .collect(),
         )
     }

@@ -7,7 +7,7 @@ use std::ops::Bound::{Excluded, Unbounded};
 
 use rayon::prelude::*;
 
-use crate::llvm::{ContextFrame, LineLocation, callsite_hash_from_guid, md5_guid};
+use crate::llvm::{ContextFrame, FuncName, LineLocation, callsite_hash_from_guid, md5_guid};
 use crate::profile::{Context, FunctionSamples, Profile};
 
 /// `ContextStateMask` bits.
@@ -45,7 +45,7 @@ pub(crate) struct ContextTrie {
     nodes: Vec<Node>,
     pub samples: Vec<Sample>,
     sample_node: Vec<NodeId>,
-    names: Vec<String>,
+    names: Vec<FuncName>,
     /// GUID (`MD5Hash`) of each interned name.
     guids: Vec<u64>,
     name_ids: HashMap<String, FuncId>,
@@ -122,7 +122,7 @@ impl ContextTrie {
             return id;
         }
         let id = self.names.len() as FuncId;
-        self.names.push(name.to_string());
+        self.names.push(name.into());
         self.guids.push(md5_guid(name));
         self.name_ids.insert(name.to_string(), id);
         id
@@ -206,7 +206,7 @@ impl ContextTrie {
         let mut loc = LineLocation::default();
         while node != ROOT {
             let n = &self.nodes[node];
-            frames.push(ContextFrame { func: self.name(n.func).to_string(), loc });
+            frames.push(ContextFrame { func: self.names[n.func as usize].clone(), loc });
             loc = n.callsite;
             match n.parent {
                 Some(p) => node = p,
@@ -357,7 +357,7 @@ impl ContextTrie {
                         let c = &self.nodes[child];
                         frames.last_mut().expect("below the root").loc = c.callsite;
                         frames.push(ContextFrame {
-                            func: self.name(c.func).to_string(),
+                            func: self.names[c.func as usize].clone(),
                             loc: LineLocation::default(),
                         });
                         on_line[child] = Some((lines.len(), frames.len()));
@@ -419,10 +419,10 @@ pub fn context_less_profile(profile: &Profile) -> Profile {
     let key = |func: &str, loc: LineLocation| (callsite_hash_from_guid(guids[func], loc), loc);
     let path_order = |a: &Context, b: &Context| {
         let mut at = (LineLocation::default(), LineLocation::default());
-        for ((fa, la), (fb, lb)) in a.frames().zip(b.frames()) {
+        for ((fa, la), (fb, lb)) in a.named_frames().zip(b.named_frames()) {
             if fa != fb || at.0 != at.1 {
                 let (ka, kb) = (key(fa, at.0), key(fb, at.1));
-                return (ka.0, fa, ka.1).cmp(&(kb.0, fb, kb.1));
+                return (ka.0, fa.as_str(), ka.1).cmp(&(kb.0, fb.as_str(), kb.1));
             }
             at = (la, lb);
         }

@@ -23,7 +23,7 @@ use crate::aggregate::{ContextCounters, ContextKey};
 use crate::binary::probes::{NodeId as ProbeNodeId, ProbeInfo};
 use crate::binary::{Binary, FuncId, SourceFrame};
 use crate::llvm::discriminator::probe_index_from_discriminator;
-use crate::llvm::{ContextFrame, LineLocation, callsite_hash, md5_guid};
+use crate::llvm::{ContextFrame, FuncName, LineLocation, callsite_hash, md5_guid};
 use std::collections::BTreeMap;
 
 /// Size of a function's machine code under a calling context, from the binary
@@ -56,7 +56,7 @@ struct SizeNode {
     /// `None` until an instruction (or a known-empty inlinee) is recorded here.
     size: Option<u32>,
     /// Ordered by call-site hash like LLVM's `std::map`, which the sibling fallback relies on.
-    children: BTreeMap<(u64, String, LineLocation), usize>,
+    children: BTreeMap<(u64, FuncName, LineLocation), usize>,
 }
 
 impl Default for ContextSizeTracker {
@@ -102,7 +102,7 @@ impl ContextSizeTracker {
     }
 
     fn child(&self, node: usize, func: &str, loc: LineLocation) -> Option<usize> {
-        let key = (callsite_hash(func, loc), func.to_string(), loc);
+        let key = (callsite_hash(func, loc), FuncName::from(func), loc);
         self.nodes[node].children.get(&key).copied()
     }
 }
@@ -282,7 +282,7 @@ fn inlinees_with_probes(
         let complete = loop {
             let n = probes.node(cur);
             let Some(desc) = probes.desc(n.guid) else { break false };
-            context.push(ContextFrame { func: desc.name.to_string(), loc });
+            context.push(ContextFrame { func: (&*desc.name).into(), loc });
             if n.parent == ProbeNodeId::ROOT {
                 break true;
             }
@@ -314,7 +314,7 @@ fn location_stack(stack: &[SourceFrame], probe_discriminators: bool) -> Vec<Cont
     stack
         .iter()
         .map(|f| ContextFrame {
-            func: f.func_name.to_string(),
+            func: f.func_name.clone().into(),
             loc: if probe_discriminators {
                 LineLocation::new(probe_index_from_discriminator(f.discriminator), 0)
             } else {
@@ -335,7 +335,7 @@ mod tests {
                 let (func, loc) = f.split_once(':').unwrap_or((f, "0"));
                 let (line, disc) = loc.split_once('.').unwrap_or((loc, "0"));
                 ContextFrame {
-                    func: func.to_string(),
+                    func: func.into(),
                     loc: LineLocation::new(line.parse().unwrap(), disc.parse().unwrap()),
                 }
             })
@@ -348,7 +348,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, f)| match (i + 1 == n, f.loc.discriminator) {
-                (true, _) => f.func.clone(),
+                (true, _) => f.func.to_string(),
                 (false, 0) => format!("{}:{}", f.func, f.loc.line_offset),
                 (false, d) => format!("{}:{}.{d}", f.func, f.loc.line_offset),
             })
@@ -509,7 +509,7 @@ mod tests {
     fn stack(frames: &[(&str, u32)]) -> Vec<ContextFrame> {
         frames
             .iter()
-            .map(|&(f, l)| ContextFrame { func: f.to_string(), loc: LineLocation::new(l, 0) })
+            .map(|&(f, l)| ContextFrame { func: f.into(), loc: LineLocation::new(l, 0) })
             .collect()
     }
 

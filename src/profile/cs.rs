@@ -19,7 +19,7 @@ use crate::aggregate::{ContextCounters, ContextKey, Counters};
 use crate::binary::probes::{NodeId, Probe, ProbeInfo, ProbeType};
 use crate::binary::{CodeView, FuncId, InstKind};
 use crate::llvm::discriminator::{base_discriminator, duplication_factor};
-use crate::llvm::{ContextFrame, ContextShape, LineLocation, canonical_fn_name};
+use crate::llvm::{ContextFrame, ContextShape, FuncName, LineLocation, canonical_fn_name};
 use crate::profile::model::attr;
 use crate::profile::ranges::disjoint_ranges;
 use crate::profile::{Context, FunctionSamples, Profile, ProfileKind};
@@ -271,8 +271,7 @@ pub fn generate_line_cs<C: CodeView + ?Sized>(
             if let Some(last) = callee_ctx.last_mut() {
                 last.loc = callsite;
             }
-            callee_ctx
-                .push(ContextFrame { func: callee.to_string(), loc: LineLocation::default() });
+            callee_ctx.push(ContextFrame { func: callee.into(), loc: LineLocation::default() });
             profiles.get_or_create(&Context::new(callee_ctx), false).add_head(n);
         }
     }
@@ -325,6 +324,7 @@ where
     keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
     let mut profiles = ContextProfiles::default();
     let mut stats = ProbeCsStats::default();
+    let shared_names = SharedNames::default();
     for block in keys.chunks(KEY_BLOCK) {
         // Several runs per worker, for balance.
         let run_len = block.len().div_ceil(4 * rayon::current_num_threads());
@@ -349,6 +349,8 @@ where
                     profiles: ContextProfiles::default(),
                     stats: ProbeCsStats::default(),
                     leaf_contexts: HashMap::new(),
+                    shared_names: &shared_names,
+                    names: HashMap::new(),
                 };
                 for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
                     g.leaf_contexts.clear();
@@ -462,6 +464,8 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     /// tail-call inference) and inline node: every probe of a function instance shares one,
     /// and resolving (inline chains, recursion compression) is the costly part.
     leaf_contexts: HashMap<(Option<FuncId>, NodeId), (Option<ProbeContext>, u64)>,
+    shared_names: &'a SharedNames,
+    names: HashMap<u64, Option<FuncName>>,
 }
 
 impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
@@ -600,10 +604,7 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
     /// Appends the probe's inline chain, root first, ending with (probe's function, probe id).
     /// An unknown call site (id 0) above the leaf clears everything collected so far.
     fn push_inline_context(&mut self, probe: &Probe, out: &mut Vec<ContextFrame>) -> Option<()> {
-        let name = |g: &Self, node: NodeId| -> Option<String> {
-            let guid = g.probes.node_guid(node);
-            g.probes.func_desc(guid).map(|(n, _)| n.to_string())
-        };
+        let name = |g: &mut Self, node: NodeId| g.name(g.probes.node_guid(node));
         let mut chain = Vec::new();
         let mut node = probe.node;
         while let Some((parent, site)) = self.probes.node_inline_site(node) {
@@ -626,14 +627,30 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
                 out.clear();
                 continue;
             }
-            out.push(ContextFrame {
-                func: func.unwrap_or_default(),
-                loc: LineLocation::new(id, 0),
-            });
+            out.push(ContextFrame { func: func?, loc: LineLocation::new(id, 0) });
         }
         Some(())
     }
+
+    /// The `.pseudo_probe_desc` name of `guid`: one shared [`FuncName`] per function for every
+    /// run, looked up in this run's copy of the table first.
+    fn name(&mut self, guid: u64) -> Option<FuncName> {
+        if let Some(n) = self.names.get(&guid) {
+            return n.clone();
+        }
+        let probes = self.probes;
+        let mut shared = self.shared_names.lock().unwrap_or_else(|e| e.into_inner());
+        let n = shared
+            .entry(guid)
+            .or_insert_with(|| probes.func_desc(guid).map(|(n, _)| n.into()))
+            .clone();
+        self.names.insert(guid, n.clone());
+        n
+    }
 }
+
+/// Function names by GUID for [`ProbeCsBuilder::name`], shared by the runs.
+type SharedNames = std::sync::Mutex<HashMap<u64, Option<FuncName>>>;
 
 /// Recovers call frames lost to tail calls (llvm-profgen's `MissingFrameInferrer`, reference
 /// §5.5): between a call site and the next frame, if the callee is reachable from the call's

@@ -1,7 +1,7 @@
 //! LLVM's sample profile data model (`SampleProf.h`): function profiles with body samples,
 //! call targets and nested inlinee profiles, keyed by name or by calling context.
 
-use crate::llvm::{ContextFrame, LineLocation};
+use crate::llvm::{ContextFrame, FuncName, LineLocation};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -34,7 +34,7 @@ impl Context {
         Context { frames: frames.into(), len }
     }
     pub fn base(func: &str) -> Self {
-        Context::new(vec![ContextFrame { func: func.to_string(), loc: LineLocation::default() }])
+        Context::new(vec![ContextFrame { func: func.into(), loc: LineLocation::default() }])
     }
     /// Frames, leaf included.
     pub fn len(&self) -> usize {
@@ -52,14 +52,24 @@ impl Context {
     }
     /// `(function, location)` of every frame, root first; the leaf's location is (0, 0).
     pub fn frames(&self) -> impl ExactSizeIterator<Item = (&str, LineLocation)> + '_ {
+        self.named_frames().map(|(func, loc)| (func.as_str(), loc))
+    }
+    /// [`Context::frames`] with the shared names: equal names compare without reading them.
+    pub fn named_frames(&self) -> impl ExactSizeIterator<Item = (&FuncName, LineLocation)> + '_ {
         self.frames[..self.len].iter().enumerate().map(|(i, f)| {
             let loc = if i + 1 == self.len { LineLocation::default() } else { f.loc };
-            (f.func.as_str(), loc)
+            (&f.func, loc)
         })
     }
     /// The frames, the leaf's location (0, 0).
     pub fn to_vec(&self) -> Vec<ContextFrame> {
-        self.frames().map(|(func, loc)| ContextFrame { func: func.to_string(), loc }).collect()
+        let leaf = self.len.saturating_sub(1);
+        (self.frames[..self.len].iter().enumerate())
+            .map(|(i, f)| ContextFrame {
+                func: f.func.clone(),
+                loc: if i == leaf { LineLocation::default() } else { f.loc },
+            })
+            .collect()
     }
     /// The context of the leaf's caller (the leaf dropped, the caller's call site becoming the
     /// new leaf), sharing this context's frames; `None` for a base or empty context.
@@ -91,7 +101,7 @@ impl Context {
 
 impl PartialEq for Context {
     fn eq(&self, other: &Self) -> bool {
-        self.same(other) || (self.len == other.len && self.frames().eq(other.frames()))
+        self.same(other) || (self.len == other.len && self.named_frames().eq(other.named_frames()))
     }
 }
 
@@ -104,7 +114,7 @@ impl Ord for Context {
             // is at most the call site the longer one has there).
             return self.len.cmp(&other.len);
         }
-        self.frames().cmp(other.frames())
+        self.named_frames().cmp(other.named_frames())
     }
 }
 
@@ -117,7 +127,7 @@ impl PartialOrd for Context {
 impl std::hash::Hash for Context {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         state.write_usize(self.len);
-        for f in self.frames() {
+        for f in self.named_frames() {
             f.hash(state);
         }
     }

@@ -227,7 +227,7 @@ pub fn read_ext_binary(data: &[u8], path: &Path) -> Result<ProfileFile> {
                     let frames = s.count("context frame count")?;
                     let mut ctx = Vec::with_capacity(frames);
                     for _ in 0..frames {
-                        let func = s.name(&names)?.to_string();
+                        let func = s.name(&names)?.into();
                         ctx.push(ContextFrame { func, loc: s.loc()? });
                     }
                     if ctx.is_empty() {

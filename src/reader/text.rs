@@ -168,9 +168,9 @@ fn parse_context(s: &str) -> Option<Context> {
     let mut frames = Vec::with_capacity(parts.len());
     for caller in callers {
         let (func, loc) = caller.rsplit_once(':')?;
-        frames.push(ContextFrame { func: func.to_string(), loc: parse_loc(loc)? });
+        frames.push(ContextFrame { func: func.into(), loc: parse_loc(loc)? });
     }
-    frames.push(ContextFrame { func: leaf.to_string(), loc: LineLocation::default() });
+    frames.push(ContextFrame { func: (*leaf).into(), loc: LineLocation::default() });
     Some(Context::new(frames))
 }
 

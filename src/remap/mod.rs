@@ -528,7 +528,7 @@ fn rename(p: &Profile, renames: &BTreeMap<String, String>) -> Profile {
     for (ctx, fs) in &p.functions {
         let ctx = Context::new(
             ctx.frames()
-                .map(|(func, loc)| ContextFrame { func: new_name(func, renames), loc })
+                .map(|(func, loc)| ContextFrame { func: new_name(func, renames).into(), loc })
                 .collect(),
         );
         let fs = walk(fs, renames);
@@ -573,9 +573,9 @@ fn remap_context(
     let mut frames = Vec::with_capacity(old.len());
     for w in old.windows(2) {
         let (caller, callee) = (&w[0], &w[1]);
-        let m = maps.get(&caller.func)?;
+        let m = maps.get(caller.func.as_str())?;
         let calls = |l: &LineLocation| {
-            code.get(&caller.func)
+            code.get(caller.func.as_str())
                 .and_then(|f| f.locations.get(l))
                 .is_some_and(|c| c.as_deref() == Some(callee.func.as_str()))
         };

@@ -121,7 +121,7 @@ pub fn context_string(frames: &[profgen::llvm::ContextFrame]) -> String {
         .iter()
         .enumerate()
         .map(|(i, f)| match (i + 1 == n, f.loc.discriminator) {
-            (true, _) => f.func.clone(),
+            (true, _) => f.func.to_string(),
             (false, 0) => format!("{}:{}", f.func, f.loc.line_offset),
             (false, d) => format!("{}:{}.{}", f.func, f.loc.line_offset, d),
         })

@@ -67,13 +67,13 @@ fn frames(s: &str) -> ContextKey {
     let mut out = Vec::new();
     for (i, p) in parts.iter().enumerate() {
         if i + 1 == parts.len() {
-            out.push(ContextFrame { func: p.to_string(), loc: LineLocation::default() });
+            out.push(ContextFrame { func: (*p).into(), loc: LineLocation::default() });
             break;
         }
         let (func, loc) = p.rsplit_once(':').unwrap();
         let (line, discr) = loc.split_once('.').unwrap_or((loc, "0"));
         out.push(ContextFrame {
-            func: func.to_string(),
+            func: func.into(),
             loc: LineLocation::new(line.parse().unwrap(), discr.parse().unwrap()),
         });
     }

@@ -28,12 +28,12 @@ fn ctx(s: &str) -> Vec<ContextFrame> {
         .enumerate()
         .map(|(i, p)| {
             if i + 1 == parts.len() {
-                return ContextFrame { func: p.to_string(), loc: LineLocation::default() };
+                return ContextFrame { func: (*p).into(), loc: LineLocation::default() };
             }
             let (func, loc) = p.rsplit_once(':').unwrap();
             let (line, d) = loc.split_once('.').unwrap_or((loc, "0"));
             ContextFrame {
-                func: func.to_string(),
+                func: func.into(),
                 loc: LineLocation::new(line.parse().unwrap(), d.parse().unwrap()),
             }
         })
