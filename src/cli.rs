@@ -231,9 +231,9 @@ struct Args {
     #[command(flatten)]
     binary_input: BinaryInputArgs,
     /// Functions from the symbol table where DWARF has none (off: DWARF functions only, as
-    /// llvm-profgen-19).
-    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "true")]
-    load_function_from_symbol: bool,
+    /// llvm-profgen-19). Default: on, off with --llvm-compatible.
+    #[arg(help_heading = heading::INPUT, hide_short_help = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool)]
+    load_function_from_symbol: Option<bool>,
     /// Mark every context profile as pre-inlined (ShouldBeInlined), to replay all inlining.
     #[arg(help_heading = heading::CS, hide = true, long, num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = parse_llvm_bool, default_value = "false")]
     mark_all_context_preinlined: bool,
@@ -871,7 +871,8 @@ fn to_aggregate_config(a: AggregateArgs) -> Result<AggregateConfig, clap::Error>
             debug_binary: a.debug_binary,
             dwp: a.binary_input.dwp.clone(),
             use_dwarf_correlation: a.counting.use_dwarf_correlation,
-            ..LoadOptions::default()
+            // As the profile made from the aggregate: llvm-profgen-19 knows DWARF functions only.
+            load_function_from_symbol: !a.counting.llvm_compatible,
         },
         input,
         threads: thread_count(a.threads)?,
@@ -980,7 +981,9 @@ fn to_config(a: Args) -> Result<Config, clap::Error> {
             debug_binary: a.debug_binary,
             dwp: a.binary_input.dwp.clone(),
             use_dwarf_correlation: a.counting.use_dwarf_correlation,
-            load_function_from_symbol: a.load_function_from_symbol,
+            load_function_from_symbol: a
+                .load_function_from_symbol
+                .unwrap_or(!a.counting.llvm_compatible),
         },
         input,
         threads,

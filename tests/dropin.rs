@@ -318,6 +318,8 @@ fn probes_come_from_the_debug_binary_when_the_binary_has_none() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Off is llvm-profgen-19's behaviour, so `--llvm-compatible` implies it unless the option is
+/// given.
 #[test]
 fn load_function_from_symbol_off_is_dwarf_functions_only() {
     let dir = scratch("symbols-off");
@@ -336,6 +338,13 @@ fn load_function_from_symbol_off_is_dwarf_functions_only() {
     let off = text_profile(&off_args, &out);
     assert!(on.lines().any(|l| l.starts_with("_start:")), "{on}");
     assert!(!off.lines().any(|l| l.starts_with("_start:")), "{off}");
+    let mut compatible = args.to_vec();
+    compatible.push("--llvm-compatible");
+    let compatible_off = text_profile(&compatible, &out);
+    compatible.push("--load-function-from-symbol");
+    let compatible_on = text_profile(&compatible, &out);
+    assert!(!compatible_off.lines().any(|l| l.starts_with("_start:")), "{compatible_off}");
+    assert!(compatible_on.lines().any(|l| l.starts_with("_start:")), "{compatible_on}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
