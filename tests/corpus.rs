@@ -377,3 +377,41 @@ fn perfscript_equals_perfdata_cs() {
 fn perfscript_equals_perfdata_ip() {
     check_perfscript_equals_perfdata("ip-inline-pie", &["--leading-ip-only"]);
 }
+
+/// Under instruction weighting a window that runs through code outside the binary (a call into
+/// libc) is sampled for those instructions too: they count in its span, estimated from the
+/// addresses at 4 bytes per instruction. fork's `child_work`: two windows of one 4-instruction
+/// range each, the second also returning from 400 bytes (101 instructions) outside the binary;
+/// 100 samples each, weights 1/4 and 1/105, scaled to the 200 plain range counts: 193 and 7
+/// (100 and 100 unweighted).
+#[test]
+fn windows_through_external_code_weigh_their_external_instructions() {
+    let work = scratch("external-span");
+    let within = " 0x40132a/0x4012e0/P/-/-/0  0x401315/0x401320/P/-/-/0\n";
+    let through_libc = " 0x40133a/0x401346/P/-/-/0  0x7f0000001190/0x401330/P/-/-/0  \
+                        0x40131b/0x7f0000001000/P/-/-/0\n";
+    let script = work.join("in.perfscript");
+    std::fs::write(
+        &script,
+        "PERF_RECORD_MMAP2 1/1: [0x401000(0x1000) @ 0x1000 00:00 0 0]: r-xp /x/fork\n".to_string()
+            + &(within.to_string() + through_libc).repeat(100),
+    )
+    .unwrap();
+    let ranges = |weighting: &str| {
+        let out = work.join(format!("{weighting}.raw"));
+        let o = Command::new(PROFGEN)
+            .current_dir(root())
+            .args(["--binary", "perf-samples/fork/fork", "--perfscript"])
+            .arg(&script)
+            .args(["--skip-symbolization", "--lbr-weighting", weighting, "-o"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let text = std::fs::read_to_string(&out).unwrap();
+        text.lines().skip(1).take(2).map(str::to_string).collect::<Vec<_>>()
+    };
+    assert_eq!(ranges("instructions"), ["320-32a:193", "330-33a:7"]);
+    assert_eq!(ranges("none"), ["320-32a:100", "330-33a:100"]);
+    let _ = std::fs::remove_dir_all(&work);
+}

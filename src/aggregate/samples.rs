@@ -7,7 +7,9 @@
 
 use super::Counters;
 use super::unwinder::{HybridSample, NormalizeStats, normalize_into};
-use super::weighting::{CycleWeights, RangeWeights, SpanCache, Weighting, window_weight};
+use super::weighting::{
+    CycleWeights, RangeWeights, SpanCache, Weighting, external_span, window_weight,
+};
 use crate::addr::{RuntimeAddr, Vaddr};
 use crate::binary::Binary;
 use crate::input::Sample;
@@ -511,11 +513,20 @@ impl<'b> Aggregator<'b> {
             translated.push(self.internal(process, stamp, RuntimeAddr(f)));
         }
         let stack_end = translated.len();
-        for (from, to) in branches {
+        // Instructions the window ran outside the binary (libc, the loader): part of its span.
+        let mut external = 0u64;
+        let mut newer_source = None;
+        for (raw_from, raw_to) in branches {
             let (from, to) = (
-                self.internal(process, stamp, RuntimeAddr(from)),
-                self.internal(process, stamp, RuntimeAddr(to)),
+                self.internal(process, stamp, RuntimeAddr(raw_from)),
+                self.internal(process, stamp, RuntimeAddr(raw_to)),
             );
+            if let Some((newer, true)) = newer_source
+                && to == ext
+            {
+                external = external.saturating_add(external_span(raw_to, newer));
+            }
+            newer_source = Some((raw_from, from == ext));
             // External-to-external entries carry nothing (llvm-profgen drops them too).
             if from != ext || to != ext {
                 translated.extend([from, to]);
@@ -536,9 +547,15 @@ impl<'b> Aggregator<'b> {
             cycles = cycles.scaled(count, repeat);
         }
         if with_stack {
-            self.keep_hybrid(&translated[1..stack_end], &translated[stack_end..], count, cycles);
+            self.keep_hybrid(
+                &translated[1..stack_end],
+                &translated[stack_end..],
+                count,
+                cycles,
+                external,
+            );
         } else {
-            self.count_lbr(&translated[stack_end..], count, cycles);
+            self.count_lbr(&translated[stack_end..], count, cycles, external);
         }
         self.stats.used += n;
         self.translated = translated;
@@ -554,6 +571,7 @@ impl<'b> Aggregator<'b> {
         branches: &[u64],
         count: u64,
         cycles: CycleWeights,
+        external: u64,
     ) {
         let callchain = callchain.iter().map(|&a| Vaddr(a));
         let branches = branches.chunks_exact(2).map(|p| (Vaddr(p[0]), Vaddr(p[1])));
@@ -574,6 +592,7 @@ impl<'b> Aggregator<'b> {
                 self.binary,
                 spans,
                 ranges,
+                external,
                 count,
                 cycles,
                 totals,
@@ -587,7 +606,7 @@ impl<'b> Aggregator<'b> {
 
     /// Branches with an internal target, and the straight-line code between consecutive entries
     /// (most recent first: entry i's target ran up to entry i-1's source).
-    fn count_lbr(&mut self, entries: &[u64], count: u64, cycles: CycleWeights) {
+    fn count_lbr(&mut self, entries: &[u64], count: u64, cycles: CycleWeights, external: u64) {
         let ext = Vaddr::EXTERNAL.0;
         let pairs = entries.chunks_exact(2);
         let ranges = pairs
@@ -596,8 +615,16 @@ impl<'b> Aggregator<'b> {
             .filter(|(newer, older)| older[1] != ext && newer[0] != ext && older[1] <= newer[0])
             .map(|(newer, older)| (Vaddr(older[1]), Vaddr(newer[0])));
         let (totals, spans) = (&mut self.samples.weights, &mut self.spans);
-        let count =
-            window_weight(self.opts.weighting, self.binary, spans, ranges, count, cycles, totals);
+        let count = window_weight(
+            self.opts.weighting,
+            self.binary,
+            spans,
+            ranges,
+            external,
+            count,
+            cycles,
+            totals,
+        );
         if count == 0 {
             return;
         }
