@@ -545,7 +545,13 @@ impl<'a> Loader<'_, 'a> {
             } else {
                 (0, 0)
             };
-            let resolved = self.resolve(ui, entry.offset(), 0);
+            // References (specification, abstract origin) lead to subprograms, never to an
+            // inlined subroutine: those need no memo, and the walk has parsed them already.
+            let resolved = if inlined {
+                self.resolve_entry(ui, &unit, entry, 0)
+            } else {
+                self.resolve(ui, entry.offset(), 0)
+            };
             let name = resolved.linkage.or(resolved.name);
             let parent = if inlined { stack.last().map_or(NO_PARENT, |s| s.1) } else { NO_PARENT };
             let node = out.nodes.len() as u32;
@@ -590,6 +596,19 @@ impl<'a> Loader<'_, 'a> {
         let Ok(entry) = unit.entry(off) else {
             return Resolved::default();
         };
+        let out = self.resolve_entry(ui, &unit, &entry, depth);
+        self.memo.insert(global.0, out.clone());
+        out
+    }
+
+    /// [`resolve`](Self::resolve) of a parsed DIE, not memoized.
+    fn resolve_entry(
+        &mut self,
+        ui: usize,
+        unit: &Unit<'a>,
+        entry: &gimli::DebuggingInformationEntry<Reader<'a>>,
+        depth: u32,
+    ) -> Resolved {
         let mut r: Resolved<Reader<'a>> = Resolved::default();
         let mut refs = Vec::new();
         for attr in entry.attrs() {
@@ -597,12 +616,12 @@ impl<'a> Loader<'_, 'a> {
                 gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name
                     if r.linkage.is_none() =>
                 {
-                    if let Ok(s) = self.dwarf.attr_string(&unit, attr.value()) {
+                    if let Ok(s) = self.dwarf.attr_string(unit, attr.value()) {
                         r.linkage = Some(s);
                     }
                 }
                 gimli::DW_AT_name if r.name.is_none() => {
-                    if let Ok(s) = self.dwarf.attr_string(&unit, attr.value()) {
+                    if let Ok(s) = self.dwarf.attr_string(unit, attr.value()) {
                         r.name = Some(s);
                     }
                 }
@@ -639,7 +658,6 @@ impl<'a> Loader<'_, 'a> {
             out.name = out.name.or(t.name);
             out.decl_line = out.decl_line.or(t.decl_line);
         }
-        self.memo.insert(global.0, out.clone());
         out
     }
 }
