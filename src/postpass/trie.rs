@@ -410,13 +410,16 @@ pub fn context_less_profile(profile: &Profile) -> Profile {
     // keys along the path; a frame's key is (call-site hash, function, location in the caller).
     // Only the first key that differs is computed, so deep contexts are compared without copies.
     // Sorted on rayon's current pool (a merge sort: the map order is mostly path order).
-    let mut guids: HashMap<&str, u64> = HashMap::new();
+    // GUIDs by the address of the (shared) name's text: frames mostly share names.
+    let mut guids: HashMap<usize, u64> = HashMap::new();
     for context in profile.functions.keys() {
         for (func, _) in context.frames() {
-            guids.entry(func).or_insert_with(|| md5_guid(func));
+            guids.entry(func.as_ptr() as usize).or_insert_with(|| md5_guid(func));
         }
     }
-    let key = |func: &str, loc: LineLocation| (callsite_hash_from_guid(guids[func], loc), loc);
+    let key = |func: &str, loc: LineLocation| {
+        (callsite_hash_from_guid(guids[&(func.as_ptr() as usize)], loc), loc)
+    };
     let path_order = |a: &Context, b: &Context| {
         let mut at = (LineLocation::default(), LineLocation::default());
         for ((fa, la), (fb, lb)) in a.named_frames().zip(b.named_frames()) {
