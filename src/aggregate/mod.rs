@@ -36,14 +36,18 @@ pub struct Counters {
     pub branches: HashMap<(Vaddr, Vaddr), u64>,
 }
 
+/// Adds `n` to the count of `pair` in a range or branch map (saturating).
+pub(crate) fn add_count(map: &mut HashMap<(Vaddr, Vaddr), u64>, pair: (Vaddr, Vaddr), n: u64) {
+    let c = map.entry(pair).or_default();
+    *c = c.saturating_add(n);
+}
+
 impl Counters {
     pub fn add_range(&mut self, start: Vaddr, end: Vaddr, n: u64) {
-        let c = self.ranges.entry((start, end)).or_default();
-        *c = c.saturating_add(n);
+        add_count(&mut self.ranges, (start, end), n);
     }
     pub fn add_branch(&mut self, source: Vaddr, target: Vaddr, n: u64) {
-        let c = self.branches.entry((source, target)).or_default();
-        *c = c.saturating_add(n);
+        add_count(&mut self.branches, (source, target), n);
     }
     pub fn merge(&mut self, other: &Counters) {
         for (&(s, e), &n) in &other.ranges {

@@ -5,11 +5,11 @@
 //! a map from an encoded sample to its count. Memory grows with the number of distinct samples,
 //! not with the input.
 
-use super::Counters;
 use super::unwinder::{HybridSample, NormalizeStats, normalize_into};
 use super::weighting::{
     CycleWeights, RangeWeights, SpanCache, Weighting, external_span, window_weight,
 };
+use super::{Counters, add_count};
 use crate::addr::{RuntimeAddr, Vaddr};
 use crate::binary::Binary;
 use crate::input::Sample;
@@ -277,8 +277,7 @@ impl CounterCache {
         }
         let old = std::mem::replace(slot, (a, b, n));
         if (old.0, old.1) != Self::EMPTY {
-            let c = map.entry((Vaddr(old.0), Vaddr(old.1))).or_default();
-            *c = c.saturating_add(old.2);
+            add_count(map, (Vaddr(old.0), Vaddr(old.1)), old.2);
         }
     }
 
@@ -287,8 +286,7 @@ impl CounterCache {
         for slot in &mut self.slots {
             let (a, b, n) = std::mem::replace(slot, (u64::MAX, u64::MAX, 0));
             if (a, b) != Self::EMPTY {
-                let c = map.entry((Vaddr(a), Vaddr(b))).or_default();
-                *c = c.saturating_add(n);
+                add_count(map, (Vaddr(a), Vaddr(b)), n);
             }
         }
     }
