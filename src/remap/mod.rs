@@ -10,8 +10,9 @@
 //! 1. Names: MD5 names are resolved by GUID against the new build's functions; a profiled
 //!    function the new build lacks is matched to a new function without profile when their
 //!    call-anchor sequences are similar enough (share of the profile's anchors found in order,
-//!    above `similarity_threshold`; probe checksums that agree match at once). Beyond LLVM 19
-//!    (whose `-salvage-unused-profile` does this in the compiler, in LLVM 20+).
+//!    above `similarity_threshold`; probe checksums that agree match at once), compared only
+//!    with the new functions [`rename::RenameIndex`] finds can pass the threshold. Beyond LLVM
+//!    19 (whose `-salvage-unused-profile` does this in the compiler, in LLVM 20+).
 //! 2. Locations, per function (the profiles of all its copies flattened, at every inline
 //!    level and in every context): unchanged probe checksum, carried as is; otherwise
 //!    [`matcher::match_locations`] (LLVM's), and with the old build's code (`--old-binary`,
@@ -28,14 +29,15 @@
 
 pub mod content;
 pub mod matcher;
+pub mod rename;
 
 use crate::binary::anchors::{CodeAnchors, FunctionAnchors};
 use crate::binary::shape::FunctionShape;
 use crate::error::Error;
-use crate::llvm::sample_prof::UNKNOWN_INDIRECT_CALLEE;
 use crate::llvm::{ContextFrame, LineLocation, canonical_fn_name, md5_guid};
 use crate::profile::{Context, FunctionSamples, Profile};
 use matcher::{LocationMap, match_locations, profile_anchors};
+use rename::{RenameIndex, similarity};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What `profgen remap` is asked to do besides its inputs.
@@ -245,6 +247,7 @@ pub fn remap_profile(
     let unused: Vec<&String> = flat.keys().filter(|n| !new.functions.contains_key(*n)).collect();
     let orphans: Vec<(&String, &FunctionAnchors)> =
         new.functions.iter().filter(|(n, _)| !used.contains(*n)).collect();
+    let index = RenameIndex::new(&orphans.iter().map(|(_, f)| *f).collect::<Vec<_>>(), opts);
     let mut candidates: Vec<(u32, usize, &String, &String)> = Vec::new();
     for u in &unused {
         let fs = &flat[*u];
@@ -253,7 +256,8 @@ pub fn remap_profile(
             Some(f) => f.locations.keys().copied().collect(),
             None => fs.body.keys().chain(fs.callsites.keys()).copied().collect(),
         };
-        for (o, f) in &orphans {
+        for i in index.candidates(fs.checksum, &anchors, &locations) {
+            let (o, f) = orphans[i];
             if let Some(sim) = similarity(fs, &anchors, &locations, f, opts) {
                 candidates.push((sim, common_suffix(u, o), u, o));
             }
@@ -424,54 +428,6 @@ fn old_anchor_list(
 /// The length of the longest common suffix of two names.
 fn common_suffix(a: &str, b: &str) -> usize {
     a.bytes().rev().zip(b.bytes().rev()).take_while(|(x, y)| x == y).count()
-}
-
-/// The similarity (percent) of a profiled function and a new function, when it is above the
-/// threshold: the share of the profile's call anchors found in order in the new function, when
-/// both have enough anchors; for line profiles of functions with too few calls, the overlap
-/// (Jaccard) of their location sets (`locations`: the old function's), when both have at least
-/// five; agreeing probe checksums are 100.
-fn similarity(
-    fs: &FunctionSamples,
-    anchors: &BTreeMap<LineLocation, String>,
-    locations: &BTreeSet<LineLocation>,
-    code: &FunctionAnchors,
-    opts: &RemapOptions,
-) -> Option<u32> {
-    if code.checksum.is_some() && code.checksum == fs.checksum {
-        return Some(100);
-    }
-    let new: Vec<(LineLocation, &str)> = code
-        .locations
-        .iter()
-        .filter_map(|(l, c)| c.as_deref().map(|c| (*l, c)))
-        .filter(|(_, c)| *c != UNKNOWN_INDIRECT_CALLEE)
-        .collect();
-    let old: Vec<(LineLocation, &str)> = anchors
-        .iter()
-        .map(|(l, c)| (*l, c.as_str()))
-        .filter(|(_, c)| *c != UNKNOWN_INDIRECT_CALLEE)
-        .collect();
-    if new.len() < opts.min_anchors || old.len() < opts.min_anchors {
-        if code.checksum.is_some() {
-            return None;
-        }
-        // Offsets with bit 15 set are lines before the function (line 0 of compiler-made code,
-        // relative to wherever the function starts): no part of its shape.
-        let own = |l: &&LineLocation| l.line_offset & 0x8000 == 0;
-        let old: BTreeSet<&LineLocation> = locations.iter().filter(own).collect();
-        let new: BTreeSet<&LineLocation> = code.locations.keys().filter(own).collect();
-        if old.len() < 5 || new.len() < 5 {
-            return None;
-        }
-        let common = old.intersection(&new).count();
-        let union = old.len() + new.len() - common;
-        let sim = (common * 100 / union) as u32;
-        return (sim > opts.similarity_threshold).then_some(sim);
-    }
-    let matched = matcher::longest_common_sequence(&new, &old, |a, b| a == b).len();
-    let sim = (matched * 100 / old.len()) as u32;
-    (sim > opts.similarity_threshold).then_some(sim)
 }
 
 /// Every function name the profile mentions: profiles at every level, call targets, contexts.
