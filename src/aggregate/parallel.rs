@@ -11,9 +11,11 @@
 //! result equals a sequential run's whatever the scheduling, and a change costs what it changes
 //! (not a copy of the whole map: a system-wide recording maps thousands of processes).
 //!
-//! Memory stays bounded: the channel holds at most a few batches per worker, and the log drops
+//! Memory stays bounded: the channel holds at most two batches per worker, and the log drops
 //! the changes every worker has applied. The reader keeps the pages of records handed out by
-//! position until their batch is aggregated ([`NeededFrom`]).
+//! position until their batch is aggregated ([`NeededInput`]), and only those: a batch ends once
+//! its records span [`BATCH_SPAN`] bytes of input, and a batch a worker is slow on (one that
+//! reduces its held samples) keeps its own span mapped, not all the input read after it.
 
 use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats};
 use crate::addr::{Branch, RuntimeAddr};
@@ -23,12 +25,19 @@ use crate::input::perf_data::SampleBodies;
 use crate::mapping::{AddressMap, AddressMapper, MapChange};
 use std::cell::Cell;
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::rc::Rc;
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 use std::sync::{Arc, Mutex};
 
 /// Samples per batch: large enough to make channel traffic negligible.
 const BATCH_SAMPLES: usize = 4096;
+/// Input a batch's records handed out by position may span before the batch is sent: the pages
+/// the reader keeps mapped for it (at 1 MiB a batch holds about a thousand 900-byte LBR +
+/// call-stack records, still far beyond the channel's cost).
+const BATCH_SPAN: usize = 1 << 20;
+/// Batches the channel holds per worker: enough for the reader to run ahead of a worker's batch.
+const QUEUED_PER_WORKER: usize = 2;
 
 /// The fixed-size part of a copied sample; its call chain and branches follow in the batch's
 /// shared vectors. A sample handed out by position has only `record` set.
@@ -54,27 +63,36 @@ struct Batch {
     log_start: u64,
     /// The map changes made while the batch was filled: `(i, change)` came before sample `i`.
     changes: Vec<(u32, MapChange)>,
-    /// Sequence number, and the lowest position of a record it hands out (see [`InFlight`]).
+    /// Sequence number, and the input its records handed out by position lie in (see
+    /// [`InFlight`]).
     seq: u64,
-    lowest_record: Option<usize>,
+    span: Option<Range<usize>>,
 }
 
-/// The batches handed out by position and not yet aggregated: `(seq, lowest record position)`.
-type InFlight = Mutex<Vec<(u64, usize)>>;
+/// The batches handed out by position and not yet aggregated: `(seq, span)`.
+type InFlight = Mutex<Vec<(u64, Range<usize>)>>;
 
-/// The lowest input position that samples handed out by position still need (the batch being
-/// filled and the batches not yet aggregated): the reader must not release pages from there on.
-pub struct NeededFrom {
-    open: Rc<Cell<usize>>,
+/// A record starts at most this far before the end of the input it lies in (its size is a u16).
+const MAX_RECORD: usize = 1 << 16;
+
+/// The input that samples handed out by position still need (the batch being filled and the
+/// batches not yet aggregated): the reader must not release those pages.
+pub struct NeededInput {
+    open: Rc<Cell<(usize, usize)>>,
     in_flight: Arc<InFlight>,
 }
 
-impl NeededFrom {
-    /// The position (`usize::MAX` when none is needed).
-    pub fn get(&self) -> usize {
-        let open = self.open.get();
-        let Ok(in_flight) = self.in_flight.lock() else { return open };
-        in_flight.iter().map(|&(_, pos)| pos).fold(open, usize::min)
+impl NeededInput {
+    /// Sets `out` to the spans of input still needed.
+    pub fn spans(&self, out: &mut Vec<Range<usize>>) {
+        out.clear();
+        let (start, end) = self.open.get();
+        if start < end {
+            out.push(start..end);
+        }
+        if let Ok(in_flight) = self.in_flight.lock() {
+            out.extend(in_flight.iter().map(|(_, span)| span.clone()));
+        }
     }
 }
 
@@ -183,8 +201,8 @@ pub struct BatchSender {
     /// Log position after the changes taken so far.
     log_end: u64,
     taken: Vec<MapChange>,
-    /// `batch.lowest_record`, for [`NeededFrom`].
-    open: Rc<Cell<usize>>,
+    /// `batch.span`, for [`NeededInput`] (`(0, 0)` for none).
+    open: Rc<Cell<(usize, usize)>>,
     in_flight: Arc<InFlight>,
 }
 
@@ -200,8 +218,10 @@ impl BatchSender {
         }
         let b = &mut self.batch;
         if let Some(pos) = s.record {
-            b.lowest_record = Some(b.lowest_record.map_or(pos, |p| p.min(pos)));
-            self.open.set(self.open.get().min(pos));
+            let end = pos + MAX_RECORD;
+            let span = b.span.get_or_insert(pos..end);
+            *span = span.start.min(pos)..span.end.max(end);
+            self.open.set((span.start, span.end));
         }
         b.heads.push(SampleHead {
             record: s.record,
@@ -217,14 +237,15 @@ impl BatchSender {
         });
         b.callchains.extend_from_slice(s.callchain);
         b.branches.extend_from_slice(s.branches);
-        if b.heads.len() >= BATCH_SAMPLES {
+        if b.heads.len() >= BATCH_SAMPLES || b.span.as_ref().is_some_and(|s| s.len() >= BATCH_SPAN)
+        {
             self.flush();
         }
     }
 
     /// What the samples handed out by position still need of the input.
-    pub fn needed_from(&self) -> NeededFrom {
-        NeededFrom { open: self.open.clone(), in_flight: self.in_flight.clone() }
+    pub fn needed(&self) -> NeededInput {
+        NeededInput { open: self.open.clone(), in_flight: self.in_flight.clone() }
     }
 
     fn flush(&mut self) {
@@ -234,10 +255,10 @@ impl BatchSender {
         let seq = self.batch.seq + 1;
         let next = Batch { log_start: self.log_end, seq, ..Batch::default() };
         let full = std::mem::replace(&mut self.batch, next);
-        if let (Some(pos), Ok(mut in_flight)) = (full.lowest_record, self.in_flight.lock()) {
-            in_flight.push((full.seq, pos));
+        if let (Some(span), Ok(mut in_flight)) = (full.span.clone(), self.in_flight.lock()) {
+            in_flight.push((full.seq, span));
         }
-        self.open.set(usize::MAX);
+        self.open.set((0, 0));
         if !full.changes.is_empty()
             && let Ok(mut log) = self.log.lock()
         {
@@ -268,7 +289,7 @@ fn work<'b>(
         match next {
             Ok(batch) => {
                 batch.aggregate_into(&mut agg, &mut replica, log, &mut bodies);
-                if batch.lowest_record.is_some()
+                if batch.span.is_some()
                     && let Ok(mut in_flight) = in_flight.lock()
                 {
                     in_flight.retain(|&(seq, _)| seq != batch.seq);
@@ -293,7 +314,7 @@ pub fn aggregate_in_parallel<T>(
     read: impl FnOnce(&mut BatchSender) -> T,
 ) -> (T, AggregatedSamples, SampleStats) {
     let workers = workers.max(1);
-    let (tx, rx) = sync_channel::<Batch>(workers * 4);
+    let (tx, rx) = sync_channel::<Batch>(workers * QUEUED_PER_WORKER);
     let rx = Mutex::new(rx);
     let log = Arc::new(Mutex::new(ChangeLog {
         first: 0,
@@ -316,7 +337,7 @@ pub fn aggregate_in_parallel<T>(
             log: log.clone(),
             log_end: 0,
             taken: Vec::new(),
-            open: Rc::new(Cell::new(usize::MAX)),
+            open: Rc::new(Cell::new((0, 0))),
             in_flight: in_flight.clone(),
         };
         let out = read(&mut sender);

@@ -8,7 +8,7 @@
 //! [`InputsReport`] (sample counts, how the binary was matched, warnings).
 
 use super::lbr::lbr_counters;
-use super::parallel::{NeededFrom, aggregate_in_parallel};
+use super::parallel::{NeededInput, aggregate_in_parallel};
 use super::pga::{self, Aggregate};
 use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats, key};
 use super::traces::{FunctionTable, ProcessFunctions, TemporalTraces, TraceCollector};
@@ -482,8 +482,8 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
 }
 
 /// How `read` is to deliver samples: whole, or (when the workers can decode them from the
-/// mapped input) by position, keeping the input's pages from [`NeededFrom`] on.
-type Deferral<'n> = Option<&'n NeededFrom>;
+/// mapped input) by position, keeping the pages of the input [`NeededInput`] names.
+type Deferral<'n> = Option<&'n NeededInput>;
 
 /// Feeds one input's events through a fresh mapper into aggregation: on this thread with one
 /// worker, else on `workers` threads fed in batches; with `bodies`, the workers decode the
@@ -546,7 +546,7 @@ fn aggregate_events(
         let initial = front.mapper.map().clone();
         let bodies = bodies.filter(|_| front.traces.is_none());
         aggregate_in_parallel(binary, opts.sample, workers, &initial, bodies.as_ref(), |sender| {
-            let needed = sender.needed_from();
+            let needed = sender.needed();
             let deferral = bodies.is_some().then_some(&needed);
             read(&mut |ev| front.handle(ev, &mut |mapper, s| sender.add(mapper, s)), deferral)
         })
@@ -982,10 +982,17 @@ fn read_perf_data_file(
         data.sample_bodies(),
         |on_event, deferral| {
             let progress = opts.reporter.input(&path.display().to_string(), Some(map.len() as u64));
-            let mut release = perf_data::page_releaser(&map);
+            let mut release = perf_data::PageReleaser::new(&map);
+            let mut needed_spans = Vec::new();
             let mut consumed = |upto: usize| {
-                // Records handed out by position are read again by the workers.
-                release(deferral.map_or(upto, |needed| upto.min(needed.get())));
+                match deferral {
+                    // Records handed out by position are read again by the workers.
+                    Some(needed) => {
+                        needed.spans(&mut needed_spans);
+                        release.release_before_except(upto, &mut needed_spans);
+                    }
+                    None => release.release_before(upto),
+                }
                 progress.consumed(upto as u64);
             };
             Ok(finish(match deferral {

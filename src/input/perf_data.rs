@@ -57,8 +57,9 @@ use decode::{Decoder, Sink, malformed};
 use crate::error::Error;
 use crate::input::{InputFile, InputInfo, PerfEvent, Sample};
 const PIPE_HEADER_SIZE: u64 = 16;
-/// How often (in input bytes) [`PerfData::decode_in_time_order_releasing`] reports progress.
-const CONSUMED_STEP: usize = 8 << 20;
+/// How often (in input bytes) [`PerfData::decode_in_time_order_releasing`] reports progress:
+/// also how far the pages its caller releases lag behind.
+const CONSUMED_STEP: usize = 1 << 20;
 /// perf's `perf_file_attr`: the attr followed by the (offset, size) section of its ids.
 const IDS_SECTION_SIZE: usize = 16;
 
@@ -220,27 +221,74 @@ pub fn map_file(path: &Path) -> Result<memmap2::Mmap, Error> {
     unsafe { memmap2::Mmap::map(&file) }.map_err(io_err)
 }
 
-/// An `on_consumed` for [`PerfData::decode_in_time_order_releasing`] over `map`: drops the pages
-/// already decoded, so resident memory stays flat however large the file (mapped pages count as
-/// resident).
-pub fn page_releaser(map: &memmap2::Mmap) -> impl FnMut(usize) + '_ {
-    let mut released = 0usize;
-    move |upto: usize| {
-        let upto = upto & !0xfff;
-        if upto > released {
-            // SAFETY: the bytes before `upto` are not read again (the reader's contract); for a
+/// Drops the pages of a mapped input that will not be read again, for the `on_consumed` of
+/// [`PerfData::decode_in_time_order_releasing`], so resident memory stays flat however large the
+/// file (mapped pages count as resident).
+pub struct PageReleaser<'m> {
+    map: &'m memmap2::Mmap,
+    /// Every page before this (page-aligned) position is released.
+    released: usize,
+}
+
+const PAGE: usize = 4096;
+
+impl<'m> PageReleaser<'m> {
+    pub fn new(map: &'m memmap2::Mmap) -> Self {
+        PageReleaser { map, released: 0 }
+    }
+
+    /// Releases the pages before `upto`.
+    pub fn release_before(&mut self, upto: usize) {
+        self.release_before_except(upto, &mut []);
+    }
+
+    /// Releases the pages before `upto` but those that overlap a range of `held` (input still to
+    /// be read): a range read late (a batch a worker is slow on) keeps only its own pages, not
+    /// all those after it.
+    pub fn release_before_except(&mut self, upto: usize, held: &mut [Range<usize>]) {
+        let (free, released) = free_pages(self.released, upto, held);
+        for r in free {
+            self.advise(r.start, r.end);
+        }
+        self.released = released;
+    }
+
+    /// Drops the pages of `[from, to)` (page-aligned).
+    fn advise(&self, from: usize, to: usize) {
+        let to = to.min(self.map.len() & !(PAGE - 1));
+        if to > from {
+            // SAFETY: the bytes of `[from, to)` are not read again (the caller's contract); for a
             // read-only file mapping, DONTNEED only drops pages that would be read back from the
             // file unchanged.
             let _ = unsafe {
-                map.unchecked_advise_range(
-                    memmap2::UncheckedAdvice::DontNeed,
-                    released,
-                    upto - released,
-                )
+                self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
             };
-            released = upto;
         }
     }
+}
+
+/// The whole pages from `released` (page-aligned) to `upto` that overlap no range of `held`
+/// (sorted here), and how far from the start every page is then free.
+fn free_pages(
+    released: usize,
+    upto: usize,
+    held: &mut [Range<usize>],
+) -> (Vec<Range<usize>>, usize) {
+    held.sort_unstable_by_key(|r| r.start);
+    let floor = |p: usize| p & !(PAGE - 1);
+    let mut free = Vec::new();
+    let (mut from, mut prefix_end) = (released, floor(upto).max(released));
+    for r in held.iter().filter(|r| r.end > released && r.start < upto) {
+        prefix_end = prefix_end.min(floor(r.start).max(released));
+        if floor(r.start) > from {
+            free.push(from..floor(r.start));
+        }
+        from = from.max(r.end.next_multiple_of(PAGE));
+    }
+    if floor(upto) > from {
+        free.push(from..floor(upto));
+    }
+    (free, prefix_end)
 }
 
 /// `--perfdata` arguments → files: `DIR` stands for every entry of DIR in name order (e.g. a

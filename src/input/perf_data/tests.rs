@@ -517,3 +517,21 @@ fn roundless_input_sorts_within_the_window_and_warns_of_late_records() {
         report.warnings
     );
 }
+
+/// Pages still held by batches in flight stay; the whole pages between them and before `upto`
+/// are released, and the released prefix ends at the first held page.
+#[test]
+fn free_pages_are_the_whole_pages_between_held_ranges() {
+    const P: usize = 4096;
+    let mut held = [5 * P + 10..7 * P + 1, P + 100..2 * P + 100, 20 * P..30 * P];
+    let (free, released) = free_pages(0, 10 * P + 5, &mut held);
+    assert_eq!(free, [0..P, 3 * P..5 * P, 8 * P..10 * P]);
+    assert_eq!(released, P);
+    // Nothing held: everything before `upto`, whole pages only.
+    let (free, released) = free_pages(2 * P, 4 * P - 1, &mut []);
+    assert_eq!((free.len(), free[0].clone(), released), (1, 2 * P..3 * P, 3 * P));
+    // A range held from before the released prefix keeps it where it is.
+    let mut held = [P..3 * P + 1, 9 * P..9 * P + 1];
+    let (free, released) = free_pages(2 * P, 6 * P, &mut held);
+    assert_eq!((free.len(), free[0].clone(), released), (1, 4 * P..6 * P, 2 * P));
+}
