@@ -14,7 +14,8 @@ use crate::addr::{RuntimeAddr, Vaddr};
 use crate::binary::Binary;
 use crate::input::Sample;
 use crate::mapping::{AddressMap, ProcessView};
-use hashbrown::HashMap;
+use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
+use std::hash::BuildHasher;
 
 /// How samples are to be read.
 #[derive(Clone, Copy, Debug, Default)]
@@ -248,6 +249,17 @@ impl TranslationCache {
             .wrapping_mul(0x2545_f491_4f6c_dd1d);
         (h >> 50) as usize & (Self::SLOTS - 1)
     }
+
+    #[inline]
+    fn get(&self, stamp: u64, addr: u64) -> Option<u64> {
+        let (s, a, v) = self.slots[Self::slot(stamp, addr)];
+        (a == addr && s == stamp).then_some(v)
+    }
+
+    #[inline]
+    fn put(&mut self, stamp: u64, addr: u64, v: u64) {
+        self.slots[Self::slot(stamp, addr)] = (stamp, addr, v);
+    }
 }
 
 /// Range and branch counts on their way to [`Counters`]: an LBR sample adds a range and a branch
@@ -298,22 +310,39 @@ impl CounterCache {
 /// state of the address map, so the owner [`flush`](Aggregator::flush)es before every change.
 /// Only samples with call stacks are held: an LBR-only sample is counted for about what holding
 /// it costs (its key is 64 words), so it is reduced at once.
+///
+/// The held samples' words lie back to back in one arena, found by their hash through an index
+/// of positions: nothing is allocated or freed per sample, a flush empties the arena in one go,
+/// and samples are reduced in the order they first came (no hash-order dependence).
 #[derive(Default)]
 struct Pending {
-    /// `[pid, stack length << 1 | with stack, stack…, (source, target)…]` → (samples, summed repeat).
-    /// With cycle weighting, the samples' cycle weights are summed too (their cycle counts
-    /// differ where their addresses do not).
-    map: HashMap<Box<[u64]>, (u64, u64, CycleWeights)>,
-    /// Words held by `map`'s keys (bounds its memory).
-    words: usize,
+    /// Every held sample's `[pid, stack length << 1 | with stack, leaf, return addresses…,
+    /// (source, target)…]`: runtime addresses but the leaf (see [`Aggregator::leaf`]).
+    words: Vec<u64>,
+    /// The distinct held samples, in the order first seen.
+    held: Vec<Held>,
+    /// `held` by content: indices, found by [`Held::hash`].
+    index: HashTable<u32>,
+    hasher: DefaultHashBuilder,
     /// [`AddressMap::generation`] the samples were read under.
     generation: u64,
-    /// Samples held since the last flush (`map.len()` of them distinct).
-    held: u64,
+    /// Samples held since the last flush (`held.len()` of them distinct).
+    samples: u64,
     /// Samples still to reduce at once: when few held samples were alike (most LBR stacks
     /// distinct), holding them costs more than it saves, for a while.
     bypass: u64,
-    key: Vec<u64>,
+}
+
+/// One distinct held sample: where its words are, and the counts of the samples alike.
+struct Held {
+    hash: u64,
+    start: usize,
+    len: usize,
+    /// Samples, their summed repeat counts, and (with cycle weighting) their summed cycle
+    /// weights (their cycle counts differ where their addresses do not).
+    n: u64,
+    repeat: u64,
+    cycles: CycleWeights,
 }
 
 impl Pending {
@@ -321,6 +350,53 @@ impl Pending {
     const MAX_WORDS: usize = 2 << 20;
     /// Samples reduced at once after a flush found fewer than one in four alike.
     const BYPASS: u64 = 1 << 16;
+
+    /// Holds `s`, whose call stack is `leaf` (see [`Aggregator::leaf`]) and the return addresses
+    /// `callers`, or counts it with the held sample alike.
+    fn hold(
+        &mut self,
+        s: &Sample<'_>,
+        leaf: Option<u64>,
+        callers: &[RuntimeAddr],
+        with_stack: bool,
+        cycles: CycleWeights,
+    ) {
+        self.samples += 1;
+        // The key is written where it would be kept, and dropped again if it is held already.
+        let start = self.words.len();
+        let words = &mut self.words;
+        let stack_len = usize::from(leaf.is_some()) + callers.len();
+        words.push(s.pid.map_or(u64::MAX, |pid| u64::from(pid as u32)));
+        words.push(((stack_len as u64) << 1) | u64::from(with_stack));
+        words.extend(leaf);
+        words.extend(callers.iter().map(|a| a.0));
+        let at = words.len();
+        words.resize(at + 2 * s.branches.len(), 0);
+        for (w, b) in words[at..].chunks_exact_mut(2).zip(s.branches) {
+            w[0] = b.source.0;
+            w[1] = b.target.0;
+        }
+        let (held, all) = (&self.held, &self.words);
+        let key = &all[start..];
+        let hash = self.hasher.hash_one(key);
+        let alike = |&i: &u32| {
+            let h = &held[i as usize];
+            h.hash == hash && all[h.start..h.start + h.len] == *key
+        };
+        if let Some(&i) = self.index.find(hash, alike) {
+            self.words.truncate(start);
+            let h = &mut self.held[i as usize];
+            h.n += 1;
+            h.repeat = h.repeat.saturating_add(s.repeat);
+            h.cycles.add(cycles);
+            return;
+        }
+        let len = self.words.len() - start;
+        let i = self.held.len() as u32;
+        self.held.push(Held { hash, start, len, n: 1, repeat: s.repeat, cycles });
+        let held = &self.held;
+        self.index.insert_unique(hash, i, |&j| held[j as usize].hash);
+    }
 }
 
 /// Reduces samples to binary addresses and counts them.
@@ -328,6 +404,10 @@ pub struct Aggregator<'b> {
     binary: &'b Binary,
     opts: SampleOptions,
     cache: TranslationCache,
+    /// Leaf frames as [`leaf`](Self::leaf) classes them, cached like translations.
+    leaves: TranslationCache,
+    /// An instruction of the binary outside every prolog and epilog (see [`leaf`](Self::leaf)).
+    plain_leaf: Option<u64>,
     /// Instruction counts of ranges, for weighting by instructions.
     spans: SpanCache,
     /// Range and branch counts on their way to `samples.raw`.
@@ -349,6 +429,11 @@ impl<'b> Aggregator<'b> {
             binary,
             opts,
             cache: TranslationCache::new(),
+            leaves: TranslationCache::new(),
+            plain_leaf: binary
+                .insts_in(Vaddr(0), Vaddr(u64::MAX))
+                .find(|&a| !a.is_external() && !binary.is_prolog_or_epilog(a))
+                .map(|a| a.0),
             spans: SpanCache::default(),
             ranges: CounterCache::new(),
             branches: CounterCache::new(),
@@ -365,16 +450,32 @@ impl<'b> Aggregator<'b> {
     /// sentinel (llvm-profgen's `addressIsCode` test). `stamp` is `process.stamp()`.
     #[inline]
     fn internal(&mut self, process: &ProcessView<'_>, stamp: u64, a: RuntimeAddr) -> u64 {
-        let slot = TranslationCache::slot(stamp, a.0);
-        let (s, addr, v) = self.cache.slots[slot];
-        if addr == a.0 && s == stamp {
+        if let Some(v) = self.cache.get(stamp, a.0) {
             return v;
         }
         let v = match process.to_vaddr(a) {
             Some(v) if self.binary.is_code(v) => v.0,
             _ => Vaddr::EXTERNAL.0,
         };
-        self.cache.slots[slot] = (stamp, a.0, v);
+        self.cache.put(stamp, a.0, v);
+        v
+    }
+
+    /// The leaf frame of a call stack at `a` as normalising reads it: external, a prolog or
+    /// epilog address (whose instruction decides how the stack is read), or else one plain
+    /// instruction of the binary for all: the leaf is replaced by the newest branch target
+    /// anyway, so samples that differ only in where in plain code their IP skidded are held as
+    /// one (two to three times fewer distinct raw samples on real programs).
+    #[inline]
+    fn leaf(&mut self, process: &ProcessView<'_>, stamp: u64, a: RuntimeAddr) -> u64 {
+        if let Some(v) = self.leaves.get(stamp, a.0) {
+            return v;
+        }
+        let v = match self.internal(process, stamp, a) {
+            v if v == Vaddr::EXTERNAL.0 || self.binary.is_prolog_or_epilog(Vaddr(v)) => v,
+            v => self.plain_leaf.unwrap_or(v),
+        };
+        self.leaves.put(stamp, a.0, v);
         v
     }
 
@@ -408,74 +509,74 @@ impl<'b> Aggregator<'b> {
             self.samples.has_call_stacks = true;
             self.stats.with_call_stack += 1;
         }
-        let callchain = if with_stack { s.callchain } else { &[] };
+        let process = map.process(s.pid);
+        let (leaf, callers) = match s.callchain.split_first() {
+            Some((&leaf, callers)) if with_stack => {
+                (Some(self.leaf(&process, process.stamp(), leaf)), callers)
+            }
+            _ => (None, &[][..]),
+        };
+        let cycles = self.cycle_weights(s);
         if self.opts.sample_period.is_some() || self.pending.bypass > 0 || !with_stack {
             self.pending.bypass = self.pending.bypass.saturating_sub(u64::from(with_stack));
             // Reduced at once: a period is split over the sample's own entries (not a sum over
             // raw samples), and holding does not pay for LBR-only samples, nor while
             // `Pending::bypass` lasts.
-            let stack = callchain.iter().map(|a| a.0);
+            let callers = callers.iter().map(|a| a.0);
             let branches = s.branches.iter().map(|b| (b.source.0, b.target.0));
-            let cycles = self.cycle_weights(s);
-            self.reduce(&map.process(s.pid), with_stack, stack, branches, s.repeat, 1, cycles);
+            self.reduce(&process, with_stack, leaf, callers, branches, s.repeat, 1, cycles);
             return;
         }
-        let cycles = self.cycle_weights(s);
         let p = &mut self.pending;
         debug_assert!(
-            p.map.is_empty() || p.generation == map.generation(),
+            p.held.is_empty() || p.generation == map.generation(),
             "map changed unflushed"
         );
         p.generation = map.generation();
-        p.held += 1;
-        let key = &mut p.key;
-        key.clear();
-        key.push(s.pid.map_or(u64::MAX, |pid| u64::from(pid as u32)));
-        key.push(((callchain.len() as u64) << 1) | u64::from(with_stack));
-        key.extend(callchain.iter().map(|a| a.0));
-        for b in s.branches {
-            key.extend([b.source.0, b.target.0]);
-        }
-        if let Some((n, repeat, c)) = p.map.get_mut(&key[..]) {
-            *n += 1;
-            *repeat = repeat.saturating_add(s.repeat);
-            c.add(cycles);
-        } else {
-            p.words += key.len();
-            p.map.insert(key[..].into(), (1, s.repeat, cycles));
-        }
-        if p.words > Pending::MAX_WORDS {
+        p.hold(s, leaf, callers, with_stack, cycles);
+        if p.words.len() > Pending::MAX_WORDS {
             self.flush(map);
         }
     }
 
     /// Reduces the samples held raw, under `map` (the map they were read under).
     pub fn flush(&mut self, map: &AddressMap) {
-        if self.pending.map.is_empty() {
+        if self.pending.held.is_empty() {
             return;
         }
         debug_assert_eq!(self.pending.generation, map.generation(), "map changed unflushed");
         let p = &mut self.pending;
-        if p.words > Pending::MAX_WORDS && 4 * (p.held - p.map.len() as u64) < p.held {
+        let distinct = p.held.len() as u64;
+        if p.words.len() > Pending::MAX_WORDS && 4 * (p.samples - distinct) < p.samples {
             p.bypass = Pending::BYPASS;
         }
-        p.held = 0;
-        let mut held = std::mem::take(&mut p.map);
-        for (key, (n, repeat, cycles)) in held.drain() {
+        p.samples = 0;
+        p.index.clear();
+        let (held, words) = (std::mem::take(&mut p.held), std::mem::take(&mut p.words));
+        for h in &held {
+            let key = &words[h.start..h.start + h.len];
             let pid = (key[0] != u64::MAX).then_some(key[0] as u32 as i32);
             let (with_stack, stack_len) = (key[1] & 1 != 0, (key[1] >> 1) as usize);
             let (stack, branches) = key[2..].split_at(stack_len);
             let branches = branches.chunks_exact(2).map(|b| (b[0], b[1]));
             let process = map.process(pid);
-            self.reduce(&process, with_stack, stack.iter().copied(), branches, repeat, n, cycles);
+            let (leaf, callers) = match stack.split_first() {
+                Some((&leaf, callers)) => (Some(leaf), callers),
+                None => (None, &[][..]),
+            };
+            let (callers, n) = (callers.iter().copied(), h.n);
+            self.reduce(&process, with_stack, leaf, callers, branches, h.repeat, n, h.cycles);
         }
-        self.pending.map = held;
-        self.pending.words = 0;
+        // The buffers are kept for the next samples.
+        let p = &mut self.pending;
+        (p.held, p.words) = (held, words);
+        p.held.clear();
+        p.words.clear();
     }
 
     /// What was counted, once every sample is [`flush`](Self::flush)ed.
     pub fn finish(mut self) -> (AggregatedSamples, SampleStats) {
-        debug_assert!(self.pending.map.is_empty(), "samples left unflushed");
+        debug_assert!(self.pending.held.is_empty(), "samples left unflushed");
         self.ranges.drain_into(&mut self.samples.raw.ranges);
         self.branches.drain_into(&mut self.samples.raw.branches);
         (self.samples, self.stats)
@@ -490,13 +591,15 @@ impl<'b> Aggregator<'b> {
     }
 
     /// Translates and counts `n` samples alike (their repeat counts summing to `repeat`, their
-    /// cycle weights to `cycles`).
+    /// cycle weights to `cycles`), whose call stack is `leaf` (see [`Aggregator::leaf`]) and the
+    /// return addresses `callers`.
     #[allow(clippy::too_many_arguments)]
     fn reduce(
         &mut self,
         process: &ProcessView<'_>,
         with_stack: bool,
-        callchain: impl ExactSizeIterator<Item = u64>,
+        leaf: Option<u64>,
+        callers: impl ExactSizeIterator<Item = u64>,
         branches: impl Iterator<Item = (u64, u64)>,
         repeat: u64,
         n: u64,
@@ -506,8 +609,9 @@ impl<'b> Aggregator<'b> {
         let stamp = process.stamp();
         let mut translated = std::mem::take(&mut self.translated);
         translated.clear();
-        translated.push(callchain.len() as u64);
-        for f in callchain {
+        translated.push((usize::from(leaf.is_some()) + callers.len()) as u64);
+        translated.extend(leaf);
+        for f in callers {
             translated.push(self.internal(process, stamp, RuntimeAddr(f)));
         }
         let stack_end = translated.len();
@@ -644,6 +748,69 @@ impl<'b> Aggregator<'b> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::addr::Branch;
+    use crate::binary::{InstKind, LoadOptions};
+    use crate::mapping::{AddressMapper, BinaryIdentity, file_name_of};
+
+    /// Call-stack samples that differ only in where in plain code their leaf IP lies are held as
+    /// one (normalising replaces the leaf by the newest branch target); a prolog leaf and an
+    /// external one stay apart; and holding them gives what reducing each at once gives.
+    #[test]
+    fn samples_differing_in_a_plain_leaf_are_held_as_one() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/binary/prog_nopie");
+        let binary = Binary::load(&path, &LoadOptions::default()).unwrap();
+        let identity = BinaryIdentity {
+            build_id: binary.build_id().map(<[u8]>::to_vec),
+            file_name: file_name_of(binary.path()),
+            segments: binary.segments().to_vec(),
+        };
+        let mut mapper = AddressMapper::for_perf_script(identity, None);
+        mapper.assume_preferred_base();
+        let insts: Vec<Vaddr> = binary.insts_in(Vaddr(0), Vaddr(u64::MAX)).collect();
+        let plain: Vec<Vaddr> =
+            insts.iter().copied().filter(|&a| !binary.is_prolog_or_epilog(a)).take(2).collect();
+        let prolog = insts.iter().copied().find(|&a| binary.is_prolog_or_epilog(a)).unwrap();
+        let ret = insts.windows(2).find(|w| binary.inst_kind(w[0]) == Some(InstKind::Call));
+        let ret = ret.unwrap()[1];
+        let branches =
+            [Branch { source: RuntimeAddr(plain[0].0), target: RuntimeAddr(plain[1].0) }];
+        let aggregate = |bypass: u64| {
+            let mut agg = Aggregator::new(&binary, SampleOptions::default());
+            agg.pending.bypass = bypass;
+            for leaf in [plain[0], plain[1], prolog, Vaddr(0x10)] {
+                let callchain = [RuntimeAddr(leaf.0), RuntimeAddr(ret.0)];
+                let s = Sample {
+                    pid: None,
+                    tid: None,
+                    time: None,
+                    attr_index: 0,
+                    ip: RuntimeAddr(leaf.0),
+                    period: 1,
+                    repeat: 1,
+                    callchain: &callchain,
+                    branches: &branches,
+                    lbr_cycles: 0,
+                    has_callchain: true,
+                    record: None,
+                };
+                agg.add(mapper.map(), &s);
+            }
+            let held = (agg.pending.samples, agg.pending.held.len());
+            agg.flush(mapper.map());
+            let (samples, stats) = agg.finish();
+            let mut entries: Vec<(Vec<u8>, u64)> =
+                samples.entries().into_iter().map(|(k, n)| (k.to_vec(), n)).collect();
+            entries.sort();
+            (held, entries, stats)
+        };
+        let (held, entries, stats) = aggregate(0);
+        assert_eq!(held, (4, 3));
+        assert_eq!((stats.read, stats.used), (4, 4));
+        let (at_once, entries_at_once, stats_at_once) = aggregate(u64::MAX);
+        assert_eq!(at_once, (0, 0));
+        assert_eq!((entries, stats), (entries_at_once, stats_at_once));
+    }
 
     /// A stack that several workers counted is scaled to the run unit as one count (each count is
     /// rounded), so the profile does not depend on the thread count.
