@@ -285,7 +285,7 @@ fn generate_store(cfg: &Config) -> Result<Vec<BinaryReport>, Error> {
             None => format!("{}.prof", entry.file_name),
         };
         let output = OutputOptions { path: out_dir.join(name), ..cfg.output.clone() };
-        finish_profile(&binary, &counters, profile, &output, &mut report)?;
+        finish_profile(&binary, counters, profile, &output, &mut report)?;
         reports.push(BinaryReport { name: output.path.display().to_string(), report });
     }
     Ok(reports)

@@ -140,7 +140,7 @@ fn generate(cfg: &Config, reporter: &Reporter, report: &mut RunReport) -> Result
             report.warnings.extend(not_symbolized_warning(&binary, &counters));
         }
         reporter.phase(Phase::PostProcessing);
-        finish_profile(&binary, &counters, profile, &cfg.output, report)?;
+        finish_profile(&binary, counters, profile, &cfg.output, report)?;
     }
     if let (Some(order), Some(traces)) = (&cfg.order, report.inputs.traces.take()) {
         let mut sample = TraceSample::new(order.options.sampling);
@@ -164,10 +164,11 @@ pub fn read_counters(
     counters
 }
 
-/// Post-processes `profile` (built from `counters` of `binary`) and writes it as `opts` say.
+/// Post-processes `profile` (built from `counters` of `binary`, dropped once the post-passes
+/// have read them) and writes it as `opts` say.
 pub fn finish_profile(
     binary: &Binary,
-    counters: &ContextCounters,
+    counters: ContextCounters,
     mut profile: Profile,
     opts: &OutputOptions,
     report: &mut RunReport,

@@ -14,4 +14,4 @@ pub use context::{
     cut_to_max_context, trim_context,
 };
 pub use hash::{callsite_hash, callsite_hash_from_guid, md5_guid};
-pub use names::canonical_fn_name;
+pub use names::{canonical_fn_name, stable_fn_name};

@@ -134,22 +134,28 @@ pub struct PostPassStats {
 /// The post-passes of `profile`, built from `counters` of `binary`: thresholds from the profile
 /// summary (of the context-less merge for CS profiles), the pre-inliner's context sizes from the
 /// binary when it uses them, then [`post_process_cs`] or [`post_process_non_cs`].
+///
+/// The counters are dropped as soon as they are read, so that the post-passes reuse their
+/// memory instead of adding to the peak.
 pub fn run(
     binary: &Binary,
-    counters: &ContextCounters,
+    counters: ContextCounters,
     profile: &mut Profile,
     opts: &PostPassOptions,
     summary: &SummaryOptions,
 ) -> Result<PostPassStats, Error> {
     if !counters.context_sensitive {
+        drop(counters);
         let thresholds = thresholds(binary, profile, summary)?;
         return Ok(post_process_non_cs(profile, opts, &thresholds));
     }
-    let thresholds = thresholds(binary, &context_less_profile(profile), summary)?;
     // The pre-inliner's context costs need every instruction of the profiled functions
     // symbolized; only pay for it when they are used.
-    Ok(if opts.preinliner && opts.use_context_cost {
-        let profiled = context_size::profiled_functions(binary, counters);
+    let context_cost = opts.preinliner && opts.use_context_cost;
+    let profiled = context_cost.then(|| context_size::profiled_functions(binary, &counters));
+    drop(counters);
+    let thresholds = thresholds(binary, &context_less_profile(profile), summary)?;
+    Ok(if let Some(profiled) = profiled {
         let sizes = context_size::context_sizes(binary, &profiled);
         post_process_cs(profile, opts, &thresholds, &sizes)
     } else {

@@ -2,9 +2,9 @@
 //! by `getCallSiteHash` as LLVM's `std::map<uint64_t, ContextTrieNode>` orders them, with the
 //! promote-and-merge operation the pre-inliner uses to build base profiles.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::ops::Bound::{Excluded, Unbounded};
+use std::collections::{BTreeMap, VecDeque};
 
+use hashbrown::HashMap;
 use rayon::prelude::*;
 
 use crate::llvm::{ContextFrame, FuncName, LineLocation, callsite_hash_from_guid, md5_guid};
@@ -32,8 +32,40 @@ pub(crate) struct Node {
     pub func: FuncId,
     pub callsite: LineLocation,
     pub parent: Option<NodeId>,
-    children: BTreeMap<ChildKey, NodeId>,
+    children: Children,
     pub samples: Option<SampleId>,
+}
+
+/// A node's children, sorted by key: nodes mostly have a child or two, and a sorted vector
+/// costs a fraction of a map's allocation (the trie has a node per context, and promotion
+/// copies whole subtrees).
+#[derive(Default)]
+struct Children(Vec<(ChildKey, NodeId)>);
+
+impl Children {
+    fn get(&self, key: &ChildKey) -> Option<NodeId> {
+        self.0.binary_search_by(|(k, _)| k.cmp(key)).ok().map(|i| self.0[i].1)
+    }
+    /// Inserts or replaces the child at `key`.
+    fn insert(&mut self, key: ChildKey, child: NodeId) {
+        match self.0.binary_search_by(|(k, _)| k.cmp(&key)) {
+            Ok(i) => self.0[i].1 = child,
+            Err(i) => self.0.insert(i, (key, child)),
+        }
+    }
+    fn remove(&mut self, key: &ChildKey) {
+        if let Ok(i) = self.0.binary_search_by(|(k, _)| k.cmp(key)) {
+            self.0.remove(i);
+        }
+    }
+    /// The first child whose key is greater than `after` (the first of all with `None`).
+    fn next_after(&self, after: Option<ChildKey>) -> Option<(ChildKey, NodeId)> {
+        let i = after.map_or(0, |key| self.0.partition_point(|(k, _)| *k <= key));
+        self.0.get(i).copied()
+    }
+    fn values(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.0.iter().map(|&(_, n)| n)
+    }
 }
 
 pub(crate) struct Sample {
@@ -48,7 +80,10 @@ pub(crate) struct ContextTrie {
     names: Vec<FuncName>,
     /// GUID (`MD5Hash`) of each interned name.
     guids: Vec<u64>,
-    name_ids: HashMap<String, FuncId>,
+    name_ids: HashMap<FuncName, FuncId>,
+    /// Ids by the address of a name's shared text (contexts mostly share one name per
+    /// function), each with its name kept so that the address stays its own.
+    ids_by_address: HashMap<usize, (FuncName, FuncId)>,
     /// `FuncToCtxtProfiles`: every profile of a function, in breadth-first trie order.
     func_to_profiles: Vec<Vec<SampleId>>,
 }
@@ -60,7 +95,7 @@ impl ContextTrie {
             func: 0,
             callsite: LineLocation::default(),
             parent: None,
-            children: BTreeMap::new(),
+            children: Children::default(),
             samples: None,
         };
         let mut trie = ContextTrie {
@@ -70,6 +105,7 @@ impl ContextTrie {
             names: Vec::new(),
             guids: Vec::new(),
             name_ids: HashMap::new(),
+            ids_by_address: HashMap::new(),
             func_to_profiles: Vec::new(),
         };
         // An empty context has no function to attach to; it is dropped.
@@ -117,14 +153,21 @@ impl ContextTrie {
         self.names.len()
     }
 
-    fn intern(&mut self, name: &str) -> FuncId {
-        if let Some(&id) = self.name_ids.get(name) {
+    fn intern(&mut self, name: &FuncName) -> FuncId {
+        if let Some(&(_, id)) = self.ids_by_address.get(&(name.as_ptr() as usize)) {
             return id;
         }
-        let id = self.names.len() as FuncId;
-        self.names.push(name.into());
-        self.guids.push(md5_guid(name));
-        self.name_ids.insert(name.to_string(), id);
+        let id = match self.name_ids.get(name.as_str()) {
+            Some(&id) => id,
+            None => {
+                let id = self.names.len() as FuncId;
+                self.names.push(name.clone());
+                self.guids.push(md5_guid(name));
+                self.name_ids.insert(name.clone(), id);
+                id
+            }
+        };
+        self.ids_by_address.insert(name.as_ptr() as usize, (name.clone(), id));
         id
     }
 
@@ -138,7 +181,7 @@ impl ContextTrie {
 
     /// Children in LLVM's iteration order.
     pub fn children(&self, id: NodeId) -> impl Iterator<Item = NodeId> + '_ {
-        self.nodes[id].children.values().copied()
+        self.nodes[id].children.values()
     }
 
     /// Breadth-first order from the root (`SampleContextTracker::Iterator`), root included.
@@ -159,7 +202,7 @@ impl ContextTrie {
             Some(d) => context.callers().get(d).map_or(LineLocation::default(), |f| f.loc),
             None => LineLocation::default(),
         };
-        for (func, frame_loc) in context.frames().skip(depth) {
+        for (func, frame_loc) in context.named_frames().skip(depth) {
             let func = self.intern(func);
             node = self.get_or_create_child(node, loc, func);
             loc = frame_loc;
@@ -168,7 +211,7 @@ impl ContextTrie {
     }
 
     fn child(&self, parent: NodeId, loc: LineLocation, func: FuncId) -> Option<NodeId> {
-        self.nodes[parent].children.get(&self.key(func, loc)).copied()
+        self.nodes[parent].children.get(&self.key(func, loc))
     }
 
     fn get_or_create_child(&mut self, parent: NodeId, loc: LineLocation, func: FuncId) -> NodeId {
@@ -180,7 +223,7 @@ impl ContextTrie {
             func,
             callsite: loc,
             parent: Some(parent),
-            children: BTreeMap::new(),
+            children: Children::default(),
             samples: None,
         });
         self.attach(parent, id);
@@ -230,7 +273,10 @@ impl ContextTrie {
             if Some(from) == base {
                 continue;
             }
-            base = Some(self.promote_merge(from, ROOT));
+            // Only a context under the base profile's own subtree (recursion) can see a
+            // moved subtree's original again; any other is moved, not copied.
+            let copy = base.is_some_and(|b| self.is_ancestor(b, from));
+            base = Some(self.promote_merge(from, ROOT, copy));
         }
         base.and_then(|b| self.nodes[b].samples)
     }
@@ -245,27 +291,25 @@ impl ContextTrie {
     /// to (use after free; llvm-profgen 19 crashes on some such inputs, which need recursive
     /// contexts that recursion compression would have removed). Here those profiles stay
     /// reachable and end up in their base profile.
-    fn promote_merge(&mut self, from: NodeId, to_parent: NodeId) -> NodeId {
+    ///
+    /// Copying matters only when the destination lies in the subtree being promoted; otherwise
+    /// (`copy` false) the originals are never reached again (detached from the root, or in a
+    /// child map cleared before anything looks there), so subtrees are moved instead.
+    fn promote_merge(&mut self, from: NodeId, to_parent: NodeId, copy: bool) -> NodeId {
         let move_to_root = to_parent == ROOT;
         let new_loc =
             if move_to_root { LineLocation::default() } else { self.nodes[from].callsite };
         let func = self.nodes[from].func;
         let to = match self.child(to_parent, new_loc, func) {
-            None => self.move_subtree(from, to_parent, new_loc),
+            None => self.move_subtree(from, to_parent, new_loc, copy),
             Some(to) => {
                 self.merge_node(from, to);
                 let mut cursor: Option<ChildKey> = None;
-                loop {
-                    let children = &self.nodes[from].children;
-                    let next = match cursor {
-                        None => children.iter().next(),
-                        Some(key) => children.range((Excluded(key), Unbounded)).next(),
-                    };
-                    let Some((&key, &child)) = next else { break };
+                while let Some((key, child)) = self.nodes[from].children.next_after(cursor) {
                     cursor = Some(key);
-                    self.promote_merge(child, to);
+                    self.promote_merge(child, to, copy);
                 }
-                self.nodes[from].children.clear();
+                self.nodes[from].children = Children::default();
                 to
             }
         };
@@ -275,10 +319,33 @@ impl ContextTrie {
         to
     }
 
-    /// `moveContextSamples`: copies the subtree under `to_parent` at `loc`; its profiles now
-    /// live in the copy and become synthetic.
-    fn move_subtree(&mut self, from: NodeId, to_parent: NodeId, loc: LineLocation) -> NodeId {
-        let copy = self.copy_subtree(from, loc);
+    /// `moveContextSamples`: copies the subtree under `to_parent` at `loc` (with `copy`; else
+    /// the new node takes over the children); its profiles now live there and become
+    /// synthetic.
+    fn move_subtree(
+        &mut self,
+        from: NodeId,
+        to_parent: NodeId,
+        loc: LineLocation,
+        copy: bool,
+    ) -> NodeId {
+        let copy = if copy {
+            self.copy_subtree(from, loc)
+        } else {
+            let moved = self.nodes.len();
+            let children = std::mem::take(&mut self.nodes[from].children);
+            for child in children.values() {
+                self.nodes[child].parent = Some(moved);
+            }
+            self.nodes.push(Node {
+                func: self.nodes[from].func,
+                callsite: loc,
+                parent: None,
+                children,
+                samples: self.nodes[from].samples,
+            });
+            moved
+        };
         self.attach(to_parent, copy);
         let mut queue = VecDeque::from([copy]);
         while let Some(n) = queue.pop_front() {
@@ -297,7 +364,7 @@ impl ContextTrie {
             func: self.nodes[node].func,
             callsite,
             parent: None,
-            children: BTreeMap::new(),
+            children: Children(Vec::with_capacity(self.nodes[node].children.0.len())),
             samples: self.nodes[node].samples,
         });
         let children: Vec<NodeId> = self.children(node).collect();
@@ -306,6 +373,19 @@ impl ContextTrie {
             self.attach(copy, child_copy);
         }
         copy
+    }
+
+    /// Whether `node` lies in the subtree of `ancestor` (itself included).
+    fn is_ancestor(&self, ancestor: NodeId, mut node: NodeId) -> bool {
+        loop {
+            if node == ancestor {
+                return true;
+            }
+            match self.nodes[node].parent {
+                Some(p) => node = p,
+                None => return false,
+            }
+        }
     }
 
     /// `mergeContextNode`.
@@ -434,13 +514,105 @@ pub fn context_less_profile(profile: &Profile) -> Profile {
     let mut ordered: Vec<(&Context, &FunctionSamples)> =
         profile.functions.iter().filter(|(c, _)| !c.is_empty()).collect();
     ordered.par_sort_by(|(a, _), (b, _)| a.len().cmp(&b.len()).then_with(|| path_order(a, b)));
-    let mut merged: BTreeMap<&str, FunctionSamples> = BTreeMap::new();
+    // Each function's profiles merge in that order, functions in parallel.
+    let mut by_leaf: BTreeMap<&str, Vec<&FunctionSamples>> = BTreeMap::new();
     for (context, fs) in ordered {
-        merge_samples(merged.entry(context.leaf_name()).or_default(), fs);
+        by_leaf.entry(context.leaf_name()).or_default().push(fs);
     }
+    let merged: Vec<(Context, FunctionSamples)> = by_leaf
+        .into_par_iter()
+        .map(|(name, profiles)| {
+            let mut fs = FunctionSamples::default();
+            for from in profiles {
+                merge_samples(&mut fs, from);
+            }
+            (Context::base(name), fs)
+        })
+        .collect();
     Profile {
         kind: crate::profile::ProfileKind { context_sensitive: false, ..profile.kind },
-        functions: merged.into_iter().map(|(name, fs)| (Context::base(name), fs)).collect(),
+        functions: merged.into_iter().collect(),
         symbol_list: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn context(spec: &[(&str, u32)]) -> Context {
+        Context::new(
+            spec.iter()
+                .map(|&(f, l)| ContextFrame { func: f.into(), loc: LineLocation::new(l, 0) })
+                .collect(),
+        )
+    }
+
+    fn profile(contexts: &[(&[(&str, u32)], u64)]) -> Profile {
+        let mut profile = Profile::default();
+        for &(spec, total) in contexts {
+            let mut fs = FunctionSamples::new(spec.last().unwrap().0);
+            fs.total_samples = total;
+            fs.add_body(LineLocation::new(1, 0), total);
+            profile.functions.insert(context(spec), fs);
+        }
+        profile
+    }
+
+    /// `f`'s base profile from `profile`: every context as text with its total and body count.
+    fn promoted(mut profile: Profile, func: &str) -> Vec<(String, u64, u64)> {
+        let mut trie = ContextTrie::from_profile(&mut profile);
+        let id = (0..trie.func_count() as FuncId).find(|&f| trie.name(f) == func).unwrap();
+        trie.base_samples_for(id).expect("a base profile");
+        trie.into_profile(&mut profile);
+        (profile.functions.iter())
+            .map(|(c, fs)| {
+                let text: Vec<String> =
+                    c.frames().map(|(f, l)| format!("{f}:{}", l.line_offset)).collect();
+                (text.join(" @ "), fs.total_samples, fs.body[&LineLocation::new(1, 0)].count)
+            })
+            .collect()
+    }
+
+    /// Contexts of `f` under other functions move to the top level with their callees,
+    /// merging where the base profile has the same callee; the callers keep their own profile.
+    #[test]
+    fn promotion_moves_subtrees_and_merges_into_existing_nodes() {
+        let p = profile(&[
+            (&[("main", 1), ("f", 0)], 10),
+            (&[("main", 1), ("f", 2), ("g", 0)], 5),
+            (&[("x", 3), ("f", 0)], 4),
+            (&[("x", 3), ("f", 2), ("g", 0)], 3),
+            (&[("x", 0)], 1),
+        ]);
+        assert_eq!(
+            promoted(p, "f"),
+            [
+                ("f:0".to_string(), 14, 14),
+                ("f:2 @ g:0".to_string(), 8, 8),
+                ("x:0".to_string(), 1, 1)
+            ]
+        );
+    }
+
+    /// A recursive context promoted into its own base profile's subtree (copied, as LLVM
+    /// copies it): its callees merge into the base profile's or move there.
+    #[test]
+    fn recursive_promotion_merges_into_the_base_subtree() {
+        let p = profile(&[
+            (&[("f", 0)], 1),
+            (&[("f", 1), ("g", 0)], 3),
+            (&[("f", 1), ("g", 2), ("f", 0)], 6),
+            (&[("f", 1), ("g", 2), ("f", 1), ("g", 0)], 2),
+            (&[("f", 1), ("g", 2), ("f", 3), ("h", 0)], 4),
+        ]);
+        assert_eq!(
+            promoted(p, "f"),
+            [
+                ("f:0".to_string(), 7, 7),
+                ("f:1 @ g:0".to_string(), 5, 5),
+                ("f:3 @ h:0".to_string(), 4, 4)
+            ]
+        );
     }
 }

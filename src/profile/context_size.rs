@@ -23,7 +23,9 @@ use crate::aggregate::{ContextCounters, ContextKey};
 use crate::binary::probes::{NodeId as ProbeNodeId, ProbeInfo};
 use crate::binary::{Binary, FuncId, SourceFrame};
 use crate::llvm::discriminator::probe_index_from_discriminator;
-use crate::llvm::{ContextFrame, FuncName, LineLocation, callsite_hash, md5_guid};
+use crate::llvm::{
+    ContextFrame, FuncName, LineLocation, callsite_hash, callsite_hash_from_guid, md5_guid,
+};
 use std::collections::BTreeMap;
 
 /// Size of a function's machine code under a calling context, from the binary
@@ -49,6 +51,10 @@ impl ContextSizeOracle for NoContextSizes {
 #[derive(Debug)]
 pub struct ContextSizeTracker {
     nodes: Vec<SizeNode>,
+    /// GUID of each name recorded, by the address of its (shared) text: the binary's inline
+    /// stacks share one name per function, so each is hashed once, not once per instruction
+    /// context. The name is kept so that its address stays its own.
+    guids: HashMap<usize, (FuncName, u64)>,
 }
 
 #[derive(Debug, Default)]
@@ -61,7 +67,7 @@ struct SizeNode {
 
 impl Default for ContextSizeTracker {
     fn default() -> Self {
-        ContextSizeTracker { nodes: vec![SizeNode::default()] }
+        ContextSizeTracker { nodes: vec![SizeNode::default()], guids: HashMap::new() }
     }
 }
 
@@ -87,7 +93,12 @@ impl ContextSizeTracker {
         let mut node = 0;
         for (i, frame) in inline_stack.iter().rev().enumerate() {
             let loc = if i == 0 { LineLocation::default() } else { frame.loc };
-            let key = (callsite_hash(&frame.func, loc), frame.func.clone(), loc);
+            let guid = self
+                .guids
+                .entry(frame.func.as_ptr() as usize)
+                .or_insert_with(|| (frame.func.clone(), md5_guid(&frame.func)))
+                .1;
+            let key = (callsite_hash_from_guid(guid, loc), frame.func.clone(), loc);
             node = match self.nodes[node].children.get(&key) {
                 Some(&child) => child,
                 None => {

@@ -184,9 +184,14 @@ impl FunctionSamples {
         b.count = b.count.max(n);
     }
     pub fn add_call_target(&mut self, loc: LineLocation, callee: &str, n: u64) {
-        let b = self.body.entry(loc).or_default();
-        let t = b.call_targets.entry(callee.to_string()).or_default();
-        *t = t.saturating_add(n);
+        let targets = &mut self.body.entry(loc).or_default().call_targets;
+        // Merges mostly add to targets that exist: no name copied for them.
+        match targets.get_mut(callee) {
+            Some(t) => *t = t.saturating_add(n),
+            None => {
+                targets.insert(callee.to_string(), n);
+            }
+        }
     }
     /// The nested profile of `callee` inlined at `loc`, created empty if absent.
     pub fn callsite_mut(&mut self, loc: LineLocation, callee: &str) -> &mut FunctionSamples {

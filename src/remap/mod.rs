@@ -8,15 +8,19 @@
 //! its probe checksums, and a [`RemapReport`].
 //!
 //! 1. Names: MD5 names are resolved by GUID against the new build's functions; a profiled
-//!    function the new build lacks is matched to a new function without profile when their
-//!    call-anchor sequences are similar enough (share of the profile's anchors found in order,
-//!    above `similarity_threshold`; probe checksums that agree match at once), compared only
-//!    with the new functions [`rename::RenameIndex`] finds can pass the threshold. Beyond LLVM
-//!    19 (whose `-salvage-unused-profile` does this in the compiler, in LLVM 20+).
+//!    function the new build lacks is matched to a new function without profile: one whose name
+//!    differs only in its Rust hashes ([`stable_fn_name`]: every name of a Rust program changes
+//!    them between builds; the only one of its path on both sides, else the most similar of
+//!    them), else one whose call-anchor sequences are similar enough (share of the profile's
+//!    anchors found in order, above `similarity_threshold`; probe checksums that agree match at
+//!    once), compared only with the new functions [`rename::RenameIndex`] finds can pass the
+//!    threshold. Beyond LLVM 19 (whose `-salvage-unused-profile` does this in the compiler, in
+//!    LLVM 20+).
 //! 2. Locations, per function (the profiles of all its copies flattened, at every inline
 //!    level and in every context): unchanged probe checksum, carried as is; otherwise
-//!    [`matcher::match_locations`] (LLVM's), and with the old build's code (`--old-binary`,
-//!    unless `--llvm-matching`) [`content::content_map`] over it where both builds have an
+//!    [`matcher::match_locations`] (LLVM's; callees compared but for their Rust hashes), and
+//!    with the old build's code (`--old-binary`, unless `--llvm-matching`)
+//!    [`content::content_map`] over it where both builds have an
 //!    outlined copy of the function: locations follow their code, new code reads nothing.
 //!    Every profile of the function (top-level, inlinee, context) is rewritten through that
 //!    map: the new location `L` gets what the profile had at `map(L)` (nothing when `L` is not
@@ -34,10 +38,11 @@ pub mod rename;
 use crate::binary::anchors::{CodeAnchors, FunctionAnchors};
 use crate::binary::shape::FunctionShape;
 use crate::error::Error;
-use crate::llvm::{ContextFrame, LineLocation, canonical_fn_name, md5_guid};
+use crate::llvm::{ContextFrame, LineLocation, canonical_fn_name, md5_guid, stable_fn_name};
 use crate::profile::{Context, FunctionSamples, Profile};
 use matcher::{LocationMap, match_locations, profile_anchors};
-use rename::{RenameIndex, similarity};
+use rename::{RenameIndex, same_function, score, similarity};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What `profgen remap` is asked to do besides its inputs.
@@ -85,13 +90,25 @@ pub enum Outcome {
 pub struct FunctionReport {
     /// The name in the old profile.
     pub name: String,
-    /// The new name, when it was matched as renamed, with the similarity (percent).
-    pub renamed_to: Option<(String, u32)>,
+    /// The new name, when it was matched as renamed.
+    pub renamed_to: Option<Rename>,
     pub outcome: Outcome,
     /// Body samples (all copies) carried at the same location, at a matched location, dropped.
     pub exact: u64,
     pub matched: u64,
     pub dropped: u64,
+}
+
+/// A profiled function the new build lacks matched to a new function without profile.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rename {
+    /// The new name.
+    pub to: String,
+    /// How similar the two are (percent, [`rename::score`]); `None` when they have too little
+    /// to compare (only possible for the same Rust path).
+    pub similarity: Option<u32>,
+    /// The names differ only in their Rust hashes ([`stable_fn_name`]).
+    pub same_path: bool,
 }
 
 /// What remapping did.
@@ -165,8 +182,15 @@ impl RemapReport {
                 "{outcome}\t{}\t{}\t{}\t{}",
                 f.exact, f.matched, f.dropped, f.name
             ));
-            if let Some((to, sim)) = &f.renamed_to {
-                out.push_str(&format!(" -> {to} (renamed, similarity {sim}%)"));
+            if let Some(r) = &f.renamed_to {
+                out.push_str(&format!(" -> {} (renamed", r.to));
+                if r.same_path {
+                    out.push_str(", same Rust path");
+                }
+                if let Some(sim) = r.similarity {
+                    out.push_str(&format!(", similarity {sim}%"));
+                }
+                out.push(')');
             }
             out.push('\n');
         }
@@ -242,13 +266,18 @@ pub fn remap_profile(
     let renames = md5_renames(old, md5_names, new);
     let profile = rename(old, &renames);
     let flat = flatten(&profile);
-    let mut similar: BTreeMap<String, (String, u32)> = BTreeMap::new();
+    let mut similar: BTreeMap<String, Rename> = BTreeMap::new();
     let used = all_names(&profile);
     let unused: Vec<&String> = flat.keys().filter(|n| !new.functions.contains_key(*n)).collect();
     let orphans: Vec<(&String, &FunctionAnchors)> =
         new.functions.iter().filter(|(n, _)| !used.contains(*n)).collect();
-    let index = RenameIndex::new(&orphans.iter().map(|(_, f)| *f).collect::<Vec<_>>(), opts);
-    let mut candidates: Vec<(u32, usize, &String, &String)> = Vec::new();
+    let index = RenameIndex::new(&orphans, opts);
+    let mut unused_paths: BTreeMap<Cow<str>, usize> = BTreeMap::new();
+    for u in &unused {
+        *unused_paths.entry(stable_fn_name(u)).or_default() += 1;
+    }
+    // (same Rust path, similarity, common tail, old name, new name)
+    let mut candidates: Vec<(bool, Option<u32>, usize, &String, &String)> = Vec::new();
     for u in &unused {
         let fs = &flat[*u];
         let anchors = old_anchor_list(u, fs, old_code);
@@ -256,25 +285,45 @@ pub fn remap_profile(
             Some(f) => f.locations.keys().copied().collect(),
             None => fs.body.keys().chain(fs.callsites.keys()).copied().collect(),
         };
+        let same_path = index.same_path(u);
+        if !same_path.is_empty() {
+            // A Rust function whose name only changed its hashes: that function when it is
+            // the only one of its path on both sides (however much its code changed), else
+            // the most similar of them.
+            let only = same_path.len() == 1 && unused_paths[&stable_fn_name(u)] == 1;
+            for &i in same_path {
+                let (o, f) = orphans[i];
+                let sim = if only {
+                    score(fs, &anchors, &locations, f, opts)
+                } else {
+                    similarity(fs, &anchors, &locations, f, opts)
+                };
+                if only || sim.is_some() {
+                    candidates.push((true, sim, common_suffix(u, o), u, o));
+                }
+            }
+            continue;
+        }
         for i in index.candidates(fs.checksum, &anchors, &locations) {
             let (o, f) = orphans[i];
             if let Some(sim) = similarity(fs, &anchors, &locations, f, opts) {
-                candidates.push((sim, common_suffix(u, o), u, o));
+                candidates.push((false, Some(sim), common_suffix(u, o), u, o));
             }
         }
     }
-    // Most similar first; between equals, the names sharing the longest tail (a renamed C++
-    // function keeps its mangled parameter types).
-    candidates
-        .sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(b.2)).then(a.3.cmp(b.3)));
+    // The same Rust path first, then most similar first; between equals, the names sharing the
+    // longest tail (a renamed C++ function keeps its mangled parameter types).
+    candidates.sort_by(|a, b| {
+        (b.0, b.1, b.2).cmp(&(a.0, a.1, a.2)).then(a.3.cmp(b.3)).then(a.4.cmp(b.4))
+    });
     let mut taken: BTreeSet<&String> = BTreeSet::new();
     let mut renamed_names: BTreeMap<String, String> = BTreeMap::new();
-    for (sim, _, u, o) in candidates {
+    for (same_path, similarity, _, u, o) in candidates {
         if similar.contains_key(u.as_str()) || taken.contains(o) {
             continue;
         }
         taken.insert(o);
-        similar.insert(u.clone(), (o.clone(), sim));
+        similar.insert(u.clone(), Rename { to: o.clone(), similarity, same_path });
         renamed_names.insert(u.clone(), o.clone());
     }
     let profile = rename(&profile, &renamed_names);
@@ -312,13 +361,14 @@ pub fn remap_profile(
                 anchors.entry(l).or_insert(c);
             }
         }
-        let mut map = match_locations(&code.locations, &anchors, |a, b| a == b);
+        let mut map = match_locations(&code.locations, &anchors, same_function);
         let mut callsites = None;
         if let Some((old_shapes, new_shapes)) = &shapes
             && let (Some(o), Some(n)) = (old_shapes.get(old_name), new_shapes.get(name))
         {
-            let same =
-                |new: &str, old: &str| new == renamed_names.get(old).map_or(old, String::as_str);
+            let same = |new: &str, old: &str| {
+                same_function(new, renamed_names.get(old).map_or(old, String::as_str))
+            };
             map = content::content_map(o, n, same, &map);
             callsites = Some(callsite_targets(&map, fs, code));
         }
@@ -620,4 +670,66 @@ fn rewrite(
         }
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Between two builds of a Rust program every name changes its hash: a function follows its
+    /// path (the only one of it) however its code changed, the instances of a generic function
+    /// (one path) their most similar one, and call anchors match across the hashes.
+    #[test]
+    fn rust_functions_follow_their_path_across_hash_changes() {
+        let loc = |l| LineLocation::new(l, 0);
+        let mut profile = Profile::default();
+        let mut parse = FunctionSamples::new("_ZN3app5parse17h0123456789abcdefE");
+        parse.add_body(loc(1), 10);
+        parse.add_call_target(loc(2), "_ZN3app4lex17h1111111111111111E", 5);
+        profile.functions.insert(Context::base(&parse.name), parse);
+        for (hash, callee) in [("aaaaaaaaaaaaaaaa", "a"), ("bbbbbbbbbbbbbbbb", "b")] {
+            let mut drop = FunctionSamples::new(&format!("_ZN4core3ptr4drop17h{hash}E"));
+            for l in 1..4 {
+                drop.add_call_target(loc(l), callee, 1);
+            }
+            profile.functions.insert(Context::base(&drop.name), drop);
+        }
+        let mut new = CodeAnchors::default();
+        let mut add = |name: &str, calls: &[(u32, &str)]| {
+            let f = new.functions.entry(name.to_string()).or_default();
+            for (l, c) in calls {
+                f.add(loc(*l), Some(c));
+            }
+        };
+        // Code changed: the call moved a line down.
+        add("_ZN3app5parse17hfedcba9876543210E", &[(3, "_ZN3app4lex17h2222222222222222E")]);
+        add("_ZN3app4lex17h2222222222222222E", &[]);
+        add("_ZN4core3ptr4drop17hcccccccccccccccdE", &[(1, "b"), (2, "b"), (3, "b")]);
+        add("_ZN4core3ptr4drop17hdddddddddddddddcE", &[(1, "a"), (2, "a"), (3, "a")]);
+        let (out, report) =
+            remap_profile(&profile, false, &new, None, None, &RemapOptions::default()).unwrap();
+        let renamed: Vec<(&str, &str, bool)> = report
+            .functions
+            .iter()
+            .filter_map(|f| f.renamed_to.as_ref().map(|r| (&*f.name, &*r.to, r.same_path)))
+            .collect();
+        assert_eq!(
+            renamed,
+            [
+                ("_ZN3app5parse17h0123456789abcdefE", "_ZN3app5parse17hfedcba9876543210E", true),
+                (
+                    "_ZN4core3ptr4drop17haaaaaaaaaaaaaaaaE",
+                    "_ZN4core3ptr4drop17hdddddddddddddddcE",
+                    true
+                ),
+                (
+                    "_ZN4core3ptr4drop17hbbbbbbbbbbbbbbbbE",
+                    "_ZN4core3ptr4drop17hcccccccccccccccdE",
+                    true
+                ),
+            ]
+        );
+        let parse = &out.functions[&Context::base("_ZN3app5parse17hfedcba9876543210E")];
+        assert_eq!(parse.body[&loc(3)].call_targets.len(), 1, "{parse:?}");
+    }
 }

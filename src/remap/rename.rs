@@ -18,10 +18,11 @@
 use super::RemapOptions;
 use super::matcher;
 use crate::binary::anchors::FunctionAnchors;
-use crate::llvm::LineLocation;
 use crate::llvm::sample_prof::UNKNOWN_INDIRECT_CALLEE;
+use crate::llvm::{LineLocation, stable_fn_name};
 use crate::profile::FunctionSamples;
 use hashbrown::{HashMap, HashSet};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// At most this many new functions are compared with one profiled function: those with the most
@@ -37,9 +38,9 @@ fn own(l: &LineLocation) -> bool {
     l.line_offset & 0x8000 == 0
 }
 
-/// The callees of statically known calls, in location order.
-fn known_callees<'a>(callees: impl Iterator<Item = &'a str>) -> impl Iterator<Item = &'a str> {
-    callees.filter(|c| *c != UNKNOWN_INDIRECT_CALLEE)
+/// The callees of statically known calls, in location order, by [`stable_fn_name`].
+fn known_callees<'a>(callees: impl Iterator<Item = &'a str>) -> impl Iterator<Item = Cow<'a, str>> {
+    callees.filter(|c| *c != UNKNOWN_INDIRECT_CALLEE).map(stable_fn_name)
 }
 
 /// The fewest common elements that can give a share above `threshold` percent of `n`.
@@ -65,10 +66,12 @@ pub struct RenameIndex<'a> {
     threshold: u32,
     min_anchors: usize,
     by_checksum: HashMap<u64, Vec<usize>>,
+    /// A Rust name's [`stable_fn_name`] (when it has hashes) → the functions of that name.
+    by_path: HashMap<Cow<'a, str>, Vec<usize>>,
     /// Callee → the functions with at least `min_anchors` known calls that call it (once each).
-    by_callee: HashMap<&'a str, Vec<usize>>,
+    by_callee: HashMap<Cow<'a, str>, Vec<usize>>,
     /// Per function: its known callees, sorted.
-    callees: Vec<Vec<&'a str>>,
+    callees: Vec<Vec<Cow<'a, str>>>,
     /// Own location → the functions without checksum with at least [`MIN_LOCATIONS`] of them.
     by_location: HashMap<LineLocation, Vec<usize>>,
     /// Per function: its own locations, sorted.
@@ -76,29 +79,33 @@ pub struct RenameIndex<'a> {
 }
 
 impl<'a> RenameIndex<'a> {
-    /// Indexes `functions` (the new functions without profile).
-    pub fn new(functions: &[&'a FunctionAnchors], opts: &RemapOptions) -> Self {
+    /// Indexes `functions` (the new functions without profile, by name).
+    pub fn new(functions: &[(&'a String, &'a FunctionAnchors)], opts: &RemapOptions) -> Self {
         let mut index = RenameIndex {
             threshold: opts.similarity_threshold,
             min_anchors: opts.min_anchors,
             by_checksum: HashMap::new(),
+            by_path: HashMap::new(),
             by_callee: HashMap::new(),
             callees: Vec::with_capacity(functions.len()),
             by_location: HashMap::new(),
             locations: Vec::with_capacity(functions.len()),
         };
-        for (i, f) in functions.iter().enumerate() {
+        for (i, (name, f)) in functions.iter().enumerate() {
+            if let path @ Cow::Owned(_) = stable_fn_name(name) {
+                index.by_path.entry(path).or_default().push(i);
+            }
             if let Some(c) = f.checksum {
                 index.by_checksum.entry(c).or_default().push(i);
             }
-            let mut callees: Vec<&str> =
+            let mut callees: Vec<Cow<str>> =
                 known_callees(f.locations.values().filter_map(|c| c.as_deref())).collect();
             callees.sort_unstable();
             if callees.len() >= opts.min_anchors {
                 let mut distinct = callees.clone();
                 distinct.dedup();
                 for c in distinct {
-                    index.by_callee.entry(c).or_default().push(i);
+                    index.by_callee.entry(c.clone()).or_default().push(i);
                 }
             }
             let locations: Vec<LineLocation> = f.locations.keys().copied().filter(own).collect();
@@ -123,11 +130,12 @@ impl<'a> RenameIndex<'a> {
         locations: &BTreeSet<LineLocation>,
     ) -> Vec<usize> {
         let mut found: HashMap<usize, usize> = HashMap::new();
-        let mut callees: Vec<&str> = known_callees(anchors.values().map(String::as_str)).collect();
+        let mut callees: Vec<Cow<str>> =
+            known_callees(anchors.values().map(String::as_str)).collect();
         callees.sort_unstable();
         let few_anchors = callees.len() < self.min_anchors;
         if !few_anchors {
-            let df = |c: &str| self.by_callee.get(c).map_or(0, Vec::len);
+            let df = |c: &Cow<str>| self.by_callee.get(c).map_or(0, Vec::len);
             for i in self.prefix_postings(&callees, &self.by_callee, df) {
                 let n = common(&callees, &self.callees[i]);
                 if n >= needed(callees.len(), self.threshold) {
@@ -137,7 +145,7 @@ impl<'a> RenameIndex<'a> {
         }
         let own_locations: Vec<LineLocation> = locations.iter().copied().filter(own).collect();
         if own_locations.len() >= MIN_LOCATIONS {
-            let df = |l: LineLocation| self.by_location.get(&l).map_or(0, Vec::len);
+            let df = |l: &LineLocation| self.by_location.get(l).map_or(0, Vec::len);
             for i in self.prefix_postings(&own_locations, &self.by_location, df) {
                 if !few_anchors && self.callees[i].len() >= self.min_anchors {
                     continue; // compared by anchors
@@ -163,32 +171,59 @@ impl<'a> RenameIndex<'a> {
 
     /// The functions listed under any of the first `n - needed(n) + 1` elements of the sorted
     /// `elements` (`n` of them), rarest first (`df`: how many functions list an element).
-    fn prefix_postings<T: Copy + Ord + std::hash::Hash>(
+    fn prefix_postings<T: Ord + std::hash::Hash>(
         &self,
         elements: &[T],
         postings: &HashMap<T, Vec<usize>>,
-        df: impl Fn(T) -> usize,
+        df: impl Fn(&T) -> usize,
     ) -> HashSet<usize> {
         let need = needed(elements.len(), self.threshold);
         let mut out = HashSet::new();
         if need > elements.len() || need == 0 {
             return out;
         }
-        let mut by_rarity: Vec<T> = elements.to_vec();
-        by_rarity.sort_by_key(|e| (df(*e), *e));
+        let mut by_rarity: Vec<&T> = elements.iter().collect();
+        by_rarity.sort_by_key(|e| (df(e), *e));
         for e in &by_rarity[..elements.len() - need + 1] {
-            out.extend(postings.get(e).into_iter().flatten().copied());
+            out.extend(postings.get(*e).into_iter().flatten().copied());
         }
         out
     }
+
+    /// The functions whose name is `name` but for its Rust hashes ([`stable_fn_name`]).
+    pub fn same_path(&self, name: &str) -> &[usize] {
+        match stable_fn_name(name) {
+            Cow::Owned(path) => self.by_path.get(path.as_str()).map_or(&[], Vec::as_slice),
+            Cow::Borrowed(_) => &[],
+        }
+    }
+}
+
+/// Whether two names are one function: equal, or but for their Rust hashes.
+pub fn same_function(a: &str, b: &str) -> bool {
+    a == b || stable_fn_name(a) == stable_fn_name(b)
 }
 
 /// The similarity (percent) of a profiled function and a new function, when it is above the
-/// threshold: the share of the profile's call anchors found in order in the new function, when
-/// both have enough anchors; for line profiles of functions with too few calls, the overlap
-/// (Jaccard) of their location sets (`locations`: the old function's), when both have at least
-/// five; agreeing probe checksums are 100.
+/// threshold ([`score`]).
 pub fn similarity(
+    fs: &FunctionSamples,
+    anchors: &BTreeMap<LineLocation, String>,
+    locations: &BTreeSet<LineLocation>,
+    code: &FunctionAnchors,
+    opts: &RemapOptions,
+) -> Option<u32> {
+    let same_checksum = code.checksum.is_some() && code.checksum == fs.checksum;
+    score(fs, anchors, locations, code, opts)
+        .filter(|s| *s > opts.similarity_threshold || same_checksum)
+}
+
+/// The similarity (percent) of a profiled function and a new function: the share of the
+/// profile's call anchors found in order in the new function (callees by [`stable_fn_name`]),
+/// when both have enough anchors; for line profiles of functions with too few calls, the
+/// overlap (Jaccard) of their location sets (`locations`: the old function's), when both have
+/// at least five; agreeing probe checksums are 100. `None`: too little to compare.
+pub fn score(
     fs: &FunctionSamples,
     anchors: &BTreeMap<LineLocation, String>,
     locations: &BTreeSet<LineLocation>,
@@ -198,17 +233,16 @@ pub fn similarity(
     if code.checksum.is_some() && code.checksum == fs.checksum {
         return Some(100);
     }
-    let new: Vec<(LineLocation, &str)> = code
+    fn known<'a>((l, c): (&LineLocation, &'a str)) -> Option<(LineLocation, Cow<'a, str>)> {
+        (c != UNKNOWN_INDIRECT_CALLEE).then(|| (*l, stable_fn_name(c)))
+    }
+    let new: Vec<(LineLocation, Cow<str>)> = code
         .locations
         .iter()
-        .filter_map(|(l, c)| c.as_deref().map(|c| (*l, c)))
-        .filter(|(_, c)| *c != UNKNOWN_INDIRECT_CALLEE)
+        .filter_map(|(l, c)| c.as_deref().and_then(|c| known((l, c))))
         .collect();
-    let old: Vec<(LineLocation, &str)> = anchors
-        .iter()
-        .map(|(l, c)| (*l, c.as_str()))
-        .filter(|(_, c)| *c != UNKNOWN_INDIRECT_CALLEE)
-        .collect();
+    let old: Vec<(LineLocation, Cow<str>)> =
+        anchors.iter().filter_map(|(l, c)| known((l, c))).collect();
     if new.len() < opts.min_anchors || old.len() < opts.min_anchors {
         if code.checksum.is_some() {
             return None;
@@ -220,12 +254,12 @@ pub fn similarity(
         }
         let common = old.intersection(&new).count();
         let union = old.len() + new.len() - common;
-        let sim = (common * 100 / union) as u32;
-        return (sim > opts.similarity_threshold).then_some(sim);
+        return Some((common * 100 / union) as u32);
     }
+    let new: Vec<(LineLocation, &str)> = new.iter().map(|(l, c)| (*l, c.as_ref())).collect();
+    let old: Vec<(LineLocation, &str)> = old.iter().map(|(l, c)| (*l, c.as_ref())).collect();
     let matched = matcher::longest_common_sequence(&new, &old, |a, b| a == b).len();
-    let sim = (matched * 100 / old.len()) as u32;
-    (sim > opts.similarity_threshold).then_some(sim)
+    Some((matched * 100 / old.len()) as u32)
 }
 
 #[cfg(test)]
@@ -253,7 +287,8 @@ mod tests {
             .map(|i| function(&["malloc", "free", "memcpy", &format!("f{i}")], &[], None))
             .collect();
         new.push(function(&["malloc", "free", "memcpy", "parse", "emit"], &[], None));
-        let refs: Vec<&FunctionAnchors> = new.iter().collect();
+        let names: Vec<String> = (0..new.len()).map(|i| format!("new{i}")).collect();
+        let refs: Vec<(&String, &FunctionAnchors)> = names.iter().zip(&new).collect();
         let opts = RemapOptions::default();
         let index = RenameIndex::new(&refs, &opts);
         let old = function(&["malloc", "free", "memcpy", "parse", "emit"], &[], None);
@@ -266,7 +301,8 @@ mod tests {
     fn rename_search_compares_at_most_max_compared_functions() {
         let new: Vec<FunctionAnchors> =
             (0..1000).map(|_| function(&["a", "b", "c"], &[], None)).collect();
-        let refs: Vec<&FunctionAnchors> = new.iter().collect();
+        let names: Vec<String> = (0..new.len()).map(|i| format!("new{i}")).collect();
+        let refs: Vec<(&String, &FunctionAnchors)> = names.iter().zip(&new).collect();
         let index = RenameIndex::new(&refs, &RemapOptions::default());
         let old = function(&["a", "b", "c"], &[], None);
         let found = index.candidates(None, &anchors(&old), &BTreeSet::new());
@@ -292,7 +328,8 @@ mod tests {
         };
         let new: Vec<FunctionAnchors> = (0..300).map(|_| random_function()).collect();
         let old: Vec<FunctionAnchors> = (0..300).map(|_| random_function()).collect();
-        let refs: Vec<&FunctionAnchors> = new.iter().collect();
+        let names: Vec<String> = (0..new.len()).map(|i| format!("new{i}")).collect();
+        let refs: Vec<(&String, &FunctionAnchors)> = names.iter().zip(&new).collect();
         for threshold in [0, 50, 80, 100] {
             let opts = RemapOptions { similarity_threshold: threshold, ..Default::default() };
             let index = RenameIndex::new(&refs, &opts);
