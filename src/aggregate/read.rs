@@ -229,14 +229,30 @@ pub fn read_counters(
         }
         Input::PerfData(_) | Input::PerfScript(_) => {
             let samples = read_samples(binary, input, opts, workers, report)?;
+            release_freed_heap();
             report.distinct_samples = samples.len();
             if samples.has_call_stacks {
                 opts.reporter.phase(Phase::Unwinding);
             }
-            samples_to_counters(binary, &samples, opts, report)
+            let counters = samples_to_counters(binary, &samples, opts, report);
+            drop(samples);
+            release_freed_heap();
+            counters
         }
         Input::Aggregate(paths) => read_aggregates(binary, paths, opts, report)?,
     })
+}
+
+/// Gives the heap memory freed by a parallel phase back to the system. glibc keeps what a thread
+/// frees in that thread's arena, for that thread to reuse: the reading workers' held raw samples
+/// and tables, the unwinding workers' maps, would stay resident through the later phases, which
+/// allocate on other threads (Lua CS at 2 threads: peak RSS 93-102 -> 75 MiB; 1 thread: 60 MiB).
+pub fn release_freed_heap() {
+    // SAFETY: malloc_trim only hands free pages of the allocator's arenas back to the system.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::malloc_trim(0);
+    }
 }
 
 /// Reads `input` for its temporal traces only, without counters (`profgen order`);

@@ -136,6 +136,7 @@ fn generate(cfg: &Config, reporter: &Reporter, report: &mut RunReport) -> Result
         // Inputs recorded without branch stacks were read as IP samples: profile them as such.
         opts.line.leading_ip_only |= report.inputs.ip_samples_detected;
         let profile = profile::generate(&binary, &counters, &opts, &mut report.warnings);
+        aggregate::read::release_freed_heap();
         if cfg.run.warn_not_symbolized {
             report.warnings.extend(not_symbolized_warning(&binary, &counters));
         }
