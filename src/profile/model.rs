@@ -10,7 +10,82 @@ use std::sync::Arc;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BodySample {
     pub count: u64,
-    pub call_targets: BTreeMap<String, u64>,
+    pub call_targets: CallTargets,
+}
+
+/// The functions called from a source location, with their counts: a vector sorted by name.
+/// Most call sites have one or two targets, where a map would allocate a whole node per site.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallTargets(Vec<(String, u64)>);
+
+impl CallTargets {
+    fn find(&self, name: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(n, _)| n.as_str().cmp(name))
+    }
+    pub fn get(&self, name: &str) -> Option<&u64> {
+        self.find(name).ok().map(|i| &self.0[i].1)
+    }
+    /// Adds `n` to the count of `name` (saturating), inserting it at 0 first if absent.
+    pub fn add(&mut self, name: &str, n: u64) {
+        match self.find(name) {
+            Ok(i) => self.0[i].1 = self.0[i].1.saturating_add(n),
+            Err(i) => {
+                // Exact growth: lists stay short, and there is one per call site.
+                self.0.reserve_exact(1);
+                self.0.insert(i, (name.to_string(), n));
+            }
+        }
+    }
+    /// Removes `name`, returning its count.
+    pub fn remove(&mut self, name: &str) -> Option<u64> {
+        self.find(name).ok().map(|i| self.0.remove(i).1)
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// `(name, count)` in name order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&String, &u64)> + '_ {
+        self.0.iter().map(|(name, n)| (name, n))
+    }
+    pub fn keys(&self) -> impl ExactSizeIterator<Item = &String> + '_ {
+        self.0.iter().map(|(name, _)| name)
+    }
+    pub fn values(&self) -> impl ExactSizeIterator<Item = &u64> + '_ {
+        self.0.iter().map(|(_, n)| n)
+    }
+}
+
+impl std::ops::Index<&str> for CallTargets {
+    type Output = u64;
+    fn index(&self, name: &str) -> &u64 {
+        self.get(name).expect("a call target of this name")
+    }
+}
+
+impl FromIterator<(String, u64)> for CallTargets {
+    /// Later counts of a repeated name replace earlier ones, as a map's would.
+    fn from_iter<I: IntoIterator<Item = (String, u64)>>(iter: I) -> Self {
+        let mut targets: Vec<(String, u64)> = iter.into_iter().collect();
+        targets.reverse();
+        targets.sort_by(|a, b| a.0.cmp(&b.0));
+        targets.dedup_by(|later, first| later.0 == first.0);
+        targets.shrink_to_fit();
+        CallTargets(targets)
+    }
+}
+
+impl<'a> IntoIterator for &'a CallTargets {
+    type Item = (&'a String, &'a u64);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (String, u64)>,
+        fn(&'a (String, u64)) -> (&'a String, &'a u64),
+    >;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(name, n)| (name, n))
+    }
 }
 
 /// A calling context, root first, leaf last (whose location is (0, 0)). A context of one frame
@@ -184,14 +259,7 @@ impl FunctionSamples {
         b.count = b.count.max(n);
     }
     pub fn add_call_target(&mut self, loc: LineLocation, callee: &str, n: u64) {
-        let targets = &mut self.body.entry(loc).or_default().call_targets;
-        // Merges mostly add to targets that exist: no name copied for them.
-        match targets.get_mut(callee) {
-            Some(t) => *t = t.saturating_add(n),
-            None => {
-                targets.insert(callee.to_string(), n);
-            }
-        }
+        self.body.entry(loc).or_default().call_targets.add(callee, n);
     }
     /// The nested profile of `callee` inlined at `loc`, created empty if absent.
     pub fn callsite_mut(&mut self, loc: LineLocation, callee: &str) -> &mut FunctionSamples {
