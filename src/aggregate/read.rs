@@ -863,7 +863,10 @@ fn samples_to_counters(
     let (mut counters, unwind) = unwind_all_with(
         binary,
         &entries,
-        |(k, n)| (std::borrow::Cow::Owned(key::decode(k)), *n),
+        |(k, n), out| {
+            key::decode_into(k, out);
+            *n
+        },
         opts,
     );
     counters.weights = samples.weights;

@@ -94,30 +94,40 @@ pub mod key {
         }
     }
 
-    /// The sample [`encode`] stored.
-    pub fn decode(key: &[u8]) -> HybridSample {
+    /// The sample [`encode`] stored, into `out`, whose vectors keep their capacity from sample to
+    /// sample.
+    pub fn decode_into(key: &[u8], out: &mut HybridSample) {
         let mut at = 0;
         // Keys are only ever made by `encode`, so they are well-formed.
         let n_stack = read_uleb128(key, &mut at).unwrap_or(0) as usize;
         let mut prev = 0u64;
-        let mut addrs = Vec::with_capacity(key.len());
-        while let Ok(z) = read_uleb128(key, &mut at) {
+        let mut next = || {
+            let z = read_uleb128(key, &mut at).ok()?;
             let d = ((z >> 1) as i64) ^ -((z & 1) as i64);
             prev = prev.wrapping_add(d as u64);
-            addrs.push(Vaddr(prev));
+            Some(Vaddr(prev))
+        };
+        out.callchain.clear();
+        out.branches.clear();
+        for _ in 0..n_stack {
+            let Some(a) = next() else { return };
+            out.callchain.push(a);
         }
-        let n_stack = n_stack.min(addrs.len());
-        let branches = addrs[n_stack..]
-            .chunks_exact(2)
-            .map(|p| Branch { source: p[0], target: p[1] })
-            .collect();
-        addrs.truncate(n_stack);
-        HybridSample { callchain: addrs, branches }
+        while let (Some(source), Some(target)) = (next(), next()) {
+            out.branches.push(Branch { source, target });
+        }
     }
 
     #[cfg(test)]
     mod tests {
         use super::*;
+
+        fn decode(key: &[u8]) -> HybridSample {
+            // Filled first: decoding must replace what the buffer held.
+            let mut h = HybridSample { callchain: vec![Vaddr(1)], branches: Vec::new() };
+            decode_into(key, &mut h);
+            h
+        }
 
         #[test]
         fn round_trips_any_addresses() {

@@ -40,7 +40,7 @@ use std::collections::BTreeSet;
 pub const MAX_BRANCHES: usize = 128;
 
 /// A normalised LBR + call stack sample, the aggregation key of hybrid samples.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct HybridSample {
     /// Leaf first; non-leaf frames are call-site addresses; [`Vaddr::EXTERNAL`] for frames
     /// outside the binary (consecutive ones merged). The leaf is `lbr[0].target`.
@@ -231,36 +231,46 @@ fn lacks_caller_frame<C: CodeView + ?Sized>(code: &C, leaf: Vaddr) -> bool {
 fn entering_call_site<C: CodeView + ?Sized>(code: &C, branches: &[Branch<Vaddr>]) -> Option<Vaddr> {
     let mut depth = 0u32;
     for &b in branches {
-        if is_return(code, b) {
-            depth += 1;
-        } else if is_call(code, b) {
-            if depth == 0 {
-                return Some(b.source);
-            }
-            depth -= 1;
+        match branch_kind(code, b) {
+            BranchKind::Return => depth += 1,
+            BranchKind::Call if depth == 0 => return Some(b.source),
+            BranchKind::Call => depth -= 1,
+            BranchKind::Other(_) => {}
         }
     }
     None
 }
 
-/// A call: a call instruction, or a branch from external code to an address that does not follow
-/// a call.
-fn is_call<C: CodeView + ?Sized>(code: &C, b: Branch<Vaddr>) -> bool {
-    code.inst_kind(b.source) == Some(InstKind::Call)
-        || (b.source.is_external() && code.call_addr_from_return_addr(b.target).is_none())
+/// What an LBR entry does to the call stack.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum BranchKind {
+    /// A call instruction, or a branch from external code to an address that does not follow a
+    /// call.
+    Call,
+    /// A return instruction, or a branch from external code to an address after a call.
+    Return,
+    /// Any other branch, with its source's instruction kind.
+    Other(Option<InstKind>),
 }
 
-/// A jump from one function to another's entry (a tail call).
-fn is_tail_jump<C: CodeView + ?Sized>(code: &C, b: Branch<Vaddr>) -> bool {
-    matches!(code.inst_kind(b.source), Some(InstKind::DirectJump | InstKind::IndirectJump))
+/// The kind of branch `b` (its source's instruction looked up once).
+fn branch_kind<C: CodeView + ?Sized>(code: &C, b: Branch<Vaddr>) -> BranchKind {
+    match code.inst_kind(b.source) {
+        Some(InstKind::Call) => BranchKind::Call,
+        Some(InstKind::Return) => BranchKind::Return,
+        _ if b.source.is_external() => match code.call_addr_from_return_addr(b.target) {
+            Some(_) => BranchKind::Return,
+            None => BranchKind::Call,
+        },
+        kind => BranchKind::Other(kind),
+    }
+}
+
+/// A jump (source instruction kind `kind`) from one function to another's entry (a tail call).
+fn is_tail_jump<C: CodeView + ?Sized>(code: &C, b: Branch<Vaddr>, kind: Option<InstKind>) -> bool {
+    matches!(kind, Some(InstKind::DirectJump | InstKind::IndirectJump))
         && code.entry_func_name(b.target).is_some()
         && code.func_range(b.source).map(|r| r.func) != code.func_range(b.target).map(|r| r.func)
-}
-
-/// A return: a return instruction, or a branch from external code to an address after a call.
-fn is_return<C: CodeView + ?Sized>(code: &C, b: Branch<Vaddr>) -> bool {
-    code.inst_kind(b.source) == Some(InstKind::Return)
-        || (b.source.is_external() && code.call_addr_from_return_addr(b.target).is_some())
 }
 
 /// How contexts are keyed and shaped.
@@ -388,6 +398,12 @@ struct Frame {
     children: Vec<(Vaddr, usize)>,
     ranges: Vec<(Vaddr, Vaddr, u64)>,
     branches: Vec<(Vaddr, Vaddr, u64)>,
+}
+
+impl Frame {
+    fn has_counts(&self) -> bool {
+        !self.ranges.is_empty() || !self.branches.is_empty()
+    }
 }
 
 /// The frames of one sample. Reused from sample to sample (`reset`) so that unwinding allocates
@@ -533,13 +549,96 @@ pub struct Unwinder<'c, C: CodeView + ?Sized> {
     /// Counters by call-site stack (root first): turned into contexts once at the end, since
     /// making a context (inline expansion, symbolization, recursion compression) costs far more
     /// than counting, and many samples share a stack.
-    by_stack: StackCounters,
+    by_stack: Stacks,
     stats: UnwindStats,
     trie: Trie,
+    walk: Walk,
+}
+
+/// [`Unwinder::collect`]'s depth-first walk, its vectors reused from sample to sample.
+#[derive(Default)]
+struct Walk {
+    /// Call sites from the root to the current frame, externals included.
+    path: Vec<Vaddr>,
+    /// Per frame on `path`: where its context starts in `path`, just past the innermost external
+    /// frame above it.
+    bases: Vec<usize>,
+    /// The [`Stacks`] node of each frame's context (the root's first), [`UNKNOWN`] until asked.
+    nodes: Vec<u32>,
+    /// (frame, index of its next child to visit)
+    todo: Vec<(usize, usize)>,
+}
+
+/// A [`Walk::nodes`] entry not looked up yet.
+const UNKNOWN: u32 = u32::MAX;
+
+impl Walk {
+    /// The node of the current frame's context, interned from its nearest known caller's (the
+    /// context's start is known: the root or an external frame).
+    fn node(&mut self, stacks: &mut Stacks) -> u32 {
+        let known = self.nodes.iter().rposition(|&n| n != UNKNOWN).expect("the root's node");
+        let mut n = self.nodes[known];
+        for k in known + 1..self.nodes.len() {
+            n = stacks.child(n, self.path[k - 1]);
+            self.nodes[k] = n;
+        }
+        n
+    }
 }
 
 /// Counters by call-site stack, root first, before the stacks become [`ContextKey`]s.
 type StackCounters = hashbrown::HashMap<Vec<Vaddr>, Counters>;
+
+/// The call-site stacks an unwinder met, as a trie of interned nodes (a stack is its innermost
+/// node; the empty stack is [`ROOT`]), with the counters of each. A frame's stack extends its
+/// caller's by one call site, so finding it costs one lookup, not hashing the whole stack.
+struct Stacks {
+    /// (parent, call site) of each node; the root's is unused.
+    nodes: Vec<(u32, Vaddr)>,
+    children: hashbrown::HashMap<(u32, Vaddr), u32>,
+    counters: hashbrown::HashMap<u32, Counters>,
+}
+
+impl Default for Stacks {
+    fn default() -> Self {
+        Stacks {
+            nodes: vec![(0, Vaddr(0))],
+            children: Default::default(),
+            counters: Default::default(),
+        }
+    }
+}
+
+impl Stacks {
+    /// The stack of `parent`'s with `site` called last.
+    fn child(&mut self, parent: u32, site: Vaddr) -> u32 {
+        let next = self.nodes.len() as u32;
+        let id = *self.children.entry((parent, site)).or_insert(next);
+        if id == next {
+            self.nodes.push((parent, site));
+        }
+        id
+    }
+    /// The node of `stack` (root first).
+    fn of(&mut self, stack: &[Vaddr]) -> u32 {
+        stack.iter().fold(ROOT as u32, |n, &a| self.child(n, a))
+    }
+    /// The counters by stack, each stack spelled out.
+    fn into_counters(self) -> StackCounters {
+        let nodes = self.nodes;
+        let stack_of = |mut n: u32| {
+            let mut stack = Vec::new();
+            while n != ROOT as u32 {
+                let (parent, site) = nodes[n as usize];
+                stack.push(site);
+                n = parent;
+            }
+            stack.reverse();
+            stack
+        };
+        self.counters.into_iter().map(|(n, c)| (stack_of(n), c)).collect()
+    }
+}
 
 /// Adds `other`'s counters into `into`.
 fn merge_stacks(into: &mut StackCounters, other: StackCounters) {
@@ -607,9 +706,10 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         Unwinder {
             code,
             opts,
-            by_stack: StackCounters::default(),
+            by_stack: Stacks::default(),
             stats: UnwindStats::default(),
             trie: Trie::default(),
+            walk: Walk::default(),
         }
     }
 
@@ -653,12 +753,13 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
                 self.unwind_linear(&mut st, repeat);
             }
             let br = st.current();
-            if !st.invalid && is_call(self.code, br) {
+            let kind = if st.invalid { None } else { Some(branch_kind(self.code, br)) };
+            if kind == Some(BranchKind::Call) {
                 self.unwind_call(&mut st);
-            } else if !st.invalid && is_return(self.code, br) {
+            } else if kind == Some(BranchKind::Return) {
                 self.unwind_return(&mut st);
-            } else if !st.invalid {
-                if st.tail_frames && is_tail_jump(self.code, br) {
+            } else if let Some(BranchKind::Other(inst)) = kind {
+                if st.tail_frames && is_tail_jump(self.code, br, inst) {
                     st.tail_jump(br.source);
                 } else {
                     st.switch_to(br.source);
@@ -779,64 +880,76 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
     /// with an explicit stack, since a sample's stack can be arbitrarily deep. Returns whether a
     /// context was cut to [`MAX_CONTEXT_FRAMES`].
     fn collect(&mut self, trie: &Trie) -> bool {
-        // Call sites from the root to the current frame, externals included; a frame's context
-        // is `path[base..]`, `base` being just past the innermost external frame above it.
-        let mut path: Vec<Vaddr> = Vec::new();
-        let mut bases: Vec<usize> = vec![0];
-        // (frame, index of its next child to visit)
-        let mut todo: Vec<(usize, usize)> = vec![(ROOT, 0)];
-        let mut cut = self.record_frame(&trie.frames[ROOT], &[]);
-        while let Some((node, next)) = todo.last_mut() {
+        let mut w = std::mem::take(&mut self.walk);
+        w.path.clear();
+        w.bases.clear();
+        w.bases.push(0);
+        w.nodes.clear();
+        w.nodes.push(ROOT as u32);
+        w.todo.clear();
+        w.todo.push((ROOT, 0));
+        if trie.frames[ROOT].has_counts() {
+            self.record_frame(&trie.frames[ROOT], ROOT as u32);
+        }
+        let mut cut = false;
+        while let Some((node, next)) = w.todo.last_mut() {
             let Some(&(_, child)) = trie.frames[*node].children.get(*next) else {
                 if *node != ROOT {
-                    path.pop();
-                    bases.pop();
+                    w.path.pop();
+                    w.bases.pop();
+                    w.nodes.pop();
                 }
-                todo.pop();
+                w.todo.pop();
                 continue;
             };
             *next += 1;
             let f = &trie.frames[child];
-            path.push(f.addr);
+            w.path.push(f.addr);
             if f.addr.is_external() {
                 // Not a call context the compiler sees: start afresh below it.
-                bases.push(path.len());
+                w.bases.push(w.path.len());
+                w.nodes.push(ROOT as u32);
                 if !f.children.is_empty() {
                     self.stats.untracked_callsites.insert(f.addr);
                 }
             } else {
-                bases.push(*bases.last().expect("the root's base"));
+                w.bases.push(*w.bases.last().expect("the root's base"));
+                w.nodes.push(UNKNOWN);
             }
-            let base = *bases.last().expect("just pushed");
-            cut |= self.record_frame(f, &path[base..]);
-            todo.push((child, 0));
+            if f.has_counts() {
+                let base = *w.bases.last().expect("just pushed");
+                let stack = if w.path.len() - base > MAX_CONTEXT_FRAMES {
+                    // Only the innermost call sites are kept: not an extension of the caller's
+                    // context, so not kept in `nodes`.
+                    cut = true;
+                    self.by_stack.of(&w.path[w.path.len() - MAX_CONTEXT_FRAMES..])
+                } else {
+                    w.node(&mut self.by_stack)
+                };
+                self.record_frame(f, stack);
+            }
+            w.todo.push((child, 0));
         }
+        self.walk = w;
         cut
     }
 
-    /// Adds the frame's counts to the counters of `stack` (its innermost [`MAX_CONTEXT_FRAMES`]
-    /// call sites); returns whether the stack was deeper than that.
-    fn record_frame(&mut self, f: &Frame, stack: &[Vaddr]) -> bool {
-        if f.ranges.is_empty() && f.branches.is_empty() {
-            return false;
-        }
-        let cut = stack.len() > MAX_CONTEXT_FRAMES;
-        let stack = &stack[stack.len().saturating_sub(MAX_CONTEXT_FRAMES)..];
-        let c = self.by_stack.entry_ref(stack).or_default();
+    /// Adds the frame's counts to the counters of `stack`.
+    fn record_frame(&mut self, f: &Frame, stack: u32) {
+        let c = self.by_stack.counters.entry(stack).or_default();
         for &(s, e, n) in &f.ranges {
             c.add_range(s, e, n);
         }
         for &(s, t, n) in &f.branches {
             c.add_branch(s, t, n);
         }
-        cut
     }
 }
 
 impl<C: CodeView + Sync + ?Sized> Unwinder<'_, C> {
     /// The counters per context, and what unwinding met.
     pub fn finish(self) -> (ContextCounters, UnwindStats) {
-        (stacks_to_contexts(self.code, &self.opts, self.by_stack), self.stats)
+        (stacks_to_contexts(self.code, &self.opts, self.by_stack.into_counters()), self.stats)
     }
 }
 
@@ -846,16 +959,24 @@ pub fn unwind_all<C: CodeView + Sync + ?Sized>(
     samples: &[(HybridSample, u64)],
     opts: UnwindOptions,
 ) -> (ContextCounters, UnwindStats) {
-    unwind_all_with(code, samples, |(s, n)| (std::borrow::Cow::Borrowed(s), *n), opts)
+    unwind_all_with(
+        code,
+        samples,
+        |(s, n), out| {
+            out.clone_from(s);
+            *n
+        },
+        opts,
+    )
 }
 
-/// [`unwind_all`] over any stored form of the samples: `sample` turns an item into a sample and
-/// its count (decoding it if need be), one chunk at a time, so no second copy of all samples is
-/// made.
-pub fn unwind_all_with<'s, C: CodeView + Sync + ?Sized, T: Sync>(
+/// [`unwind_all`] over any stored form of the samples: `sample` writes an item's sample into a
+/// buffer reused from item to item (decoding it if need be) and returns its count, so no second
+/// copy of all samples is made.
+pub fn unwind_all_with<C: CodeView + Sync + ?Sized, T: Sync>(
     code: &C,
-    items: &'s [T],
-    sample: impl Fn(&'s T) -> (std::borrow::Cow<'s, HybridSample>, u64) + Sync,
+    items: &[T],
+    sample: impl Fn(&T, &mut HybridSample) -> u64 + Sync,
     opts: UnwindOptions,
 ) -> (ContextCounters, UnwindStats) {
     use rayon::prelude::*;
@@ -864,16 +985,16 @@ pub fn unwind_all_with<'s, C: CodeView + Sync + ?Sized, T: Sync>(
     let (stacks, stats) = items
         .par_chunks(256)
         .fold(
-            || Unwinder::new(code, opts),
-            |mut u, chunk| {
+            || (Unwinder::new(code, opts), HybridSample::default()),
+            |(mut u, mut s), chunk| {
                 for item in chunk {
-                    let (s, n) = sample(item);
+                    let n = sample(item, &mut s);
                     u.unwind(&s, n);
                 }
-                u
+                (u, s)
             },
         )
-        .map(|u| (u.by_stack, u.stats))
+        .map(|(u, _)| (u.by_stack.into_counters(), u.stats))
         .reduce(
             || (StackCounters::default(), UnwindStats::default()),
             |(mut c1, mut s1), (c2, s2)| {
