@@ -99,20 +99,38 @@ impl Default for CsOptions {
 }
 
 /// Flat CS profiles by full context while they are built; hashed (contexts are long, comparing
-/// them in a tree costs more), sorted when finished.
+/// them in a tree costs more), sorted when finished. Each profile has a slot, so that a builder
+/// that resolved a context once adds to its profile without hashing the context again.
 #[derive(Default)]
 struct ContextProfiles {
-    map: HashMap<Context, FunctionSamples>,
+    slots: HashMap<Context, usize>,
+    profiles: Vec<(Context, FunctionSamples)>,
 }
 
 impl ContextProfiles {
-    fn get_or_create(&mut self, ctx: &Context, was_inlined: bool) -> &mut FunctionSamples {
-        let fs =
-            self.map.entry(ctx.clone()).or_insert_with(|| FunctionSamples::new(ctx.leaf_name()));
+    /// The slot of `ctx`'s profile, created empty if need be.
+    fn slot(&mut self, ctx: &Context, was_inlined: bool) -> usize {
+        let slot = match self.slots.get(ctx) {
+            Some(&slot) => slot,
+            None => {
+                self.profiles.push((ctx.clone(), FunctionSamples::new(ctx.leaf_name())));
+                self.slots.insert(ctx.clone(), self.profiles.len() - 1);
+                self.profiles.len() - 1
+            }
+        };
         if was_inlined {
-            fs.attributes |= attr::WAS_INLINED;
+            self.profiles[slot].1.attributes |= attr::WAS_INLINED;
         }
-        fs
+        slot
+    }
+
+    fn at(&mut self, slot: usize) -> &mut FunctionSamples {
+        &mut self.profiles[slot].1
+    }
+
+    fn get_or_create(&mut self, ctx: &Context, was_inlined: bool) -> &mut FunctionSamples {
+        let slot = self.slot(ctx, was_inlined);
+        self.at(slot)
     }
 
     /// `populateInferredFunctionSamples`: a context without head samples (e.g. inlined in the
@@ -122,7 +140,7 @@ impl ContextProfiles {
         // Contexts without head samples by length; heads never change here, and a parent
         // created here has none, so it joins the next shorter length.
         let mut by_len: Vec<Vec<Context>> = Vec::new();
-        for (ctx, fs) in &self.map {
+        for (ctx, fs) in &self.profiles {
             if fs.head_samples == 0 && ctx.len() >= 2 {
                 by_len.resize_with(by_len.len().max(ctx.len() + 1), Vec::new);
                 by_len[ctx.len()].push(ctx.clone());
@@ -134,7 +152,7 @@ impl ContextProfiles {
             at_len.sort_unstable();
             at_len.dedup();
             for ctx in at_len {
-                let fs = &self.map[&ctx];
+                let fs = &self.profiles[self.slots[&ctx]].1;
                 let mut estimate = head_samples_estimate(fs);
                 if estimate == 0 && fs.body.is_empty() {
                     estimate = 1;
@@ -156,20 +174,21 @@ impl ContextProfiles {
     /// Adds the profiles built from later contexts: counts add up (saturating sums, in any
     /// order), a checksum they set replaces this one's, as the later context's would have.
     fn merge(&mut self, later: ContextProfiles) {
-        if self.map.is_empty() {
-            self.map = later.map;
+        if self.profiles.is_empty() {
+            *self = later;
             return;
         }
-        for (ctx, fs) in later.map {
-            match self.map.entry(ctx) {
-                hashbrown::hash_map::Entry::Occupied(mut e) => {
-                    let mine = e.get_mut();
+        for (ctx, fs) in later.profiles {
+            match self.slots.get(&ctx) {
+                Some(&slot) => {
+                    let mine = &mut self.profiles[slot].1;
                     let checksum = fs.checksum.or(mine.checksum);
                     mine.merge(&fs);
                     mine.checksum = checksum;
                 }
-                hashbrown::hash_map::Entry::Vacant(e) => {
-                    e.insert(fs);
+                None => {
+                    self.slots.insert(ctx.clone(), self.profiles.len());
+                    self.profiles.push((ctx, fs));
                 }
             }
         }
@@ -178,7 +197,8 @@ impl ContextProfiles {
     /// `updateFunctionSamples`: optional total recomputation, then body counts raised to their
     /// call-target sums. Sorted and updated on rayon's current pool.
     fn finish(self, kind: ProfileKind, update_total_samples: bool) -> Profile {
-        let mut profiles: Vec<(Context, FunctionSamples)> = self.map.into_iter().collect();
+        drop(self.slots);
+        let mut profiles = self.profiles;
         profiles.par_iter_mut().for_each(|(_, fs)| {
             if update_total_samples {
                 fs.total_samples = fs.body.values().fold(0u64, |t, b| t.saturating_add(b.count));
@@ -448,10 +468,17 @@ struct InferredSites {
 }
 
 /// A profile context resolved for one leaf probe.
-#[derive(Clone)]
 struct ProbeContext {
     frames: Context,
     was_inlined: bool,
+    checksum: u64,
+}
+
+/// A leaf probe's context as the builder uses it: the slot of its profile (whose context
+/// it is) and the checksum of the leaf's function.
+#[derive(Clone, Copy)]
+struct LeafProfile {
+    slot: usize,
     checksum: u64,
 }
 
@@ -463,7 +490,7 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     /// The leaf contexts resolved in the current calling context, by the leaf's function (for
     /// tail-call inference) and inline node: every probe of a function instance shares one,
     /// and resolving (inline chains, recursion compression) is the costly part.
-    leaf_contexts: HashMap<(Option<FuncId>, NodeId), (Option<ProbeContext>, u64)>,
+    leaf_contexts: HashMap<(Option<FuncId>, NodeId), (Option<LeafProfile>, u64)>,
     shared_names: &'a SharedNames,
     names: HashMap<u64, Option<FuncName>>,
 }
@@ -476,13 +503,14 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         inferred: &InferredSites,
         leaves: &SampledLeaves,
     ) {
-        let mut sampled_nodes: BTreeMap<NodeId, BTreeSet<Context>> = BTreeMap::new();
+        // (inline node, profile slot) of the sampled function instances.
+        let mut sampled_nodes: Vec<(NodeId, usize)> = Vec::new();
         for &(probe, n) in &leaves.blocks {
-            let Some(ctx) = self.leaf_probe_context(code, sites, inferred, &probe) else {
+            let Some(leaf) = self.leaf_probe_context(code, sites, inferred, &probe) else {
                 continue;
             };
-            let fs = self.profiles.get_or_create(&ctx.frames, ctx.was_inlined);
-            fs.checksum = Some(ctx.checksum);
+            let fs = self.profiles.at(leaf.slot);
+            fs.checksum = Some(leaf.checksum);
             let loc = LineLocation::new(probe.index, probe.discriminator);
             fs.add_body(loc, n);
             fs.add_total(n);
@@ -493,9 +521,10 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
                     .probes
                     .node_inline_site(probe.node)
                     .and_then(|(parent, _)| self.probes.func_desc(self.probes.node_guid(parent)));
-                if let (Some((_, inliner_hash)), Some(parent)) = (inliner, ctx.frames.parent()) {
-                    let callsite = ctx.frames.callers()[parent.len() - 1].loc;
-                    let callee = ctx.frames.leaf_name().to_string();
+                let frames = &self.profiles.profiles[leaf.slot].0;
+                if let (Some((_, inliner_hash)), Some(parent)) = (inliner, frames.parent()) {
+                    let callsite = frames.callers()[parent.len() - 1].loc;
+                    let callee = frames.leaf_name().to_string();
                     let p = self.profiles.get_or_create(&parent, false);
                     p.checksum = Some(inliner_hash);
                     p.add_body(callsite, n);
@@ -503,16 +532,16 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
                     p.add_call_target(callsite, &callee, n);
                 }
             }
-            sampled_nodes.entry(probe.node).or_default().insert(ctx.frames);
+            sampled_nodes.push((probe.node, leaf.slot));
         }
         // Unsampled probes of a sampled function instance get explicit zeros, so the compiler
         // can tell "not executed" from "optimized away".
-        for (node, contexts) in sampled_nodes {
-            for ctx in contexts {
-                let fs = self.profiles.get_or_create(&ctx, false);
-                for p in self.probes.node_probes(node) {
-                    fs.add_body(LineLocation::new(p.index, p.discriminator), 0);
-                }
+        sampled_nodes.sort_unstable();
+        sampled_nodes.dedup();
+        for (node, slot) in sampled_nodes {
+            let fs = self.profiles.at(slot);
+            for p in self.probes.node_probes(node) {
+                fs.add_body(LineLocation::new(p.index, p.discriminator), 0);
             }
         }
     }
@@ -525,11 +554,11 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         leaves: &SampledLeaves,
     ) {
         for &(call, dst, n) in &leaves.calls {
-            let Some(ctx) = self.leaf_probe_context(code, sites, inferred, &call) else {
+            let Some(leaf) = self.leaf_probe_context(code, sites, inferred, &call) else {
                 continue;
             };
-            let fs = self.profiles.get_or_create(&ctx.frames, ctx.was_inlined);
-            fs.checksum = Some(ctx.checksum);
+            let fs = self.profiles.at(leaf.slot);
+            fs.checksum = Some(leaf.checksum);
             fs.add_body(LineLocation::new(call.index, 0), n);
             fs.add_total(n);
             if let Some(callee) = code.entry_func_name(dst) {
@@ -545,33 +574,36 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
     /// `getContextNodeForLeafProbe`: call sites (with inferred tail-call frames) expanded through
     /// their call probes' inline contexts, then the leaf probe's inline context. It depends on
     /// the probe only through its inline node and (for inference) its function, so it is
-    /// resolved once per calling context and such pair.
+    /// resolved once per calling context and such pair, with the slot of its profile.
     fn leaf_probe_context<C: CodeView + ?Sized>(
         &mut self,
         code: &C,
         sites: &[Vaddr],
         inferred: &InferredSites,
         leaf: &Probe,
-    ) -> Option<ProbeContext> {
+    ) -> Option<LeafProfile> {
         let func = if self.opts.infer_missing_frames {
             code.func_range(leaf.addr).map(|r| r.func)
         } else {
             None
         };
         let key = (func, leaf.node);
-        if let Some((ctx, without_desc)) = self.leaf_contexts.get(&key) {
+        if let Some(&(leaf, without_desc)) = self.leaf_contexts.get(&key) {
             self.stats.probes_without_desc += without_desc;
-            return ctx.clone();
+            return leaf;
         }
         let sites = match inferred.by_func.iter().find(|(f, _)| *f == func) {
             Some((_, with_tail_calls)) => &with_tail_calls[..],
             None => sites,
         };
         let before = self.stats.probes_without_desc;
-        let ctx = self.resolve_leaf_probe_context(sites, leaf);
+        let leaf = self.resolve_leaf_probe_context(sites, leaf).map(|ctx| LeafProfile {
+            slot: self.profiles.slot(&ctx.frames, ctx.was_inlined),
+            checksum: ctx.checksum,
+        });
         let without_desc = self.stats.probes_without_desc - before;
-        self.leaf_contexts.insert(key, (ctx.clone(), without_desc));
-        ctx
+        self.leaf_contexts.insert(key, (leaf, without_desc));
+        leaf
     }
 
     /// The context of `leaf` under `sites` (call sites, tail-call frames inferred).
