@@ -415,24 +415,24 @@ impl<'p> Decoder<'p> {
                 }
             };
         }
-        let u64_if = |c: &mut Cursor<'_>, bit, name| -> Result<Option<u64>, Error> {
-            if st & bit == 0 {
-                return Ok(None);
-            }
-            c.u64().map(Some).ok_or_else(|| short(c, name))
-        };
-        u64_if(&mut c, SAMPLE_IDENTIFIER, "identifier")?;
-        let ip = u64_if(&mut c, SAMPLE_IP, "ip")?.unwrap_or(0);
-        let (pid, tid) = match u64_if(&mut c, SAMPLE_TID, "pid/tid")? {
+        // A macro rather than a closure: inlined, a field the sample type lacks costs one test.
+        macro_rules! u64_if {
+            ($bit:expr, $name:expr) => {
+                if st & $bit == 0 { None } else { Some(field!(c.u64(), $name)) }
+            };
+        }
+        u64_if!(SAMPLE_IDENTIFIER, "identifier");
+        let ip = u64_if!(SAMPLE_IP, "ip").unwrap_or(0);
+        let (pid, tid) = match u64_if!(SAMPLE_TID, "pid/tid") {
             Some(v) => (Some(v as u32 as i32), Some((v >> 32) as u32 as i32)),
             None => (None, None),
         };
-        let time = u64_if(&mut c, SAMPLE_TIME, "time")?;
-        u64_if(&mut c, SAMPLE_ADDR, "addr")?;
-        u64_if(&mut c, SAMPLE_ID, "id")?;
-        u64_if(&mut c, SAMPLE_STREAM_ID, "stream_id")?;
-        u64_if(&mut c, SAMPLE_CPU, "cpu")?;
-        let period = u64_if(&mut c, SAMPLE_PERIOD, "period")?.unwrap_or(1);
+        let time = u64_if!(SAMPLE_TIME, "time");
+        u64_if!(SAMPLE_ADDR, "addr");
+        u64_if!(SAMPLE_ID, "id");
+        u64_if!(SAMPLE_STREAM_ID, "stream_id");
+        u64_if!(SAMPLE_CPU, "cpu");
+        let period = u64_if!(SAMPLE_PERIOD, "period").unwrap_or(1);
         if has(SAMPLE_READ) {
             field!(skip_read(&mut c, attr.read_format), "read values");
         }
@@ -489,16 +489,16 @@ impl<'p> Decoder<'p> {
                 field!(c.u64(), "user stack dyn_size");
             }
         }
-        u64_if(&mut c, SAMPLE_WEIGHT | SAMPLE_WEIGHT_STRUCT, "weight")?;
-        u64_if(&mut c, SAMPLE_DATA_SRC, "data_src")?;
-        u64_if(&mut c, SAMPLE_TRANSACTION, "transaction")?;
+        u64_if!(SAMPLE_WEIGHT | SAMPLE_WEIGHT_STRUCT, "weight");
+        u64_if!(SAMPLE_DATA_SRC, "data_src");
+        u64_if!(SAMPLE_TRANSACTION, "transaction");
         if has(SAMPLE_REGS_INTR) {
             field!(skip_regs(&mut c, attr.sample_regs_intr), "interrupt registers");
         }
-        u64_if(&mut c, SAMPLE_PHYS_ADDR, "phys_addr")?;
-        u64_if(&mut c, SAMPLE_CGROUP, "cgroup")?;
-        u64_if(&mut c, SAMPLE_DATA_PAGE_SIZE, "data_page_size")?;
-        u64_if(&mut c, SAMPLE_CODE_PAGE_SIZE, "code_page_size")?;
+        u64_if!(SAMPLE_PHYS_ADDR, "phys_addr");
+        u64_if!(SAMPLE_CGROUP, "cgroup");
+        u64_if!(SAMPLE_DATA_PAGE_SIZE, "data_page_size");
+        u64_if!(SAMPLE_CODE_PAGE_SIZE, "code_page_size");
         if has(SAMPLE_AUX) {
             let size = field!(c.u64(), "aux size");
             field!(c.skip(size), "aux data");
