@@ -36,6 +36,10 @@ const BATCH_SAMPLES: usize = 4096;
 /// the reader keeps mapped for it (at 1 MiB a batch holds about a thousand 900-byte LBR +
 /// call-stack records, still far beyond the channel's cost).
 const BATCH_SPAN: usize = 1 << 20;
+/// Samples a batch holds before its span can end it: time order interleaves the per-CPU buffers
+/// of a round, so consecutive samples may lie a round apart in the input (whose pages the reorder
+/// queue holds anyway); without a floor, a multi-CPU recording's batches would be a few samples.
+const MIN_SPAN_BATCH_SAMPLES: usize = 256;
 /// Batches the channel holds per worker: enough for the reader to run ahead of a worker's batch.
 const QUEUED_PER_WORKER: usize = 2;
 
@@ -237,8 +241,9 @@ impl BatchSender {
         });
         b.callchains.extend_from_slice(s.callchain);
         b.branches.extend_from_slice(s.branches);
-        if b.heads.len() >= BATCH_SAMPLES || b.span.as_ref().is_some_and(|s| s.len() >= BATCH_SPAN)
-        {
+        let spans_enough = b.heads.len() >= MIN_SPAN_BATCH_SAMPLES
+            && b.span.as_ref().is_some_and(|s| s.len() >= BATCH_SPAN);
+        if b.heads.len() >= BATCH_SAMPLES || spans_enough {
             self.flush();
         }
     }
