@@ -2,6 +2,7 @@
 //! call targets and nested inlinee profiles, keyed by name or by calling context.
 
 use crate::llvm::{ContextFrame, FuncName, LineLocation};
+use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -10,81 +11,149 @@ use std::sync::Arc;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BodySample {
     pub count: u64,
-    pub call_targets: CallTargets,
+    pub call_targets: VecMap<String, u64>,
 }
 
-/// The functions called from a source location, with their counts: a vector sorted by name.
-/// Most call sites have one or two targets, where a map would allocate a whole node per site.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct CallTargets(Vec<(String, u64)>);
+/// A map built once and read in key order: a vector of entries sorted by key. Profiles hold
+/// one per source location (call targets) and one per context (body samples), mostly small,
+/// where a B-tree would allocate a whole node for a handful of entries.
+#[derive(Clone, PartialEq, Eq)]
+pub struct VecMap<K, V>(Vec<(K, V)>);
 
-impl CallTargets {
-    fn find(&self, name: &str) -> Result<usize, usize> {
-        self.0.binary_search_by(|(n, _)| n.as_str().cmp(name))
+impl<K, V> Default for VecMap<K, V> {
+    fn default() -> Self {
+        VecMap(Vec::new())
     }
-    pub fn get(&self, name: &str) -> Option<&u64> {
-        self.find(name).ok().map(|i| &self.0[i].1)
+}
+
+impl<K: fmt::Debug, V: fmt::Debug> fmt::Debug for VecMap<K, V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
     }
-    /// Adds `n` to the count of `name` (saturating), inserting it at 0 first if absent.
-    pub fn add(&mut self, name: &str, n: u64) {
-        match self.find(name) {
-            Ok(i) => self.0[i].1 = self.0[i].1.saturating_add(n),
+}
+
+impl<K: Ord, V> VecMap<K, V> {
+    fn find<Q: Ord + ?Sized>(&self, key: &Q) -> Result<usize, usize>
+    where
+        K: Borrow<Q>,
+    {
+        // Entries mostly arrive in key order: check the end first.
+        match self.0.last() {
+            Some((last, _)) if last.borrow() < key => Err(self.0.len()),
+            _ => self.0.binary_search_by(|(k, _)| k.borrow().cmp(key)),
+        }
+    }
+    pub fn get<Q: Ord + ?Sized>(&self, key: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+    {
+        self.find(key).ok().map(|i| &self.0[i].1)
+    }
+    pub fn get_mut<Q: Ord + ?Sized>(&mut self, key: &Q) -> Option<&mut V>
+    where
+        K: Borrow<Q>,
+    {
+        self.find(key).ok().map(|i| &mut self.0[i].1)
+    }
+    pub fn contains_key<Q: Ord + ?Sized>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+    {
+        self.find(key).is_ok()
+    }
+    /// The value at `key`, inserted as `V::default()` under `make()`'s key if absent.
+    pub fn get_or_insert_with<Q: Ord + ?Sized>(
+        &mut self,
+        key: &Q,
+        make: impl FnOnce() -> K,
+    ) -> &mut V
+    where
+        K: Borrow<Q>,
+        V: Default,
+    {
+        let i = match self.find(key) {
+            Ok(i) => i,
             Err(i) => {
-                // Exact growth: lists stay short, and there is one per call site.
-                self.0.reserve_exact(1);
-                self.0.insert(i, (name.to_string(), n));
+                // Growth by a quarter: most maps stay small, and the slack of large ones is
+                // bounded while inserts stay amortized O(1) in copies.
+                if self.0.len() == self.0.capacity() {
+                    self.0.reserve_exact((self.0.len() / 4).max(1));
+                }
+                self.0.insert(i, (make(), V::default()));
+                i
+            }
+        };
+        &mut self.0[i].1
+    }
+    /// Inserts or replaces; returns the value replaced.
+    pub fn insert(&mut self, key: K, value: V) -> Option<V> {
+        match self.find(&key) {
+            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, value)),
+            Err(i) => {
+                self.0.insert(i, (key, value));
+                None
             }
         }
     }
-    /// Removes `name`, returning its count.
-    pub fn remove(&mut self, name: &str) -> Option<u64> {
-        self.find(name).ok().map(|i| self.0.remove(i).1)
+    pub fn remove<Q: Ord + ?Sized>(&mut self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+    {
+        self.find(key).ok().map(|i| self.0.remove(i).1)
     }
+}
+
+impl<K, V> VecMap<K, V> {
     pub fn len(&self) -> usize {
         self.0.len()
     }
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
-    /// `(name, count)` in name order.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&String, &u64)> + '_ {
-        self.0.iter().map(|(name, n)| (name, n))
+    pub fn clear(&mut self) {
+        self.0.clear();
     }
-    pub fn keys(&self) -> impl ExactSizeIterator<Item = &String> + '_ {
-        self.0.iter().map(|(name, _)| name)
+    /// Entries in key order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&K, &V)> + ExactSizeIterator + '_ {
+        self.0.iter().map(|(k, v)| (k, v))
     }
-    pub fn values(&self) -> impl ExactSizeIterator<Item = &u64> + '_ {
-        self.0.iter().map(|(_, n)| n)
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &K> + ExactSizeIterator + '_ {
+        self.0.iter().map(|(k, _)| k)
     }
-}
-
-impl std::ops::Index<&str> for CallTargets {
-    type Output = u64;
-    fn index(&self, name: &str) -> &u64 {
-        self.get(name).expect("a call target of this name")
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &V> + ExactSizeIterator + '_ {
+        self.0.iter().map(|(_, v)| v)
     }
-}
-
-impl FromIterator<(String, u64)> for CallTargets {
-    /// Later counts of a repeated name replace earlier ones, as a map's would.
-    fn from_iter<I: IntoIterator<Item = (String, u64)>>(iter: I) -> Self {
-        let mut targets: Vec<(String, u64)> = iter.into_iter().collect();
-        targets.reverse();
-        targets.sort_by(|a, b| a.0.cmp(&b.0));
-        targets.dedup_by(|later, first| later.0 == first.0);
-        targets.shrink_to_fit();
-        CallTargets(targets)
+    pub fn values_mut(
+        &mut self,
+    ) -> impl DoubleEndedIterator<Item = &mut V> + ExactSizeIterator + '_ {
+        self.0.iter_mut().map(|(_, v)| v)
     }
 }
 
-impl<'a> IntoIterator for &'a CallTargets {
-    type Item = (&'a String, &'a u64);
-    type IntoIter = std::iter::Map<
-        std::slice::Iter<'a, (String, u64)>,
-        fn(&'a (String, u64)) -> (&'a String, &'a u64),
-    >;
+impl<K: Ord + Borrow<Q>, Q: Ord + ?Sized, V> std::ops::Index<&Q> for VecMap<K, V> {
+    type Output = V;
+    fn index(&self, key: &Q) -> &V {
+        self.get(key).expect("an entry at this key")
+    }
+}
+
+impl<K: Ord, V> FromIterator<(K, V)> for VecMap<K, V> {
+    /// A repeated key keeps its last value, as a map's would.
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
+        let mut entries: Vec<(K, V)> = iter.into_iter().collect();
+        entries.reverse();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        entries.dedup_by(|later, first| later.0 == first.0);
+        entries.shrink_to_fit();
+        VecMap(entries)
+    }
+}
+
+impl<'a, K, V> IntoIterator for &'a VecMap<K, V> {
+    type Item = (&'a K, &'a V);
+    type IntoIter = std::iter::Map<std::slice::Iter<'a, (K, V)>, fn(&'a (K, V)) -> (&'a K, &'a V)>;
     fn into_iter(self) -> Self::IntoIter {
-        self.0.iter().map(|(name, n)| (name, n))
+        self.0.iter().map(|(k, v)| (k, v))
     }
 }
 
@@ -228,7 +297,7 @@ pub struct FunctionSamples {
     pub name: String,
     pub total_samples: u64,
     pub head_samples: u64,
-    pub body: BTreeMap<LineLocation, BodySample>,
+    pub body: VecMap<LineLocation, BodySample>,
     /// Inlinee profiles by call-site location, then callee name.
     pub callsites: BTreeMap<LineLocation, BTreeMap<String, FunctionSamples>>,
     /// `!CFGChecksum` of probe-based profiles.
@@ -248,18 +317,23 @@ impl FunctionSamples {
     pub fn add_head(&mut self, n: u64) {
         self.head_samples = self.head_samples.saturating_add(n);
     }
+    /// The body sample at `loc`, created empty if absent.
+    pub fn body_mut(&mut self, loc: LineLocation) -> &mut BodySample {
+        self.body.get_or_insert_with(&loc, || loc)
+    }
     pub fn add_body(&mut self, loc: LineLocation, n: u64) {
-        let b = self.body.entry(loc).or_default();
+        let b = self.body_mut(loc);
         b.count = b.count.saturating_add(n);
     }
     /// Raises the body count at `loc` to at least `n` (line-based profiles keep the max over the
     /// instructions of a line).
     pub fn max_body(&mut self, loc: LineLocation, n: u64) {
-        let b = self.body.entry(loc).or_default();
+        let b = self.body_mut(loc);
         b.count = b.count.max(n);
     }
     pub fn add_call_target(&mut self, loc: LineLocation, callee: &str, n: u64) {
-        self.body.entry(loc).or_default().call_targets.add(callee, n);
+        let t = self.body_mut(loc).call_targets.get_or_insert_with(callee, || callee.to_string());
+        *t = t.saturating_add(n);
     }
     /// The nested profile of `callee` inlined at `loc`, created empty if absent.
     pub fn callsite_mut(&mut self, loc: LineLocation, callee: &str) -> &mut FunctionSamples {
@@ -328,6 +402,22 @@ mod tests {
     /// The frames as LLVM compares them: the leaf's location is (0, 0).
     fn logical(c: &Context) -> Vec<(String, LineLocation)> {
         c.frames().map(|(f, l)| (f.to_string(), l)).collect()
+    }
+
+    /// Entries stay in key order whatever the insertion order; a repeated key collected keeps
+    /// its last value, as a `BTreeMap` would.
+    #[test]
+    fn vec_map_keeps_key_order_like_a_btree_map() {
+        let mut m: VecMap<String, u64> = VecMap::default();
+        for (name, n) in [("m", 1), ("b", 2), ("z", 3), ("b", 4), ("a", 5)] {
+            *m.get_or_insert_with(name, || name.to_string()) += n;
+        }
+        let got: Vec<(&str, u64)> = m.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(got, [("a", 5), ("b", 6), ("m", 1), ("z", 3)]);
+        assert_eq!(m.remove("m"), Some(1));
+        assert_eq!((m.len(), m["z"], m.get("m")), (3, 3, None));
+        let collected: VecMap<u32, u32> = [(3, 1), (1, 2), (3, 4)].into_iter().collect();
+        assert_eq!(collected.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>(), [(1, 2), (3, 4)]);
     }
 
     #[test]
