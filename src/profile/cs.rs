@@ -371,6 +371,9 @@ where
                     leaf_contexts: HashMap::new(),
                     shared_names: &shared_names,
                     names: HashMap::new(),
+                    call_probes: HashMap::new(),
+                    inline_contexts: HashMap::new(),
+                    buffers: Default::default(),
                 };
                 for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
                     g.leaf_contexts.clear();
@@ -493,6 +496,20 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     leaf_contexts: HashMap<(Option<FuncId>, NodeId), (Option<LeafProfile>, u64)>,
     shared_names: &'a SharedNames,
     names: HashMap<u64, Option<FuncName>>,
+    /// [`ProbeView::call_probe_at`] by call site, for the run.
+    call_probes: HashMap<Vaddr, Option<Probe>>,
+    /// [`Self::push_inline_context`]'s expansion by inline node, for the run.
+    inline_contexts: HashMap<NodeId, Option<InlineContext>>,
+    /// The call probes and frames of the context being resolved, reused.
+    buffers: (Vec<Probe>, Vec<ContextFrame>),
+}
+
+/// A probe's inline chain as context frames, root first, its own frame last (whose location
+/// is the probe's id, set on use). `resets`: an unknown call site (id 0) above the probe cut
+/// the chain, so the frames collected before it are dropped too.
+struct InlineContext {
+    resets: bool,
+    frames: Vec<ContextFrame>,
 }
 
 impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
@@ -612,22 +629,42 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         sites: &[Vaddr],
         leaf: &Probe,
     ) -> Option<ProbeContext> {
+        let (mut calls, mut frames) = std::mem::take(&mut self.buffers);
+        calls.clear();
+        frames.clear();
+        let ctx = self.resolve_into(sites, leaf, &mut calls, &mut frames);
+        self.buffers = (calls, frames);
+        ctx
+    }
+
+    /// [`Self::resolve_leaf_probe_context`] with buffers for the call probes and the frames.
+    fn resolve_into(
+        &mut self,
+        sites: &[Vaddr],
+        leaf: &Probe,
+        calls: &mut Vec<Probe>,
+        frames: &mut Vec<ContextFrame>,
+    ) -> Option<ProbeContext> {
         // From the leaf side up to the first call site without a call probe.
-        let mut calls: Vec<Probe> =
-            sites.iter().rev().map_while(|&a| self.probes.call_probe_at(a)).collect();
-        calls.reverse();
-        let mut frames = Vec::new();
-        for call in &calls {
-            self.push_inline_context(call, &mut frames)?;
+        for &a in sites.iter().rev() {
+            let probes = self.probes;
+            let Some(call) = *self.call_probes.entry(a).or_insert_with(|| probes.call_probe_at(a))
+            else {
+                break;
+            };
+            calls.push(call);
         }
-        self.push_inline_context(leaf, &mut frames)?;
+        for call in calls.iter().rev() {
+            self.push_inline_context(call, frames)?;
+        }
+        self.push_inline_context(leaf, frames)?;
         let mut leaf_frame = frames.pop()?;
         leaf_frame.loc = LineLocation::default();
-        self.opts.context.apply(&mut frames);
+        self.opts.context.apply(frames);
         frames.push(leaf_frame);
         let (_, checksum) = self.probes.func_desc(self.probes.node_guid(leaf.node))?;
         Some(ProbeContext {
-            frames: Context::new(frames),
+            frames: Context::from_slice(frames),
             was_inlined: self.probes.node_inline_site(leaf.node).is_some(),
             checksum,
         })
@@ -636,32 +673,51 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
     /// Appends the probe's inline chain, root first, ending with (probe's function, probe id).
     /// An unknown call site (id 0) above the leaf clears everything collected so far.
     fn push_inline_context(&mut self, probe: &Probe, out: &mut Vec<ContextFrame>) -> Option<()> {
-        let name = |g: &mut Self, node: NodeId| g.name(g.probes.node_guid(node));
+        if !self.inline_contexts.contains_key(&probe.node) {
+            let expanded = self.inline_context(probe.node);
+            self.inline_contexts.insert(probe.node, expanded);
+        }
+        let Some(ctx) = &self.inline_contexts[&probe.node] else {
+            self.stats.probes_without_desc += 1;
+            return None;
+        };
+        if ctx.resets {
+            out.clear();
+        }
+        out.extend_from_slice(&ctx.frames);
+        out.last_mut().expect("the probe's own frame").loc = LineLocation::new(probe.index, 0);
+        Some(())
+    }
+
+    /// The inline chain of a probe of `node` ([`InlineContext`]); `None` when a function on it
+    /// has no `.pseudo_probe_desc` name.
+    fn inline_context(&mut self, node: NodeId) -> Option<InlineContext> {
         let mut chain = Vec::new();
-        let mut node = probe.node;
-        while let Some((parent, site)) = self.probes.node_inline_site(node) {
+        let mut n = node;
+        while let Some((parent, site)) = self.probes.node_inline_site(n) {
             chain.push((parent, site));
-            node = parent;
+            n = parent;
         }
         chain.reverse();
         let mut resolved = Vec::with_capacity(chain.len() + 1);
         for (parent, site) in chain {
-            resolved.push((name(self, parent), site));
+            resolved.push((self.name(self.probes.node_guid(parent)), site));
         }
-        resolved.push((name(self, probe.node), probe.index));
+        resolved.push((self.name(self.probes.node_guid(node)), 0));
         if resolved.iter().any(|(n, _)| n.is_none()) {
-            self.stats.probes_without_desc += 1;
             return None;
         }
+        let mut out = InlineContext { resets: false, frames: Vec::with_capacity(resolved.len()) };
         let last = resolved.len() - 1;
         for (i, (func, id)) in resolved.into_iter().enumerate() {
             if id == 0 && i != last {
-                out.clear();
+                out.resets = true;
+                out.frames.clear();
                 continue;
             }
-            out.push(ContextFrame { func: func?, loc: LineLocation::new(id, 0) });
+            out.frames.push(ContextFrame { func: func?, loc: LineLocation::new(id, 0) });
         }
-        Some(())
+        Some(out)
     }
 
     /// The `.pseudo_probe_desc` name of `guid`: one shared [`FuncName`] per function for every

@@ -177,6 +177,10 @@ impl Context {
         let len = frames.len();
         Context { frames: frames.into(), len }
     }
+    /// [`Context::new`] from borrowed frames (a builder's reused buffer).
+    pub fn from_slice(frames: &[ContextFrame]) -> Self {
+        Context { frames: frames.into(), len: frames.len() }
+    }
     pub fn base(func: &str) -> Self {
         Context::new(vec![ContextFrame { func: func.into(), loc: LineLocation::default() }])
     }
