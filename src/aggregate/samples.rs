@@ -237,20 +237,26 @@ impl AggregatedSamples {
     }
 }
 
+/// `N` slots holding `v`, on the heap.
+fn slots<const N: usize>(v: (u64, u64, u64)) -> Box<[(u64, u64, u64); N]> {
+    vec![v; N].into_boxed_slice().try_into().unwrap_or_else(|_| unreachable!("N slots made"))
+}
+
 /// Remembers recent address translations: LBR entries and call chains repeat the same addresses
 /// over and over, and a translation (mapping lookup + instruction-boundary search) costs far more
 /// than a cache probe. Direct-mapped; a slot is valid for the process state it was filled in
 /// ([`ProcessView::stamp`]), so changes to the mappings need no flush.
 struct TranslationCache {
-    /// (stamp, runtime address, translation); stamp 0 marks an empty slot.
-    slots: Vec<(u64, u64, u64)>,
+    /// (stamp, runtime address, translation); stamp 0 marks an empty slot. An array, so that a
+    /// masked index needs no bounds check.
+    slots: Box<[(u64, u64, u64); Self::SLOTS]>,
 }
 
 impl TranslationCache {
     const SLOTS: usize = 1 << 14;
 
     fn new() -> Self {
-        TranslationCache { slots: vec![(0, 0, 0); Self::SLOTS] }
+        TranslationCache { slots: slots((0, 0, 0)) }
     }
 
     #[inline]
@@ -278,7 +284,7 @@ impl TranslationCache {
 /// slot, and at the end (sums do not depend on the order they are added in).
 struct CounterCache {
     /// (start or source, end or target, count); [`CounterCache::EMPTY`] marks a free slot.
-    slots: Vec<(u64, u64, u64)>,
+    slots: Box<[(u64, u64, u64); Self::SLOTS]>,
 }
 
 impl CounterCache {
@@ -286,7 +292,7 @@ impl CounterCache {
     const EMPTY: (u64, u64) = (u64::MAX, u64::MAX);
 
     fn new() -> Self {
-        CounterCache { slots: vec![(u64::MAX, u64::MAX, 0); Self::SLOTS] }
+        CounterCache { slots: slots((u64::MAX, u64::MAX, 0)) }
     }
 
     #[inline(always)]
@@ -305,7 +311,7 @@ impl CounterCache {
 
     /// Moves every held count into `map`.
     fn drain_into(&mut self, map: &mut HashMap<(Vaddr, Vaddr), u64>) {
-        for slot in &mut self.slots {
+        for slot in self.slots.iter_mut() {
             let (a, b, n) = std::mem::replace(slot, (u64::MAX, u64::MAX, 0));
             if (a, b) != Self::EMPTY {
                 add_count(map, (Vaddr(a), Vaddr(b)), n);
