@@ -704,18 +704,18 @@ impl<'b> Aggregator<'b> {
                 .windows(2)
                 .map(|w| (w[1].target, w[0].source))
                 .filter(|&(s, e)| !s.is_external() && !e.is_external() && s <= e);
-            let (totals, spans) = (&mut self.samples.weights, &mut self.spans);
+            let w = self.opts.weighting;
             let weight = window_weight(
-                self.opts.weighting,
+                w,
                 self.binary,
-                spans,
-                ranges,
+                &mut self.spans,
+                ranges.clone(),
                 external,
                 count,
                 cycles,
-                totals,
             );
             if weight > 0 {
+                self.samples.weights.add_window(w, count, weight, ranges.count());
                 key::encode(h, &mut self.key_bytes);
                 self.samples.add(&self.key_bytes, weight);
             }
@@ -732,32 +732,28 @@ impl<'b> Aggregator<'b> {
             .zip(pairs.skip(1))
             .filter(|(newer, older)| older[1] != ext && newer[0] != ext && older[1] <= newer[0])
             .map(|(newer, older)| (Vaddr(older[1]), Vaddr(newer[0])));
-        let (totals, spans) = (&mut self.samples.weights, &mut self.spans);
-        let count = window_weight(
-            self.opts.weighting,
-            self.binary,
-            spans,
-            ranges,
-            external,
-            count,
-            cycles,
-            totals,
-        );
-        if count == 0 {
+        let w = self.opts.weighting;
+        let weight =
+            window_weight(w, self.binary, &mut self.spans, ranges, external, count, cycles);
+        if weight == 0 {
             return;
         }
+        // The window's ranges (as `ranges` filters them) are counted on the way.
+        let mut k = 0;
         let mut newer_source = ext;
         let raw = &mut self.samples.raw;
         for pair in entries.chunks_exact(2) {
             let (from, to) = (pair[0], pair[1]);
             if to != ext {
-                self.branches.add(&mut raw.branches, from, to, count);
+                self.branches.add(&mut raw.branches, from, to, weight);
                 if newer_source != ext {
-                    self.ranges.add(&mut raw.ranges, to, newer_source, count);
+                    k += usize::from(to <= newer_source);
+                    self.ranges.add(&mut raw.ranges, to, newer_source, weight);
                 }
             }
             newer_source = from;
         }
+        self.samples.weights.add_window(w, count, weight, k);
     }
 }
 

@@ -122,6 +122,16 @@ pub struct RangeWeights {
 }
 
 impl RangeWeights {
+    /// Adds a window seen `n` times with `k` ranges, weighing `weight` ([`window_weight`]) under
+    /// `w` (plain counts keep no totals).
+    pub fn add_window(&mut self, w: Weighting, n: u64, weight: u64, k: usize) {
+        if w == Weighting::Plain {
+            return;
+        }
+        let k = k as u128;
+        self.plain = self.plain.saturating_add(u128::from(n) * k);
+        self.weighted = self.weighted.saturating_add(u128::from(weight) * k);
+    }
     pub fn merge(&mut self, o: &RangeWeights) {
         self.plain = self.plain.saturating_add(o.plain);
         self.weighted = self.weighted.saturating_add(o.weighted);
@@ -215,40 +225,29 @@ pub fn external_span(start: u64, end: u64) -> u64 {
 /// The weight of a window seen `n` times, whose ranges are `ranges` (inclusive, in the binary)
 /// plus `external` instructions run outside the binary, with the cycle weights `cycles` (cycle
 /// weighting); 0 when it spans nothing measurable (no instruction in a range of the binary,
-/// and no cycle count). Adds the window to `totals`.
-#[allow(clippy::too_many_arguments)]
+/// and no cycle count). A window with a weight goes to the totals ([`RangeWeights::add_window`]).
 pub fn window_weight(
     w: Weighting,
     binary: &Binary,
     spans: &mut SpanCache,
-    ranges: impl Iterator<Item = (Vaddr, Vaddr)> + Clone,
+    ranges: impl Iterator<Item = (Vaddr, Vaddr)>,
     external: u64,
     n: u64,
     cycles: CycleWeights,
-    totals: &mut RangeWeights,
 ) -> u64 {
-    if w == Weighting::Plain {
-        return n;
-    }
-    let k = ranges.clone().count() as u128;
-    let mut by_instructions = |n: u64| {
-        let span: u64 = ranges.clone().map(|(s, e)| spans.count(binary, s, e)).sum();
+    let by_instructions = |n: u64| {
+        let span: u64 = ranges.map(|(s, e)| spans.count(binary, s, e)).sum();
         if span == 0 {
             return 0;
         }
         n.saturating_mul(ONE / span.saturating_add(external))
     };
-    let weight = match w {
+    match w {
+        Weighting::Plain => n,
         Weighting::Cycles if cycles.without == 0 => cycles.weighted,
         Weighting::Cycles => cycles.weighted.saturating_add(by_instructions(cycles.without)),
-        _ => by_instructions(n),
-    };
-    if weight == 0 {
-        return 0;
+        Weighting::Instructions => by_instructions(n),
     }
-    totals.plain = totals.plain.saturating_add(u128::from(n) * k);
-    totals.weighted = totals.weighted.saturating_add(u128::from(weight) * k);
-    weight
 }
 
 /// The factor that puts one input's counts, weighted by `w` with the range totals `totals`, in
