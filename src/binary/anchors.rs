@@ -120,10 +120,6 @@ impl CodeAnchors {
     pub fn get(&self, name: &str) -> Option<&FunctionAnchors> {
         self.functions.get(canonical_fn_name(name))
     }
-
-    fn entry(&mut self, name: &str) -> &mut FunctionAnchors {
-        self.functions.entry(canonical_fn_name(name).to_string()).or_default()
-    }
 }
 
 impl Binary {
@@ -140,16 +136,31 @@ impl Binary {
     fn probe_anchors(&self, wanted: &(dyn Fn(&str) -> bool + Sync)) -> CodeAnchors {
         let probes = self.probes().expect("probe binary");
         let mut out = CodeAnchors { probe_based: true, ..Default::default() };
-        // GUID -> name, for the wanted functions only.
-        let names: HashMap<u64, Arc<str>> = probes
-            .descs()
-            .iter()
-            .filter(|d| !d.name.is_empty() && wanted(canonical_fn_name(&d.name)))
-            .map(|d| (d.guid, d.name.clone()))
-            .collect();
-        let mut max_id: BTreeMap<String, u32> = BTreeMap::new();
+        // GUID -> slot of its canonical name (several GUIDs may share one), for the wanted
+        // functions only: names are canonicalised once, not once per probe.
+        let mut slot_of_name: HashMap<&str, usize> = HashMap::new();
+        // (canonical name, anchors, largest probe id, whether anything was recorded)
+        let mut slots: Vec<(&str, FunctionAnchors, u32, bool)> = Vec::new();
+        let mut slot_of_guid: HashMap<u64, usize> = HashMap::new();
+        for d in probes.descs().iter().filter(|d| !d.name.is_empty()) {
+            let canonical = canonical_fn_name(&d.name);
+            if !wanted(canonical) {
+                continue;
+            }
+            let slot = *slot_of_name.entry(canonical).or_insert_with(|| {
+                slots.push((canonical, FunctionAnchors::default(), 0, false));
+                slots.len() - 1
+            });
+            slot_of_guid.insert(d.guid, slot);
+        }
+        let mut record = |slot: usize, id: u32, callee: Option<&str>| {
+            let (_, anchors, max_id, touched) = &mut slots[slot];
+            anchors.add(LineLocation::new(id, 0), callee);
+            *max_id = (*max_id).max(id);
+            *touched = true;
+        };
         for p in probes.probes() {
-            let Some(name) = names.get(&p.guid) else { continue };
+            let Some(&slot) = slot_of_guid.get(&p.guid) else { continue };
             let callee = match p.kind {
                 ProbeType::Block => None,
                 ProbeType::IndirectCall => Some(UNKNOWN_INDIRECT_CALLEE.to_string()),
@@ -157,31 +168,29 @@ impl Binary {
                     self.branch_target(p.addr).and_then(|t| self.callee_name(t))
                 }
             };
-            out.entry(name).add(LineLocation::new(p.index, 0), callee.as_deref());
-            let m = max_id.entry(canonical_fn_name(name).to_string()).or_default();
-            *m = (*m).max(p.index);
+            record(slot, p.index, callee.as_deref());
         }
         // Inlined calls: the call site in the parent is an anchor for the inlinee.
         for node in probes.nodes().iter().skip(1) {
             if node.parent == NodeId::ROOT || node.callsite == 0 {
                 continue;
             }
-            let Some(parent) = names.get(&probes.node(node.parent).guid) else { continue };
+            let Some(&slot) = slot_of_guid.get(&probes.node(node.parent).guid) else { continue };
             let callee = probes.func_name(node.guid);
             if callee.is_empty() {
                 continue;
             }
-            out.entry(parent)
-                .add(LineLocation::new(node.callsite, 0), Some(canonical_fn_name(&callee)));
-            let m = max_id.entry(canonical_fn_name(parent).to_string()).or_default();
-            *m = (*m).max(node.callsite);
+            record(slot, node.callsite, Some(canonical_fn_name(&callee)));
         }
         // Probe ids are dense in the IR: ids no copy kept were optimised away, still locations.
-        for (name, max) in max_id {
-            let f = out.functions.entry(name).or_default();
-            for id in 1..=max {
-                f.add(LineLocation::new(id, 0), None);
+        for (name, mut anchors, max, touched) in slots {
+            if !touched {
+                continue;
             }
+            for id in 1..=max {
+                anchors.add(LineLocation::new(id, 0), None);
+            }
+            out.functions.insert(name.to_string(), anchors);
         }
         for d in probes.descs() {
             if let Some(f) = out.functions.get_mut(canonical_fn_name(&d.name)) {
