@@ -26,6 +26,7 @@ use crate::profile::{Context, FunctionSamples, Profile, ProfileKind};
 use hashbrown::HashMap;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
+use std::hash::BuildHasher;
 
 /// What the probe-based CS builder needs from the decoded `.pseudo_probe` and
 /// `.pseudo_probe_desc` sections.
@@ -100,24 +101,55 @@ impl Default for CsOptions {
 
 /// Flat CS profiles by full context while they are built; hashed (contexts are long, comparing
 /// them in a tree costs more), sorted when finished. Each profile has a slot, so that a builder
-/// that resolved a context once adds to its profile without hashing the context again.
+/// that resolved a context once adds to its profile without hashing the context again. Each
+/// context's hash is kept: profiles built apart with clones of one hasher merge without hashing
+/// their contexts again.
 #[derive(Default)]
 struct ContextProfiles {
-    slots: HashMap<Context, usize>,
+    hasher: hashbrown::DefaultHashBuilder,
+    /// Slots, found by their contexts' hashes.
+    slots: hashbrown::HashTable<usize>,
     profiles: Vec<(Context, FunctionSamples)>,
+    /// The hash of each slot's context.
+    hashes: Vec<u64>,
 }
 
 impl ContextProfiles {
+    /// Empty profiles hashing contexts with `hasher`.
+    fn with_hasher(hasher: hashbrown::DefaultHashBuilder) -> Self {
+        ContextProfiles { hasher, ..Default::default() }
+    }
+
+    /// The slot of `ctx` (hashed to `hash`), if it has a profile.
+    fn find(&self, ctx: &Context, hash: u64) -> Option<usize> {
+        self.slots.find(hash, |&i| self.profiles[i].0 == *ctx).copied()
+    }
+
+    /// The slot of `ctx` (hashed to `hash`), made with `make` if it has no profile yet.
+    fn find_or_insert(
+        &mut self,
+        ctx: &Context,
+        hash: u64,
+        make: impl FnOnce() -> (Context, FunctionSamples),
+    ) -> (usize, bool) {
+        let (profiles, hashes) = (&self.profiles, &self.hashes);
+        match self.slots.entry(hash, |&i| profiles[i].0 == *ctx, |&i| hashes[i]) {
+            hashbrown::hash_table::Entry::Occupied(e) => (*e.get(), false),
+            hashbrown::hash_table::Entry::Vacant(e) => {
+                let slot = profiles.len();
+                e.insert(slot);
+                self.profiles.push(make());
+                self.hashes.push(hash);
+                (slot, true)
+            }
+        }
+    }
+
     /// The slot of `ctx`'s profile, created empty if need be.
     fn slot(&mut self, ctx: &Context, was_inlined: bool) -> usize {
-        let slot = match self.slots.get(ctx) {
-            Some(&slot) => slot,
-            None => {
-                self.profiles.push((ctx.clone(), FunctionSamples::new(ctx.leaf_name())));
-                self.slots.insert(ctx.clone(), self.profiles.len() - 1);
-                self.profiles.len() - 1
-            }
-        };
+        let hash = self.hasher.hash_one(ctx);
+        let (slot, _) =
+            self.find_or_insert(ctx, hash, || (ctx.clone(), FunctionSamples::new(ctx.leaf_name())));
         if was_inlined {
             self.profiles[slot].1.attributes |= attr::WAS_INLINED;
         }
@@ -152,7 +184,8 @@ impl ContextProfiles {
             at_len.sort_unstable();
             at_len.dedup();
             for ctx in at_len {
-                let fs = &self.profiles[self.slots[&ctx]].1;
+                let slot = self.find(&ctx, self.hasher.hash_one(&ctx)).expect("a profile");
+                let fs = &self.profiles[slot].1;
                 let mut estimate = head_samples_estimate(fs);
                 if estimate == 0 && fs.body.is_empty() {
                     estimate = 1;
@@ -171,25 +204,24 @@ impl ContextProfiles {
         }
     }
 
-    /// Adds the profiles built from later contexts: counts add up (saturating sums, in any
-    /// order), a checksum they set replaces this one's, as the later context's would have.
+    /// Adds the profiles built from later contexts (hashed by a clone of this hasher): counts
+    /// add up (saturating sums, in any order), a checksum they set replaces this one's, as the
+    /// later context's would have.
     fn merge(&mut self, later: ContextProfiles) {
         if self.profiles.is_empty() {
             *self = later;
             return;
         }
-        for (ctx, fs) in later.profiles {
-            match self.slots.get(&ctx) {
-                Some(&slot) => {
-                    let mine = &mut self.profiles[slot].1;
-                    let checksum = fs.checksum.or(mine.checksum);
-                    mine.merge(&fs);
-                    mine.checksum = checksum;
-                }
-                None => {
-                    self.slots.insert(ctx.clone(), self.profiles.len());
-                    self.profiles.push((ctx, fs));
-                }
+        for ((ctx, fs), hash) in later.profiles.into_iter().zip(later.hashes) {
+            let mut fs = Some(fs);
+            let (slot, inserted) = self
+                .find_or_insert(&ctx, hash, || (ctx.clone(), fs.take().expect("inserted once")));
+            if !inserted {
+                let fs = fs.expect("not inserted");
+                let mine = &mut self.profiles[slot].1;
+                let checksum = fs.checksum.or(mine.checksum);
+                mine.merge(&fs);
+                mine.checksum = checksum;
             }
         }
     }
@@ -197,7 +229,6 @@ impl ContextProfiles {
     /// `updateFunctionSamples`: optional total recomputation, then body counts raised to their
     /// call-target sums. Sorted and updated on rayon's current pool.
     fn finish(self, kind: ProfileKind, update_total_samples: bool) -> Profile {
-        drop(self.slots);
         let mut profiles = self.profiles;
         profiles.par_iter_mut().for_each(|(_, fs)| {
             if update_total_samples {
@@ -342,7 +373,9 @@ where
         })
         .collect();
     keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let mut profiles = ContextProfiles::default();
+    // One hasher for the runs' profiles, so that their merge reuses their hashes.
+    let hasher = hashbrown::DefaultHashBuilder::default();
+    let mut profiles = ContextProfiles::with_hasher(hasher.clone());
     let mut stats = ProbeCsStats::default();
     let shared_names = SharedNames::default();
     for block in keys.chunks(KEY_BLOCK) {
@@ -366,7 +399,7 @@ where
                 let mut g = ProbeCsBuilder {
                     probes,
                     opts,
-                    profiles: ContextProfiles::default(),
+                    profiles: ContextProfiles::with_hasher(hasher.clone()),
                     stats: ProbeCsStats::default(),
                     leaf_contexts: HashMap::new(),
                     shared_names: &shared_names,
