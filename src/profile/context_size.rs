@@ -156,22 +156,33 @@ impl ContextSizeOracle for ContextSizeTracker {
 /// containing a range start, a branch source or a branch target of any context, and for probe
 /// binaries (address-keyed contexts) every call-stack address. Sorted, no duplicates.
 pub fn profiled_functions(binary: &Binary, counters: &ContextCounters) -> Vec<FuncId> {
-    let mut funcs = Vec::new();
-    let mut add = |a: Vaddr| {
-        if let Some(r) = binary.func_range(a) {
-            funcs.push(r.func);
-        }
-    };
-    for (key, c) in &counters.by_context {
-        if let ContextKey::Addrs(stack) = key {
-            stack.iter().for_each(|&a| add(a));
-        }
-        c.ranges.keys().for_each(|&(start, _)| add(start));
-        for &(src, dst) in c.branches.keys() {
-            add(src);
-            add(dst);
-        }
-    }
+    // Runs of contexts on rayon's current pool, each run's functions deduplicated first.
+    let contexts: Vec<_> = counters.by_context.iter().collect();
+    let run = contexts.len().div_ceil(4 * rayon::current_num_threads()).max(1);
+    let mut funcs: Vec<FuncId> = contexts
+        .par_chunks(run)
+        .flat_map_iter(|run| {
+            let mut funcs = Vec::new();
+            let mut add = |a: Vaddr| {
+                if let Some(r) = binary.func_range(a) {
+                    funcs.push(r.func);
+                }
+            };
+            for (key, c) in run {
+                if let ContextKey::Addrs(stack) = key {
+                    stack.iter().for_each(|&a| add(a));
+                }
+                c.ranges.keys().for_each(|&(start, _)| add(start));
+                for &(src, dst) in c.branches.keys() {
+                    add(src);
+                    add(dst);
+                }
+            }
+            funcs.sort_unstable();
+            funcs.dedup();
+            funcs
+        })
+        .collect();
     funcs.sort_unstable();
     funcs.dedup();
     funcs
