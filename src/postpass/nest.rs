@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 
 use super::trie::merge_samples;
-use crate::llvm::{LineLocation, callsite_hash};
+use hashbrown::HashMap;
+
+use crate::llvm::{FuncName, LineLocation, callsite_hash_from_guid, md5_guid};
 use crate::profile::{Context, FunctionSamples, Profile, attr};
 
 /// A frame trie node; children ordered by call-site hash as in LLVM, which decides which
@@ -27,6 +29,9 @@ const ROOT: usize = 0;
 /// function's top-level profile, marking the nested copy DuplicatedIntoBase.
 pub fn convert_cs_to_nested(profile: &mut Profile, merged_base: bool) {
     let mut nodes = vec![FrameNode::default()];
+    // GUIDs by the address of the (shared) name's text, each name kept so the address stays
+    // its own: frames mostly share one name per function.
+    let mut guids: HashMap<usize, (FuncName, u64)> = HashMap::new();
     // An empty context has no function; it would land on the root and swallow every top-level
     // profile, so it is dropped.
     for (context, fs) in
@@ -34,8 +39,12 @@ pub fn convert_cs_to_nested(profile: &mut Profile, merged_base: bool) {
     {
         let mut node = ROOT;
         let mut loc = LineLocation::default();
-        for (func, frame_loc) in context.frames() {
-            let key = (callsite_hash(func, loc), func.to_string(), loc);
+        for (func, frame_loc) in context.named_frames() {
+            let guid = guids
+                .entry(func.as_ptr() as usize)
+                .or_insert_with(|| (func.clone(), md5_guid(func)))
+                .1;
+            let key = (callsite_hash_from_guid(guid, loc), func.to_string(), loc);
             let next = nodes.len();
             node = *nodes[node].children.entry(key).or_insert(next);
             if node == next {
