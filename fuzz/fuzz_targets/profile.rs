@@ -51,7 +51,7 @@ fuzz_target!(|data: &[u8]| {
             let opts = ProfileOptions::default();
             let mut profile = profile::generate(binary, &counters, &opts, &mut Vec::new());
             let summary = SummaryOptions::default();
-            if postpass::run(binary, &counters, &mut profile, &post, &summary).is_err() {
+            if postpass::run(binary, counters.clone(), &mut profile, &post, &summary).is_err() {
                 continue;
             }
             for format in [OutputFormat::Text, OutputFormat::ExtBinary] {
