@@ -17,6 +17,13 @@ impl LineLocation {
     pub fn new(line_offset: u32, discriminator: u32) -> Self {
         LineLocation { line_offset, discriminator }
     }
+
+    /// Whether the location is a line before the function's start (LLVM keeps the offset's low
+    /// 16 bits, so a negative one has bit 15 set): line 0 of compiler-made code, no part of
+    /// the function's own shape.
+    pub fn is_before_start(&self) -> bool {
+        self.line_offset & 0x8000 != 0
+    }
 }
 
 /// One frame of a calling context: a function and the location in it (the call site for every

@@ -125,7 +125,7 @@ pub fn profile_anchors(fs: &FunctionSamples) -> BTreeMap<LineLocation, String> {
             .or_insert_with(|| name.to_string());
     };
     for (loc, b) in &fs.body {
-        if loc.line_offset & 0x8000 != 0 {
+        if loc.is_before_start() {
             continue;
         }
         let sampled = b.call_targets.values().any(|&n| n != 0);
@@ -136,7 +136,7 @@ pub fn profile_anchors(fs: &FunctionSamples) -> BTreeMap<LineLocation, String> {
         }
     }
     for (loc, callees) in &fs.callsites {
-        if loc.line_offset & 0x8000 != 0 {
+        if loc.is_before_start() {
             continue;
         }
         let sampled = callees.values().any(|c| c.total_samples != 0);

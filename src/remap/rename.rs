@@ -32,12 +32,6 @@ pub const MAX_COMPARED: usize = 256;
 /// Line-location sets smaller than this (on either side) say too little to judge a rename by.
 const MIN_LOCATIONS: usize = 5;
 
-/// Offsets with bit 15 set are lines before the function (line 0 of compiler-made code,
-/// relative to wherever the function starts): no part of its shape.
-fn own(l: &LineLocation) -> bool {
-    l.line_offset & 0x8000 == 0
-}
-
 /// The callees of statically known calls, in location order, by [`stable_fn_name`].
 fn known_callees<'a>(callees: impl Iterator<Item = &'a str>) -> impl Iterator<Item = Cow<'a, str>> {
     callees.filter(|c| *c != UNKNOWN_INDIRECT_CALLEE).map(stable_fn_name)
@@ -108,7 +102,8 @@ impl<'a> RenameIndex<'a> {
                     index.by_callee.entry(c.clone()).or_default().push(i);
                 }
             }
-            let locations: Vec<LineLocation> = f.locations.keys().copied().filter(own).collect();
+            let locations: Vec<LineLocation> =
+                f.locations.keys().copied().filter(|l| !l.is_before_start()).collect();
             if f.checksum.is_none() && locations.len() >= MIN_LOCATIONS {
                 for l in &locations {
                     index.by_location.entry(*l).or_default().push(i);
@@ -143,7 +138,8 @@ impl<'a> RenameIndex<'a> {
                 }
             }
         }
-        let own_locations: Vec<LineLocation> = locations.iter().copied().filter(own).collect();
+        let own_locations: Vec<LineLocation> =
+            locations.iter().copied().filter(|l| !l.is_before_start()).collect();
         if own_locations.len() >= MIN_LOCATIONS {
             let df = |l: &LineLocation| self.by_location.get(l).map_or(0, Vec::len);
             for i in self.prefix_postings(&own_locations, &self.by_location, df) {
@@ -247,8 +243,10 @@ pub fn score(
         if code.checksum.is_some() {
             return None;
         }
-        let old: BTreeSet<&LineLocation> = locations.iter().filter(|l| own(l)).collect();
-        let new: BTreeSet<&LineLocation> = code.locations.keys().filter(|l| own(l)).collect();
+        let old: BTreeSet<&LineLocation> =
+            locations.iter().filter(|l| !l.is_before_start()).collect();
+        let new: BTreeSet<&LineLocation> =
+            code.locations.keys().filter(|l| !l.is_before_start()).collect();
         if old.len() < MIN_LOCATIONS || new.len() < MIN_LOCATIONS {
             return None;
         }
