@@ -211,13 +211,7 @@ impl Context {
     }
     /// The frames, the leaf's location (0, 0).
     pub fn to_vec(&self) -> Vec<ContextFrame> {
-        let leaf = self.len.saturating_sub(1);
-        (self.frames[..self.len].iter().enumerate())
-            .map(|(i, f)| ContextFrame {
-                func: f.func.clone(),
-                loc: if i == leaf { LineLocation::default() } else { f.loc },
-            })
-            .collect()
+        self.named_frames().map(|(func, loc)| ContextFrame { func: func.clone(), loc }).collect()
     }
     /// The context of the leaf's caller (the leaf dropped, the caller's call site becoming the
     /// new leaf), sharing this context's frames; `None` for a base or empty context.
