@@ -8,7 +8,7 @@ use hashbrown::HashMap;
 use rayon::prelude::*;
 
 use crate::llvm::{ContextFrame, FuncName, LineLocation, callsite_hash_from_guid, md5_guid};
-use crate::profile::{Context, FunctionSamples, Profile};
+use crate::profile::{Context, FunctionSamples, Profile, VecMap};
 
 /// `ContextStateMask` bits.
 pub(crate) mod state {
@@ -39,34 +39,7 @@ pub(crate) struct Node {
 /// A node's children, sorted by key: nodes mostly have a child or two, and a sorted vector
 /// costs a fraction of a map's allocation (the trie has a node per context, and promotion
 /// copies whole subtrees).
-#[derive(Default)]
-struct Children(Vec<(ChildKey, NodeId)>);
-
-impl Children {
-    fn get(&self, key: &ChildKey) -> Option<NodeId> {
-        self.0.binary_search_by(|(k, _)| k.cmp(key)).ok().map(|i| self.0[i].1)
-    }
-    /// Inserts or replaces the child at `key`.
-    fn insert(&mut self, key: ChildKey, child: NodeId) {
-        match self.0.binary_search_by(|(k, _)| k.cmp(&key)) {
-            Ok(i) => self.0[i].1 = child,
-            Err(i) => self.0.insert(i, (key, child)),
-        }
-    }
-    fn remove(&mut self, key: &ChildKey) {
-        if let Ok(i) = self.0.binary_search_by(|(k, _)| k.cmp(key)) {
-            self.0.remove(i);
-        }
-    }
-    /// The first child whose key is greater than `after` (the first of all with `None`).
-    fn next_after(&self, after: Option<ChildKey>) -> Option<(ChildKey, NodeId)> {
-        let i = after.map_or(0, |key| self.0.partition_point(|(k, _)| *k <= key));
-        self.0.get(i).copied()
-    }
-    fn values(&self) -> impl Iterator<Item = NodeId> + '_ {
-        self.0.iter().map(|&(_, n)| n)
-    }
-}
+type Children = VecMap<ChildKey, NodeId>;
 
 pub(crate) struct Sample {
     pub fs: FunctionSamples,
@@ -181,7 +154,7 @@ impl ContextTrie {
 
     /// Children in LLVM's iteration order.
     pub fn children(&self, id: NodeId) -> impl Iterator<Item = NodeId> + '_ {
-        self.nodes[id].children.values()
+        self.nodes[id].children.values().copied()
     }
 
     /// Breadth-first order from the root (`SampleContextTracker::Iterator`), root included.
@@ -211,7 +184,7 @@ impl ContextTrie {
     }
 
     fn child(&self, parent: NodeId, loc: LineLocation, func: FuncId) -> Option<NodeId> {
-        self.nodes[parent].children.get(&self.key(func, loc))
+        self.nodes[parent].children.get(&self.key(func, loc)).copied()
     }
 
     fn get_or_create_child(&mut self, parent: NodeId, loc: LineLocation, func: FuncId) -> NodeId {
@@ -305,7 +278,9 @@ impl ContextTrie {
             Some(to) => {
                 self.merge_node(from, to);
                 let mut cursor: Option<ChildKey> = None;
-                while let Some((key, child)) = self.nodes[from].children.next_after(cursor) {
+                while let Some((&key, &child)) =
+                    self.nodes[from].children.first_after(cursor.as_ref())
+                {
                     cursor = Some(key);
                     self.promote_merge(child, to, copy);
                 }
@@ -334,7 +309,7 @@ impl ContextTrie {
         } else {
             let moved = self.nodes.len();
             let children = std::mem::take(&mut self.nodes[from].children);
-            for child in children.values() {
+            for &child in children.values() {
                 self.nodes[child].parent = Some(moved);
             }
             self.nodes.push(Node {
@@ -364,7 +339,7 @@ impl ContextTrie {
             func: self.nodes[node].func,
             callsite,
             parent: None,
-            children: Children(Vec::with_capacity(self.nodes[node].children.0.len())),
+            children: Children::with_capacity(self.nodes[node].children.len()),
             samples: self.nodes[node].samples,
         });
         let children: Vec<NodeId> = self.children(node).collect();

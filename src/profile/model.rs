@@ -101,9 +101,17 @@ impl<K: Ord, V> VecMap<K, V> {
     {
         self.find(key).ok().map(|i| self.0.remove(i).1)
     }
+    /// The first entry whose key is greater than `after` (the first of all with `None`).
+    pub fn first_after(&self, after: Option<&K>) -> Option<(&K, &V)> {
+        let i = after.map_or(0, |key| self.0.partition_point(|(k, _)| k <= key));
+        self.0.get(i).map(|(k, v)| (k, v))
+    }
 }
 
 impl<K, V> VecMap<K, V> {
+    pub fn with_capacity(n: usize) -> Self {
+        VecMap(Vec::with_capacity(n))
+    }
     pub fn len(&self) -> usize {
         self.0.len()
     }
