@@ -276,46 +276,197 @@ impl TranslationCache {
     fn put(&mut self, stamp: u64, addr: u64, v: u64) {
         self.slots[Self::slot(stamp, addr)] = (stamp, addr, v);
     }
+
+    /// The binary vaddr of `a` if it starts an instruction of `binary`, else the external
+    /// sentinel (llvm-profgen's `addressIsCode` test). `stamp` is `process.stamp()`.
+    #[inline]
+    fn translate(
+        &mut self,
+        binary: &Binary,
+        process: &ProcessView<'_>,
+        stamp: u64,
+        a: RuntimeAddr,
+    ) -> u64 {
+        if let Some(v) = self.get(stamp, a.0) {
+            return v;
+        }
+        let v = match process.to_vaddr(a) {
+            Some(v) if binary.is_code(v) => v.0,
+            _ => Vaddr::EXTERNAL.0,
+        };
+        self.put(stamp, a.0, v);
+        v
+    }
 }
 
-/// Range and branch counts on their way to [`Counters`]: an LBR sample adds a range and a branch
-/// per entry, hot code adds the same few over and over, and adding to a direct-mapped slot costs
-/// a fraction of a hash-map update. A slot's count goes to the map when another pair takes the
-/// slot, and at the end (sums do not depend on the order they are added in).
-struct CounterCache {
-    /// (start or source, end or target, count); [`CounterCache::EMPTY`] marks a free slot.
-    slots: Box<[(u64, u64, u64); Self::SLOTS]>,
+/// Range counts on their way to [`Counters`], with each range's instruction count: an LBR sample
+/// adds a range per entry, hot code adds the same few over and over, and adding to a
+/// direct-mapped slot costs a fraction of a hash-map update. A slot's count goes to the map when
+/// another range takes the slot, and at the end (sums do not depend on the order they are added
+/// in). A slot may be filled for its instruction count alone, before (or without) a count.
+struct RangeCache {
+    slots: Box<[RangeSlot; Self::SLOTS]>,
 }
 
-impl CounterCache {
+#[derive(Clone, Copy)]
+struct RangeSlot {
+    start: u64,
+    end: u64,
+    count: u64,
+    /// Instructions in `[start, end]`, [`RangeSlot::UNKNOWN`] until asked for.
+    span: u64,
+    /// Whether `count` was added to (a count of 0 still makes a map entry).
+    counted: bool,
+}
+
+impl RangeSlot {
+    const UNKNOWN: u64 = u64::MAX;
+    const EMPTY: RangeSlot =
+        RangeSlot { start: 0, end: 0, count: 0, span: RangeSlot::UNKNOWN, counted: false };
+}
+
+impl RangeCache {
     const SLOTS: usize = 1 << 12;
-    const EMPTY: (u64, u64) = (u64::MAX, u64::MAX);
 
     fn new() -> Self {
-        CounterCache { slots: slots((u64::MAX, u64::MAX, 0)) }
+        let slots = vec![RangeSlot::EMPTY; Self::SLOTS].into_boxed_slice().try_into();
+        RangeCache { slots: slots.unwrap_or_else(|_| unreachable!("SLOTS slots made")) }
+    }
+
+    /// The slot of `[start, end]`, taken over (its count moved to `map`) if another range held it.
+    #[inline(always)]
+    fn slot(&mut self, map: &mut HashMap<(Vaddr, Vaddr), u64>, start: u64, end: u64) -> usize {
+        let h = (start ^ end.rotate_left(23)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let i = (h >> 52) as usize & (Self::SLOTS - 1);
+        let slot = &mut self.slots[i];
+        if slot.start != start || slot.end != end {
+            let old = std::mem::replace(slot, RangeSlot { start, end, ..RangeSlot::EMPTY });
+            if old.counted {
+                add_count(map, (Vaddr(old.start), Vaddr(old.end)), old.count);
+            }
+        }
+        i
     }
 
     #[inline(always)]
-    fn add(&mut self, map: &mut HashMap<(Vaddr, Vaddr), u64>, a: u64, b: u64, n: u64) {
-        let h = (a ^ b.rotate_left(23)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let slot = &mut self.slots[(h >> 52) as usize & (Self::SLOTS - 1)];
-        if slot.0 == a && slot.1 == b && (a, b) != Self::EMPTY {
-            slot.2 = slot.2.saturating_add(n);
-            return;
+    fn add(&mut self, map: &mut HashMap<(Vaddr, Vaddr), u64>, start: u64, end: u64, n: u64) {
+        let i = self.slot(map, start, end);
+        self.add_at(map, i, start, end, n);
+    }
+
+    /// Adds `n` to `[start, end]`, whose slot was `i` (another range may have taken it since).
+    #[inline(always)]
+    fn add_at(
+        &mut self,
+        map: &mut HashMap<(Vaddr, Vaddr), u64>,
+        i: usize,
+        start: u64,
+        end: u64,
+        n: u64,
+    ) {
+        let slot = &mut self.slots[i & (Self::SLOTS - 1)];
+        if slot.start == start && slot.end == end {
+            slot.count = slot.count.saturating_add(n);
+            slot.counted = true;
+        } else {
+            add_count(map, (Vaddr(start), Vaddr(end)), n);
         }
-        let old = std::mem::replace(slot, (a, b, n));
-        if (old.0, old.1) != Self::EMPTY {
-            add_count(map, (Vaddr(old.0), Vaddr(old.1)), old.2);
+    }
+
+    /// Instructions in the range of slot `i` ([`Binary::inst_count`]).
+    #[inline(always)]
+    fn span(&mut self, binary: &Binary, i: usize) -> u64 {
+        let slot = &mut self.slots[i & (Self::SLOTS - 1)];
+        if slot.span == RangeSlot::UNKNOWN {
+            slot.span = binary.inst_count(Vaddr(slot.start), Vaddr(slot.end));
         }
+        slot.span
     }
 
     /// Moves every held count into `map`.
     fn drain_into(&mut self, map: &mut HashMap<(Vaddr, Vaddr), u64>) {
         for slot in self.slots.iter_mut() {
-            let (a, b, n) = std::mem::replace(slot, (u64::MAX, u64::MAX, 0));
-            if (a, b) != Self::EMPTY {
-                add_count(map, (Vaddr(a), Vaddr(b)), n);
+            let old = std::mem::replace(slot, RangeSlot::EMPTY);
+            if old.counted {
+                add_count(map, (Vaddr(old.start), Vaddr(old.end)), old.count);
             }
+        }
+    }
+}
+
+/// LBR entries of LBR-only samples: each raw (source, target) pair's translation and its branch
+/// count in one direct-mapped slot, so that an entry seen before costs one probe instead of two
+/// translations and a count. Valid for the process state it was filled in
+/// ([`ProcessView::stamp`]); counts go to the map by their translated pair when another entry
+/// takes the slot, and at the end.
+struct BranchCache {
+    slots: Box<[BranchSlot; Self::SLOTS]>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct BranchSlot {
+    /// 0: empty (no process state has stamp 0).
+    stamp: u64,
+    raw_from: u64,
+    raw_to: u64,
+    from: u64,
+    to: u64,
+    count: u64,
+    counted: bool,
+}
+
+impl BranchCache {
+    const SLOTS: usize = 1 << 13;
+
+    fn new() -> Self {
+        let slots = vec![BranchSlot::default(); Self::SLOTS].into_boxed_slice().try_into();
+        BranchCache { slots: slots.unwrap_or_else(|_| unreachable!("SLOTS slots made")) }
+    }
+
+    #[inline(always)]
+    fn index(stamp: u64, raw_from: u64, raw_to: u64) -> usize {
+        let h = (raw_from ^ raw_to.rotate_left(29) ^ stamp).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (h >> 51) as usize & (Self::SLOTS - 1)
+    }
+
+    /// The translated pair held for `(raw_from, raw_to)` in slot `i`, if it is held.
+    #[inline(always)]
+    fn get(&self, i: usize, stamp: u64, raw_from: u64, raw_to: u64) -> Option<(u64, u64)> {
+        let s = &self.slots[i & (Self::SLOTS - 1)];
+        (s.raw_from == raw_from && s.raw_to == raw_to && s.stamp == stamp).then_some((s.from, s.to))
+    }
+
+    /// Fills slot `i`, moving the count it held to `map`.
+    fn put(&mut self, map: &mut HashMap<(Vaddr, Vaddr), u64>, i: usize, slot: BranchSlot) {
+        let old = std::mem::replace(&mut self.slots[i & (Self::SLOTS - 1)], slot);
+        if old.counted {
+            add_count(map, (Vaddr(old.from), Vaddr(old.to)), old.count);
+        }
+    }
+
+    /// Adds `n` to branch `(from, to)`, whose slot was `i` (another entry may have taken it since).
+    #[inline(always)]
+    fn add_at(
+        &mut self,
+        map: &mut HashMap<(Vaddr, Vaddr), u64>,
+        i: usize,
+        from: u64,
+        to: u64,
+        n: u64,
+    ) {
+        let slot = &mut self.slots[i & (Self::SLOTS - 1)];
+        if slot.from == from && slot.to == to && slot.stamp != 0 {
+            slot.count = slot.count.saturating_add(n);
+            slot.counted = true;
+        } else {
+            add_count(map, (Vaddr(from), Vaddr(to)), n);
+        }
+    }
+
+    /// Moves every held count into `map`.
+    fn drain_into(&mut self, map: &mut HashMap<(Vaddr, Vaddr), u64>) {
+        for i in 0..Self::SLOTS {
+            self.put(map, i, BranchSlot::default());
         }
     }
 }
@@ -427,8 +578,12 @@ pub struct Aggregator<'b> {
     /// Instruction counts of ranges, for weighting by instructions.
     spans: SpanCache,
     /// Range and branch counts on their way to `samples.raw`.
-    ranges: CounterCache,
-    branches: CounterCache,
+    ranges: RangeCache,
+    branches: BranchCache,
+    /// Reused buffers of an LBR-only sample: the slots its branches and ranges are to be counted
+    /// in, with their pairs.
+    lbr_branches: Vec<(usize, u64, u64)>,
+    lbr_ranges: Vec<(usize, u64, u64)>,
     pending: Pending,
     /// Reused buffer: the sample's stack and LBR entries as translated addresses.
     translated: Vec<u64>,
@@ -451,8 +606,10 @@ impl<'b> Aggregator<'b> {
                 .find(|&a| !a.is_external() && !binary.is_prolog_or_epilog(a))
                 .map(|a| a.0),
             spans: SpanCache::default(),
-            ranges: CounterCache::new(),
-            branches: CounterCache::new(),
+            ranges: RangeCache::new(),
+            branches: BranchCache::new(),
+            lbr_branches: Vec::new(),
+            lbr_ranges: Vec::new(),
             pending: Pending::default(),
             translated: Vec::new(),
             hybrid: HybridSample { callchain: Vec::new(), branches: Vec::new() },
@@ -462,19 +619,10 @@ impl<'b> Aggregator<'b> {
         }
     }
 
-    /// The binary vaddr of `a` if it starts an instruction of the binary, else the external
-    /// sentinel (llvm-profgen's `addressIsCode` test). `stamp` is `process.stamp()`.
+    /// See [`TranslationCache::translate`].
     #[inline]
     fn internal(&mut self, process: &ProcessView<'_>, stamp: u64, a: RuntimeAddr) -> u64 {
-        if let Some(v) = self.cache.get(stamp, a.0) {
-            return v;
-        }
-        let v = match process.to_vaddr(a) {
-            Some(v) if self.binary.is_code(v) => v.0,
-            _ => Vaddr::EXTERNAL.0,
-        };
-        self.cache.put(stamp, a.0, v);
-        v
+        self.cache.translate(self.binary, process, stamp, a)
     }
 
     /// The leaf frame of a call stack at `a` as normalising reads it: external, a prolog or
@@ -533,14 +681,19 @@ impl<'b> Aggregator<'b> {
             _ => (None, &[][..]),
         };
         let cycles = self.cycle_weights(s);
-        if self.opts.sample_period.is_some() || self.pending.bypass > 0 || !with_stack {
-            self.pending.bypass = self.pending.bypass.saturating_sub(u64::from(with_stack));
+        if !with_stack {
+            // Holding does not pay for LBR-only samples.
+            let branches = s.branches.iter().map(|b| (b.source.0, b.target.0));
+            self.count_lbr(&process, branches, s.repeat, cycles);
+            return;
+        }
+        if self.opts.sample_period.is_some() || self.pending.bypass > 0 {
+            self.pending.bypass -= u64::from(self.pending.bypass > 0);
             // Reduced at once: a period is split over the sample's own entries (not a sum over
-            // raw samples), and holding does not pay for LBR-only samples, nor while
-            // `Pending::bypass` lasts.
+            // raw samples), and holding does not pay while `Pending::bypass` lasts.
             let callers = callers.iter().map(|a| a.0);
             let branches = s.branches.iter().map(|b| (b.source.0, b.target.0));
-            self.reduce(&process, with_stack, leaf, callers, branches, s.repeat, 1, cycles);
+            self.reduce(&process, leaf, callers, branches, s.repeat, 1, cycles);
             return;
         }
         let p = &mut self.pending;
@@ -572,7 +725,7 @@ impl<'b> Aggregator<'b> {
         for h in &held {
             let key = &words[h.start..h.start + h.len];
             let pid = (key[0] != u64::MAX).then_some(key[0] as u32 as i32);
-            let (with_stack, stack_len) = (key[1] & 1 != 0, (key[1] >> 1) as usize);
+            let stack_len = (key[1] >> 1) as usize;
             let (stack, branches) = key[2..].split_at(stack_len);
             let branches = branches.chunks_exact(2).map(|b| (b[0], b[1]));
             let process = map.process(pid);
@@ -581,7 +734,7 @@ impl<'b> Aggregator<'b> {
                 None => (None, &[][..]),
             };
             let (callers, n) = (callers.iter().copied(), h.n);
-            self.reduce(&process, with_stack, leaf, callers, branches, h.repeat, n, h.cycles);
+            self.reduce(&process, leaf, callers, branches, h.repeat, n, h.cycles);
         }
         // The buffers are kept for the next samples.
         let p = &mut self.pending;
@@ -613,7 +766,6 @@ impl<'b> Aggregator<'b> {
     fn reduce(
         &mut self,
         process: &ProcessView<'_>,
-        with_stack: bool,
         leaf: Option<u64>,
         callers: impl ExactSizeIterator<Item = u64>,
         branches: impl Iterator<Item = (u64, u64)>,
@@ -650,8 +802,7 @@ impl<'b> Aggregator<'b> {
                 translated.extend([from, to]);
             }
         }
-        let n_entries = (translated.len() - stack_end) / 2;
-        if n_entries == 0 {
+        if translated.len() == stack_end {
             self.stats.outside_binary += n;
             self.translated = translated;
             return;
@@ -659,22 +810,10 @@ impl<'b> Aggregator<'b> {
         let mut count = repeat;
         if let Some(p) = self.opts.sample_period {
             count = count.saturating_mul(p);
-            if !with_stack && n_entries > 1 {
-                count /= n_entries as u64 - 1;
-            }
             cycles = cycles.scaled(count, repeat);
         }
-        if with_stack {
-            self.keep_hybrid(
-                &translated[1..stack_end],
-                &translated[stack_end..],
-                count,
-                cycles,
-                external,
-            );
-        } else {
-            self.count_lbr(&translated[stack_end..], count, cycles, external);
-        }
+        let (callchain, branches) = (&translated[1..stack_end], &translated[stack_end..]);
+        self.keep_hybrid(callchain, branches, count, cycles, external);
         self.stats.used += n;
         self.translated = translated;
     }
@@ -705,15 +844,9 @@ impl<'b> Aggregator<'b> {
                 .map(|w| (w[1].target, w[0].source))
                 .filter(|&(s, e)| !s.is_external() && !e.is_external() && s <= e);
             let w = self.opts.weighting;
-            let weight = window_weight(
-                w,
-                self.binary,
-                &mut self.spans,
-                ranges.clone(),
-                external,
-                count,
-                cycles,
-            );
+            let (binary, spans) = (self.binary, &mut self.spans);
+            let span = || ranges.clone().map(|(s, e)| spans.count(binary, s, e)).sum();
+            let weight = window_weight(w, span, external, count, cycles);
             if weight > 0 {
                 self.samples.weights.add_window(w, count, weight, ranges.count());
                 key::encode(h, &mut self.key_bytes);
@@ -722,38 +855,101 @@ impl<'b> Aggregator<'b> {
         }
     }
 
-    /// Branches with an internal target, and the straight-line code between consecutive entries
-    /// (most recent first: entry i's target ran up to entry i-1's source).
-    fn count_lbr(&mut self, entries: &[u64], count: u64, cycles: CycleWeights, external: u64) {
+    /// Counts an LBR-only sample (`repeat` samples alike, with the cycle weights `cycles`) whose
+    /// LBR entries are `branches` (runtime addresses, most recent first): the branches with an
+    /// internal target, and the straight-line code between consecutive entries (entry i's target
+    /// ran up to entry i-1's source). The window's weight needs the spans of all its ranges, so
+    /// the entries are looked up first and counted after, in the slots the lookup left.
+    fn count_lbr(
+        &mut self,
+        process: &ProcessView<'_>,
+        branches: impl Iterator<Item = (u64, u64)>,
+        repeat: u64,
+        mut cycles: CycleWeights,
+    ) {
         let ext = Vaddr::EXTERNAL.0;
-        let pairs = entries.chunks_exact(2);
-        let ranges = pairs
-            .clone()
-            .zip(pairs.skip(1))
-            .filter(|(newer, older)| older[1] != ext && newer[0] != ext && older[1] <= newer[0])
-            .map(|(newer, older)| (Vaddr(older[1]), Vaddr(newer[0])));
+        let stamp = process.stamp();
         let w = self.opts.weighting;
-        let weight =
-            window_weight(w, self.binary, &mut self.spans, ranges, external, count, cycles);
-        if weight == 0 {
-            return;
-        }
-        // The window's ranges (as `ranges` filters them) are counted on the way.
-        let mut k = 0;
+        let need_span = match w {
+            Weighting::Plain => false,
+            Weighting::Cycles => cycles.without > 0,
+            Weighting::Instructions => true,
+        };
+        let binary = self.binary;
+        let (cache, slots, raw) = (&mut self.cache, &mut self.branches, &mut self.samples.raw);
+        let (range_slots, to_count, ranges) =
+            (&mut self.ranges, &mut self.lbr_branches, &mut self.lbr_ranges);
+        to_count.clear();
+        ranges.clear();
+        // Instructions the window ran outside the binary (libc, the loader): part of its span.
+        let mut external = 0u64;
+        let mut newer_raw = None;
+        // The source of the newer entry kept.
         let mut newer_source = ext;
-        let raw = &mut self.samples.raw;
-        for pair in entries.chunks_exact(2) {
-            let (from, to) = (pair[0], pair[1]);
+        let (mut entries, mut span, mut k) = (0u64, 0u64, 0usize);
+        for (raw_from, raw_to) in branches {
+            let i = BranchCache::index(stamp, raw_from, raw_to);
+            let (from, to) = match slots.get(i, stamp, raw_from, raw_to) {
+                Some(pair) => pair,
+                None => {
+                    let from = cache.translate(binary, process, stamp, RuntimeAddr(raw_from));
+                    let to = cache.translate(binary, process, stamp, RuntimeAddr(raw_to));
+                    let slot =
+                        BranchSlot { stamp, raw_from, raw_to, from, to, ..Default::default() };
+                    slots.put(&mut raw.branches, i, slot);
+                    (from, to)
+                }
+            };
+            if let Some((newer, true)) = newer_raw
+                && to == ext
+            {
+                external = external.saturating_add(external_span(raw_to, newer));
+            }
+            newer_raw = Some((raw_from, from == ext));
+            // External-to-external entries carry nothing (llvm-profgen drops them too).
+            if from == ext && to == ext {
+                continue;
+            }
+            entries += 1;
             if to != ext {
-                self.branches.add(&mut raw.branches, from, to, weight);
+                to_count.push((i, from, to));
                 if newer_source != ext {
-                    k += usize::from(to <= newer_source);
-                    self.ranges.add(&mut raw.ranges, to, newer_source, weight);
+                    let r = range_slots.slot(&mut raw.ranges, to, newer_source);
+                    ranges.push((r, to, newer_source));
+                    if to <= newer_source {
+                        k += 1;
+                        if need_span {
+                            span = span.wrapping_add(range_slots.span(binary, r));
+                        }
+                    }
                 }
             }
             newer_source = from;
         }
-        self.samples.weights.add_window(w, count, weight, k);
+        if entries == 0 {
+            self.stats.outside_binary += 1;
+        } else {
+            let mut count = repeat;
+            if let Some(p) = self.opts.sample_period {
+                // A period is split over the sample's ranges.
+                count = count.saturating_mul(p);
+                if entries > 1 {
+                    count /= entries - 1;
+                }
+                cycles = cycles.scaled(count, repeat);
+            }
+            let weight = window_weight(w, || span, external, count, cycles);
+            if weight > 0 {
+                for &(i, from, to) in to_count.iter() {
+                    slots.add_at(&mut raw.branches, i, from, to, weight);
+                }
+                for &(r, start, end) in ranges.iter() {
+                    range_slots.add_at(&mut raw.ranges, r, start, end, weight);
+                }
+                self.samples.weights.add_window(w, count, weight, k);
+            }
+            self.stats.used += 1;
+        }
     }
 }
 

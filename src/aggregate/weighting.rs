@@ -222,21 +222,20 @@ pub fn external_span(start: u64, end: u64) -> u64 {
     }
 }
 
-/// The weight of a window seen `n` times, whose ranges are `ranges` (inclusive, in the binary)
-/// plus `external` instructions run outside the binary, with the cycle weights `cycles` (cycle
-/// weighting); 0 when it spans nothing measurable (no instruction in a range of the binary,
-/// and no cycle count). A window with a weight goes to the totals ([`RangeWeights::add_window`]).
+/// The weight of a window seen `n` times, whose ranges in the binary span `span()` instructions
+/// (asked for only when needed) plus `external` instructions run outside the binary, with the
+/// cycle weights `cycles` (cycle weighting); 0 when it spans nothing measurable (no instruction
+/// in a range of the binary, and no cycle count). A window with a weight goes to the totals
+/// ([`RangeWeights::add_window`]).
 pub fn window_weight(
     w: Weighting,
-    binary: &Binary,
-    spans: &mut SpanCache,
-    ranges: impl Iterator<Item = (Vaddr, Vaddr)>,
+    span: impl FnOnce() -> u64,
     external: u64,
     n: u64,
     cycles: CycleWeights,
 ) -> u64 {
     let by_instructions = |n: u64| {
-        let span: u64 = ranges.map(|(s, e)| spans.count(binary, s, e)).sum();
+        let span = span();
         if span == 0 {
             return 0;
         }

@@ -34,7 +34,9 @@ pub struct Code {
 /// Where each `1 << shift`-byte bucket of the code's address range starts in the sorted
 /// instruction addresses: a lookup is one table read and a search among the few instructions of
 /// one bucket instead of a binary search over the whole binary. Return addresses, LBR entries and
-/// instruction-boundary checks all come through here, once or more per sample frame.
+/// instruction-boundary checks all come through here, once or more per sample frame (LBR-only
+/// input: 64 per sample), so where code is dense (64-byte buckets) each bucket also has a bitmap
+/// of the bytes that start an instruction: the test is one bit, the search a bit count.
 #[derive(Debug, Default)]
 struct AddrIndex {
     base: u64,
@@ -42,6 +44,9 @@ struct AddrIndex {
     /// `starts[k]`: index of the first instruction at or after `base + (k << shift)`; one more
     /// entry than buckets, the last being the instruction count.
     starts: Vec<u32>,
+    /// With 64-byte buckets, bit `i` of `bits[k]` is set when an instruction starts at
+    /// `base + (k << 6) + i`; empty with wider buckets.
+    bits: Vec<u64>,
 }
 
 impl AddrIndex {
@@ -68,7 +73,22 @@ impl AddrIndex {
             starts.push(i as u32);
         }
         starts.push(n);
-        AddrIndex { base: first, shift, starts }
+        let mut bits = Vec::new();
+        if shift == 6 {
+            bits = vec![0u64; buckets];
+            for &a in addrs {
+                let off = a - first;
+                bits[(off >> 6) as usize] |= 1 << (off & 63);
+            }
+        }
+        AddrIndex { base: first, shift, starts, bits }
+    }
+
+    /// The bucket bitmap holding `a` and `a`'s bit in it, where code is dense.
+    #[inline(always)]
+    fn bit(&self, a: u64) -> Option<(u64, u32)> {
+        let off = a.wrapping_sub(self.base);
+        self.bits.get((off >> 6) as usize).map(|&w| (w, (off & 63) as u32))
     }
 }
 
@@ -334,8 +354,20 @@ fn full_width_imm(bytes: &[u8], v: u64, width: u32) -> bool {
 impl Code {
     #[inline]
     pub fn index_of(&self, a: u64) -> Option<usize> {
+        if let Some((w, bit)) = self.index.bit(a) {
+            return (w >> bit & 1 != 0).then(|| self.lower_bound(a));
+        }
         let i = self.lower_bound(a);
         (self.addrs.get(i) == Some(&a)).then_some(i)
+    }
+
+    /// Whether an instruction starts at `a`.
+    #[inline]
+    pub fn is_inst_start(&self, a: u64) -> bool {
+        match self.index.bit(a) {
+            Some((w, bit)) => w >> bit & 1 != 0,
+            None => self.index_of(a).is_some(),
+        }
     }
 
     /// llvm-profgen's `getIndexForAddr`: first instruction at or after `a`.
@@ -345,6 +377,9 @@ impl Code {
         let Some(k) = a.checked_sub(ix.base).map(|off| (off >> ix.shift) as usize) else {
             return 0;
         };
+        if let Some((w, bit)) = ix.bit(a) {
+            return ix.starts[k] as usize + (w & ((1 << bit) - 1)).count_ones() as usize;
+        }
         match (ix.starts.get(k), ix.starts.get(k + 1)) {
             (Some(&lo), Some(&hi)) => {
                 let (lo, hi) = (lo as usize, hi as usize);
@@ -645,6 +680,7 @@ mod tests {
             for a in probes {
                 assert_eq!(code.lower_bound(a), addrs.partition_point(|&x| x < a), "{a:#x}");
                 assert_eq!(code.index_of(a), addrs.binary_search(&a).ok(), "{a:#x}");
+                assert_eq!(code.is_inst_start(a), addrs.binary_search(&a).is_ok(), "{a:#x}");
             }
         }
     }

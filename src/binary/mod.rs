@@ -363,7 +363,7 @@ impl Binary {
     }
     /// Whether `a` is the first byte of a decoded instruction.
     pub fn is_code(&self, a: Vaddr) -> bool {
-        self.code.index_of(a.0).is_some()
+        self.code.is_inst_start(a.0)
     }
     pub fn inst_kind(&self, a: Vaddr) -> Option<InstKind> {
         self.code.index_of(a.0).map(|i| self.code.kinds[i])
