@@ -13,7 +13,9 @@ use super::pga::{self, Aggregate};
 use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats, key};
 use super::traces::{FunctionTable, ProcessFunctions, TemporalTraces, TraceCollector};
 use super::unsymbolized::{self, UnsymbolizedOptions};
-use super::unwinder::{MAX_BRANCHES, NormalizeStats, UnwindOptions, UnwindStats, unwind_all_with};
+use super::unwinder::{
+    MAX_BRANCHES, NormalizeStats, StackOrder, UnwindOptions, UnwindStats, unwind_all_with,
+};
 use super::weighting::{LbrWeighting, Weighting, event_unit};
 use super::{ContextCounters, ContextKey};
 use crate::binary::Binary;
@@ -849,7 +851,7 @@ fn samples_to_counters(
         return out;
     }
     let normalize = &samples.normalize;
-    let entries = samples.entries();
+    let entries = in_stack_order(samples.entries());
     let probe_based = binary.probes().is_some();
     let mut context = opts.context;
     if probe_based && opts.max_unsymbolized_context_depth != -1 {
@@ -876,6 +878,21 @@ fn samples_to_counters(
     report.unwind.deep_stacks = samples.weights.scale(report.unwind.deep_stacks);
     add_unwind_warnings(report, counters.by_context.len());
     counters
+}
+
+/// The aggregated samples in [`StackOrder`] (found in parallel).
+fn in_stack_order(entries: Vec<(&[u8], u64)>) -> Vec<(&[u8], u64)> {
+    use rayon::prelude::*;
+    let mut order: Vec<(StackOrder, usize)> = entries
+        .par_iter()
+        .enumerate()
+        .map_init(Vec::new, |stack, (i, (k, _))| {
+            key::callchain_into(k, stack);
+            (StackOrder::of(stack), i)
+        })
+        .collect();
+    order.par_sort_unstable();
+    order.into_iter().map(|(_, i)| entries[i]).collect()
 }
 
 /// The samples not unwound and llvm-profgen's warning lines, from the normalisation and unwinder

@@ -97,24 +97,44 @@ pub mod key {
     /// The sample [`encode`] stored, into `out`, whose vectors keep their capacity from sample to
     /// sample.
     pub fn decode_into(key: &[u8], out: &mut HybridSample) {
-        let mut at = 0;
-        // Keys are only ever made by `encode`, so they are well-formed.
-        let n_stack = read_uleb128(key, &mut at).unwrap_or(0) as usize;
-        let mut prev = 0u64;
-        let mut next = || {
-            let z = read_uleb128(key, &mut at).ok()?;
-            let d = ((z >> 1) as i64) ^ -((z & 1) as i64);
-            prev = prev.wrapping_add(d as u64);
-            Some(Vaddr(prev))
-        };
-        out.callchain.clear();
+        let mut r = Reader::new(key, &mut out.callchain);
         out.branches.clear();
-        for _ in 0..n_stack {
-            let Some(a) = next() else { return };
-            out.callchain.push(a);
-        }
-        while let (Some(source), Some(target)) = (next(), next()) {
+        while let (Some(source), Some(target)) = (r.next(), r.next()) {
             out.branches.push(Branch { source, target });
+        }
+    }
+
+    /// Only the call stack of the sample [`encode`] stored, into `out` (cleared first).
+    pub fn callchain_into(key: &[u8], out: &mut Vec<Vaddr>) {
+        Reader::new(key, out);
+    }
+
+    /// A key's addresses in order, each from the previous one.
+    struct Reader<'k> {
+        key: &'k [u8],
+        at: usize,
+        prev: u64,
+    }
+
+    impl<'k> Reader<'k> {
+        /// A reader past the call stack, which it puts in `callchain` (cleared first).
+        fn new(key: &'k [u8], callchain: &mut Vec<Vaddr>) -> Self {
+            let mut r = Reader { key, at: 0, prev: 0 };
+            // Keys are only ever made by `encode`, so they are well-formed.
+            let n_stack = read_uleb128(key, &mut r.at).unwrap_or(0) as usize;
+            callchain.clear();
+            for _ in 0..n_stack {
+                let Some(a) = r.next() else { break };
+                callchain.push(a);
+            }
+            r
+        }
+
+        fn next(&mut self) -> Option<Vaddr> {
+            let z = read_uleb128(self.key, &mut self.at).ok()?;
+            let d = ((z >> 1) as i64) ^ -((z & 1) as i64);
+            self.prev = self.prev.wrapping_add(d as u64);
+            Some(Vaddr(self.prev))
         }
     }
 
@@ -141,6 +161,9 @@ pub mod key {
             let mut k = Vec::new();
             encode(&h, &mut k);
             assert_eq!(decode(&k), h);
+            let mut stack = vec![Vaddr(7)];
+            callchain_into(&k, &mut stack);
+            assert_eq!(stack, h.callchain);
             // Close addresses take one or two bytes each.
             let near = HybridSample {
                 callchain: vec![Vaddr(0x401000)],

@@ -49,6 +49,32 @@ pub struct HybridSample {
     pub branches: Vec<Branch<Vaddr>>,
 }
 
+/// Where a sample goes in the unwinding order: by its callers (root first) without their
+/// innermost two frames, then without the innermost one, then all of them (hashes of each).
+/// Samples unwound next to each other then count into the same call-site stacks, so a worker's
+/// share of consecutive samples makes mostly its own stacks: per worker fewer stacks to hold,
+/// convert and merge (in any order the counts are the same).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StackOrder([u64; 3]);
+
+impl StackOrder {
+    /// The order of a sample with this call stack (leaf first, as [`HybridSample::callchain`]).
+    pub fn of(callchain: &[Vaddr]) -> Self {
+        let callers = callchain.get(1..).unwrap_or_default();
+        let n = callers.len();
+        let mut out = [0u64; 3];
+        let mut h = 0u64;
+        for (i, a) in callers.iter().rev().enumerate() {
+            h = (h.rotate_left(5) ^ a.0).wrapping_mul(0x517c_c1b7_2722_0a95);
+            // The hash of the first `i + 1` callers: kept when that leaves out at most two.
+            if let Some(slot) = (i + 3).checked_sub(n).and_then(|j| out.get_mut(j)) {
+                *slot = h;
+            }
+        }
+        StackOrder(out)
+    }
+}
+
 /// Why samples were changed or dropped during normalisation (reference §2.2).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NormalizeStats {
@@ -586,9 +612,6 @@ impl Walk {
     }
 }
 
-/// Counters by call-site stack, root first, before the stacks become [`ContextKey`]s.
-type StackCounters = hashbrown::HashMap<Vec<Vaddr>, Counters>;
-
 /// The call-site stacks an unwinder met, as a trie of interned nodes (a stack is its innermost
 /// node; the empty stack is [`ROOT`]), with the counters of each. A frame's stack extends its
 /// caller's by one call site, so finding it costs one lookup, not hashing the whole stack.
@@ -623,67 +646,88 @@ impl Stacks {
     fn of(&mut self, stack: &[Vaddr]) -> u32 {
         stack.iter().fold(ROOT as u32, |n, &a| self.child(n, a))
     }
-    /// The counters by stack, each stack spelled out.
-    fn into_counters(self) -> StackCounters {
-        let nodes = self.nodes;
-        let stack_of = |mut n: u32| {
-            let mut stack = Vec::new();
+    /// The counters by context: each stack's context computed once, stacks that shape into the
+    /// same context (recursion compression, depth limit, inlining) summed.
+    fn into_contexts<C: CodeView + ?Sized>(
+        self,
+        code: &C,
+        opts: &UnwindOptions,
+        into: &mut ContextShards,
+    ) {
+        let mut stack = Vec::new();
+        for (mut n, c) in self.counters {
+            stack.clear();
             while n != ROOT as u32 {
-                let (parent, site) = nodes[n as usize];
+                let (parent, site) = self.nodes[n as usize];
                 stack.push(site);
                 n = parent;
             }
             stack.reverse();
-            stack
-        };
-        self.counters.into_iter().map(|(n, c)| (stack_of(n), c)).collect()
-    }
-}
-
-/// Adds `other`'s counters into `into`.
-fn merge_stacks(into: &mut StackCounters, other: StackCounters) {
-    if into.len() < other.len() {
-        return merge_stacks_into_larger(into, other);
-    }
-    for (stack, c) in other {
-        match into.get_mut(&stack) {
-            Some(mine) => mine.merge(&c),
-            None => {
-                into.insert(stack, c);
-            }
+            into.add(context_key(code, opts, &stack), c);
         }
     }
 }
 
-fn merge_stacks_into_larger(into: &mut StackCounters, mut other: StackCounters) {
-    std::mem::swap(into, &mut other);
-    merge_stacks(into, other);
+/// Counters by context in shards by the context's hash: the workers' counters merge shard by
+/// shard in parallel.
+struct ContextShards {
+    hasher: hashbrown::DefaultHashBuilder,
+    shards: Vec<hashbrown::HashMap<ContextKey, Counters>>,
 }
 
-/// The contexts of the stacks (each computed once, in parallel) with their counters; stacks
-/// that shape into the same context (recursion compression, depth limit, inlining) are summed.
-fn stacks_to_contexts<C: CodeView + Sync + ?Sized>(
-    code: &C,
-    opts: &UnwindOptions,
-    stacks: StackCounters,
-) -> ContextCounters {
-    use rayon::prelude::*;
-    let keyed: Vec<(ContextKey, Counters)> = stacks
-        .into_iter()
-        .collect::<Vec<_>>()
-        .into_par_iter()
-        .map(|(stack, c)| (context_key(code, opts, &stack), c))
-        .collect();
-    let mut out = ContextCounters { context_sensitive: true, ..Default::default() };
-    for (key, c) in keyed {
-        match out.by_context.get_mut(&key) {
-            Some(mine) => mine.merge(&c),
-            None => {
-                out.by_context.insert(key, c);
+/// How many [`ContextShards`]: several per thread, for balance.
+const SHARDS: usize = 16;
+
+impl ContextShards {
+    /// Empty shards; all that are merged share `hasher`.
+    fn new(hasher: hashbrown::DefaultHashBuilder) -> Self {
+        ContextShards { hasher, shards: (0..SHARDS).map(|_| Default::default()).collect() }
+    }
+    fn add(&mut self, key: ContextKey, c: Counters) {
+        use std::hash::BuildHasher;
+        let shard = self.hasher.hash_one(&key) as usize % SHARDS;
+        add_context(&mut self.shards[shard], key, c);
+    }
+    /// Adds `other`'s counters (shards made with the same hasher).
+    fn merge(&mut self, other: ContextShards) {
+        use rayon::prelude::*;
+        self.shards.par_iter_mut().zip(other.shards).for_each(|(mine, mut theirs)| {
+            if mine.len() < theirs.len() {
+                std::mem::swap(mine, &mut theirs);
             }
+            for (key, c) in theirs {
+                add_context(mine, key, c);
+            }
+        });
+    }
+    fn into_counters(self) -> ContextCounters {
+        let mut out = ContextCounters { context_sensitive: true, ..Default::default() };
+        out.by_context.reserve(self.shards.iter().map(|s| s.len()).sum());
+        for shard in self.shards {
+            out.by_context.extend(shard);
+        }
+        out
+    }
+}
+
+/// Adds the counters `c` of `key` into `map`, the smaller counters into the larger.
+fn add_context(
+    map: &mut hashbrown::HashMap<ContextKey, Counters>,
+    key: ContextKey,
+    mut c: Counters,
+) {
+    match map.get_mut(&key) {
+        Some(mine) => {
+            let size = |c: &Counters| c.ranges.len() + c.branches.len();
+            if size(mine) < size(&c) {
+                std::mem::swap(mine, &mut c);
+            }
+            mine.merge(&c);
+        }
+        None => {
+            map.insert(key, c);
         }
     }
-    out
 }
 
 /// The context of a call-site stack (root first).
@@ -946,10 +990,17 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
     }
 }
 
-impl<C: CodeView + Sync + ?Sized> Unwinder<'_, C> {
+impl<C: CodeView + ?Sized> Unwinder<'_, C> {
     /// The counters per context, and what unwinding met.
     pub fn finish(self) -> (ContextCounters, UnwindStats) {
-        (stacks_to_contexts(self.code, &self.opts, self.by_stack.into_counters()), self.stats)
+        let (contexts, stats) = self.into_contexts(Default::default());
+        (contexts.into_counters(), stats)
+    }
+
+    fn into_contexts(self, hasher: hashbrown::DefaultHashBuilder) -> (ContextShards, UnwindStats) {
+        let mut contexts = ContextShards::new(hasher);
+        self.by_stack.into_contexts(self.code, &self.opts, &mut contexts);
+        (contexts, self.stats)
     }
 }
 
@@ -981,8 +1032,10 @@ pub fn unwind_all_with<C: CodeView + Sync + ?Sized, T: Sync>(
 ) -> (ContextCounters, UnwindStats) {
     use rayon::prelude::*;
     // One unwinder per piece of work rayon splits off (a few per thread), not per chunk: each
-    // keeps its reused buffers and its own counters by stack, merged at the end.
-    let (stacks, stats) = items
+    // keeps its reused buffers and its own counters by stack, turned into contexts by the
+    // worker; the pieces' contexts merge shard by shard.
+    let hasher = hashbrown::DefaultHashBuilder::default();
+    let (contexts, stats) = items
         .par_chunks(256)
         .fold(
             || (Unwinder::new(code, opts), HybridSample::default()),
@@ -994,16 +1047,16 @@ pub fn unwind_all_with<C: CodeView + Sync + ?Sized, T: Sync>(
                 (u, s)
             },
         )
-        .map(|(u, _)| (u.by_stack.into_counters(), u.stats))
+        .map(|(u, _)| u.into_contexts(hasher.clone()))
         .reduce(
-            || (StackCounters::default(), UnwindStats::default()),
+            || (ContextShards::new(hasher.clone()), UnwindStats::default()),
             |(mut c1, mut s1), (c2, s2)| {
-                merge_stacks(&mut c1, c2);
+                c1.merge(c2);
                 s1.merge(&s2);
                 (c1, s1)
             },
         );
-    (stacks_to_contexts(code, &opts, stacks), stats)
+    (contexts.into_counters(), stats)
 }
 
 #[cfg(test)]

@@ -495,6 +495,34 @@ fn repeated_samples_accumulate_and_unwind_all_matches_sequential() {
 }
 
 #[test]
+fn unwind_all_merges_many_pieces_as_one_unwinder_counts() {
+    // Several chunks: unwound by several unwinders whose contexts merge shard by shard.
+    let samples: Vec<_> = (0..2000)
+        .map(|i| if i % 3 == 0 { (call_then_return(), 1) } else { (nested_calls(), 2) })
+        .collect();
+    let (seq, seq_stats) = run(PROBE, &samples);
+    let (par, par_stats) = unwind_all(&fake(), &samples, PROBE);
+    assert_eq!(par.by_context, seq.by_context);
+    assert_eq!(par_stats, seq_stats);
+    assert_eq!(seq.by_context[&addrs(&[0x108])].ranges[&(v(0x200), v(0x208))], 2666);
+}
+
+#[test]
+fn stack_order_groups_samples_by_their_outer_callers_then_all_callers() {
+    let order = |stack: &[u64]| StackOrder::of(&stack.iter().map(|&a| v(a)).collect::<Vec<_>>());
+    // Leaf first; the leaf does not count.
+    assert_eq!(order(&[0x1, 0xa, 0xb, 0xc]), order(&[0x2, 0xa, 0xb, 0xc]));
+    let (all, other_caller) = (order(&[0x1, 0xa, 0xb, 0xc]).0, order(&[0x1, 0xd, 0xb, 0xc]).0);
+    assert_eq!(all[..2], other_caller[..2]);
+    assert_ne!(all[2], other_caller[2]);
+    let other_root = order(&[0x1, 0xa, 0xb, 0xd]).0;
+    assert!((0..3).all(|i| all[i] != other_root[i]));
+    // Shallow stacks: the missing outer prefixes are the empty one.
+    assert_eq!(order(&[0x1]), StackOrder([0; 3]));
+    assert_eq!(order(&[0x1, 0xa]).0[..2], [0, 0]);
+}
+
+#[test]
 fn bogus_trace_and_empty_samples_are_rejected() {
     let code = fake();
     let mut u = Unwinder::new(&code, PROBE);
