@@ -71,10 +71,15 @@ impl ContextTrie {
             children: Children::default(),
             samples: None,
         };
+        // Sized up front: grown by doubling, these vectors would be reallocated past the heap
+        // the flat profile frees while it moves in.
+        let profiles = profile.functions.len();
+        let mut nodes = Vec::with_capacity(1 + path_nodes(profile.functions.keys()));
+        nodes.push(root);
         let mut trie = ContextTrie {
-            nodes: vec![root],
-            samples: Vec::new(),
-            sample_node: Vec::new(),
+            nodes,
+            samples: Vec::with_capacity(profiles),
+            sample_node: Vec::with_capacity(profiles),
             names: Vec::new(),
             guids: Vec::new(),
             name_ids: HashMap::new(),
@@ -428,6 +433,35 @@ impl ContextTrie {
     }
 }
 
+/// The trie nodes of `contexts` (in order): a context adds a node per frame past the path it
+/// shares with the one before it, since contexts sharing a path are neighbours in that order.
+fn path_nodes<'a>(contexts: impl Iterator<Item = &'a Context>) -> usize {
+    let mut prev: Option<&Context> = None;
+    let mut nodes = 0;
+    for c in contexts {
+        let shared = match prev {
+            Some(p) if c.extends(p) => p.len(),
+            Some(p) => {
+                let mut shared = 0;
+                for ((fp, lp), (fc, lc)) in p.named_frames().zip(c.named_frames()) {
+                    if fp != fc {
+                        break;
+                    }
+                    shared += 1;
+                    if lp != lc {
+                        break;
+                    }
+                }
+                shared
+            }
+            None => 0,
+        };
+        nodes += c.len() - shared;
+        prev = Some(c);
+    }
+    nodes
+}
+
 /// `FunctionSamples::merge`: counts add; an empty (fresh) target takes the source's name and
 /// context attributes, an existing target keeps its own; a different non-zero checksum makes
 /// LLVM refuse the whole merge (`hash_mismatch`).
@@ -589,5 +623,29 @@ mod tests {
                 ("f:3 @ h:0".to_string(), 4, 4)
             ]
         );
+    }
+
+    /// The trie is sized from the contexts: a node per distinct path, whether contexts share
+    /// frames ([`Context::prefix`]) or only equal ones, and a path ending where another goes on
+    /// (`main:1 @ f` beside `main:1 @ f:2 @ g`) or turns at a call site (`main:2 @ f`).
+    #[test]
+    fn node_count_is_known_before_building() {
+        let mut p = profile(&[
+            (&[("main", 0)], 1),
+            (&[("main", 1), ("f", 0)], 1),
+            (&[("main", 1), ("f", 2), ("g", 0)], 1),
+            (&[("main", 1), ("f", 3), ("g", 0)], 1),
+            (&[("main", 2), ("f", 0)], 1),
+            (&[("x", 1), ("f", 0)], 1),
+        ]);
+        let deep = context(&[("y", 1), ("f", 2), ("g", 0)]);
+        for c in [deep.prefix(1), deep.prefix(2), deep] {
+            p.functions.insert(c, FunctionSamples::new("y"));
+        }
+        let expected = path_nodes(p.functions.keys());
+        let trie = ContextTrie::from_profile(&mut p);
+        // main, main:1 @ f, its g at 2 and at 3, main:2 @ f, x, x:1 @ f, y, y:1 @ f, its g.
+        assert_eq!((expected, trie.nodes.len()), (10, 11));
+        assert_eq!(trie.nodes.capacity(), trie.nodes.len());
     }
 }

@@ -26,7 +26,7 @@ use crate::llvm::discriminator::probe_index_from_discriminator;
 use crate::llvm::{
     ContextFrame, FuncName, LineLocation, callsite_hash, callsite_hash_from_guid, md5_guid,
 };
-use std::collections::BTreeMap;
+use crate::profile::VecMap;
 
 /// Size of a function's machine code under a calling context, from the binary
 /// (`ProfiledBinary::getFuncSizeForContext`): `context` is root first, leaf last with location
@@ -62,7 +62,8 @@ struct SizeNode {
     /// `None` until an instruction (or a known-empty inlinee) is recorded here.
     size: Option<u32>,
     /// Ordered by call-site hash like LLVM's `std::map`, which the sibling fallback relies on.
-    children: BTreeMap<(u64, FuncName, LineLocation), usize>,
+    /// Most nodes have a child or two: a sorted vector, not a B-tree node each.
+    children: VecMap<(u64, FuncName, LineLocation), usize>,
 }
 
 impl Default for ContextSizeTracker {
@@ -266,11 +267,11 @@ fn instruction_bytes_per_stack(
 /// llvm-profgen keeps one top-level record per function name (`TopLevelProbeFrameMap`, the last
 /// one in `unordered_map` order, which for small maps is the first decoded); this takes the
 /// first decoded record whose GUID and description name match the function.
-fn inlinees_with_probes(
+fn inlinees_with_probes<'a>(
     binary: &Binary,
-    probes: &ProbeInfo,
+    probes: &'a ProbeInfo,
     profiled: &[FuncId],
-) -> Vec<Vec<ContextFrame>> {
+) -> impl Iterator<Item = Vec<ContextFrame>> + 'a {
     let mut top_level: HashMap<&str, ProbeNodeId> = HashMap::new();
     for (i, node) in probes.nodes().iter().enumerate().skip(1) {
         if node.parent == ProbeNodeId::ROOT
@@ -289,13 +290,13 @@ fn inlinees_with_probes(
         })
         .collect();
     selected.sort_unstable();
-    let mut contexts = Vec::new();
-    for i in 1..probes.nodes().len() {
+    // Made one at a time as the tracker takes them: all at once they add to the peak.
+    (1..probes.nodes().len()).filter_map(move |i| {
         let id = ProbeNodeId(i as u32);
         if probes.node_probes(id).is_empty()
             || selected.binary_search(&probes.top_level_node(id)).is_err()
         {
-            continue;
+            return None;
         }
         // Leaf first: each caller frame's location is the call site of the frame below it.
         let mut context = Vec::new();
@@ -304,19 +305,18 @@ fn inlinees_with_probes(
         let complete = loop {
             let n = probes.node(cur);
             let Some(desc) = probes.desc(n.guid) else { break false };
-            context.push(ContextFrame { func: (&*desc.name).into(), loc });
+            context.push(ContextFrame { func: desc.name.clone().into(), loc });
             if n.parent == ProbeNodeId::ROOT {
                 break true;
             }
             loc = LineLocation::new(n.callsite, 0);
             cur = n.parent;
         };
-        if complete {
+        complete.then(|| {
             context.reverse();
-            contexts.push(context);
-        }
-    }
-    contexts
+            context
+        })
+    })
 }
 
 /// Whether two inline stacks give the same size context: same functions, same call sites (the

@@ -11,7 +11,81 @@ use std::sync::Arc;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BodySample {
     pub count: u64,
-    pub call_targets: VecMap<String, u64>,
+    pub call_targets: CallTargets,
+}
+
+/// The functions called from a source location, by name, with their counts. Most locations
+/// call nothing: the empty map is one null word, so a body sample takes 16 bytes, not 32
+/// (the body samples are the bulk of a CS profile's memory).
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct CallTargets(Option<Box<VecMap<String, u64>>>);
+
+impl CallTargets {
+    fn entries(&self) -> &[(String, u64)] {
+        self.0.as_deref().map_or(&[], |m| &m.0)
+    }
+    pub fn get(&self, callee: &str) -> Option<&u64> {
+        self.0.as_deref()?.get(callee)
+    }
+    /// The count of `callee`, inserted as 0 under `make()`'s name if absent.
+    pub fn get_or_insert_with(&mut self, callee: &str, make: impl FnOnce() -> String) -> &mut u64 {
+        self.0.get_or_insert_with(Default::default).get_or_insert_with(callee, make)
+    }
+    pub fn remove(&mut self, callee: &str) -> Option<u64> {
+        let map = self.0.as_deref_mut()?;
+        let n = map.remove(callee);
+        if map.is_empty() {
+            self.0 = None;
+        }
+        n
+    }
+    pub fn len(&self) -> usize {
+        self.entries().len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_none()
+    }
+    /// Entries in name order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&String, &u64)> + ExactSizeIterator {
+        self.entries().iter().map(|(k, v)| (k, v))
+    }
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator {
+        self.entries().iter().map(|(k, _)| k)
+    }
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &u64> + ExactSizeIterator {
+        self.entries().iter().map(|(_, v)| v)
+    }
+}
+
+impl fmt::Debug for CallTargets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl std::ops::Index<&str> for CallTargets {
+    type Output = u64;
+    fn index(&self, callee: &str) -> &u64 {
+        self.get(callee).expect("a call target of this name")
+    }
+}
+
+impl FromIterator<(String, u64)> for CallTargets {
+    fn from_iter<I: IntoIterator<Item = (String, u64)>>(iter: I) -> Self {
+        let map: VecMap<String, u64> = iter.into_iter().collect();
+        CallTargets((!map.is_empty()).then(|| Box::new(map)))
+    }
+}
+
+impl<'a> IntoIterator for &'a CallTargets {
+    type Item = (&'a String, &'a u64);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (String, u64)>,
+        fn(&'a (String, u64)) -> (&'a String, &'a u64),
+    >;
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries().iter().map(|(k, v)| (k, v))
+    }
 }
 
 /// A map built once and read in key order: a vector of entries sorted by key. Profiles hold
@@ -424,6 +498,25 @@ mod tests {
         assert_eq!((m.len(), m["z"], m.get("m")), (3, 3, None));
         let collected: VecMap<u32, u32> = [(3, 1), (1, 2), (3, 4)].into_iter().collect();
         assert_eq!(collected.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>(), [(1, 2), (3, 4)]);
+    }
+
+    /// Call targets keep name order; removing the last one leaves the empty (null) map, equal
+    /// to a fresh one.
+    #[test]
+    fn call_targets_are_a_map_that_is_null_when_empty() {
+        assert_eq!(std::mem::size_of::<BodySample>(), 16);
+        let mut t = CallTargets::default();
+        for (name, n) in [("m", 1), ("b", 2), ("m", 3)] {
+            *t.get_or_insert_with(name, || name.to_string()) += n;
+        }
+        let got: Vec<(&str, u64)> = t.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!((got, t.len(), t["m"]), (vec![("b", 2), ("m", 4)], 2, 4));
+        assert_eq!((t.remove("b"), t.remove("x"), t.remove("m")), (Some(2), None, Some(4)));
+        assert!(t.is_empty() && t == CallTargets::default() && t.get("m").is_none());
+        let collected: CallTargets =
+            [("z".to_string(), 1), ("a".to_string(), 2)].into_iter().collect();
+        assert_eq!(collected.keys().collect::<Vec<_>>(), ["a", "z"]);
+        assert!(std::iter::empty().collect::<CallTargets>().is_empty());
     }
 
     #[test]
