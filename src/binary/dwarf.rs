@@ -124,6 +124,9 @@ struct Loader<'d, 'a> {
     parsed_units: HashMap<usize, Rc<Unit<'a>>>,
     memo: HashMap<usize, Resolved>,
     names: HashMap<String, Arc<str>>,
+    /// Names by where they are in the section (`.debug_str` holds each string once), so a
+    /// string met again is neither validated nor hashed by content.
+    names_at: HashMap<(usize, usize), Arc<str>>,
 }
 
 /// What one unit contributes; node indices (and parents) are local to the unit.
@@ -230,6 +233,7 @@ impl DebugInfo {
                     parsed_units: HashMap::new(),
                     memo: HashMap::new(),
                     names: HashMap::new(),
+                    names_at: HashMap::new(),
                 },
                 |loader, i| loader.load_unit(i, preferred_base),
             )
@@ -367,12 +371,20 @@ impl DebugInfo {
 
 impl<'a> Loader<'_, 'a> {
     fn intern(&mut self, s: Reader<'a>) -> Arc<str> {
-        let s = String::from_utf8_lossy(s.slice());
-        if let Some(a) = self.names.get(s.as_ref()) {
+        let at = (s.slice().as_ptr() as usize, s.len());
+        if let Some(a) = self.names_at.get(&at) {
             return a.clone();
         }
-        let a: Arc<str> = Arc::from(s.as_ref());
-        self.names.insert(s.into_owned(), a.clone());
+        let s = String::from_utf8_lossy(s.slice());
+        let a = match self.names.get(s.as_ref()) {
+            Some(a) => a.clone(),
+            None => {
+                let a: Arc<str> = Arc::from(s.as_ref());
+                self.names.insert(s.into_owned(), a.clone());
+                a
+            }
+        };
+        self.names_at.insert(at, a.clone());
         a
     }
 
@@ -504,6 +516,7 @@ impl<'a> Loader<'_, 'a> {
             parsed_units: HashMap::new(),
             memo: HashMap::new(),
             names: HashMap::new(),
+            names_at: HashMap::new(),
         };
         loader.parsed_units.insert(index, Rc::new(unit));
         loader.walk_unit(index, preferred_base, out).map_err(|e| what(&e))
@@ -516,19 +529,28 @@ impl<'a> Loader<'_, 'a> {
         out: &mut UnitResult,
     ) -> gimli::Result<()> {
         let unit = self.unit(ui)?;
-        let mut cursor = unit.entries();
+        // Raw entries: the attributes of DIEs that are no subroutine (most of them: variables,
+        // parameters, types, lexical blocks) are skipped, not parsed into a list.
+        let mut raw = unit.entries_raw(None)?;
+        let mut entry = gimli::DebuggingInformationEntry::null();
         // (depth, node) of the enclosing subroutine DIEs.
         let mut stack: Vec<(isize, u32)> = Vec::new();
-        while let Some(entry) = cursor.next_dfs()? {
-            let depth = entry.depth();
+        while !raw.is_empty() {
+            let (depth, offset) = (raw.next_depth(), raw.next_offset());
+            let Some(abbrev) = raw.read_abbreviation()? else { continue };
             while stack.last().is_some_and(|&(d, _)| d >= depth) {
                 stack.pop();
             }
-            let tag = entry.tag();
+            let tag = abbrev.tag();
             let inlined = tag == gimli::DW_TAG_inlined_subroutine;
             if tag != gimli::DW_TAG_subprogram && !inlined {
+                raw.skip_attributes(abbrev.attributes())?;
                 continue;
             }
+            raw.read_attributes(abbrev.attributes(), &mut entry.attrs)?;
+            (entry.tag, entry.has_children, entry.offset, entry.depth) =
+                (tag, abbrev.has_children(), offset, depth);
+            let entry = &entry;
             // Inline stacks become nested profiles: their depth is bounded like contexts'.
             if inlined && stack.len() >= MAX_CONTEXT_FRAMES {
                 out.too_deep += 1;

@@ -5,18 +5,15 @@ use std::borrow::Cow;
 /// `FunctionSamples::getCanonicalFnName(name, "selected")` with `.__uniq.` suffixes kept:
 /// strips `.llvm.<x>`, then `.part.<x>`, when that suffix is the last dot component.
 pub fn canonical_fn_name(name: &str) -> &str {
-    // Most names have no dot at all (called per frame of large binaries' walks).
-    if memchr::memchr(b'.', name.as_bytes()).is_none() {
-        return name;
-    }
     let mut cand = name;
     for suffix in [".llvm.", ".part."] {
-        let Some(it) = cand.rfind(suffix) else {
-            continue;
+        // A suffix is stripped where its trailing dot is the name's last dot (its last
+        // occurrence, tested without a substring search: Rust names are full of dots).
+        let Some(last_dot) = memchr::memrchr(b'.', cand.as_bytes()) else {
+            return cand;
         };
-        let last_dot = cand.rfind('.');
-        if last_dot == Some(it) || last_dot == Some(it + suffix.len() - 1) {
-            cand = &cand[..it];
+        if cand[..=last_dot].ends_with(suffix) {
+            cand = &cand[..last_dot + 1 - suffix.len()];
         }
     }
     cand
@@ -68,6 +65,10 @@ mod tests {
         assert_eq!(canonical_fn_name("foo.__uniq.123"), "foo.__uniq.123");
         assert_eq!(canonical_fn_name("foo.__uniq.123.llvm.4"), "foo.__uniq.123");
         assert_eq!(canonical_fn_name("foo.cold"), "foo.cold");
+        // Rust names have dots of their own; only the last component counts.
+        assert_eq!(canonical_fn_name("a..b$LT$c..d$GT$E.llvm.7"), "a..b$LT$c..d$GT$E");
+        assert_eq!(canonical_fn_name("a.llvm.1..b"), "a.llvm.1..b");
+        assert_eq!(canonical_fn_name("a.part.1.x"), "a.part.1.x");
         assert_eq!(canonical_fn_name("foo.llvm.1.cold"), "foo.llvm.1.cold");
         assert_eq!(canonical_fn_name("_ZN3fooEv"), "_ZN3fooEv");
     }
