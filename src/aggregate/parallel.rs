@@ -18,10 +18,10 @@
 //! reduces its held samples) keeps its own span mapped, not all the input read after it.
 
 use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats};
-use crate::addr::{Branch, RuntimeAddr};
+use crate::addr::RuntimeAddr;
 use crate::binary::Binary;
-use crate::input::Sample;
 use crate::input::perf_data::SampleBodies;
+use crate::input::{BranchStack, CallChain, RawBranch, RawWord, Sample};
 use crate::mapping::{AddressMap, AddressMapper, MapChange};
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -52,7 +52,6 @@ struct SampleHead {
     ip: RuntimeAddr,
     period: u64,
     repeat: u64,
-    lbr_cycles: u64,
     has_callchain: bool,
     callchain_len: u32,
     branches_len: u32,
@@ -61,8 +60,8 @@ struct SampleHead {
 #[derive(Default)]
 struct Batch {
     heads: Vec<SampleHead>,
-    callchains: Vec<RuntimeAddr>,
-    branches: Vec<Branch<RuntimeAddr>>,
+    callchains: Vec<RawWord>,
+    branches: Vec<RawBranch>,
     /// The log position at which the batch starts: changes before it are in the shared log.
     log_start: u64,
     /// The map changes made while the batch was filled: `(i, change)` came before sample `i`.
@@ -179,9 +178,8 @@ impl Batch {
                 ip: h.ip,
                 period: h.period,
                 repeat: h.repeat,
-                lbr_cycles: h.lbr_cycles,
-                callchain: &self.callchains[c..c + cn],
-                branches: &self.branches[b..b + bn],
+                callchain: CallChain(&self.callchains[c..c + cn]),
+                branches: BranchStack(&self.branches[b..b + bn]),
                 has_callchain: h.has_callchain,
                 record: None,
             };
@@ -234,13 +232,12 @@ impl BatchSender {
             ip: s.ip,
             period: s.period,
             repeat: s.repeat,
-            lbr_cycles: s.lbr_cycles,
             has_callchain: s.has_callchain,
             callchain_len: s.callchain.len() as u32,
             branches_len: s.branches.len() as u32,
         });
-        b.callchains.extend_from_slice(s.callchain);
-        b.branches.extend_from_slice(s.branches);
+        b.callchains.extend_from_slice(s.callchain.0);
+        b.branches.extend_from_slice(s.branches.0);
         let spans_enough = b.heads.len() >= MIN_SPAN_BATCH_SAMPLES
             && b.span.as_ref().is_some_and(|s| s.len() >= BATCH_SPAN);
         if b.heads.len() >= BATCH_SAMPLES || spans_enough {

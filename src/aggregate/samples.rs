@@ -12,7 +12,7 @@ use super::weighting::{
 use super::{Counters, add_count};
 use crate::addr::{RuntimeAddr, Vaddr};
 use crate::binary::Binary;
-use crate::input::Sample;
+use crate::input::{RawBranch, RawWord, Sample};
 use crate::mapping::{AddressMap, ProcessView};
 use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 use std::hash::BuildHasher;
@@ -504,16 +504,17 @@ impl BranchCache {
 /// The held samples' words lie back to back in one arena, found by their hash through an index
 /// of positions: nothing is allocated or freed per sample, a flush empties the arena in one go,
 /// and samples are reduced in the order they first came (no hash-order dependence).
-#[derive(Default)]
 struct Pending {
-    /// Every held sample's `[pid, stack length << 1 | with stack, leaf, return addresses…,
-    /// (source, target)…]`: runtime addresses but the leaf (see [`Aggregator::leaf`]).
-    words: Vec<u64>,
+    /// Every held sample's `[pid, number of return addresses, leaf, return addresses…, (source,
+    /// target)…]`: runtime addresses but the leaf (see [`Aggregator::leaf`]), as a record holds
+    /// them: compared with a record's bytes as bytes.
+    words: Vec<RawWord>,
     /// The distinct held samples, in the order first seen.
     held: Vec<Held>,
     /// `held` by content: indices, found by [`Held::hash`].
     index: HashTable<u32>,
-    hasher: DefaultHashBuilder,
+    /// Seeds [`raw_hash`].
+    seed: u64,
     /// [`AddressMap::generation`] the samples were read under.
     generation: u64,
     /// Samples held since the last flush (`held.len()` of them distinct).
@@ -541,52 +542,112 @@ impl Pending {
     /// Samples reduced at once after a flush found fewer than one in four alike.
     const BYPASS: u64 = 1 << 16;
 
-    /// Holds `s`, whose call stack is `leaf` (see [`Aggregator::leaf`]) and the return addresses
-    /// `callers`, or counts it with the held sample alike.
+    fn new() -> Self {
+        Pending {
+            words: Vec::new(),
+            held: Vec::new(),
+            index: HashTable::new(),
+            seed: DefaultHashBuilder::default().hash_one(0u64),
+            generation: 0,
+            samples: 0,
+            bypass: 0,
+        }
+    }
+
+    /// Holds a sample of `repeat` samples alike (`cycles` their cycle weights) read in place:
+    /// `head` as [`Pending::words`] starts, then the return addresses `callers` and `branches`,
+    /// or counts it with the held sample alike. Only a sample not held yet is copied.
     fn hold(
         &mut self,
-        s: &Sample<'_>,
-        leaf: Option<u64>,
-        callers: &[RuntimeAddr],
-        with_stack: bool,
+        head: [u64; 3],
+        callers: &[RawWord],
+        branches: &[RawBranch],
+        repeat: u64,
         cycles: CycleWeights,
     ) {
         self.samples += 1;
-        // The key is written where it would be kept, and dropped again if it is held already.
-        let start = self.words.len();
-        let words = &mut self.words;
-        let stack_len = usize::from(leaf.is_some()) + callers.len();
-        words.push(s.pid.map_or(u64::MAX, |pid| u64::from(pid as u32)));
-        words.push(((stack_len as u64) << 1) | u64::from(with_stack));
-        words.extend(leaf);
-        words.extend(callers.iter().map(|a| a.0));
-        let at = words.len();
-        words.resize(at + 2 * s.branches.len(), 0);
-        for (w, b) in words[at..].chunks_exact_mut(2).zip(s.branches) {
-            w[0] = b.source.0;
-            w[1] = b.target.0;
-        }
+        let hash = raw_hash(self.seed, head, callers, branches);
         let (held, all) = (&self.held, &self.words);
-        let key = &all[start..];
-        let hash = self.hasher.hash_one(key);
         let alike = |&i: &u32| {
             let h = &held[i as usize];
-            h.hash == hash && all[h.start..h.start + h.len] == *key
+            h.hash == hash && holds(&all[h.start..h.start + h.len], head, callers, branches)
         };
         if let Some(&i) = self.index.find(hash, alike) {
-            self.words.truncate(start);
             let h = &mut self.held[i as usize];
             h.n += 1;
-            h.repeat = h.repeat.saturating_add(s.repeat);
+            h.repeat = h.repeat.saturating_add(repeat);
             h.cycles.add(cycles);
             return;
         }
+        let start = self.words.len();
+        let words = &mut self.words;
+        words.reserve(head.len() + callers.len() + 2 * branches.len());
+        words.extend(head.map(u64::to_le_bytes));
+        words.extend_from_slice(callers);
+        for e in branches {
+            let (w, _) = e.as_chunks::<8>();
+            words.extend([w[0], w[1]]);
+        }
         let len = self.words.len() - start;
         let i = self.held.len() as u32;
-        self.held.push(Held { hash, start, len, n: 1, repeat: s.repeat, cycles });
+        self.held.push(Held { hash, start, len, n: 1, repeat, cycles });
         let held = &self.held;
         self.index.insert_unique(hash, i, |&j| held[j as usize].hash);
     }
+}
+
+/// The words of a branch entry read in place.
+#[inline(always)]
+fn entry_words(e: &RawBranch) -> [u64; 3] {
+    let (words, _) = e.as_chunks::<8>();
+    std::array::from_fn(|i| u64::from_le_bytes(words[i]))
+}
+
+/// The 128-bit product's halves folded (foldhash's mixer).
+#[inline(always)]
+fn fold(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
+}
+
+/// The hash of a raw sample that [`Pending::hold`] is given, over the words it keeps (the
+/// branch entries' flags left out), two words per multiply.
+#[inline]
+fn raw_hash(seed: u64, head: [u64; 3], callers: &[RawWord], branches: &[RawBranch]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = fold(seed ^ head[0], K ^ head[1]);
+    h = fold(h ^ head[2], K ^ branches.len() as u64);
+    let (pairs, odd) = callers.as_chunks::<2>();
+    for [a, b] in pairs {
+        h = fold(h ^ u64::from_le_bytes(*a), K ^ u64::from_le_bytes(*b));
+    }
+    if let [a] = odd {
+        h = fold(h ^ u64::from_le_bytes(*a), K);
+    }
+    for e in branches {
+        let [source, target, _] = entry_words(e);
+        h = fold(h ^ source, K ^ target);
+    }
+    h
+}
+
+/// Whether `stored` (a held sample's words) holds the sample [`Pending::hold`] is given.
+#[inline]
+fn holds(stored: &[RawWord], head: [u64; 3], callers: &[RawWord], branches: &[RawBranch]) -> bool {
+    let Some((h, rest)) = stored.split_first_chunk::<3>() else { return false };
+    if h.map(u64::from_le_bytes) != head || rest.len() != callers.len() + 2 * branches.len() {
+        return false;
+    }
+    let (stack, pairs) = rest.split_at(callers.len());
+    // Without an early exit per entry: most samples looked up are held already, so every entry
+    // is compared anyway, and this loop is half as long.
+    let le = |w: &RawWord| u64::from_le_bytes(*w);
+    let mut diff = 0;
+    for (p, e) in pairs.as_chunks::<2>().0.iter().zip(branches) {
+        let (w, _) = e.as_chunks::<8>();
+        diff |= (le(&p[0]) ^ le(&w[0])) | (le(&p[1]) ^ le(&w[1]));
+    }
+    stack == callers && diff == 0
 }
 
 /// Reduces samples to binary addresses and counts them.
@@ -633,7 +694,7 @@ impl<'b> Aggregator<'b> {
             branches: BranchCache::new(),
             lbr_branches: Vec::new(),
             lbr_ranges: Vec::new(),
-            pending: Pending::default(),
+            pending: Pending::new(),
             translated: Vec::new(),
             hybrid: HybridSample { callchain: Vec::new(), branches: Vec::new() },
             key_bytes: Vec::new(),
@@ -697,26 +758,21 @@ impl<'b> Aggregator<'b> {
             self.stats.with_call_stack += 1;
         }
         let process = map.process(s.pid);
-        let (leaf, callers) = match s.callchain.split_first() {
-            Some((&leaf, callers)) if with_stack => {
-                (Some(self.leaf(&process, process.stamp(), leaf)), callers)
-            }
-            _ => (None, &[][..]),
-        };
         let cycles = self.cycle_weights(s);
-        if !with_stack {
+        let Some((leaf, callers)) = s.callchain.0.split_first().filter(|_| with_stack) else {
             // Holding does not pay for LBR-only samples.
             let branches = s.branches.iter().map(|b| (b.source.0, b.target.0));
             self.count_lbr(&process, branches, s.repeat, cycles);
             return;
-        }
+        };
+        let leaf = self.leaf(&process, process.stamp(), RuntimeAddr(u64::from_le_bytes(*leaf)));
         if self.opts.sample_period.is_some() || self.pending.bypass > 0 {
             self.pending.bypass -= u64::from(self.pending.bypass > 0);
             // Reduced at once: a period is split over the sample's own entries (not a sum over
             // raw samples), and holding does not pay while `Pending::bypass` lasts.
-            let callers = callers.iter().map(|a| a.0);
+            let callers = callers.iter().map(|w| u64::from_le_bytes(*w));
             let branches = s.branches.iter().map(|b| (b.source.0, b.target.0));
-            self.reduce(&process, leaf, callers, branches, s.repeat, 1, cycles);
+            self.reduce(&process, Some(leaf), callers, branches, s.repeat, 1, cycles);
             return;
         }
         let p = &mut self.pending;
@@ -725,7 +781,9 @@ impl<'b> Aggregator<'b> {
             "map changed unflushed"
         );
         p.generation = map.generation();
-        p.hold(s, leaf, callers, with_stack, cycles);
+        let pid = s.pid.map_or(u64::MAX, |pid| u64::from(pid as u32));
+        let head = [pid, callers.len() as u64, leaf];
+        p.hold(head, callers, s.branches.0, s.repeat, cycles);
         if p.words.len() > Pending::MAX_WORDS {
             self.flush(map);
         }
@@ -745,19 +803,16 @@ impl<'b> Aggregator<'b> {
         p.samples = 0;
         p.index.clear();
         let (held, words) = (std::mem::take(&mut p.held), std::mem::take(&mut p.words));
+        let le = |w: &RawWord| u64::from_le_bytes(*w);
         for h in &held {
             let key = &words[h.start..h.start + h.len];
-            let pid = (key[0] != u64::MAX).then_some(key[0] as u32 as i32);
-            let stack_len = (key[1] >> 1) as usize;
-            let (stack, branches) = key[2..].split_at(stack_len);
-            let branches = branches.chunks_exact(2).map(|b| (b[0], b[1]));
+            let [pid, n_callers, leaf] = [le(&key[0]), le(&key[1]), le(&key[2])];
+            let pid = (pid != u64::MAX).then_some(pid as u32 as i32);
+            let (callers, branches) = key[3..].split_at(n_callers as usize);
+            let branches = branches.as_chunks::<2>().0.iter().map(|[s, t]| (le(s), le(t)));
             let process = map.process(pid);
-            let (leaf, callers) = match stack.split_first() {
-                Some((&leaf, callers)) => (Some(leaf), callers),
-                None => (None, &[][..]),
-            };
-            let (callers, n) = (callers.iter().copied(), h.n);
-            self.reduce(&process, leaf, callers, branches, h.repeat, n, h.cycles);
+            let (callers, n) = (callers.iter().map(le), h.n);
+            self.reduce(&process, Some(leaf), callers, branches, h.repeat, n, h.cycles);
         }
         // The buffers are kept for the next samples.
         let p = &mut self.pending;
@@ -777,7 +832,7 @@ impl<'b> Aggregator<'b> {
     /// The cycle weights of `s` when windows are weighted by cycles (else nothing).
     fn cycle_weights(&self, s: &Sample<'_>) -> CycleWeights {
         match self.opts.weighting {
-            Weighting::Cycles => CycleWeights::of(s.lbr_cycles, s.repeat),
+            Weighting::Cycles => CycleWeights::of(s.branches.cycles(), s.repeat),
             _ => CycleWeights::default(),
         }
     }
@@ -981,6 +1036,7 @@ mod tests {
     use super::*;
     use crate::addr::Branch;
     use crate::binary::{InstKind, LoadOptions};
+    use crate::input::{BranchStack, CallChain};
     use crate::mapping::{AddressMapper, BinaryIdentity, file_name_of};
 
     /// Call-stack samples that differ only in where in plain code their leaf IP lies are held as
@@ -1004,13 +1060,13 @@ mod tests {
         let prolog = insts.iter().copied().find(|&a| binary.is_prolog_or_epilog(a)).unwrap();
         let ret = insts.windows(2).find(|w| binary.inst_kind(w[0]) == Some(InstKind::Call));
         let ret = ret.unwrap()[1];
-        let branches =
-            [Branch { source: RuntimeAddr(plain[0].0), target: RuntimeAddr(plain[1].0) }];
+        let branch = Branch { source: RuntimeAddr(plain[0].0), target: RuntimeAddr(plain[1].0) };
+        let branches = [BranchStack::entry(branch, 0)];
         let aggregate = |bypass: u64| {
             let mut agg = Aggregator::new(&binary, SampleOptions::default());
             agg.pending.bypass = bypass;
             for leaf in [plain[0], plain[1], prolog, Vaddr(0x10)] {
-                let callchain = [RuntimeAddr(leaf.0), RuntimeAddr(ret.0)];
+                let callchain = [leaf.0.to_le_bytes(), ret.0.to_le_bytes()];
                 let s = Sample {
                     pid: None,
                     tid: None,
@@ -1019,9 +1075,8 @@ mod tests {
                     ip: RuntimeAddr(leaf.0),
                     period: 1,
                     repeat: 1,
-                    callchain: &callchain,
-                    branches: &branches,
-                    lbr_cycles: 0,
+                    callchain: CallChain(&callchain),
+                    branches: BranchStack(&branches),
                     has_callchain: true,
                     record: None,
                 };

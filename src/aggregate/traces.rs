@@ -167,7 +167,7 @@ impl<'t> TraceCollector<'t> {
         // 1. callers not in the branch stack, outermost first. Frames above the leaf are return
         // addresses: the call is the byte before.
         self.scratch.clear();
-        for &frame in s.callchain.iter().skip(1).rev() {
+        for frame in s.callchain.iter().skip(1).rev() {
             if let Some(f) = entry(RuntimeAddr(frame.0.wrapping_sub(1)))
                 && !self.in_branches.contains(&f)
             {
@@ -227,7 +227,7 @@ mod tests {
     use crate::addr::Branch;
     use crate::addr::FileOffset;
     use crate::binary::Segment;
-    use crate::input::MmapEvent;
+    use crate::input::{BranchStack, CallChain, MmapEvent, RawBranch, RawWord};
     use crate::mapping::{AddressMapper, BinaryIdentity};
 
     /// Processes 1, 2 and 7 map the binary's code (vaddr 0x1000-0x2000) at its own addresses.
@@ -285,8 +285,8 @@ mod tests {
         pid: i32,
         time: u64,
         ip: u64,
-        callchain: &'a [RuntimeAddr],
-        branches: &'a [Branch<RuntimeAddr>],
+        callchain: &'a [RawWord],
+        branches: &'a [RawBranch],
     ) -> Sample<'a> {
         Sample {
             pid: Some(pid),
@@ -296,9 +296,8 @@ mod tests {
             ip: RuntimeAddr(ip),
             period: 1,
             repeat: 1,
-            lbr_cycles: 0,
-            callchain,
-            branches,
+            callchain: CallChain(callchain),
+            branches: BranchStack(branches),
             has_callchain: !callchain.is_empty(),
             record: None,
         }
@@ -313,8 +312,9 @@ mod tests {
         let t = table();
         let mapper = mapper();
         let mut c = TraceCollector::new(&t, 100);
-        let chain: Vec<RuntimeAddr> = chain.iter().map(|&a| RuntimeAddr(a)).collect();
-        c.sample(mapper.map(), &sample(7, 50, ip, &chain, branches));
+        let chain: Vec<RawWord> = chain.iter().map(|a| a.to_le_bytes()).collect();
+        let branches: Vec<RawBranch> = branches.iter().map(|&b| BranchStack::entry(b, 0)).collect();
+        c.sample(mapper.map(), &sample(7, 50, ip, &chain, &branches));
         let mut traces = c.finish();
         assert_eq!(traces.len(), 1);
         traces.remove(0)

@@ -53,7 +53,75 @@ pub struct MmapEvent {
     pub build_id: Option<Vec<u8>>,
 }
 
-/// A sample, with the parts profgen uses decoded. Slices borrow from the reader.
+/// A little-endian u64 as a perf record holds it. Records lie unaligned in the input, so call
+/// chains and branch stacks are slices of these, read in place rather than copied out.
+pub type RawWord = [u8; 8];
+/// A `perf_branch_entry` as a perf record holds it: from, to and flags, little-endian u64s.
+pub type RawBranch = [u8; 24];
+
+/// The user-space frames of a sample's call chain, leaf first, as the record holds them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CallChain<'a>(pub &'a [RawWord]);
+
+impl<'a> CallChain<'a> {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = RuntimeAddr> + ExactSizeIterator + 'a {
+        self.0.iter().map(|w| RuntimeAddr(u64::from_le_bytes(*w)))
+    }
+    /// The frame as a record holds it.
+    pub fn word(a: RuntimeAddr) -> RawWord {
+        a.0.to_le_bytes()
+    }
+}
+
+/// A sample's last branch records, most recent first (perf order), as the record holds them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BranchStack<'a>(pub &'a [RawBranch]);
+
+impl<'a> BranchStack<'a> {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn iter(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = Branch<RuntimeAddr>> + ExactSizeIterator + 'a {
+        self.0.iter().map(|e| {
+            let [source, target, _] = Self::words(e);
+            Branch { source: RuntimeAddr(source), target: RuntimeAddr(target) }
+        })
+    }
+    /// Core cycles the entries span: the sum of every entry's cycle count but the oldest's (an
+    /// entry counts the cycles since the entry before it); 0 when the entries carry none.
+    pub fn cycles(&self) -> u64 {
+        let newer = &self.0[..self.0.len().saturating_sub(1)];
+        newer.iter().map(|e| (Self::words(e)[2] >> 4) & 0xffff).sum()
+    }
+    /// An entry as a record holds it, with `cycles` in the flags' 16-bit cycles field (perf
+    /// script prints that field; larger counts are clamped).
+    pub fn entry(b: Branch<RuntimeAddr>, cycles: u64) -> RawBranch {
+        let mut e = [0; 24];
+        e[..8].copy_from_slice(&b.source.0.to_le_bytes());
+        e[8..16].copy_from_slice(&b.target.0.to_le_bytes());
+        e[16..].copy_from_slice(&(cycles.min(0xffff) << 4).to_le_bytes());
+        e
+    }
+    #[inline]
+    fn words(e: &RawBranch) -> [u64; 3] {
+        let (words, _) = e.as_chunks::<8>();
+        std::array::from_fn(|i| u64::from_le_bytes(words[i]))
+    }
+}
+
+/// A sample, with the parts profgen uses decoded; the call chain and branch stack are read in
+/// place. Slices borrow from the reader.
 #[derive(Clone, Debug)]
 pub struct Sample<'a> {
     pub pid: Option<i32>,
@@ -69,17 +137,14 @@ pub struct Sample<'a> {
     pub repeat: u64,
     /// User-space call chain, leaf first; `callchain[0]` is the sampled IP when present.
     /// Context markers (PERF_CONTEXT_*) and kernel frames are removed.
-    pub callchain: &'a [RuntimeAddr],
+    pub callchain: CallChain<'a>,
     /// Last branch records, most recent first (perf order).
-    pub branches: &'a [Branch<RuntimeAddr>],
-    /// Core cycles the LBR entries span: the sum of every entry's cycle count but the oldest's
-    /// (an entry counts the cycles since the entry before it); 0 when the entries carry none.
-    pub lbr_cycles: u64,
+    pub branches: BranchStack<'a>,
     /// Whether the input recorded call chains at all (distinguishes LBR-only from LBR + stack).
     pub has_callchain: bool,
     /// Set when decoding was deferred: the position of the sample's record in the mapped input,
-    /// whose call chain and branch stack are left undecoded (empty here, `lbr_cycles` 0) for a
-    /// worker thread to decode in place ([`perf_data::SampleBodies`]).
+    /// whose call chain and branch stack are left undecoded (empty here) for a worker thread to
+    /// decode in place ([`perf_data::SampleBodies`]).
     pub record: Option<usize>,
 }
 

@@ -39,7 +39,7 @@ use std::path::Path;
 
 use memchr::memmem;
 
-use super::{MmapEvent, PerfEvent, Sample};
+use super::{BranchStack, CallChain, MmapEvent, PerfEvent, RawBranch, RawWord, Sample};
 use crate::addr::{Branch, FileOffset, RuntimeAddr};
 use crate::error::{Error, Result};
 use crate::text::{parse_dec, parse_hex, trim, trim_end, trim_start};
@@ -138,7 +138,6 @@ pub fn read_perf_script(
         },
         frames: Vec::new(),
         branches: Vec::new(),
-        cycles: Vec::new(),
         pending_event: None,
     };
     let mut lines = Lines::new(text);
@@ -209,10 +208,9 @@ struct Parser<'o> {
     opts: &'o ScriptOptions,
     report: ScriptReport,
     /// Reused per sample, so parsing allocates nothing per sample.
-    frames: Vec<RuntimeAddr>,
-    branches: Vec<Branch<RuntimeAddr>>,
-    /// The cycle count of each of `branches`.
-    cycles: Vec<u64>,
+    frames: Vec<RawWord>,
+    /// With each entry's cycle count in its flags.
+    branches: Vec<RawBranch>,
     /// Event named by an `event:` line that precedes a frame block.
     pending_event: Option<usize>,
 }
@@ -297,7 +295,6 @@ impl Parser<'_> {
     /// spaces. `outer_event` is an event named on an earlier line (hybrid and IP-only blocks).
     fn parse_line(&mut self, line: &[u8], line_no: u64, outer_event: Option<usize>) -> LineSample {
         self.branches.clear();
-        self.cycles.clear();
         let mut tokens = trim_end(line).split(|&b| b == b' ').filter(|t| !t.is_empty()).peekable();
         if tokens.peek().is_none() {
             return LineSample::Nothing;
@@ -331,11 +328,11 @@ impl Parser<'_> {
         for tok in tokens {
             match parse_lbr_entry(tok) {
                 Some(((from_id, from), (to_id, to))) => {
-                    self.branches.push(Branch {
+                    let b = Branch {
                         source: RuntimeAddr(self.own(from_id, from)),
                         target: RuntimeAddr(self.own(to_id, to)),
-                    });
-                    self.cycles.push(lbr_entry_cycles(tok));
+                    };
+                    self.branches.push(BranchStack::entry(b, lbr_entry_cycles(tok)));
                 }
                 None => {
                     // llvm keeps the entries before a broken one.
@@ -391,9 +388,8 @@ impl Parser<'_> {
             ip: RuntimeAddr(ip),
             period: 1,
             repeat,
-            callchain: &self.frames,
-            branches: &self.branches,
-            lbr_cycles: self.cycles.iter().take(self.branches.len().saturating_sub(1)).sum(),
+            callchain: CallChain(&self.frames),
+            branches: BranchStack(&self.branches),
             has_callchain,
             record: None,
         }));
@@ -434,7 +430,7 @@ impl Parser<'_> {
                 break;
             }
             if let Some((id, addr)) = parse_frame_with_id(line) {
-                self.frames.push(RuntimeAddr(self.own(id, addr)));
+                self.frames.push(CallChain::word(RuntimeAddr(self.own(id, addr))));
                 lines.advance();
                 continue;
             }
@@ -476,10 +472,12 @@ impl Parser<'_> {
         }
         match self.parse_line(line, lines.line_no, outer_event) {
             LineSample::Sample { event, .. } => {
-                let ip = self.frames[0].0;
+                let ip = u64::from_le_bytes(self.frames[0]);
                 self.emit(ip, repeat, event, true, on_event);
             }
-            LineSample::Nothing => self.emit(self.frames[0].0, repeat, outer_event, true, on_event),
+            LineSample::Nothing => {
+                self.emit(u64::from_le_bytes(self.frames[0]), repeat, outer_event, true, on_event)
+            }
             LineSample::Dropped => self.report.dropped_samples += 1,
         }
         lines.advance();
@@ -501,12 +499,12 @@ impl Parser<'_> {
             while let Some((id, addr)) =
                 lines.cur.filter(|l| l.starts_with(b"\t")).and_then(parse_frame_with_id)
             {
-                self.frames.push(RuntimeAddr(self.own(id, addr)));
+                self.frames.push(CallChain::word(RuntimeAddr(self.own(id, addr))));
                 lines.advance();
             }
             let event = self.pending_event.take();
             if self.event_allowed(event, false, first_line, line) {
-                self.emit(self.frames[0].0, repeat, event, true, on_event);
+                self.emit(u64::from_le_bytes(self.frames[0]), repeat, event, true, on_event);
             } else {
                 self.report.dropped_samples += 1;
             }

@@ -14,9 +14,9 @@ use super::bytes::{Cursor, Loc, c_str, u16_at, u32_at, u64_at};
 use super::features;
 use super::order::{ARENA_LIMIT, NO_ROUNDS_WINDOW, TimeOrder};
 use super::{ReadReport, Truncation};
-use crate::addr::{Branch, FileOffset, RuntimeAddr};
+use crate::addr::{FileOffset, RuntimeAddr};
 use crate::error::Error;
-use crate::input::{MmapEvent, PerfEvent, Sample};
+use crate::input::{BranchStack, CallChain, MmapEvent, PerfEvent, RawBranch, RawWord, Sample};
 
 // Record types (kernel: include/uapi/linux/perf_event.h; user: tools/lib/perf/include/perf/event.h).
 
@@ -56,8 +56,8 @@ pub(super) struct Decoder<'p> {
     time_offsets: (Option<usize>, Option<usize>),
     /// Set when events are delivered in time order rather than file order.
     order: Option<TimeOrder>,
-    callchain: Vec<RuntimeAddr>,
-    branches: Vec<Branch<RuntimeAddr>>,
+    /// The user frames of a call chain that are not one run in its record, copied.
+    callchain: Vec<RawWord>,
     zstd: Option<zstd::stream::raw::Decoder<'static>>,
     zstd_out: Vec<u8>,
     /// Decompressed bytes that do not yet form a whole record (records may span compressed records).
@@ -87,7 +87,6 @@ impl<'p> Decoder<'p> {
             time_offsets: (None, None),
             order: None,
             callchain: Vec::new(),
-            branches: Vec::new(),
             zstd: None,
             zstd_out: Vec::new(),
             pending: Vec::new(),
@@ -437,43 +436,28 @@ impl<'p> Decoder<'p> {
             field!(skip_read(&mut c, attr.read_format), "read values");
         }
 
-        self.callchain.clear();
+        let mut callchain: &[RawWord] = &[];
         if has(SAMPLE_CALLCHAIN) {
             let nr = field!(c.u64(), "callchain length");
             let ips = field!(array(&mut c, nr, 8), "callchain");
-            let ips = if deferred.is_some() { &[] } else { ips };
-            // Frames before the first marker belong to the context the sample was taken in.
-            let mut user = misc & MISC_CPUMODE_MASK == MISC_USER;
-            for frame in ips.chunks_exact(8).filter_map(|b| u64_at(b, 0)) {
-                if frame >= CONTEXT_MAX {
-                    user = frame == CONTEXT_USER;
-                } else if user {
-                    self.callchain.push(RuntimeAddr(frame));
-                }
+            if deferred.is_none() {
+                let user = misc & MISC_CPUMODE_MASK == MISC_USER;
+                callchain = user_frames(ips.as_chunks::<8>().0, user, &mut self.callchain);
             }
         }
         if has(SAMPLE_RAW) {
             let size = field!(c.u32(), "raw size");
             field!(c.skip(u64::from(size)), "raw data");
         }
-        self.branches.clear();
-        let mut lbr_cycles = 0;
+        let mut branches: &[RawBranch] = &[];
         if has(SAMPLE_BRANCH_STACK) {
             let nr = field!(c.u64(), "branch stack length");
             if attr.branch_sample_type & BRANCH_HW_INDEX != 0 {
                 field!(c.u64(), "branch hw_idx");
             }
             let entries = field!(array(&mut c, nr, 24), "branch stack");
-            let entries = if deferred.is_some() { &[] } else { entries };
-            // perf_branch_entry flags: cycles in bits 4..20; the oldest entry's count reaches
-            // back before the window.
-            let mut cycles = 0;
-            for e in entries.chunks_exact(24) {
-                let [source, target, flags] = le_u64s(e);
-                self.branches
-                    .push(Branch { source: RuntimeAddr(source), target: RuntimeAddr(target) });
-                lbr_cycles += cycles;
-                cycles = (flags >> 4) & 0xffff;
+            if deferred.is_none() {
+                branches = entries.as_chunks::<24>().0;
             }
             if attr.branch_sample_type & BRANCH_COUNTERS != 0 {
                 field!(array(&mut c, nr, 8), "branch counters");
@@ -518,9 +502,8 @@ impl<'p> Decoder<'p> {
             ip: RuntimeAddr(ip),
             period,
             repeat: 1,
-            callchain: &self.callchain,
-            branches: &self.branches,
-            lbr_cycles,
+            callchain: CallChain(callchain),
+            branches: BranchStack(branches),
             has_callchain: has(SAMPLE_CALLCHAIN),
             record: deferred,
         }));
@@ -623,10 +606,30 @@ impl<'p> Decoder<'p> {
     }
 }
 
-/// The first `N` little-endian u64s of `b` (zeros past its end).
+/// The user-space frames of a call chain: frames before the first context marker belong to the
+/// context the sample was taken in (`in_user`), each marker starts a context. They are one run
+/// of the record in the layouts perf writes for user-space samples (a PERF_CONTEXT_USER marker
+/// and the frames, or the frames alone); other layouts are copied into `copy`.
 #[inline]
-fn le_u64s<const N: usize>(b: &[u8]) -> [u64; N] {
-    std::array::from_fn(|i| u64_at(b, 8 * i).unwrap_or(0))
+fn user_frames<'r>(ips: &'r [RawWord], in_user: bool, copy: &'r mut Vec<RawWord>) -> &'r [RawWord] {
+    let is_marker = |w: &RawWord| u64::from_le_bytes(*w) >= CONTEXT_MAX;
+    let run = match ips.split_first() {
+        Some((first, rest)) if u64::from_le_bytes(*first) == CONTEXT_USER => rest,
+        _ => ips,
+    };
+    if (in_user || run.len() < ips.len()) && !run.iter().any(is_marker) {
+        return run;
+    }
+    copy.clear();
+    let mut user = in_user;
+    for w in ips {
+        if is_marker(w) {
+            user = u64::from_le_bytes(*w) == CONTEXT_USER;
+        } else if user {
+            copy.push(*w);
+        }
+    }
+    copy
 }
 
 /// Takes `nr` elements of `elem` bytes, refusing counts the remaining bytes cannot hold (so no
@@ -655,5 +658,37 @@ fn skip_read(c: &mut Cursor<'_>, format: u64) -> Option<()> {
         array(c, nr, 8 * per_value).map(|_| ())
     } else {
         c.skip(8 * (times + per_value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The user frames of every marker layout; the layouts perf writes for user-space samples
+    /// are given in place.
+    #[test]
+    fn user_frames_of_every_layout() {
+        let (kernel, user, guest) = (-128i64 as u64, CONTEXT_USER, -2048i64 as u64);
+        let cases: [(&[u64], bool, &[u64], bool); 7] = [
+            (&[user, 0x10, 0x20], false, &[0x10, 0x20], true),
+            (&[0x10, 0x20], true, &[0x10, 0x20], true),
+            (&[0x10, 0x20], false, &[], false),
+            (&[kernel, 0xffff_8000, user, 0x10], false, &[0x10], false),
+            (&[user, 0x10, kernel, 0xffff_8000, user, 0x20], false, &[0x10, 0x20], false),
+            (&[0x10, kernel, 0xffff_8000], true, &[0x10], false),
+            (&[user, 0x10, guest, 0x30], false, &[0x10], false),
+        ];
+        for (chain, in_user, want, in_place) in cases {
+            let ips: Vec<RawWord> = chain.iter().map(|a| a.to_le_bytes()).collect();
+            let mut copy = Vec::new();
+            let got = user_frames(&ips, in_user, &mut copy);
+            let got_addrs: Vec<u64> = got.iter().map(|w| u64::from_le_bytes(*w)).collect();
+            assert_eq!(got_addrs, want, "{chain:x?} in_user {in_user}");
+            let ips_range = ips.as_ptr_range();
+            if in_place {
+                assert!(got.is_empty() || ips_range.contains(&got.as_ptr()), "{chain:x?}");
+            }
+        }
     }
 }
