@@ -174,7 +174,14 @@ pub fn finish_profile(
     opts: &OutputOptions,
     report: &mut RunReport,
 ) -> Result<(), Error> {
-    postpass::run(binary, counters, &mut profile, &opts.postpass, &opts.summary)?;
+    // The binary's anchors depend only on which functions the profile can name: read while the
+    // post-passes run.
+    let wanted = opts.zero_count_anchors.then(|| postpass::anchored_functions(&profile));
+    let (post, anchors) = rayon::join(
+        || postpass::run(binary, counters, &mut profile, &opts.postpass, &opts.summary),
+        || wanted.map(|wanted| binary.anchors(&|name| wanted.contains(name))),
+    );
+    post?;
     if opts.populate_profile_symbol_list {
         profile.symbol_list = Some(profile::symbol_list(binary));
     }
@@ -183,9 +190,7 @@ pub fn finish_profile(
     report
         .warnings
         .extend(density.warnings.lines().map(|l| l.trim_start_matches("warning: ").to_string()));
-    if opts.zero_count_anchors {
-        let wanted = postpass::anchored_functions(&profile);
-        let anchors = binary.anchors(&|name| wanted.contains(name));
+    if let Some(anchors) = anchors {
         postpass::add_zero_count_anchors(&mut profile, &anchors);
     }
     report.functions_in_profile = profile.functions.len();

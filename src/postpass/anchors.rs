@@ -38,20 +38,34 @@ pub fn add_zero_count_anchors(profile: &mut Profile, anchors: &CodeAnchors) -> u
     added
 }
 
-/// The canonical names of the functions [`add_zero_count_anchors`] looks anchors up for: every
-/// profile's function, top-level and inlined, at every level.
+/// The canonical names of the functions [`add_zero_count_anchors`] can look anchors up for in
+/// `profile` or in what the post-passes make of it: every profile's function, top-level and
+/// inlined, at every level, and every function a context names (its frames become inlinee
+/// profiles when contexts are nested). Taken before the post-passes, the binary's anchors are
+/// read while they run.
 pub fn anchored_functions(profile: &Profile) -> BTreeSet<String> {
-    fn walk(fs: &FunctionSamples, out: &mut BTreeSet<String>) {
-        out.insert(canonical_fn_name(&fs.name).to_string());
+    type Names<'a> = hashbrown::HashSet<&'a str>;
+    fn walk<'a>(fs: &'a FunctionSamples, seen: &mut Names<'a>, out: &mut Names<'a>) {
+        if seen.insert(&fs.name) {
+            out.insert(canonical_fn_name(&fs.name));
+        }
         for callee in fs.callsites.values().flat_map(|c| c.values()) {
-            walk(callee, out);
+            walk(callee, seen, out);
         }
     }
-    let mut out = BTreeSet::new();
-    for fs in profile.functions.values() {
-        walk(fs, &mut out);
+    // A CS profile repeats each function in thousands of contexts: each name is canonicalised
+    // once (a context frame's shared text looked at once), and borrowed until the end.
+    let (mut seen, mut out) = (Names::new(), Names::new());
+    let mut seen_frames: hashbrown::HashSet<usize> = hashbrown::HashSet::new();
+    for (ctx, fs) in &profile.functions {
+        for (func, _) in ctx.named_frames() {
+            if seen_frames.insert(func.as_ptr() as usize) {
+                out.insert(canonical_fn_name(func));
+            }
+        }
+        walk(fs, &mut seen, &mut out);
     }
-    out
+    out.into_iter().map(str::to_string).collect()
 }
 
 /// Annotates `fs` and its inlinees; `has_callee_context(loc)` says whether a CS context below
@@ -120,6 +134,22 @@ mod tests {
         assert_eq!(main.body[&LineLocation::new(4, 0)].call_targets["baz"], 0);
         let inl = &main.callsites[&LineLocation::new(5, 0)]["foo"];
         assert_eq!(inl.body[&LineLocation::new(7, 0)].call_targets["bar"], 0);
+    }
+
+    /// Callers without a profile of their own are named (nesting makes them profiles), as are
+    /// inlinees; names are canonical.
+    #[test]
+    fn anchored_functions_name_every_frame_and_inlinee() {
+        let frame = |f: &str, l| ContextFrame { func: f.into(), loc: LineLocation::new(l, 0) };
+        let mut p = Profile::default();
+        p.kind.context_sensitive = true;
+        let mut foo = FunctionSamples::new("foo.llvm.123");
+        foo.callsite_mut(LineLocation::new(1, 0), "bar");
+        p.functions.insert(Context::new(vec![frame("main", 2), frame("foo.llvm.123", 0)]), foo);
+        let baz = Context::new(vec![frame("main", 3), frame("baz", 0)]);
+        p.functions.insert(baz, FunctionSamples::new("baz"));
+        let names: Vec<String> = anchored_functions(&p).into_iter().collect();
+        assert_eq!(names, ["bar", "baz", "foo", "main"]);
     }
 
     #[test]

@@ -89,16 +89,17 @@ impl ContextTrie {
         // An empty context has no function to attach to; it is dropped.
         let contexts =
             std::mem::take(&mut profile.functions).into_iter().filter(|(c, _)| !c.is_empty());
-        // Contexts in order, with the ones made from the frames of the current context above
-        // them (its callers' contexts): a context walks the trie from there, not from the root.
-        let mut above: Vec<(Context, NodeId)> = Vec::new();
+        // Contexts in order: a context shares its leading nodes with the one before it (a node
+        // is fixed by the functions down to it and the call sites above it), so it walks the
+        // trie only from where the two part.
+        let mut path: Vec<NodeId> = Vec::new();
+        let mut prev: Option<Context> = None;
         for (context, fs) in contexts {
-            while above.last().is_some_and(|(c, _)| !context.extends(c)) {
-                above.pop();
-            }
-            let (from, depth) = above.last().map_or((ROOT, 0), |(c, n)| (*n, c.len()));
-            let node = trie.get_or_create_path(from, depth, &context);
-            above.push((context, node));
+            let shared = prev.as_ref().map_or(0, |p| shared_nodes(p, &context));
+            path.truncate(shared);
+            trie.extend_path(&mut path, &context);
+            let node = *path.last().expect("a context has a leaf frame");
+            prev = Some(context);
             let id = trie.samples.len();
             trie.samples.push(Sample { fs, state: state::RAW });
             trie.sample_node.push(node);
@@ -173,9 +174,11 @@ impl ContextTrie {
         order
     }
 
-    /// The node of `context`, whose first `depth` frames lead to `from`.
-    fn get_or_create_path(&mut self, from: NodeId, depth: usize, context: &Context) -> NodeId {
-        let mut node = from;
+    /// Extends `path` (the nodes of `context`'s first `path.len()` frames) to the node of every
+    /// frame.
+    fn extend_path(&mut self, path: &mut Vec<NodeId>, context: &Context) {
+        let depth = path.len();
+        let mut node = path.last().copied().unwrap_or(ROOT);
         let mut loc = match depth.checked_sub(1) {
             Some(d) => context.callers().get(d).map_or(LineLocation::default(), |f| f.loc),
             None => LineLocation::default(),
@@ -183,9 +186,9 @@ impl ContextTrie {
         for (func, frame_loc) in context.named_frames().skip(depth) {
             let func = self.intern(func);
             node = self.get_or_create_child(node, loc, func);
+            path.push(node);
             loc = frame_loc;
         }
-        node
     }
 
     fn child(&self, parent: NodeId, loc: LineLocation, func: FuncId) -> Option<NodeId> {
@@ -439,27 +442,29 @@ fn path_nodes<'a>(contexts: impl Iterator<Item = &'a Context>) -> usize {
     let mut prev: Option<&Context> = None;
     let mut nodes = 0;
     for c in contexts {
-        let shared = match prev {
-            Some(p) if c.extends(p) => p.len(),
-            Some(p) => {
-                let mut shared = 0;
-                for ((fp, lp), (fc, lc)) in p.named_frames().zip(c.named_frames()) {
-                    if fp != fc {
-                        break;
-                    }
-                    shared += 1;
-                    if lp != lc {
-                        break;
-                    }
-                }
-                shared
-            }
-            None => 0,
-        };
-        nodes += c.len() - shared;
+        nodes += c.len() - prev.map_or(0, |p| shared_nodes(p, c));
         prev = Some(c);
     }
     nodes
+}
+
+/// How many of `b`'s trie nodes are `a`'s: a node is fixed by the functions of the frames down
+/// to it and the call sites of the frames above it.
+fn shared_nodes(a: &Context, b: &Context) -> usize {
+    if b.extends(a) {
+        return a.len();
+    }
+    let mut shared = 0;
+    for ((fa, la), (fb, lb)) in a.named_frames().zip(b.named_frames()) {
+        if fa != fb {
+            break;
+        }
+        shared += 1;
+        if la != lb {
+            break;
+        }
+    }
+    shared
 }
 
 /// `FunctionSamples::merge`: counts add; an empty (fresh) target takes the source's name and
@@ -477,12 +482,7 @@ pub(crate) fn merge_samples(to: &mut FunctionSamples, from: &FunctionSamples) {
     }
     to.add_total(from.total_samples);
     to.add_head(from.head_samples);
-    for (loc, b) in &from.body {
-        to.add_body(*loc, b.count);
-        for (t, n) in &b.call_targets {
-            to.add_call_target(*loc, t, *n);
-        }
-    }
+    to.merge_body(from);
     for (loc, callees) in &from.callsites {
         for (name, fs) in callees {
             let nested = to.callsites.entry(*loc).or_default().entry(name.clone()).or_default();

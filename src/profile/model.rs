@@ -39,6 +39,13 @@ impl CallTargets {
         }
         n
     }
+    /// Adds `other`'s counts (see [`VecMap::merge_from`]).
+    pub fn merge(&mut self, other: &CallTargets) {
+        if let Some(theirs) = other.0.as_deref() {
+            let mine = self.0.get_or_insert_with(Default::default);
+            mine.merge_from(theirs, String::clone, |n, m| *n = n.saturating_add(*m));
+        }
+    }
     pub fn len(&self) -> usize {
         self.entries().len()
     }
@@ -174,6 +181,49 @@ impl<K: Ord, V> VecMap<K, V> {
         K: Borrow<Q>,
     {
         self.find(key).ok().map(|i| self.0.remove(i).1)
+    }
+    /// Merges `other` in, key by key: `add(mine, theirs)` on the value at each of `other`'s keys,
+    /// inserted as `V::default()` under `key(theirs)` where absent. One walk over both maps
+    /// (inserting entry by entry shifts the tail once per new key).
+    pub fn merge_from<W>(
+        &mut self,
+        other: &VecMap<K, W>,
+        key: impl Fn(&K) -> K,
+        mut add: impl FnMut(&mut V, &W),
+    ) where
+        V: Default,
+    {
+        let (mut i, mut new) = (0, 0);
+        for (k, _) in &other.0 {
+            while i < self.0.len() && self.0[i].0 < *k {
+                i += 1;
+            }
+            if i == self.0.len() || self.0[i].0 != *k {
+                new += 1;
+            }
+        }
+        if new == 0 {
+            let mut i = 0;
+            for (k, w) in &other.0 {
+                while self.0[i].0 < *k {
+                    i += 1;
+                }
+                add(&mut self.0[i].1, w);
+            }
+            return;
+        }
+        let mut merged = Vec::with_capacity(self.0.len() + new);
+        let mut mine = std::mem::take(&mut self.0).into_iter().peekable();
+        for (k, w) in &other.0 {
+            while let Some(e) = mine.next_if(|(m, _)| m < k) {
+                merged.push(e);
+            }
+            let mut e = mine.next_if(|(m, _)| m == k).unwrap_or_else(|| (key(k), V::default()));
+            add(&mut e.1, w);
+            merged.push(e);
+        }
+        merged.extend(mine);
+        self.0 = merged;
     }
     /// The first entry whose key is greater than `after` (the first of all with `None`).
     pub fn first_after(&self, after: Option<&K>) -> Option<(&K, &V)> {
@@ -424,16 +474,23 @@ impl FunctionSamples {
             .or_insert_with(|| FunctionSamples::new(callee))
     }
 
+    /// Adds `other`'s body counts and call targets into `self`'s.
+    pub fn merge_body(&mut self, other: &FunctionSamples) {
+        self.body.merge_from(
+            &other.body,
+            |loc| *loc,
+            |to, from| {
+                to.count = to.count.saturating_add(from.count);
+                to.call_targets.merge(&from.call_targets);
+            },
+        );
+    }
+
     /// `FunctionSamples::merge`: adds `other`'s counts into `self` (same function).
     pub fn merge(&mut self, other: &FunctionSamples) {
         self.add_total(other.total_samples);
         self.add_head(other.head_samples);
-        for (loc, b) in &other.body {
-            self.add_body(*loc, b.count);
-            for (t, n) in &b.call_targets {
-                self.add_call_target(*loc, t, *n);
-            }
-        }
+        self.merge_body(other);
         for (loc, callees) in &other.callsites {
             for (name, fs) in callees {
                 self.callsite_mut(*loc, name).merge(fs);
@@ -517,6 +574,22 @@ mod tests {
             [("z".to_string(), 1), ("a".to_string(), 2)].into_iter().collect();
         assert_eq!(collected.keys().collect::<Vec<_>>(), ["a", "z"]);
         assert!(std::iter::empty().collect::<CallTargets>().is_empty());
+    }
+
+    /// A merge adds at shared keys and inserts the others in key order, whether or not any key
+    /// is new; its result is what adding entry by entry gives.
+    #[test]
+    fn vec_map_merge_adds_and_inserts_in_key_order() {
+        let map = |e: &[(u32, u64)]| -> VecMap<u32, u64> { e.iter().copied().collect() };
+        let entries = |m: &VecMap<u32, u64>| m.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>();
+        let mut m = map(&[(2, 1), (5, 1), (9, 1)]);
+        m.merge_from(&map(&[(2, 3), (9, 4)]), |k| *k, |v, w| *v += w);
+        assert_eq!(entries(&m), [(2, 4), (5, 1), (9, 5)]);
+        m.merge_from(&map(&[(1, 1), (5, 2), (7, 3), (12, 6)]), |k| *k, |v, w| *v += w);
+        assert_eq!(entries(&m), [(1, 1), (2, 4), (5, 3), (7, 3), (9, 5), (12, 6)]);
+        let mut empty = VecMap::default();
+        empty.merge_from(&m, |k| *k, |v: &mut u64, w| *v += w);
+        assert_eq!(entries(&empty), entries(&m));
     }
 
     #[test]
