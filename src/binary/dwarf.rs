@@ -572,7 +572,7 @@ impl<'a> Loader<'_, 'a> {
             let resolved = if inlined {
                 self.resolve_entry(ui, &unit, entry, 0)
             } else {
-                self.resolve(ui, entry.offset(), 0)
+                self.resolve(ui, entry.offset(), Some(entry), 0)
             };
             let name = resolved.linkage.or(resolved.name);
             let parent = if inlined { stack.last().map_or(NO_PARENT, |s| s.1) } else { NO_PARENT };
@@ -603,7 +603,14 @@ impl<'a> Loader<'_, 'a> {
 
     /// LLVM's `findRecursively` for the linkage name, name and decl line: the DIE's own
     /// attribute, else its specification's, else its abstract origin's.
-    fn resolve(&mut self, ui: usize, off: UnitOffset<usize>, depth: u32) -> Resolved {
+    /// `entry` is the DIE at `off` when the caller has parsed it.
+    fn resolve(
+        &mut self,
+        ui: usize,
+        off: UnitOffset<usize>,
+        entry: Option<&gimli::DebuggingInformationEntry<Reader<'a>>>,
+        depth: u32,
+    ) -> Resolved {
         let Ok(unit) = self.unit(ui) else {
             return Resolved::default();
         };
@@ -615,10 +622,18 @@ impl<'a> Loader<'_, 'a> {
         }
         // Placeholder against reference cycles.
         self.memo.insert(global.0, Resolved::default());
-        let Ok(entry) = unit.entry(off) else {
-            return Resolved::default();
+        let parsed;
+        let entry = match entry {
+            Some(entry) => entry,
+            None => match unit.entry(off) {
+                Ok(e) => {
+                    parsed = e;
+                    &parsed
+                }
+                Err(_) => return Resolved::default(),
+            },
         };
-        let out = self.resolve_entry(ui, &unit, &entry, depth);
+        let out = self.resolve_entry(ui, &unit, entry, depth);
         self.memo.insert(global.0, out.clone());
         out
     }
@@ -632,7 +647,6 @@ impl<'a> Loader<'_, 'a> {
         depth: u32,
     ) -> Resolved {
         let mut r: Resolved<Reader<'a>> = Resolved::default();
-        let mut refs = Vec::new();
         for attr in entry.attrs() {
             match attr.name() {
                 gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name
@@ -648,9 +662,6 @@ impl<'a> Loader<'_, 'a> {
                     }
                 }
                 gimli::DW_AT_decl_line => r.decl_line = attr.udata_value(),
-                gimli::DW_AT_specification | gimli::DW_AT_abstract_origin => {
-                    refs.push((attr.name(), attr.value()))
-                }
                 _ => {}
             }
         }
@@ -660,13 +671,15 @@ impl<'a> Loader<'_, 'a> {
             decl_line: r.decl_line,
         };
         // Specification first, as LLVM's worklist pops it before the abstract origin.
-        refs.sort_by_key(|(name, _)| *name != gimli::DW_AT_specification);
-        for (_, value) in refs {
+        let refs = [gimli::DW_AT_specification, gimli::DW_AT_abstract_origin]
+            .into_iter()
+            .flat_map(|at| entry.attrs().iter().filter(move |a| a.name() == at));
+        for attr in refs {
             if out.linkage.is_some() && out.name.is_some() && out.decl_line.is_some() || depth > 64
             {
                 break;
             }
-            let target = match value {
+            let target = match attr.value() {
                 AttributeValue::UnitRef(o) => Some((ui, o)),
                 AttributeValue::DebugInfoRef(o) => self.unit_containing(o.0).and_then(|tu| {
                     let header = self.headers[tu];
@@ -675,7 +688,7 @@ impl<'a> Loader<'_, 'a> {
                 _ => None,
             };
             let Some((tu, to)) = target else { continue };
-            let t = self.resolve(tu, to, depth + 1);
+            let t = self.resolve(tu, to, None, depth + 1);
             out.linkage = out.linkage.or(t.linkage);
             out.name = out.name.or(t.name);
             out.decl_line = out.decl_line.or(t.decl_line);
