@@ -329,6 +329,8 @@ impl TranslationCache {
 /// in). A slot may be filled for its instruction count alone, before (or without) a count.
 struct RangeCache {
     slots: Box<[RangeSlot; Self::SLOTS]>,
+    /// Slots taken over so far.
+    misses: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -353,7 +355,7 @@ impl RangeCache {
 
     fn new() -> Self {
         let slots = vec![RangeSlot::EMPTY; Self::SLOTS].into_boxed_slice().try_into();
-        RangeCache { slots: slots.unwrap_or_else(|_| unreachable!("SLOTS slots made")) }
+        RangeCache { slots: slots.unwrap_or_else(|_| unreachable!("SLOTS slots made")), misses: 0 }
     }
 
     /// The slot of `[start, end]`, taken over (its count moved to `map`) if another range held it.
@@ -363,6 +365,7 @@ impl RangeCache {
         let i = (h >> 52) as usize & (Self::SLOTS - 1);
         let slot = &mut self.slots[i];
         if slot.start != start || slot.end != end {
+            self.misses += 1;
             let old = std::mem::replace(slot, RangeSlot { start, end, ..RangeSlot::EMPTY });
             if old.counted {
                 add_count(map, (Vaddr(old.start), Vaddr(old.end)), old.count);
@@ -374,26 +377,15 @@ impl RangeCache {
     #[inline(always)]
     fn add(&mut self, map: &mut HashMap<(Vaddr, Vaddr), u64>, start: u64, end: u64, n: u64) {
         let i = self.slot(map, start, end);
-        self.add_at(map, i, start, end, n);
+        self.add_at(i, n);
     }
 
-    /// Adds `n` to `[start, end]`, whose slot was `i` (another range may have taken it since).
+    /// Adds `n` to the count of slot `i`.
     #[inline(always)]
-    fn add_at(
-        &mut self,
-        map: &mut HashMap<(Vaddr, Vaddr), u64>,
-        i: usize,
-        start: u64,
-        end: u64,
-        n: u64,
-    ) {
+    fn add_at(&mut self, i: usize, n: u64) {
         let slot = &mut self.slots[i & (Self::SLOTS - 1)];
-        if slot.start == start && slot.end == end {
-            slot.count = slot.count.saturating_add(n);
-            slot.counted = true;
-        } else {
-            add_count(map, (Vaddr(start), Vaddr(end)), n);
-        }
+        slot.count = slot.count.saturating_add(n);
+        slot.counted = true;
     }
 
     /// Instructions in the range of slot `i` ([`Binary::inst_count`]).
@@ -424,6 +416,8 @@ impl RangeCache {
 /// takes the slot, and at the end.
 struct BranchCache {
     slots: Box<[BranchSlot; Self::SLOTS]>,
+    /// Slots taken over so far.
+    misses: u64,
 }
 
 #[derive(Clone, Copy, Default)]
@@ -443,20 +437,43 @@ impl BranchCache {
 
     fn new() -> Self {
         let slots = vec![BranchSlot::default(); Self::SLOTS].into_boxed_slice().try_into();
-        BranchCache { slots: slots.unwrap_or_else(|_| unreachable!("SLOTS slots made")) }
+        BranchCache { slots: slots.unwrap_or_else(|_| unreachable!("SLOTS slots made")), misses: 0 }
     }
 
+    /// The slot of entry `(raw_from, raw_to)` in the process state `stamp`, and the entry's
+    /// translation (by `translate` if no slot held it: the slot is taken over, its count moved
+    /// to `map`).
     #[inline(always)]
-    fn index(stamp: u64, raw_from: u64, raw_to: u64) -> usize {
+    fn slot(
+        &mut self,
+        map: &mut HashMap<(Vaddr, Vaddr), u64>,
+        stamp: u64,
+        (raw_from, raw_to): (u64, u64),
+        translate: impl FnMut(u64) -> u64,
+    ) -> (usize, u64, u64) {
         let h = (raw_from ^ raw_to.rotate_left(29) ^ stamp).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        (h >> 51) as usize & (Self::SLOTS - 1)
+        let i = (h >> 51) as usize & (Self::SLOTS - 1);
+        let s = &self.slots[i];
+        if s.raw_from == raw_from && s.raw_to == raw_to && s.stamp == stamp {
+            return (i, s.from, s.to);
+        }
+        self.take(map, i, stamp, (raw_from, raw_to), translate)
     }
 
-    /// The translated pair held for `(raw_from, raw_to)` in slot `i`, if it is held.
-    #[inline(always)]
-    fn get(&self, i: usize, stamp: u64, raw_from: u64, raw_to: u64) -> Option<(u64, u64)> {
-        let s = &self.slots[i & (Self::SLOTS - 1)];
-        (s.raw_from == raw_from && s.raw_to == raw_to && s.stamp == stamp).then_some((s.from, s.to))
+    #[inline(never)]
+    fn take(
+        &mut self,
+        map: &mut HashMap<(Vaddr, Vaddr), u64>,
+        i: usize,
+        stamp: u64,
+        (raw_from, raw_to): (u64, u64),
+        mut translate: impl FnMut(u64) -> u64,
+    ) -> (usize, u64, u64) {
+        self.misses += 1;
+        let (from, to) = (translate(raw_from), translate(raw_to));
+        let slot = BranchSlot { stamp, raw_from, raw_to, from, to, ..Default::default() };
+        self.put(map, i, slot);
+        (i, from, to)
     }
 
     /// Fills slot `i`, moving the count it held to `map`.
@@ -467,23 +484,12 @@ impl BranchCache {
         }
     }
 
-    /// Adds `n` to branch `(from, to)`, whose slot was `i` (another entry may have taken it since).
+    /// Adds `n` to the count of slot `i`.
     #[inline(always)]
-    fn add_at(
-        &mut self,
-        map: &mut HashMap<(Vaddr, Vaddr), u64>,
-        i: usize,
-        from: u64,
-        to: u64,
-        n: u64,
-    ) {
+    fn add_at(&mut self, i: usize, n: u64) {
         let slot = &mut self.slots[i & (Self::SLOTS - 1)];
-        if slot.from == from && slot.to == to && slot.stamp != 0 {
-            slot.count = slot.count.saturating_add(n);
-            slot.counted = true;
-        } else {
-            add_count(map, (Vaddr(from), Vaddr(to)), n);
-        }
+        slot.count = slot.count.saturating_add(n);
+        slot.counted = true;
     }
 
     /// Moves every held count into `map`.
@@ -664,10 +670,6 @@ pub struct Aggregator<'b> {
     /// Range and branch counts on their way to `samples.raw`.
     ranges: RangeCache,
     branches: BranchCache,
-    /// Reused buffers of an LBR-only sample: the slots its branches and ranges are to be counted
-    /// in, with their pairs.
-    lbr_branches: Vec<(usize, u64, u64)>,
-    lbr_ranges: Vec<(usize, u64, u64)>,
     pending: Pending,
     /// Reused buffer: the sample's stack and LBR entries as translated addresses.
     translated: Vec<u64>,
@@ -692,8 +694,6 @@ impl<'b> Aggregator<'b> {
             spans: SpanCache::default(),
             ranges: RangeCache::new(),
             branches: BranchCache::new(),
-            lbr_branches: Vec::new(),
-            lbr_ranges: Vec::new(),
             pending: Pending::new(),
             translated: Vec::new(),
             hybrid: HybridSample { callchain: Vec::new(), branches: Vec::new() },
@@ -936,98 +936,173 @@ impl<'b> Aggregator<'b> {
     /// Counts an LBR-only sample (`repeat` samples alike, with the cycle weights `cycles`) whose
     /// LBR entries are `branches` (runtime addresses, most recent first): the branches with an
     /// internal target, and the straight-line code between consecutive entries (entry i's target
-    /// ran up to entry i-1's source). The window's weight needs the spans of all its ranges, so
-    /// the entries are looked up first and counted after, in the slots the lookup left.
+    /// ran up to entry i-1's source). Unless its weight is known up front, the window is measured
+    /// first (its spans give the weight), and then counted in the slots the measuring found, or,
+    /// if it took over slots (where it may have replaced one it found before), walked again.
     fn count_lbr(
         &mut self,
         process: &ProcessView<'_>,
-        branches: impl Iterator<Item = (u64, u64)>,
+        branches: impl Iterator<Item = (u64, u64)> + Clone,
         repeat: u64,
         mut cycles: CycleWeights,
     ) {
+        let w = self.opts.weighting;
+        if w == Weighting::Plain && self.opts.sample_period.is_none() && repeat > 0 {
+            // Plain windows weigh their repeat count (and keep no totals).
+            let window = self.walk_lbr(process, branches, Some(repeat), None);
+            self.stats.used += u64::from(window.entries > 0);
+            self.stats.outside_binary += u64::from(window.entries == 0);
+            return;
+        }
+        let mut found = FoundSlots::default();
+        let misses = (self.branches.misses, self.ranges.misses);
+        let window = self.walk_lbr(process, branches.clone(), None, Some(&mut found));
+        if window.entries == 0 {
+            self.stats.outside_binary += 1;
+            return;
+        }
+        let mut count = repeat;
+        if let Some(p) = self.opts.sample_period {
+            // A period is split over the sample's ranges.
+            count = count.saturating_mul(p);
+            if window.entries > 1 {
+                count /= window.entries - 1;
+            }
+            cycles = cycles.scaled(count, repeat);
+        }
+        let weight = window_weight(w, || window.span, window.external, count, cycles);
+        if weight > 0 {
+            if found.complete && misses == (self.branches.misses, self.ranges.misses) {
+                for &i in &found.branches[..found.n_branches] {
+                    self.branches.add_at(i as usize, weight);
+                }
+                for &r in &found.ranges[..found.n_ranges] {
+                    self.ranges.add_at(r as usize, weight);
+                }
+            } else {
+                self.walk_lbr(process, branches, Some(weight), None);
+            }
+            self.samples.weights.add_window(w, count, weight, window.k);
+        }
+        self.stats.used += 1;
+    }
+
+    /// One walk over an LBR-only window (see [`count_lbr`](Self::count_lbr)): adds `weight` to
+    /// its branches and ranges if given, else measures it, noting in `found` the slots of what
+    /// is to be counted.
+    #[inline(always)]
+    fn walk_lbr(
+        &mut self,
+        process: &ProcessView<'_>,
+        branches: impl Iterator<Item = (u64, u64)>,
+        weight: Option<u64>,
+        mut found: Option<&mut FoundSlots>,
+    ) -> LbrWindow {
         let ext = Vaddr::EXTERNAL.0;
         let stamp = process.stamp();
-        let w = self.opts.weighting;
-        let need_span = match w {
-            Weighting::Plain => false,
-            Weighting::Cycles => cycles.without > 0,
-            Weighting::Instructions => true,
-        };
         let binary = self.binary;
-        let (cache, slots, raw) = (&mut self.cache, &mut self.branches, &mut self.samples.raw);
-        let (range_slots, to_count, ranges) =
-            (&mut self.ranges, &mut self.lbr_branches, &mut self.lbr_ranges);
-        to_count.clear();
-        ranges.clear();
-        // Instructions the window ran outside the binary (libc, the loader): part of its span.
-        let mut external = 0u64;
+        let (cache, slots, ranges) = (&mut self.cache, &mut self.branches, &mut self.ranges);
+        let raw = &mut self.samples.raw;
+        let mut translate = |a: u64| cache.translate(binary, process, stamp, RuntimeAddr(a));
+        let mut window = LbrWindow::default();
         let mut newer_raw = None;
         // The source of the newer entry kept.
         let mut newer_source = ext;
-        let (mut entries, mut span, mut k) = (0u64, 0u64, 0usize);
         for (raw_from, raw_to) in branches {
-            let i = BranchCache::index(stamp, raw_from, raw_to);
-            let (from, to) = match slots.get(i, stamp, raw_from, raw_to) {
-                Some(pair) => pair,
-                None => {
-                    let from = cache.translate(binary, process, stamp, RuntimeAddr(raw_from));
-                    let to = cache.translate(binary, process, stamp, RuntimeAddr(raw_to));
-                    let slot =
-                        BranchSlot { stamp, raw_from, raw_to, from, to, ..Default::default() };
-                    slots.put(&mut raw.branches, i, slot);
-                    (from, to)
-                }
-            };
-            if let Some((newer, true)) = newer_raw
+            let (i, from, to) =
+                slots.slot(&mut raw.branches, stamp, (raw_from, raw_to), &mut translate);
+            if weight.is_none()
+                && let Some((newer, true)) = newer_raw
                 && to == ext
             {
-                external = external.saturating_add(external_span(raw_to, newer));
+                window.external = window.external.saturating_add(external_span(raw_to, newer));
             }
             newer_raw = Some((raw_from, from == ext));
             // External-to-external entries carry nothing (llvm-profgen drops them too).
             if from == ext && to == ext {
                 continue;
             }
-            entries += 1;
+            window.entries += 1;
             if to != ext {
-                to_count.push((i, from, to));
+                match weight {
+                    Some(n) => slots.add_at(i, n),
+                    None => {
+                        if let Some(f) = found.as_deref_mut() {
+                            f.note_branch(i);
+                        }
+                    }
+                }
                 if newer_source != ext {
-                    let r = range_slots.slot(&mut raw.ranges, to, newer_source);
-                    ranges.push((r, to, newer_source));
-                    if to <= newer_source {
-                        k += 1;
-                        if need_span {
-                            span = span.wrapping_add(range_slots.span(binary, r));
+                    let r = ranges.slot(&mut raw.ranges, to, newer_source);
+                    match weight {
+                        Some(n) => ranges.add_at(r, n),
+                        None => {
+                            if let Some(f) = found.as_deref_mut() {
+                                f.note_range(r);
+                            }
+                            if to <= newer_source {
+                                window.k += 1;
+                                window.span = window.span.wrapping_add(ranges.span(binary, r));
+                            }
                         }
                     }
                 }
             }
             newer_source = from;
         }
-        if entries == 0 {
-            self.stats.outside_binary += 1;
-        } else {
-            let mut count = repeat;
-            if let Some(p) = self.opts.sample_period {
-                // A period is split over the sample's ranges.
-                count = count.saturating_mul(p);
-                if entries > 1 {
-                    count /= entries - 1;
-                }
-                cycles = cycles.scaled(count, repeat);
-            }
-            let weight = window_weight(w, || span, external, count, cycles);
-            if weight > 0 {
-                for &(i, from, to) in to_count.iter() {
-                    slots.add_at(&mut raw.branches, i, from, to, weight);
-                }
-                for &(r, start, end) in ranges.iter() {
-                    range_slots.add_at(&mut raw.ranges, r, start, end, weight);
-                }
-                self.samples.weights.add_window(w, count, weight, k);
-            }
-            self.stats.used += 1;
+        window
+    }
+}
+
+/// What a walk over an LBR-only window measured.
+#[derive(Default)]
+struct LbrWindow {
+    /// Entries kept (not external at both ends).
+    entries: u64,
+    /// Ranges in the binary with start <= end, and the instructions they span.
+    k: usize,
+    span: u64,
+    /// Instructions run outside the binary (libc, the loader): part of the window's span.
+    external: u64,
+}
+
+/// The slots of an LBR-only window's branches and ranges, as measuring found them (on the stack:
+/// LBRs hold at most 32 entries, longer windows are walked again).
+struct FoundSlots {
+    branches: [u32; Self::MAX],
+    n_branches: usize,
+    ranges: [u32; Self::MAX],
+    n_ranges: usize,
+    /// False once a slot did not fit.
+    complete: bool,
+}
+
+impl Default for FoundSlots {
+    fn default() -> Self {
+        let (branches, ranges) = ([0; Self::MAX], [0; Self::MAX]);
+        FoundSlots { branches, n_branches: 0, ranges, n_ranges: 0, complete: true }
+    }
+}
+
+impl FoundSlots {
+    const MAX: usize = 64;
+
+    #[inline(always)]
+    fn note_branch(&mut self, i: usize) {
+        match self.branches.get_mut(self.n_branches) {
+            Some(slot) => *slot = i as u32,
+            None => self.complete = false,
         }
+        self.n_branches += 1;
+    }
+
+    #[inline(always)]
+    fn note_range(&mut self, i: usize) {
+        match self.ranges.get_mut(self.n_ranges) {
+            Some(slot) => *slot = i as u32,
+            None => self.complete = false,
+        }
+        self.n_ranges += 1;
     }
 }
 
@@ -1036,14 +1111,14 @@ mod tests {
     use super::*;
     use crate::addr::Branch;
     use crate::binary::{InstKind, LoadOptions};
-    use crate::input::{BranchStack, CallChain};
+    use crate::input::{BranchStack, CallChain, RawBranch, RawWord};
     use crate::mapping::{AddressMapper, BinaryIdentity, file_name_of};
 
     /// Call-stack samples that differ only in where in plain code their leaf IP lies are held as
     /// one (normalising replaces the leaf by the newest branch target); a prolog leaf and an
     /// external one stay apart; and holding them gives what reducing each at once gives.
-    #[test]
-    fn samples_differing_in_a_plain_leaf_are_held_as_one() {
+    /// The fixture binary, a map that reads addresses as its vaddrs, and its instructions.
+    fn fixture() -> (Binary, AddressMapper, Vec<Vaddr>) {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/binary/prog_nopie");
         let binary = Binary::load(&path, &LoadOptions::default()).unwrap();
@@ -1055,6 +1130,64 @@ mod tests {
         let mut mapper = AddressMapper::for_perf_script(identity, None);
         mapper.assume_preferred_base();
         let insts: Vec<Vaddr> = binary.insts_in(Vaddr(0), Vaddr(u64::MAX)).collect();
+        (binary, mapper, insts)
+    }
+
+    fn lbr_sample<'a>(callchain: &'a [RawWord], branches: &'a [RawBranch]) -> Sample<'a> {
+        Sample {
+            pid: None,
+            tid: None,
+            time: None,
+            attr_index: 0,
+            ip: RuntimeAddr(0),
+            period: 1,
+            repeat: 1,
+            callchain: CallChain(callchain),
+            branches: BranchStack(branches),
+            has_callchain: !callchain.is_empty(),
+            record: None,
+        }
+    }
+
+    /// An LBR-only window counts its branches with an internal target and the ranges between
+    /// the entries it keeps (an external-to-external entry is dropped, so the entries around it
+    /// meet), each by the window's weight: here 1/6 (two ranges of three instructions). The
+    /// first sample takes over its slots, the second finds them.
+    #[test]
+    fn lbr_only_windows_count_branches_and_ranges_by_their_weight() {
+        let (binary, mapper, insts) = fixture();
+        let at = |i: usize| RuntimeAddr(insts[i].0);
+        let branches = [
+            Branch { source: at(5), target: at(6) },
+            Branch { source: at(2), target: at(3) },
+            Branch { source: RuntimeAddr(0x10), target: RuntimeAddr(0x20) },
+            Branch { source: at(1), target: at(0) },
+        ]
+        .map(|b| BranchStack::entry(b, 0));
+        let opts = SampleOptions { weighting: Weighting::Instructions, ..Default::default() };
+        let mut agg = Aggregator::new(&binary, opts);
+        for _ in 0..2 {
+            agg.add(mapper.map(), &lbr_sample(&[], &branches));
+        }
+        let (samples, stats) = agg.finish();
+        assert_eq!((stats.read, stats.used), (2, 2));
+        let w = 2 * (super::super::weighting::ONE / 6);
+        let pair = |a: usize, b: usize| (insts[a], insts[b]);
+        let sorted = |m: &HashMap<(Vaddr, Vaddr), u64>| {
+            let mut v: Vec<_> = m.iter().map(|(&k, &n)| (k, n)).collect();
+            v.sort();
+            v
+        };
+        let mut want_branches = vec![(pair(5, 6), w), (pair(2, 3), w), (pair(1, 0), w)];
+        want_branches.sort();
+        assert_eq!(sorted(&samples.raw.branches), want_branches);
+        assert_eq!(sorted(&samples.raw.ranges), [(pair(0, 2), w), (pair(3, 5), w)]);
+        assert_eq!(samples.weights, RangeWeights { plain: 4, weighted: 2 * u128::from(w) });
+    }
+
+    #[test]
+    fn samples_differing_in_a_plain_leaf_are_held_as_one() {
+        let (binary, mapper, insts) = fixture();
         let plain: Vec<Vaddr> =
             insts.iter().copied().filter(|&a| !binary.is_prolog_or_epilog(a)).take(2).collect();
         let prolog = insts.iter().copied().find(|&a| binary.is_prolog_or_epilog(a)).unwrap();
@@ -1067,19 +1200,7 @@ mod tests {
             agg.pending.bypass = bypass;
             for leaf in [plain[0], plain[1], prolog, Vaddr(0x10)] {
                 let callchain = [leaf.0.to_le_bytes(), ret.0.to_le_bytes()];
-                let s = Sample {
-                    pid: None,
-                    tid: None,
-                    time: None,
-                    attr_index: 0,
-                    ip: RuntimeAddr(leaf.0),
-                    period: 1,
-                    repeat: 1,
-                    callchain: CallChain(&callchain),
-                    branches: BranchStack(&branches),
-                    has_callchain: true,
-                    record: None,
-                };
+                let s = Sample { ip: RuntimeAddr(leaf.0), ..lbr_sample(&callchain, &branches) };
                 agg.add(mapper.map(), &s);
             }
             let held = (agg.pending.samples, agg.pending.held.len());

@@ -92,7 +92,7 @@ impl<'a> BranchStack<'a> {
     }
     pub fn iter(
         &self,
-    ) -> impl DoubleEndedIterator<Item = Branch<RuntimeAddr>> + ExactSizeIterator + 'a {
+    ) -> impl DoubleEndedIterator<Item = Branch<RuntimeAddr>> + ExactSizeIterator + Clone + 'a {
         self.0.iter().map(|e| {
             let [source, target, _] = Self::words(e);
             Branch { source: RuntimeAddr(source), target: RuntimeAddr(target) }
