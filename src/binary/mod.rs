@@ -479,9 +479,10 @@ impl Binary {
         if frames.is_empty() { self.empty_stack.clone() } else { Arc::from(frames) }
     }
     /// [`inline_stack`](Self::inline_stack) without filling the cache: from the cache when the
-    /// function range's stacks are there, else computed for `a` alone (for walks over a few
-    /// instructions of many functions, such as the inlined copies of one function).
-    fn frames_at(&self, a: Vaddr) -> std::borrow::Cow<'_, [SourceFrame]> {
+    /// function range's stacks are there, else computed for `a` alone (for walks the cache would
+    /// outlive: over a few instructions of many functions, such as the inlined copies of one
+    /// function, or once over the profiled functions for their context sizes).
+    pub fn frames_at(&self, a: Vaddr) -> std::borrow::Cow<'_, [SourceFrame]> {
         if let Some(ri) = self.func_range_index(a)
             && let Some(stacks) = self.range_frames[ri].get()
             && let Some(idx) = self.code.index_of(a.0)

@@ -13,7 +13,8 @@
 //! as line offset with discriminator 0. A context whose call sites do not match is answered
 //! from the longest matching prefix, as in LLVM.
 
-use std::sync::Arc;
+use std::borrow::Cow;
+use std::hash::BuildHasher;
 
 use hashbrown::HashMap;
 use rayon::prelude::*;
@@ -216,44 +217,57 @@ fn instruction_bytes_per_context(
     let run = profiled.len().div_ceil(4 * rayon::current_num_threads()).max(1);
     profiled
         .par_chunks(run)
-        .flat_map_iter(|funcs| {
-            instruction_bytes_per_stack(binary, funcs)
-                .into_iter()
-                .map(|(stack, size)| (location_stack(&stack, probe_discriminators), size))
-        })
+        .flat_map_iter(|funcs| instruction_bytes(binary, funcs, probe_discriminators))
         .collect()
 }
 
-/// [`instruction_bytes_per_context`] for `funcs`, by the binary's shared inline stacks.
-fn instruction_bytes_per_stack(
+/// [`instruction_bytes_per_context`] for `funcs`, each context once (leaf location (0, 0)).
+///
+/// The stacks are read without filling the binary's inline-stack cache: on probe binaries
+/// nothing after the pre-inliner reads them, and cached they would stay resident through it.
+fn instruction_bytes(
     binary: &Binary,
     funcs: &[FuncId],
-) -> Vec<(Arc<[SourceFrame]>, u32)> {
+    probe_discriminators: bool,
+) -> Vec<(Vec<ContextFrame>, u32)> {
+    let hasher = hashbrown::DefaultHashBuilder::default();
+    let mut index: hashbrown::HashTable<usize> = hashbrown::HashTable::new();
+    let mut groups: Vec<(Vec<ContextFrame>, u32)> = Vec::new();
     // Neighbouring instructions mostly differ at most in the leaf location, which does not
-    // count; other repeats are found by the address of the binary's shared stack (kept alive
-    // here, so the address stays unique).
-    let mut index_of_stack: HashMap<*const SourceFrame, usize> = HashMap::new();
-    let mut groups: Vec<(Arc<[SourceFrame]>, u32)> = Vec::new();
-    let mut last: Option<usize> = None;
+    // count: the previous instruction's stack and group.
+    let mut last: Option<(Cow<'_, [SourceFrame]>, usize)> = None;
     for &f in funcs {
         for &(start, end) in &binary.function(f).ranges {
             let Some(last_byte) = end.0.checked_sub(1).filter(|&l| l >= start.0) else { continue };
             for addr in binary.insts_in(start, Vaddr(last_byte)) {
-                let stack = binary.inline_stack(addr);
-                let group = match last {
-                    Some(g) if same_context(&groups[g].0, &stack) => g,
+                let stack = binary.frames_at(addr);
+                let group = match &last {
+                    Some((prev, g)) if same_context(prev, &stack) => *g,
                     _ => {
-                        let g = *index_of_stack.entry(stack.as_ptr()).or_insert_with(|| {
-                            groups.push((stack.clone(), 0));
-                            groups.len() - 1
-                        });
-                        last = Some(g);
-                        g
+                        let mut context = location_stack(&stack, probe_discriminators);
+                        if let Some(leaf) = context.last_mut() {
+                            leaf.loc = LineLocation::default();
+                        }
+                        let hash = hasher.hash_one(&context);
+                        let found = index.entry(
+                            hash,
+                            |&i| groups[i].0 == context,
+                            |&i| hasher.hash_one(&groups[i].0),
+                        );
+                        match found {
+                            hashbrown::hash_table::Entry::Occupied(e) => *e.get(),
+                            hashbrown::hash_table::Entry::Vacant(e) => {
+                                e.insert(groups.len());
+                                groups.push((context, 0));
+                                groups.len() - 1
+                            }
+                        }
                     }
                 };
                 let size =
                     binary.inst_size(addr).map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX));
                 groups[group].1 = groups[group].1.saturating_add(size);
+                last = Some((stack, group));
             }
         }
     }
