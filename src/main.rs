@@ -5,6 +5,7 @@ use profgen::driver::RunReport;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    profgen::aggregate::read::map_large_allocations();
     let command = match profgen::cli::parse(std::env::args_os()) {
         Ok(command) => command,
         Err(e) => {

@@ -257,6 +257,22 @@ pub fn release_freed_heap() {
     }
 }
 
+/// Serves heap blocks of 1 MiB and more from mappings of their own, handed back to the system
+/// when freed. glibc's default raises that threshold to the largest block freed so far (up to
+/// 32 MiB); past it, large vectors come from the heap, where one allocated after a phase freed
+/// its structures piecewise (the pre-inliner's trie after the flat CS profile moved into it)
+/// extends the heap past the holes left, and a worker's arena keeps them after its phase.
+/// Process-wide; `main` sets it first. SQLite CS peak RSS 101 -> 97 MB at one thread, 114 -> 98
+/// MB at two; the cost is page faults on fresh mappings (minor faults +10% at one thread, +13%
+/// at two).
+pub fn map_large_allocations() {
+    // SAFETY: mallopt only changes glibc's allocation policy, before any thread is started.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
 /// Reads `input` for its temporal traces only, without counters (`profgen order`);
 /// `opts.temporal_traces` says how long they may get.
 pub fn read_traces(
