@@ -2,9 +2,9 @@
 //! tracks mappings (all inherently sequential), and hands the samples to worker threads in
 //! batches; the workers translate addresses and count distinct samples into their own maps,
 //! merged at the end. A sample whose record lies in the mapped file is handed out by position
-//! ([`Sample::record`]): the reading thread only checks its layout, and the worker decodes its
-//! call chain and branch stack in place ([`SampleBodies`]), so the per-entry work is spread over
-//! the workers. Other samples (compressed records, streams, perf script) are copied into the batch.
+//! ([`Sample::record`]): the reading thread only checks its layout and notes where its call chain
+//! and branch stack lie, and the worker reads them in place ([`SampleBodies`]), so the per-entry
+//! work is spread over the workers. Other samples (compressed records, streams, perf script) are copied into the batch.
 //!
 //! Every worker keeps its own copy of the address map and replays the reading thread's map
 //! changes ([`MapChange`]s, in a shared log) up to the point where each sample was read, so the
@@ -21,7 +21,7 @@ use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats};
 use crate::addr::RuntimeAddr;
 use crate::binary::Binary;
 use crate::input::perf_data::SampleBodies;
-use crate::input::{BranchStack, CallChain, RawBranch, RawWord, Sample};
+use crate::input::{BranchStack, CallChain, Deferred, RawBranch, RawWord, Sample};
 use crate::mapping::{AddressMap, AddressMapper, MapChange};
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -43,10 +43,10 @@ const MIN_SPAN_BATCH_SAMPLES: usize = 256;
 /// Batches the channel holds per worker: enough for the reader to run ahead of a worker's batch.
 const QUEUED_PER_WORKER: usize = 2;
 
-/// The fixed-size part of a copied sample; its call chain and branches follow in the batch's
-/// shared vectors. A sample handed out by position has only `record` set.
+/// The fixed-size part of a sample; its call chain and branches follow in the batch's
+/// shared vectors, or (`record`) lie in the input, for the worker to read in place.
 struct SampleHead {
-    record: Option<usize>,
+    record: Option<Deferred>,
     pid: Option<i32>,
     tid: Option<i32>,
     ip: RuntimeAddr,
@@ -165,10 +165,6 @@ impl Batch {
                 replica.map.apply(change);
                 replica.applied += 1;
             }
-            if let (Some(pos), Some(bodies)) = (h.record, bodies.as_mut()) {
-                bodies.decode(pos, &mut |s| agg.add(&replica.map, s));
-                continue;
-            }
             let (cn, bn) = (h.callchain_len as usize, h.branches_len as usize);
             let s = Sample {
                 pid: h.pid,
@@ -181,9 +177,12 @@ impl Batch {
                 callchain: CallChain(&self.callchains[c..c + cn]),
                 branches: BranchStack(&self.branches[b..b + bn]),
                 has_callchain: h.has_callchain,
-                record: None,
+                record: h.record,
             };
-            agg.add(&replica.map, &s);
+            match bodies.as_mut() {
+                Some(bodies) if s.record.is_some() => agg.add(&replica.map, &bodies.complete(&s)),
+                _ => agg.add(&replica.map, &s),
+            }
             c += cn;
             b += bn;
         }
@@ -219,7 +218,7 @@ impl BatchSender {
             self.batch.changes.extend(self.taken.drain(..).map(|c| (at, c)));
         }
         let b = &mut self.batch;
-        if let Some(pos) = s.record {
+        if let Some(pos) = s.record.map(|d| d.record) {
             let end = pos + MAX_RECORD;
             let span = b.span.get_or_insert(pos..end);
             *span = span.start.min(pos)..span.end.max(end);
@@ -255,7 +254,17 @@ impl BatchSender {
             return;
         }
         let seq = self.batch.seq + 1;
-        let next = Batch { log_start: self.log_end, seq, ..Batch::default() };
+        // Sized like the batch before: growing the vectors sample by sample cost about a tenth
+        // of the reading thread's work per sample.
+        let b = &self.batch;
+        let next = Batch {
+            heads: Vec::with_capacity(b.heads.len()),
+            callchains: Vec::with_capacity(b.callchains.len()),
+            branches: Vec::with_capacity(b.branches.len()),
+            log_start: self.log_end,
+            seq,
+            ..Batch::default()
+        };
         let full = std::mem::replace(&mut self.batch, next);
         if let (Some(span), Ok(mut in_flight)) = (full.span.clone(), self.in_flight.lock()) {
             in_flight.push((full.seq, span));

@@ -142,10 +142,23 @@ pub struct Sample<'a> {
     pub branches: BranchStack<'a>,
     /// Whether the input recorded call chains at all (distinguishes LBR-only from LBR + stack).
     pub has_callchain: bool,
-    /// Set when decoding was deferred: the position of the sample's record in the mapped input,
-    /// whose call chain and branch stack are left undecoded (empty here) for a worker thread to
-    /// decode in place ([`perf_data::SampleBodies`]).
-    pub record: Option<usize>,
+    /// Set when decoding was deferred: where in the mapped input the call chain and branch
+    /// stack lie (empty here), for a worker thread to read them in place
+    /// ([`perf_data::SampleBodies`]).
+    pub record: Option<Deferred>,
+}
+
+/// Where a deferred sample's call chain and branch stack lie in the mapped input: its record's
+/// position, and within the record the offset and count of the call chain's frames (context
+/// markers included) and of the branch entries (a record is at most 64 KiB).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deferred {
+    pub record: usize,
+    pub callchain: (u16, u16),
+    pub branches: (u16, u16),
+    /// Whether frames before the call chain's first context marker are user frames (the sample
+    /// was taken in user mode).
+    pub user: bool,
 }
 
 /// Everything the later stages need from an input stream.

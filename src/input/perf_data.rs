@@ -55,7 +55,7 @@ use bytes::{Loc, u16_at, u32_at, u64_at};
 use decode::{Decoder, Sink, malformed};
 
 use crate::error::Error;
-use crate::input::{InputFile, InputInfo, PerfEvent, Sample};
+use crate::input::{BranchStack, CallChain, InputFile, InputInfo, PerfEvent, RawWord, Sample};
 const PIPE_HEADER_SIZE: u64 = 16;
 /// How often (in input bytes) [`PerfData::decode_in_time_order_releasing`] reports progress:
 /// also how far the pages its caller releases lag behind.
@@ -503,8 +503,7 @@ impl<'a> PerfData<'a> {
     /// A decoder of the sample records that a deferred decode hands out by position; `None` in
     /// pipe mode, whose attrs arrive as records (its samples are not deferred).
     pub fn sample_bodies(&self) -> Option<SampleBodies<'a>> {
-        let decoder = self.template.fork();
-        (!self.is_pipe()).then_some(SampleBodies { bytes: self.bytes, decoder })
+        (!self.is_pipe()).then_some(SampleBodies { bytes: self.bytes, copy: Vec::new() })
     }
 
     /// Decodes the records in `range` (the whole [`data_range`](Self::data_range) or a piece from
@@ -624,34 +623,36 @@ impl<'a> PerfData<'a> {
     }
 }
 
-/// Decodes the sample records that a deferred decode
+/// Reads the call chains and branch stacks of the samples that a deferred decode
 /// ([`PerfData::decode_in_time_order_deferred`]) handed out by position; one per worker thread.
 pub struct SampleBodies<'a> {
     bytes: &'a [u8],
-    decoder: Decoder<'a>,
+    /// The user frames of a call chain that are not one run in its record, copied.
+    copy: Vec<RawWord>,
 }
 
 impl SampleBodies<'_> {
-    /// Another decoder of the same input, for another thread.
+    /// Another reader of the same input, for another thread.
     pub fn fork(&self) -> Self {
-        SampleBodies { bytes: self.bytes, decoder: self.decoder.fork() }
+        SampleBodies { bytes: self.bytes, copy: Vec::new() }
     }
 
-    /// Calls `f` with the whole sample whose record starts at input position `pos`
-    /// ([`Sample::record`]). The reading thread has decoded that record already (all but copying
-    /// its entries), so this cannot fail where that did not.
-    pub fn decode(&mut self, pos: usize, f: &mut dyn FnMut(&Sample<'_>)) {
-        let size = usize::from(u16_at(self.bytes, pos + 6).unwrap_or(0));
-        let Some(rec) = self.bytes.get(pos..pos + size).filter(|r| r.len() >= 8) else {
-            return;
+    /// `s` with its call chain and branch stack, read in place where [`Sample::record`] says
+    /// (the reading thread checked that they lie there); `s` itself when it was not deferred.
+    pub fn complete<'s>(&'s mut self, s: &Sample<'s>) -> Sample<'s> {
+        let Some(d) = s.record else { return s.clone() };
+        let at = |(offset, n): (u16, u16), size: usize| {
+            let start = d.record + usize::from(offset);
+            self.bytes.get(start..start + usize::from(n) * size).unwrap_or_default()
         };
-        let misc = u16_at(rec, 4).unwrap_or(0);
-        let loc = Loc::plain(pos as u64);
-        let _ = self.decoder.sample(rec, misc, loc, None, &mut |ev| {
-            if let PerfEvent::Sample(s) = ev {
-                f(&s);
-            }
-        });
+        let (ips, entries) = (at(d.callchain, 8), at(d.branches, 24));
+        let callchain = decode::user_frames(ips.as_chunks::<8>().0, d.user, &mut self.copy);
+        Sample {
+            callchain: CallChain(callchain),
+            branches: BranchStack(entries.as_chunks::<24>().0),
+            record: None,
+            ..s.clone()
+        }
     }
 }
 

@@ -16,7 +16,9 @@ use super::order::{ARENA_LIMIT, NO_ROUNDS_WINDOW, TimeOrder};
 use super::{ReadReport, Truncation};
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::error::Error;
-use crate::input::{BranchStack, CallChain, MmapEvent, PerfEvent, RawBranch, RawWord, Sample};
+use crate::input::{
+    BranchStack, CallChain, Deferred, MmapEvent, PerfEvent, RawBranch, RawWord, Sample,
+};
 
 // Record types (kernel: include/uapi/linux/perf_event.h; user: tools/lib/perf/include/perf/event.h).
 
@@ -436,29 +438,36 @@ impl<'p> Decoder<'p> {
             field!(skip_read(&mut c, attr.read_format), "read values");
         }
 
-        let mut callchain: &[RawWord] = &[];
+        // Where the call chain and branch stack lie in the record: `array` checked that they
+        // do, so offsets and counts fit the record's u16 size.
+        let place = |c: &Cursor<'_>, nr: u64| ((8 + c.pos()) as u16, nr as u16);
+        let user = misc & MISC_CPUMODE_MASK == MISC_USER;
+        let (mut callchain, mut chain_at): (&[RawWord], _) = (&[], (0, 0));
         if has(SAMPLE_CALLCHAIN) {
             let nr = field!(c.u64(), "callchain length");
+            let at = place(&c, nr);
             let ips = field!(array(&mut c, nr, 8), "callchain");
             if deferred.is_none() {
-                let user = misc & MISC_CPUMODE_MASK == MISC_USER;
                 callchain = user_frames(ips.as_chunks::<8>().0, user, &mut self.callchain);
             }
+            chain_at = at;
         }
         if has(SAMPLE_RAW) {
             let size = field!(c.u32(), "raw size");
             field!(c.skip(u64::from(size)), "raw data");
         }
-        let mut branches: &[RawBranch] = &[];
+        let (mut branches, mut branches_at): (&[RawBranch], _) = (&[], (0, 0));
         if has(SAMPLE_BRANCH_STACK) {
             let nr = field!(c.u64(), "branch stack length");
             if attr.branch_sample_type & BRANCH_HW_INDEX != 0 {
                 field!(c.u64(), "branch hw_idx");
             }
+            let at = place(&c, nr);
             let entries = field!(array(&mut c, nr, 24), "branch stack");
             if deferred.is_none() {
                 branches = entries.as_chunks::<24>().0;
             }
+            branches_at = at;
             if attr.branch_sample_type & BRANCH_COUNTERS != 0 {
                 field!(array(&mut c, nr, 8), "branch counters");
             }
@@ -505,7 +514,12 @@ impl<'p> Decoder<'p> {
             callchain: CallChain(callchain),
             branches: BranchStack(branches),
             has_callchain: has(SAMPLE_CALLCHAIN),
-            record: deferred,
+            record: deferred.map(|record| Deferred {
+                record,
+                callchain: chain_at,
+                branches: branches_at,
+                user,
+            }),
         }));
         Ok(())
     }
@@ -611,7 +625,11 @@ impl<'p> Decoder<'p> {
 /// of the record in the layouts perf writes for user-space samples (a PERF_CONTEXT_USER marker
 /// and the frames, or the frames alone); other layouts are copied into `copy`.
 #[inline]
-fn user_frames<'r>(ips: &'r [RawWord], in_user: bool, copy: &'r mut Vec<RawWord>) -> &'r [RawWord] {
+pub(super) fn user_frames<'r>(
+    ips: &'r [RawWord],
+    in_user: bool,
+    copy: &'r mut Vec<RawWord>,
+) -> &'r [RawWord] {
     let is_marker = |w: &RawWord| u64::from_le_bytes(*w) >= CONTEXT_MAX;
     let run = match ips.split_first() {
         Some((first, rest)) if u64::from_le_bytes(*first) == CONTEXT_USER => rest,

@@ -433,8 +433,8 @@ fn deferred_samples_decode_in_place_to_the_whole_samples() {
                 |e| match (e, bodies.as_mut()) {
                     (PerfEvent::Sample(s), Some(bodies)) => {
                         assert!(s.callchain.is_empty() && s.branches.is_empty());
-                        let pos = s.record.unwrap();
-                        bodies.decode(pos, &mut |s| in_place.push(describe(s)));
+                        assert!(s.record.is_some());
+                        in_place.push(describe(&bodies.complete(&s)));
                     }
                     (PerfEvent::Sample(s), None) => {
                         assert_eq!(s.record, None);
