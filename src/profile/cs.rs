@@ -22,7 +22,7 @@ use crate::llvm::discriminator::{base_discriminator, duplication_factor};
 use crate::llvm::{ContextFrame, ContextShape, FuncName, LineLocation, canonical_fn_name};
 use crate::profile::model::attr;
 use crate::profile::ranges::disjoint_ranges;
-use crate::profile::{Context, FunctionSamples, Profile, ProfileKind};
+use crate::profile::{Context, FunctionSamples, Profile, ProfileKind, VecMap};
 use hashbrown::HashMap;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -407,6 +407,8 @@ where
                     call_probes: HashMap::new(),
                     inline_contexts: HashMap::new(),
                     buffers: Default::default(),
+                    bodies: Vec::new(),
+                    node_zeros: HashMap::new(),
                 };
                 for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
                     g.leaf_contexts.clear();
@@ -535,6 +537,10 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     inline_contexts: HashMap<NodeId, Option<InlineContext>>,
     /// The call probes and frames of the context being resolved, reused.
     buffers: (Vec<Probe>, Vec<ContextFrame>),
+    /// [`Self::body_samples`]' batch, reused.
+    bodies: Vec<(usize, LineLocation, u64)>,
+    /// A zero count at each of an inline node's probes, for the run.
+    node_zeros: HashMap<NodeId, VecMap<LineLocation, u64>>,
 }
 
 /// A probe's inline chain as context frames, root first, its own frame last (whose location
@@ -555,6 +561,10 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
     ) {
         // (inline node, profile slot) of the sampled function instances.
         let mut sampled_nodes: Vec<(NodeId, usize)> = Vec::new();
+        // (profile slot, location, count) of the body samples, added per profile in location
+        // order at the end: the probes come in address order.
+        let mut bodies = std::mem::take(&mut self.bodies);
+        bodies.clear();
         for &(probe, n) in &leaves.blocks {
             let Some(leaf) = self.leaf_probe_context(code, sites, inferred, &probe) else {
                 continue;
@@ -562,7 +572,7 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
             let fs = self.profiles.at(leaf.slot);
             fs.checksum = Some(leaf.checksum);
             let loc = LineLocation::new(probe.index, probe.discriminator);
-            fs.add_body(loc, n);
+            bodies.push((leaf.slot, loc, n));
             fs.add_total(n);
             if probe.index == 1 {
                 fs.add_head(n);
@@ -584,15 +594,26 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
             }
             sampled_nodes.push((probe.node, leaf.slot));
         }
+        bodies.sort_unstable_by_key(|&(slot, loc, _)| (slot, loc));
+        for profile in bodies.chunk_by(|a, b| a.0 == b.0) {
+            let sums: VecMap<LineLocation, u64> = profile
+                .chunk_by(|a, b| a.1 == b.1)
+                .map(|same| (same[0].1, same.iter().fold(0u64, |sum, b| sum.saturating_add(b.2))))
+                .collect();
+            self.profiles.at(profile[0].0).add_bodies(&sums);
+        }
+        self.bodies = bodies;
         // Unsampled probes of a sampled function instance get explicit zeros, so the compiler
         // can tell "not executed" from "optimized away".
         sampled_nodes.sort_unstable();
         sampled_nodes.dedup();
         for (node, slot) in sampled_nodes {
-            let fs = self.profiles.at(slot);
-            for p in self.probes.node_probes(node) {
-                fs.add_body(LineLocation::new(p.index, p.discriminator), 0);
-            }
+            let probes = self.probes;
+            let zeros = self.node_zeros.entry(node).or_insert_with(|| {
+                let locs = probes.node_probes(node).iter();
+                locs.map(|p| (LineLocation::new(p.index, p.discriminator), 0)).collect()
+            });
+            self.profiles.profiles[slot].1.add_bodies(zeros);
         }
     }
 

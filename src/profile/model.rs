@@ -451,6 +451,10 @@ impl FunctionSamples {
     pub fn body_mut(&mut self, loc: LineLocation) -> &mut BodySample {
         self.body.get_or_insert_with(&loc, || loc)
     }
+    /// [`Self::add_body`] for each of `bodies`, in one walk over both.
+    pub fn add_bodies(&mut self, bodies: &VecMap<LineLocation, u64>) {
+        self.body.merge_from(bodies, |l| *l, |b, n| b.count = b.count.saturating_add(*n));
+    }
     pub fn add_body(&mut self, loc: LineLocation, n: u64) {
         let b = self.body_mut(loc);
         b.count = b.count.saturating_add(n);
