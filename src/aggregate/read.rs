@@ -687,6 +687,7 @@ fn read_samples(
         };
         traces.extend(r.traces);
         mapping.merge(r.mapping);
+        r.samples.merge_worker_maps();
         if weighted {
             r.samples.to_run_unit(r.weighting.0);
             if !report.weighting.contains(&r.weighting.1) {
