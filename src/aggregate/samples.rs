@@ -1117,7 +1117,7 @@ mod tests {
     use super::*;
     use crate::addr::Branch;
     use crate::binary::{InstKind, LoadOptions};
-    use crate::input::{BranchStack, CallChain, RawBranch, RawWord};
+    use crate::input::BranchStack;
     use crate::mapping::{AddressMapper, BinaryIdentity, file_name_of};
 
     /// Call-stack samples that differ only in where in plain code their leaf IP lies are held as
@@ -1139,22 +1139,6 @@ mod tests {
         (binary, mapper, insts)
     }
 
-    fn lbr_sample<'a>(callchain: &'a [RawWord], branches: &'a [RawBranch]) -> Sample<'a> {
-        Sample {
-            pid: None,
-            tid: None,
-            time: None,
-            attr_index: 0,
-            ip: RuntimeAddr(0),
-            period: 1,
-            repeat: 1,
-            callchain: CallChain(callchain),
-            branches: BranchStack(branches),
-            has_callchain: !callchain.is_empty(),
-            record: None,
-        }
-    }
-
     /// An LBR-only window counts its branches with an internal target and the ranges between
     /// the entries it keeps (an external-to-external entry is dropped, so the entries around it
     /// meet), each by the window's weight: here 1/6 (two ranges of three instructions). The
@@ -1173,7 +1157,7 @@ mod tests {
         let opts = SampleOptions { weighting: Weighting::Instructions, ..Default::default() };
         let mut agg = Aggregator::new(&binary, opts);
         for _ in 0..2 {
-            agg.add(mapper.map(), &lbr_sample(&[], &branches));
+            agg.add(mapper.map(), &Sample::with_stacks(&[], &branches));
         }
         let (samples, stats) = agg.finish();
         assert_eq!((stats.read, stats.used), (2, 2));
@@ -1206,7 +1190,10 @@ mod tests {
             agg.pending.bypass = bypass;
             for leaf in [plain[0], plain[1], prolog, Vaddr(0x10)] {
                 let callchain = [leaf.0.to_le_bytes(), ret.0.to_le_bytes()];
-                let s = Sample { ip: RuntimeAddr(leaf.0), ..lbr_sample(&callchain, &branches) };
+                let s = Sample {
+                    ip: RuntimeAddr(leaf.0),
+                    ..Sample::with_stacks(&callchain, &branches)
+                };
                 agg.add(mapper.map(), &s);
             }
             let held = (agg.pending.samples, agg.pending.held.len());

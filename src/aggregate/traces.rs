@@ -227,7 +227,7 @@ mod tests {
     use crate::addr::Branch;
     use crate::addr::FileOffset;
     use crate::binary::Segment;
-    use crate::input::{BranchStack, CallChain, MmapEvent, RawBranch, RawWord};
+    use crate::input::{BranchStack, MmapEvent, RawBranch, RawWord};
     use crate::mapping::{AddressMapper, BinaryIdentity};
 
     /// Processes 1, 2 and 7 map the binary's code (vaddr 0x1000-0x2000) at its own addresses.
@@ -292,14 +292,8 @@ mod tests {
             pid: Some(pid),
             tid: Some(pid),
             time: Some(time),
-            attr_index: 0,
             ip: RuntimeAddr(ip),
-            period: 1,
-            repeat: 1,
-            callchain: CallChain(callchain),
-            branches: BranchStack(branches),
-            has_callchain: !callchain.is_empty(),
-            record: None,
+            ..Sample::with_stacks(callchain, branches)
         }
     }
 

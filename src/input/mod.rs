@@ -148,6 +148,26 @@ pub struct Sample<'a> {
     pub record: Option<Deferred>,
 }
 
+#[cfg(test)]
+impl<'a> Sample<'a> {
+    /// A perf.data-like sample of one event with these stacks (tests set the other fields).
+    pub fn with_stacks(callchain: &'a [RawWord], branches: &'a [RawBranch]) -> Self {
+        Sample {
+            pid: None,
+            tid: None,
+            time: None,
+            attr_index: 0,
+            ip: RuntimeAddr(0),
+            period: 1,
+            repeat: 1,
+            callchain: CallChain(callchain),
+            branches: BranchStack(branches),
+            has_callchain: !callchain.is_empty(),
+            record: None,
+        }
+    }
+}
+
 /// Where a deferred sample's call chain and branch stack lie in the mapped input: its record's
 /// position, and within the record the offset and count of the call chain's frames (context
 /// markers included) and of the branch entries (a record is at most 64 KiB).
