@@ -296,7 +296,9 @@ impl DebugInfo {
         info
     }
 
-    fn node_at(&self, a: u64) -> Option<u32> {
+    /// The innermost subroutine DIE covering `a`: addresses with the same node have the same
+    /// inline frames but for the leaf frame's line ([`node_frames`](Self::node_frames)).
+    pub fn node_at(&self, a: u64) -> Option<u32> {
         let i = self.addr_map.partition_point(|e| e.0 <= a).checked_sub(1)?;
         let (_, end, node) = self.addr_map[i];
         (a < end).then_some(node)
@@ -320,11 +322,6 @@ impl DebugInfo {
         self.addr_map.iter().filter(|e| named[e.2 as usize]).map(|e| (e.0, e.1)).collect()
     }
 
-    /// Whether some subroutine DIE covers `a`.
-    pub fn covers(&self, a: u64) -> bool {
-        self.node_at(a).is_some()
-    }
-
     fn lines(&self, unit: u32) -> Option<&LineTable> {
         let u = self.units.get(unit as usize)?;
         let offset = u.offset?;
@@ -334,19 +331,19 @@ impl DebugInfo {
         }))
     }
 
-    /// Inline frames at `a`, outermost first; empty without a subroutine DIE.
-    pub fn inline_stack(&self, a: u64) -> Vec<SourceFrame> {
-        let Some(leaf) = self.node_at(a) else {
-            return Vec::new();
-        };
+    /// Inline frames of the addresses of `node` ([`node_at`](Self::node_at)), outermost first;
+    /// the leaf frame's line is the line table's at `leaf_at`, or line 0 without it (every
+    /// frame but the leaf's location, without a line-table lookup).
+    pub fn node_frames(&self, node: u32, leaf_at: Option<u64>) -> Vec<SourceFrame> {
+        let leaf_row = leaf_at
+            .and_then(|a| self.lines(self.nodes[node as usize].unit).and_then(|t| t.lookup(a)));
         // Innermost first, as LLVM's inlined chain.
-        let mut chain = vec![leaf];
-        let mut n = leaf;
+        let mut chain = vec![node];
+        let mut n = node;
         while self.nodes[n as usize].parent != NO_PARENT && chain.len() <= self.nodes.len() {
             n = self.nodes[n as usize].parent;
             chain.push(n);
         }
-        let leaf_row = self.lines(self.nodes[leaf as usize].unit).and_then(|t| t.lookup(a));
         let mut frames = Vec::with_capacity(chain.len());
         for i in (0..chain.len()).rev() {
             let node = &self.nodes[chain[i] as usize];

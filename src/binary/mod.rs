@@ -117,6 +117,18 @@ pub struct FuncRange {
     pub is_entry: bool,
 }
 
+/// What an instruction's inline stack depends on but for the leaf frame's location
+/// ([`Binary::inline_site`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum InlineSite {
+    /// The innermost DWARF subroutine DIE covering the instruction.
+    Dwarf(u32),
+    /// A symbol-table function no DWARF covers: one frame.
+    Symbol(FuncId),
+    /// No frames.
+    None,
+}
+
 /// One frame of a symbolized address, as a sample profile locates it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SourceFrame {
@@ -481,7 +493,7 @@ impl Binary {
     /// [`inline_stack`](Self::inline_stack) without filling the cache: from the cache when the
     /// function range's stacks are there, else computed for `a` alone (for walks the cache would
     /// outlive: over a few instructions of many functions, such as the inlined copies of one
-    /// function, or once over the profiled functions for their context sizes).
+    /// function).
     pub fn frames_at(&self, a: Vaddr) -> std::borrow::Cow<'_, [SourceFrame]> {
         if let Some(ri) = self.func_range_index(a)
             && let Some(stacks) = self.range_frames[ri].get()
@@ -493,14 +505,33 @@ impl Binary {
         std::borrow::Cow::Owned(self.compute_inline_stack(a))
     }
     fn compute_inline_stack(&self, a: Vaddr) -> Vec<SourceFrame> {
-        if let Some(debug) = &self.debug
-            && debug.covers(a.0)
-        {
-            return debug.inline_stack(a.0);
+        self.site_frames_at(self.inline_site(a), Some(a))
+    }
+    /// What the inline stack at `a` depends on but for its leaf frame's location: one binary
+    /// search, for walks over many instructions that need every frame but that location
+    /// ([`site_frames`](Self::site_frames)).
+    pub fn inline_site(&self, a: Vaddr) -> InlineSite {
+        if let Some(node) = self.debug.as_ref().and_then(|d| d.node_at(a.0)) {
+            return InlineSite::Dwarf(node);
         }
         match self.func_range(a) {
-            Some(r) if self.function(r.func).source == FuncSource::Symbol => vec![SourceFrame {
-                func_name: self.function(r.func).name.clone(),
+            Some(r) if self.function(r.func).source == FuncSource::Symbol => {
+                InlineSite::Symbol(r.func)
+            }
+            _ => InlineSite::None,
+        }
+    }
+    /// The inline stack of the instructions at `site`, outermost first, the leaf frame's location
+    /// left out (DWARF frames at line 0, no line-table lookup): equal to
+    /// [`inline_stack`](Self::inline_stack) of each of them but for that location.
+    pub fn site_frames(&self, site: InlineSite) -> Vec<SourceFrame> {
+        self.site_frames_at(site, None)
+    }
+    fn site_frames_at(&self, site: InlineSite, leaf_at: Option<Vaddr>) -> Vec<SourceFrame> {
+        match (site, &self.debug) {
+            (InlineSite::Dwarf(node), Some(debug)) => debug.node_frames(node, leaf_at.map(|a| a.0)),
+            (InlineSite::Symbol(f), _) => vec![SourceFrame {
+                func_name: self.function(f).name.clone(),
                 line_offset: 0,
                 discriminator: 0,
             }],

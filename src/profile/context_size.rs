@@ -13,16 +13,13 @@
 //! as line offset with discriminator 0. A context whose call sites do not match is answered
 //! from the longest matching prefix, as in LLVM.
 
-use std::borrow::Cow;
-use std::hash::BuildHasher;
-
 use hashbrown::HashMap;
 use rayon::prelude::*;
 
 use crate::addr::Vaddr;
 use crate::aggregate::{ContextCounters, ContextKey};
 use crate::binary::probes::{NodeId as ProbeNodeId, ProbeInfo};
-use crate::binary::{Binary, FuncId, SourceFrame};
+use crate::binary::{Binary, FuncId, InlineSite, SourceFrame};
 use crate::llvm::discriminator::probe_index_from_discriminator;
 use crate::llvm::{
     ContextFrame, FuncName, LineLocation, callsite_hash, callsite_hash_from_guid, md5_guid,
@@ -221,57 +218,50 @@ fn instruction_bytes_per_context(
         .collect()
 }
 
-/// [`instruction_bytes_per_context`] for `funcs`, each context once (leaf location (0, 0)).
+/// [`instruction_bytes_per_context`] for `funcs` (leaf location (0, 0)).
 ///
-/// The stacks are read without filling the binary's inline-stack cache: on probe binaries
-/// nothing after the pre-inliner reads them, and cached they would stay resident through it.
+/// The context of an instruction is that of its [`InlineSite`] (the leaf location does not
+/// count): the bytes are summed per site, in order of first appearance, and each site's frames
+/// made once, without the binary's line tables or inline-stack cache (on probe binaries nothing
+/// after the pre-inliner reads them, and cached they would stay resident through it).
 fn instruction_bytes(
     binary: &Binary,
     funcs: &[FuncId],
     probe_discriminators: bool,
 ) -> Vec<(Vec<ContextFrame>, u32)> {
-    let hasher = hashbrown::DefaultHashBuilder::default();
-    let mut index: hashbrown::HashTable<usize> = hashbrown::HashTable::new();
-    let mut groups: Vec<(Vec<ContextFrame>, u32)> = Vec::new();
-    // Neighbouring instructions mostly differ at most in the leaf location, which does not
-    // count: the previous instruction's stack and group.
-    let mut last: Option<(Cow<'_, [SourceFrame]>, usize)> = None;
+    let mut index: HashMap<InlineSite, usize> = HashMap::new();
+    let mut sites: Vec<(InlineSite, u32)> = Vec::new();
+    // Neighbouring instructions mostly share a site.
+    let mut last: Option<(InlineSite, usize)> = None;
     for &f in funcs {
         for &(start, end) in &binary.function(f).ranges {
             let Some(last_byte) = end.0.checked_sub(1).filter(|&l| l >= start.0) else { continue };
             for addr in binary.insts_in(start, Vaddr(last_byte)) {
-                let stack = binary.frames_at(addr);
-                let group = match &last {
-                    Some((prev, g)) if same_context(prev, &stack) => *g,
-                    _ => {
-                        let mut context = location_stack(&stack, probe_discriminators);
-                        if let Some(leaf) = context.last_mut() {
-                            leaf.loc = LineLocation::default();
-                        }
-                        let hash = hasher.hash_one(&context);
-                        let found = index.entry(
-                            hash,
-                            |&i| groups[i].0 == context,
-                            |&i| hasher.hash_one(&groups[i].0),
-                        );
-                        match found {
-                            hashbrown::hash_table::Entry::Occupied(e) => *e.get(),
-                            hashbrown::hash_table::Entry::Vacant(e) => {
-                                e.insert(groups.len());
-                                groups.push((context, 0));
-                                groups.len() - 1
-                            }
-                        }
-                    }
+                let site = binary.inline_site(addr);
+                let i = match last {
+                    Some((prev, i)) if prev == site => i,
+                    _ => *index.entry(site).or_insert_with(|| {
+                        sites.push((site, 0));
+                        sites.len() - 1
+                    }),
                 };
                 let size =
                     binary.inst_size(addr).map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX));
-                groups[group].1 = groups[group].1.saturating_add(size);
-                last = Some((stack, group));
+                sites[i].1 = sites[i].1.saturating_add(size);
+                last = Some((site, i));
             }
         }
     }
-    groups
+    sites
+        .into_iter()
+        .map(|(site, size)| {
+            let mut context = location_stack(&binary.site_frames(site), probe_discriminators);
+            if let Some(leaf) = context.last_mut() {
+                leaf.loc = LineLocation::default();
+            }
+            (context, size)
+        })
+        .collect()
 }
 
 /// `trackInlineesOptimizedAway` for each profiled function's top-level probe record: the
@@ -331,18 +321,6 @@ fn inlinees_with_probes<'a>(
             context
         })
     })
-}
-
-/// Whether two inline stacks give the same size context: same functions, same call sites (the
-/// leaf location does not count). Discriminators are compared raw, which for probe binaries is
-/// finer than needed and only costs a trie walk.
-fn same_context(a: &[SourceFrame], b: &[SourceFrame]) -> bool {
-    a.len() == b.len()
-        && a.iter().zip(b).enumerate().all(|(i, (x, y))| {
-            x.func_name == y.func_name
-                && (i + 1 == a.len()
-                    || (x.line_offset, x.discriminator) == (y.line_offset, y.discriminator))
-        })
 }
 
 /// `getFrameLocationStack(addr, UseProbeDiscriminator)` from the cached inline stack.
