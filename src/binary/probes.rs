@@ -330,6 +330,14 @@ impl ProbeInfo {
         &self.probes[first..end]
     }
 
+    /// The probes at addresses in `[start, end]`, by address (several at an address in decoding
+    /// order).
+    pub fn probes_in(&self, start: Vaddr, end: Vaddr) -> &[Probe] {
+        let first = self.probes.partition_point(|p| p.addr < start);
+        let past = first + self.probes[first..].partition_point(|p| p.addr <= end);
+        &self.probes[first..past]
+    }
+
     /// The first call probe at `addr` (LLVM's `getCallProbeForAddr`).
     pub fn call_probe_at(&self, addr: Vaddr) -> Option<&Probe> {
         self.probes_at(addr).iter().find(|p| p.kind.is_call())

@@ -182,7 +182,7 @@ pub fn compress_recursion<T: PartialEq + Clone>(context: &mut Vec<T>, max_size: 
     if max_size == 0 || context.len() < 2 {
         return;
     }
-    let mut distinct: Vec<usize> = Vec::new();
+    let mut distinct: Vec<usize> = Vec::with_capacity(context.len());
     let mut ids: Vec<u32> = Vec::with_capacity(context.len());
     for (i, x) in context.iter().enumerate() {
         let id = distinct.iter().position(|&d| context[d] == *x).unwrap_or_else(|| {
@@ -190,6 +190,10 @@ pub fn compress_recursion<T: PartialEq + Clone>(context: &mut Vec<T>, max_size: 
             distinct.len() - 1
         });
         ids.push(id as u32);
+    }
+    // A repeated sequence repeats its elements: without one, there is nothing to compress.
+    if distinct.len() == context.len() {
+        return;
     }
     compress_in_place(&mut ids, max_size);
     // Nothing removed: every copy was onto itself.

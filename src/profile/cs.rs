@@ -33,6 +33,9 @@ use std::hash::BuildHasher;
 pub trait ProbeView {
     /// Probes at instruction address `a`, in decoding order.
     fn probes_at(&self, a: Vaddr) -> &[Probe];
+    /// The addresses in `[start, end]` that have probes, ascending, each with its probes in
+    /// decoding order.
+    fn probes_in(&self, start: Vaddr, end: Vaddr) -> impl Iterator<Item = (Vaddr, &[Probe])>;
     /// Every probe of an inline-tree node.
     fn node_probes(&self, n: NodeId) -> &[Probe];
     /// GUID of the node's function.
@@ -52,6 +55,10 @@ pub trait ProbeView {
 impl ProbeView for ProbeInfo {
     fn probes_at(&self, a: Vaddr) -> &[Probe] {
         ProbeInfo::probes_at(self, a)
+    }
+    fn probes_in(&self, start: Vaddr, end: Vaddr) -> impl Iterator<Item = (Vaddr, &[Probe])> {
+        let probes = ProbeInfo::probes_in(self, start, end);
+        probes.chunk_by(|a, b| a.addr == b.addr).map(|at| (at[0].addr, at))
     }
     fn node_probes(&self, n: NodeId) -> &[Probe] {
         ProbeInfo::node_probes(self, n)
@@ -348,7 +355,8 @@ pub struct ProbeCsStats {
 /// Contexts are handled in key order, in blocks: the sampled probes of each context are found in
 /// parallel (rayon's current pool), tail-call inference then runs on one thread in the order the
 /// sequential builder would query it (its caches make results depend on that order), and the
-/// profiles are built in parallel per run of contexts and merged in order. Every merge is a sum,
+/// profiles are built in parallel per run of contexts and merged in order, while the next block
+/// is sampled and inferred (so inference, sequential, overlaps the build). Every merge is a sum,
 /// except the checksum, which the later context sets as it would have sequentially: the profile
 /// does not depend on the number of threads.
 pub fn generate_probe_cs<C, P>(
@@ -378,12 +386,12 @@ where
     let mut profiles = ContextProfiles::with_hasher(hasher.clone());
     let mut stats = ProbeCsStats::default();
     let shared_names = SharedNames::default();
-    for block in keys.chunks(KEY_BLOCK) {
-        // Several runs per worker, for balance.
-        let run_len = block.len().div_ceil(4 * rayon::current_num_threads());
+    // Sampled leaves and tail-call inference (sequential) of one block run while the block
+    // before is built (parallel) and merged.
+    let sample = |block: &[(&[Vaddr], &Counters)], inferrer: Option<&mut MissingFrameInferrer>| {
         let leaves: Vec<SampledLeaves> =
             block.par_iter().map(|&(_, c)| SampledLeaves::of(code, probes, c)).collect();
-        let inferred: Vec<InferredSites> = match inferrer.as_mut() {
+        let inferred: Vec<InferredSites> = match inferrer {
             Some(inf) => block
                 .iter()
                 .zip(&leaves)
@@ -391,37 +399,56 @@ where
                 .collect(),
             None => vec![InferredSites::default(); block.len()],
         };
-        let runs: Vec<(ContextProfiles, ProbeCsStats)> = block
-            .par_chunks(run_len)
-            .zip(leaves.par_chunks(run_len))
-            .zip(inferred.par_chunks(run_len))
-            .map(|((keys, leaves), inferred)| {
-                let mut g = ProbeCsBuilder {
-                    probes,
-                    opts,
-                    profiles: ContextProfiles::with_hasher(hasher.clone()),
-                    stats: ProbeCsStats::default(),
-                    leaf_contexts: HashMap::new(),
-                    shared_names: &shared_names,
-                    names: HashMap::new(),
-                    call_probes: HashMap::new(),
-                    inline_contexts: HashMap::new(),
-                    buffers: Default::default(),
-                    bodies: Vec::new(),
-                    node_zeros: HashMap::new(),
-                };
-                for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
-                    g.leaf_contexts.clear();
-                    g.body_samples(code, sites, inf, l);
-                    g.boundary_samples(code, sites, inf, l);
+        (leaves, inferred)
+    };
+    let build =
+        |block: &[(&[Vaddr], &Counters)], leaves: &[SampledLeaves], inferred: &[InferredSites]| {
+            // Several runs per worker, for balance.
+            let run_len = block.len().div_ceil(4 * rayon::current_num_threads()).max(1);
+            block
+                .par_chunks(run_len)
+                .zip(leaves.par_chunks(run_len))
+                .zip(inferred.par_chunks(run_len))
+                .map(|((keys, leaves), inferred)| {
+                    let mut g = ProbeCsBuilder {
+                        probes,
+                        opts,
+                        profiles: ContextProfiles::with_hasher(hasher.clone()),
+                        stats: ProbeCsStats::default(),
+                        leaf_contexts: HashMap::new(),
+                        shared_names: &shared_names,
+                        names: HashMap::new(),
+                        call_probes: HashMap::new(),
+                        inline_contexts: HashMap::new(),
+                        buffers: Default::default(),
+                        bodies: Vec::new(),
+                        node_zeros: HashMap::new(),
+                    };
+                    for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
+                        g.leaf_contexts.clear();
+                        g.body_samples(code, sites, inf, l);
+                        g.boundary_samples(code, sites, inf, l);
+                    }
+                    (g.profiles, g.stats)
+                })
+                .collect::<Vec<(ContextProfiles, ProbeCsStats)>>()
+        };
+    let blocks: Vec<&[(&[Vaddr], &Counters)]> = keys.chunks(KEY_BLOCK).collect();
+    let mut sampled = blocks.first().map(|b| sample(b, inferrer.as_mut()));
+    for (i, block) in blocks.iter().enumerate() {
+        let (leaves, inferred) = sampled.take().expect("the block was sampled");
+        let next = blocks.get(i + 1);
+        let ((), next_sampled) = rayon::join(
+            || {
+                // Merged in order: the profile does not depend on the number of runs.
+                for (run, s) in build(block, &leaves, &inferred) {
+                    profiles.merge(run);
+                    stats.probes_without_desc += s.probes_without_desc;
                 }
-                (g.profiles, g.stats)
-            })
-            .collect();
-        for (run, s) in runs {
-            profiles.merge(run);
-            stats.probes_without_desc += s.probes_without_desc;
-        }
+            },
+            || next.map(|b| sample(b, inferrer.as_mut())),
+        );
+        sampled = next_sampled;
     }
     let kind = ProfileKind {
         context_sensitive: true,
@@ -446,23 +473,23 @@ struct SampledLeaves {
 
 impl SampledLeaves {
     fn of<C: CodeView + ?Sized, P: ProbeView + ?Sized>(code: &C, probes: &P, c: &Counters) -> Self {
-        // Sum per probe over the disjoint segments; a probe is identified by its address and
-        // position at that address.
-        let mut probe_counts: BTreeMap<(Vaddr, usize), u64> = BTreeMap::new();
+        // The segments are disjoint and ascending: each probe is met once, in order, with the
+        // count of its segment. Only probes at instruction starts count.
+        let mut blocks = Vec::new();
         for (start, end, n) in disjoint_ranges(c.ranges.iter().map(|(&r, &n)| (r, n))) {
-            for a in code.insts_in(start, end) {
-                for i in 0..probes.probes_at(a).len() {
-                    let e = probe_counts.entry((a, i)).or_default();
-                    *e = e.saturating_add(n);
+            // Zero counts come from gaps that belong to no range of this context.
+            if n == 0 {
+                continue;
+            }
+            let mut insts = code.insts_in(start, end).peekable();
+            for (a, at) in probes.probes_in(start, end) {
+                while insts.next_if(|&i| i < a).is_some() {}
+                if insts.peek() == Some(&a) {
+                    let block = at.iter().filter(|p| p.kind == ProbeType::Block);
+                    blocks.extend(block.map(|&p| (p, n)));
                 }
             }
         }
-        // Zero counts come from gaps that belong to no range of this context.
-        let blocks = probe_counts
-            .into_iter()
-            .map(|((a, i), n)| (probes.probes_at(a)[i], n))
-            .filter(|(p, n)| p.kind == ProbeType::Block && *n != 0)
-            .collect();
         let mut branches: Vec<(&(Vaddr, Vaddr), &u64)> = c.branches.iter().collect();
         branches.sort_unstable();
         let calls = branches

@@ -240,6 +240,9 @@ impl ProbeView for Probes {
     fn probes_at(&self, a: Vaddr) -> &[Probe] {
         self.at.get(&a.0).map_or(&[], |v| v)
     }
+    fn probes_in(&self, start: Vaddr, end: Vaddr) -> impl Iterator<Item = (Vaddr, &[Probe])> {
+        self.at.range(start.0..=end.0).map(|(&a, at)| (Vaddr(a), &at[..]))
+    }
     fn node_probes(&self, n: NodeId) -> &[Probe] {
         &self.nodes[n.0 as usize].2
     }
