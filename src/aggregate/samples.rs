@@ -669,6 +669,9 @@ pub struct Aggregator<'b> {
     cache: TranslationCache,
     /// Leaf frames as [`leaf`](Self::leaf) classes them, cached like translations.
     leaves: TranslationCache,
+    /// Call sites of return addresses (binary addresses: one stamp for all), cached like
+    /// translations: call stacks repeat the same callers over and over.
+    call_sites: TranslationCache,
     /// An instruction of the binary outside every prolog and epilog (see [`leaf`](Self::leaf)).
     plain_leaf: Option<u64>,
     /// Instruction counts of ranges, for weighting by instructions.
@@ -693,6 +696,7 @@ impl<'b> Aggregator<'b> {
             opts,
             cache: TranslationCache::new(),
             leaves: TranslationCache::new(),
+            call_sites: TranslationCache::new(),
             plain_leaf: binary
                 .insts_in(Vaddr(0), Vaddr(u64::MAX))
                 .find(|&a| !a.is_external() && !binary.is_prolog_or_epilog(a))
@@ -918,9 +922,23 @@ impl<'b> Aggregator<'b> {
         let branches = branches.chunks_exact(2).map(|p| (Vaddr(p[0]), Vaddr(p[1])));
         // Translated addresses are instruction starts or external: no second search.
         let is_code = |a: Vaddr| !a.is_external();
+        let (binary, sites) = (self.binary, &mut self.call_sites);
+        // Binary addresses are alike in every process: one stamp. No instruction starts at the
+        // last address: it stands for "not after a call".
+        let (stamp, none) = (1, u64::MAX);
+        let call_site = |a: Vaddr| {
+            let site = sites.get(stamp, a.0).unwrap_or_else(|| {
+                let site = binary.call_addr_from_return_addr(a).map_or(none, |s| s.0);
+                sites.put(stamp, a.0, site);
+                site
+            });
+            (site != none).then_some(Vaddr(site))
+        };
         let (normalize, h) = (&mut self.samples.normalize, &mut self.hybrid);
         let recover = !self.opts.llvm_compatible;
-        if normalize_into(self.binary, is_code, callchain, branches, count, recover, normalize, h) {
+        if normalize_into(
+            binary, is_code, call_site, callchain, branches, count, recover, normalize, h,
+        ) {
             // The ranges the unwinder will count: between consecutive entries, in the binary.
             let ranges = h
                 .branches
@@ -928,11 +946,24 @@ impl<'b> Aggregator<'b> {
                 .map(|w| (w[1].target, w[0].source))
                 .filter(|&(s, e)| !s.is_external() && !e.is_external() && s <= e);
             let w = self.opts.weighting;
-            let (binary, spans) = (self.binary, &mut self.spans);
-            let span = || ranges.clone().map(|(s, e)| spans.count(binary, s, e)).sum();
+            let spans = &mut self.spans;
+            // Counted while measuring the span, when the weight needs it.
+            let mut n_ranges = None;
+            let span = || {
+                let (mut n, mut span) = (0, 0);
+                for (s, e) in ranges.clone() {
+                    n += 1;
+                    span += spans.count(binary, s, e);
+                }
+                n_ranges = Some(n);
+                span
+            };
             let weight = window_weight(w, span, external, count, cycles);
             if weight > 0 {
-                self.samples.weights.add_window(w, count, weight, ranges.count());
+                if w != Weighting::Plain {
+                    let n = n_ranges.unwrap_or_else(|| ranges.count());
+                    self.samples.weights.add_window(w, count, weight, n);
+                }
                 key::encode(h, &mut self.key_bytes);
                 self.samples.add(&self.key_bytes, weight);
             }

@@ -141,6 +141,7 @@ pub fn normalize_hybrid_sample<C: CodeView + ?Sized>(
     normalize_into(
         code,
         |a| code.is_code(a),
+        |a| code.call_addr_from_return_addr(a),
         raw_callchain.iter().copied(),
         raw_branches.iter().copied(),
         repeat,
@@ -153,11 +154,14 @@ pub fn normalize_hybrid_sample<C: CodeView + ?Sized>(
 
 /// [`normalize_hybrid_sample`] into a reused `out` (its vectors keep their capacity); false when
 /// the sample is dropped. `is_code` is [`CodeView::is_code`], or a cheaper test when the caller
-/// already knows (addresses translated to an instruction start or [`Vaddr::EXTERNAL`]).
+/// already knows (addresses translated to an instruction start or [`Vaddr::EXTERNAL`]);
+/// `call_site` is [`CodeView::call_addr_from_return_addr`] (of an instruction start), or a cache
+/// of it.
 #[allow(clippy::too_many_arguments)]
 pub fn normalize_into<C: CodeView + ?Sized>(
     code: &C,
     is_code: impl Fn(Vaddr) -> bool,
+    mut call_site: impl FnMut(Vaddr) -> Option<Vaddr>,
     raw_callchain: impl Iterator<Item = Vaddr>,
     raw_branches: impl Iterator<Item = (Vaddr, Vaddr)>,
     repeat: u64,
@@ -182,7 +186,7 @@ pub fn normalize_into<C: CodeView + ?Sized>(
             stack.push(a);
             continue;
         }
-        match code.call_addr_from_return_addr(a) {
+        match call_site(a) {
             Some(call) => stack.push(call),
             None => {
                 stats.invalid_return_addrs.insert(a);
