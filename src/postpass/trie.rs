@@ -2,7 +2,7 @@
 //! by `getCallSiteHash` as LLVM's `std::map<uint64_t, ContextTrieNode>` orders them, with the
 //! promote-and-merge operation the pre-inliner uses to build base profiles.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use hashbrown::HashMap;
 use rayon::prelude::*;
@@ -494,14 +494,51 @@ pub(crate) fn merge_samples(to: &mut FunctionSamples, from: &FunctionSamples) {
 /// `SampleContextTracker::createContextLessProfileMap`: every context profile merged into one
 /// profile per leaf function, in breadth-first trie order (which decides, e.g., which profile
 /// survives a checksum mismatch). This is what the CS summary must be computed on.
+///
+/// The order only shows when a function's profiles differ in name, attributes or checksum, or
+/// have inlinees (whose own checksums then decide): counts add up alike in any order. So only
+/// such functions' profiles are sorted; the others merge in map order. Functions in parallel.
 pub fn context_less_profile(profile: &Profile) -> Profile {
-    // Breadth-first order of a trie whose children are ordered by key = depth first, then the
-    // keys along the path; a frame's key is (call-site hash, function, location in the caller).
-    // Only the first key that differs is computed, so deep contexts are compared without copies.
-    // Sorted on rayon's current pool (a merge sort: the map order is mostly path order).
+    let mut by_leaf: HashMap<&str, Vec<(&Context, &FunctionSamples)>> = HashMap::new();
+    for (context, fs) in profile.functions.iter().filter(|(c, _)| !c.is_empty()) {
+        by_leaf.entry(context.leaf_name()).or_default().push((context, fs));
+    }
+    let mut by_leaf: Vec<_> = by_leaf.into_iter().collect();
+    // A merge's cost follows its profiles: big functions first keeps the workers even.
+    by_leaf.sort_unstable_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(b.0)));
+    let merged: Vec<(Context, FunctionSamples)> = by_leaf
+        .into_par_iter()
+        .map(|(name, mut profiles)| {
+            let (_, first) = profiles[0];
+            let order_free = profiles.iter().all(|(_, fs)| {
+                fs.callsites.is_empty()
+                    && (&fs.name, fs.attributes, fs.checksum)
+                        == (&first.name, first.attributes, first.checksum)
+            });
+            if !order_free {
+                sort_breadth_first(&mut profiles);
+            }
+            let mut fs = FunctionSamples::default();
+            for (_, from) in profiles {
+                merge_samples(&mut fs, from);
+            }
+            (Context::base(name), fs)
+        })
+        .collect();
+    Profile {
+        kind: crate::profile::ProfileKind { context_sensitive: false, ..profile.kind },
+        functions: merged.into_iter().collect(),
+        symbol_list: None,
+    }
+}
+
+/// Breadth-first order of a trie whose children are ordered by key = depth first, then the keys
+/// along the path; a frame's key is (call-site hash, function, location in the caller). Only the
+/// first key that differs is computed, so deep contexts are compared without copies.
+fn sort_breadth_first(profiles: &mut [(&Context, &FunctionSamples)]) {
     // GUIDs by the address of the (shared) name's text: frames mostly share names.
     let mut guids: HashMap<usize, u64> = HashMap::new();
-    for context in profile.functions.keys() {
+    for (context, _) in profiles.iter() {
         for (func, _) in context.frames() {
             guids.entry(func.as_ptr() as usize).or_insert_with(|| md5_guid(func));
         }
@@ -520,29 +557,7 @@ pub fn context_less_profile(profile: &Profile) -> Profile {
         }
         std::cmp::Ordering::Equal
     };
-    let mut ordered: Vec<(&Context, &FunctionSamples)> =
-        profile.functions.iter().filter(|(c, _)| !c.is_empty()).collect();
-    ordered.par_sort_by(|(a, _), (b, _)| a.len().cmp(&b.len()).then_with(|| path_order(a, b)));
-    // Each function's profiles merge in that order, functions in parallel.
-    let mut by_leaf: BTreeMap<&str, Vec<&FunctionSamples>> = BTreeMap::new();
-    for (context, fs) in ordered {
-        by_leaf.entry(context.leaf_name()).or_default().push(fs);
-    }
-    let merged: Vec<(Context, FunctionSamples)> = by_leaf
-        .into_par_iter()
-        .map(|(name, profiles)| {
-            let mut fs = FunctionSamples::default();
-            for from in profiles {
-                merge_samples(&mut fs, from);
-            }
-            (Context::base(name), fs)
-        })
-        .collect();
-    Profile {
-        kind: crate::profile::ProfileKind { context_sensitive: false, ..profile.kind },
-        functions: merged.into_iter().collect(),
-        symbol_list: None,
-    }
+    profiles.sort_by(|(a, _), (b, _)| a.len().cmp(&b.len()).then_with(|| path_order(a, b)));
 }
 
 #[cfg(test)]
@@ -581,6 +596,25 @@ mod tests {
                 (text.join(" @ "), fs.total_samples, fs.body[&LineLocation::new(1, 0)].count)
             })
             .collect()
+    }
+
+    /// The context-less merge sums every context of a function; when checksums differ the
+    /// breadth-first first profile (the shorter context here, though it sorts after the longer
+    /// one in map order) wins and the mismatching one is left out, as LLVM's merge refuses it.
+    #[test]
+    fn context_less_merge_sums_in_breadth_first_order() {
+        let mut p = profile(&[(&[("a", 1), ("g", 0)], 5), (&[("g", 0)], 2), (&[("h", 0)], 1)]);
+        let merged = |p: &Profile| -> Vec<(String, u64, Option<u64>)> {
+            (context_less_profile(p).functions.values())
+                .map(|fs| (fs.name.to_string(), fs.total_samples, fs.checksum))
+                .collect()
+        };
+        assert_eq!(merged(&p), [("g".to_string(), 7, None), ("h".to_string(), 1, None)]);
+        for (checksum, fs) in [7, 9].into_iter().zip(p.functions.values_mut()) {
+            fs.checksum = Some(checksum);
+        }
+        // Map order: `a:1 @ g` (checksum 7), then `g` (checksum 9).
+        assert_eq!(merged(&p)[0], ("g".to_string(), 2, Some(9)));
     }
 
     /// Contexts of `f` under other functions move to the top level with their callees,
