@@ -1,13 +1,15 @@
 //! x86-64 disassembly the way llvm-profgen does it (reference §3.2): every symbol of an
 //! executable section is decoded from its address to the next symbol's (or the section end);
 //! `.plt*` sections and bytes before a section's first symbol are not decoded; an undecodable
-//! byte is skipped and counted as invalid.
+//! byte is skipped and counted as invalid. The common encodings' lengths and kinds come from
+//! [`x86_length`]'s table, the rest from capstone (whose iterator also prints each
+//! instruction's text, most of the cost); the dump prints through capstone.
 //!
 //! In: ELF sections and symbols. Out: [`Code`], sorted per-instruction arrays (address, size,
 //! kind) plus the derived sets the profile builders query by binary search.
 
-use super::InstKind;
 use super::elf::{self, Elf, Symbol};
+use super::{InstKind, x86_length};
 use capstone::arch::x86::{ArchMode, ArchSyntax, X86Insn};
 use capstone::prelude::*;
 use object::{Object, ObjectSection, SectionIndex};
@@ -158,51 +160,56 @@ pub enum DecodedInsn<'a> {
     Invalid,
 }
 
-/// Walks the instructions of symbol `i` of `sec` exactly like llvm-profgen's
-/// `dissassembleSymbol`: bytes up to the section end are offered to the decoder, so an
-/// instruction may run past the next symbol's start.
-pub fn walk_symbol(cs: &Capstone, sec: &TextSection<'_>, i: usize, mut f: impl FnMut(Decoded<'_>)) {
+/// Walks the instruction starts of symbol `i` of `sec` exactly like llvm-profgen's
+/// `dissassembleSymbol`: `step(addr, bytes)` gets the bytes from `addr` up to the section end
+/// (so an instruction may run past the next symbol's start) and returns the size of the
+/// instruction it decoded there, 1 for an undecodable byte.
+fn walk_starts<'data>(
+    sec: &TextSection<'data>,
+    i: usize,
+    mut step: impl FnMut(u64, &'data [u8]) -> u64,
+) {
     let sec_end = sec.addr + sec.bytes.len() as u64;
     let start = sec.symbols[i].addr;
     let next = sec.symbols.get(i + 1).map_or(sec_end, |s| s.addr).min(sec_end);
     if start < sec.addr {
         return;
     }
+    let mut addr = start;
+    while addr < next {
+        addr += step(addr, &sec.bytes[(addr - sec.addr) as usize..]).max(1);
+    }
+}
+
+/// LLVM's disassembler decodes a `lock` prefix as an instruction of its own.
+fn is_lock_prefix(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&0xf0)
+}
+
+/// Walks the instructions of symbol `i` of `sec` as capstone decodes them (see
+/// [`walk_starts`]).
+pub fn walk_symbol(cs: &Capstone, sec: &TextSection<'_>, i: usize, mut f: impl FnMut(Decoded<'_>)) {
     let Ok(mut iter) = cs.disasm_iter(&[], 0) else {
         return;
     };
-    let mut addr = start;
-    let mut restart = true;
-    while addr < next {
-        let rest = &sec.bytes[(addr - sec.addr) as usize..];
-        if rest.first() == Some(&0xf0) {
+    walk_starts(sec, i, |addr, bytes| {
+        if is_lock_prefix(bytes) {
             f(Decoded { addr, size: 1, insn: DecodedInsn::LockPrefix });
-            addr += 1;
-            restart = true;
-            continue;
+            return 1;
         }
-        if restart {
-            iter.reset(rest, addr);
-            restart = false;
-        }
+        iter.reset(bytes, addr);
         match iter.next() {
             Some(insn) => {
                 let size = insn.len() as u64;
                 f(Decoded { addr, size, insn: DecodedInsn::Insn(&insn) });
-                addr += size.max(1);
-                // The next instruction may start with a lock prefix; it is checked above
-                // against the bytes, and capstone's position must follow.
-                if sec.bytes.get((addr - sec.addr) as usize) == Some(&0xf0) {
-                    restart = true;
-                }
+                size
             }
             None => {
                 f(Decoded { addr, size: 1, insn: DecodedInsn::Invalid });
-                addr += 1;
-                restart = true;
+                1
             }
         }
-    }
+    });
 }
 
 /// Address, size, kind and direct target of one instruction.
@@ -210,6 +217,12 @@ type DecodedInst = (u64, u8, InstKind, Option<u64>);
 
 /// Decodes every text section, in parallel over chunks of symbols.
 pub fn decode(sections: &[TextSection<'_>]) -> Result<Code, String> {
+    decode_with(sections, true)
+}
+
+/// [`decode`], the common encodings by [`x86_length`] when `known_encodings`, all others (and
+/// all of them otherwise) by capstone.
+fn decode_with(sections: &[TextSection<'_>], known_encodings: bool) -> Result<Code, String> {
     use rayon::prelude::*;
     const SYMBOLS_PER_CHUNK: usize = 64;
     let chunks: Vec<(&TextSection<'_>, std::ops::Range<usize>)> = sections
@@ -232,19 +245,28 @@ pub fn decode(sections: &[TextSection<'_>]) -> Result<Code, String> {
                 let Some(cs) = cs else {
                     return (insts, invalid);
                 };
+                let Ok(mut iter) = cs.disasm_iter(&[], 0) else {
+                    return (insts, invalid);
+                };
                 for i in symbols.clone() {
-                    walk_symbol(cs, sec, i, |d| match d.insn {
-                        DecodedInsn::Insn(insn) => {
-                            let (kind, target) = classify(insn.id().0, insn.bytes(), d.addr);
-                            insts.push((
-                                d.addr,
-                                d.size.min(u64::from(u8::MAX)) as u8,
-                                kind,
-                                target,
-                            ));
-                        }
-                        DecodedInsn::LockPrefix => insts.push((d.addr, 1, InstKind::Other, None)),
-                        DecodedInsn::Invalid => invalid += 1,
+                    walk_starts(sec, i, |addr, bytes| {
+                        let (size, kind) = if is_lock_prefix(bytes) {
+                            (1, InstKind::Other)
+                        } else if let Some(known) =
+                            known_encodings.then(|| x86_length::decode(bytes)).flatten()
+                        {
+                            known
+                        } else {
+                            iter.reset(bytes, addr);
+                            let Some(insn) = iter.next() else {
+                                invalid += 1;
+                                return 1;
+                            };
+                            (insn.len(), classify(insn.id().0, insn.bytes(), addr))
+                        };
+                        let target = branch_target(kind, &bytes[..size], addr);
+                        insts.push((addr, size.min(usize::from(u8::MAX)) as u8, kind, target));
+                        size as u64
                     });
                 }
                 (insts, invalid)
@@ -267,31 +289,42 @@ pub fn decode(sections: &[TextSection<'_>]) -> Result<Code, String> {
     Ok(code)
 }
 
-/// Instruction kind from the capstone id, and the target of a direct call or jump.
-fn classify(id: u32, bytes: &[u8], addr: u64) -> (InstKind, Option<u64>) {
+/// Instruction kind from the capstone id (and, for a jump, whether it is direct).
+fn classify(id: u32, bytes: &[u8], addr: u64) -> InstKind {
     use X86Insn::*;
     let is = |x: X86Insn| id == x as u32;
     if is(X86_INS_CALL) || is(X86_INS_LCALL) {
-        let target = if is(X86_INS_CALL) { direct_target(bytes, addr, 0xe8) } else { None };
-        (InstKind::Call, target)
+        InstKind::Call
     } else if [X86_INS_RET, X86_INS_RETF, X86_INS_RETFQ, X86_INS_IRET, X86_INS_IRETD, X86_INS_IRETQ]
         .iter()
         .any(|&x| is(x))
     {
-        (InstKind::Return, None)
+        InstKind::Return
     } else if is(X86_INS_JMP) {
-        match direct_target(bytes, addr, 0xe9).or_else(|| direct_target(bytes, addr, 0xeb)) {
-            Some(t) => (InstKind::DirectJump, Some(t)),
-            None => (InstKind::IndirectJump, None),
+        match branch_target(InstKind::DirectJump, bytes, addr) {
+            Some(_) => InstKind::DirectJump,
+            None => InstKind::IndirectJump,
         }
     } else if is(X86_INS_LJMP) {
-        (InstKind::IndirectJump, None)
+        InstKind::IndirectJump
     } else if (X86_INS_JAE as u32..=X86_INS_JS as u32).contains(&id)
         || [X86_INS_LOOP, X86_INS_LOOPE, X86_INS_LOOPNE, X86_INS_XBEGIN].iter().any(|&x| is(x))
     {
-        (InstKind::ConditionalJump, conditional_target(bytes, addr))
+        InstKind::ConditionalJump
     } else {
-        (InstKind::Other, None)
+        InstKind::Other
+    }
+}
+
+/// The target of a direct call or jump of kind `kind` at `addr` encoded as `bytes`.
+fn branch_target(kind: InstKind, bytes: &[u8], addr: u64) -> Option<u64> {
+    match kind {
+        InstKind::Call => direct_target(bytes, addr, 0xe8),
+        InstKind::DirectJump => {
+            direct_target(bytes, addr, 0xe9).or_else(|| direct_target(bytes, addr, 0xeb))
+        }
+        InstKind::ConditionalJump => conditional_target(bytes, addr),
+        _ => None,
     }
 }
 
@@ -580,7 +613,7 @@ fn llvm_operands(ops: &str, id: u32, mnemonic: &str, insn_bytes: &[u8]) -> Strin
     };
     let is_branch_target = !ops.starts_with('$') && !ops.contains('(') && !ops.contains('%');
     let relative = [X86Insn::X86_INS_CALL, X86Insn::X86_INS_JMP].iter().any(|&x| id == x as u32)
-        || classify(id, &[], 0).0 == InstKind::ConditionalJump;
+        || classify(id, &[], 0) == InstKind::ConditionalJump;
     if relative && is_branch_target {
         return ops.to_string();
     }
@@ -654,7 +687,8 @@ mod tests {
         let insns = cs.disasm_count(bytes, 0x1000, 1).unwrap();
         let insn = insns.iter().next().unwrap();
         assert_eq!(insn.len(), bytes.len());
-        classify(insn.id().0, insn.bytes(), 0x1000)
+        let kind = classify(insn.id().0, insn.bytes(), 0x1000);
+        (kind, branch_target(kind, insn.bytes(), 0x1000))
     }
 
     /// The bucket index finds what a binary search over all instructions finds, for code packed
@@ -741,6 +775,127 @@ mod tests {
             symbols: vec![symbol],
         };
         decode(std::slice::from_ref(&sec)).unwrap()
+    }
+
+    /// Capstone's length and kind of the instruction at the start of `bytes`, if it decodes.
+    fn capstone_decode(cs: &Capstone, bytes: &[u8]) -> Option<(usize, InstKind)> {
+        let insns = cs.disasm_count(bytes, 0x1000, 1).ok()?;
+        let insn = insns.iter().next()?;
+        Some((insn.len(), classify(insn.id().0, insn.bytes(), 0x1000)))
+    }
+
+    /// Every encoding `x86_length` accepts (under each prefix set and REX, with every ModRM
+    /// byte and SIB form its opcode takes) has capstone's length and kind, and none of its
+    /// truncations is accepted.
+    #[test]
+    fn known_encodings_decode_as_capstone_does() {
+        let cs = capstone(false).unwrap();
+        let prefixes: [&[u8]; 5] =
+            [&[], &[0x66], &[0x2e], &[0x66, 0x2e], &[0x66, 0x66, 0x66, 0x2e]];
+        let rexes: [&[u8]; 5] = [&[], &[0x40], &[0x41], &[0x48], &[0x4f]];
+        // After the ModRM byte: a SIB byte without (0x00) or with (0x25) a disp32 base, then
+        // displacement and immediate bytes.
+        let tail = [0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11, 0x99, 0xaa, 0xbb, 0xcc];
+        let opcodes = (0..=255u8).map(|o| vec![o]).chain((0..=255u8).map(|o| vec![0x0f, o]));
+        let mut checked = 0;
+        for op in opcodes {
+            for (pfx, rex) in prefixes.iter().flat_map(|p| rexes.iter().map(move |r| (p, r))) {
+                let at = |modrm: u8, sib: u8| [pfx, rex, &op[..], &[modrm, sib], &tail].concat();
+                // An opcode without a ModRM byte decodes the same whatever follows it.
+                let plain = x86_length::decode(&at(0x05, 0)).is_some()
+                    && x86_length::decode(&at(0x05, 0)) == x86_length::decode(&at(0xc0, 0));
+                for modrm in 0..=255u8 {
+                    for sib in [0x00, 0x25] {
+                        if (plain && (modrm, sib) != (0, 0))
+                            || (sib == 0x25 && (modrm & 7 != 4 || modrm >> 6 == 3))
+                        {
+                            continue;
+                        }
+                        let bytes = at(modrm, sib);
+                        let Some(known) = x86_length::decode(&bytes) else { continue };
+                        assert_eq!(Some(known), capstone_decode(&cs, &bytes), "{bytes:02x?}");
+                        assert_eq!(x86_length::decode(&bytes[..known.0 - 1]), None, "{bytes:02x?}");
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 1_000_000, "{checked} encodings checked");
+    }
+
+    /// The ELF files to compare the decoders on: the bench binaries ($PROFGEN_BENCH_DIR,
+    /// default ~/.cache/profgen/bench, as scripts/bench builds them; absent ones are skipped)
+    /// and every ELF file of the corpus.
+    fn elf_files() -> Vec<std::path::PathBuf> {
+        let bench =
+            std::env::var_os("PROFGEN_BENCH_DIR").map(std::path::PathBuf::from).or_else(|| {
+                std::env::var_os("HOME")
+                    .map(|h| std::path::Path::new(&h).join(".cache/profgen/bench"))
+            });
+        let mut files: Vec<_> = [
+            "lua-cs.bin/lua",
+            "sqlite-cs.bin/sqlite-bench",
+            "sqlite-dwarf.bin/sqlite-bench",
+            "profgen-debug",
+            "workload",
+        ]
+        .iter()
+        .filter_map(|name| Some(bench.as_ref()?.join(name)))
+        .filter(|p| p.exists())
+        .collect();
+        let mut dirs = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("perf-samples")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if is_elf(&path) {
+                    files.push(path);
+                }
+            }
+        }
+        files.sort();
+        files
+    }
+
+    fn is_elf(path: &std::path::Path) -> bool {
+        use std::io::Read;
+        let mut magic = [0; 4];
+        std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic)).is_ok()
+            && &magic == b"\x7fELF"
+    }
+
+    /// Decoding with `x86_length` gives capstone's instructions, kinds, targets and invalid
+    /// bytes over the whole text of every bench and corpus binary; and at every byte offset
+    /// of their first 256 KiB of each text section (instructions that were never emitted,
+    /// made of other instructions' bytes), what `x86_length` accepts is what capstone decodes.
+    #[test]
+    fn binaries_decode_as_with_capstone_alone() {
+        let cs = capstone(false).unwrap();
+        let files = elf_files();
+        assert!(files.len() >= 20, "corpus binaries missing: {files:?}");
+        for path in files {
+            let data = std::fs::read(&path).unwrap();
+            let Ok(obj) = elf::parse(&data) else { continue };
+            let symbols = elf::symbols(&obj);
+            let sections = text_sections(&obj, &symbols).unwrap();
+            let fields =
+                |c: Code| (c.addrs, c.sizes, c.kinds, c.uncond, c.branch_targets, c.invalid_bytes);
+            assert_eq!(
+                fields(decode_with(&sections, true).unwrap()),
+                fields(decode_with(&sections, false).unwrap()),
+                "{}",
+                path.display()
+            );
+            for sec in sections.iter().filter(|s| !s.skipped) {
+                for off in 0..sec.bytes.len().min(256 << 10) {
+                    let bytes = &sec.bytes[off..];
+                    if let Some(known) = x86_length::decode(bytes) {
+                        assert_eq!(Some(known), capstone_decode(&cs, bytes), "{bytes:02x?}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub mod elf;
 pub mod probes;
 pub mod shape;
 pub mod store;
+mod x86_length;
 
 pub use code_view::CodeView;
 pub use disasm::DumpOptions;
