@@ -17,7 +17,7 @@
 use crate::addr::Vaddr;
 use crate::aggregate::{ContextCounters, ContextKey, Counters};
 use crate::binary::probes::{NodeId, Probe, ProbeInfo, ProbeType};
-use crate::binary::{CodeView, FuncId, InstKind};
+use crate::binary::{CodeView, FuncId, FuncRange, InstKind};
 use crate::llvm::discriminator::{base_discriminator, duplication_factor};
 use crate::llvm::{ContextFrame, ContextShape, FuncName, LineLocation, canonical_fn_name};
 use crate::profile::model::attr;
@@ -501,7 +501,8 @@ impl SampledLeaves {
 
     /// Tail-call inference for every leaf function, queried in the order the builder meets
     /// them. A query depends on the leaf only through its function, and a repeated query
-    /// changes no cache, so one per function gives the sequential builder's results.
+    /// changes no cache, so one per function gives the sequential builder's results; the
+    /// calling context's own pairs of frames are the same for every leaf, inferred once.
     fn infer<C: CodeView + ?Sized>(
         &self,
         code: &C,
@@ -509,16 +510,30 @@ impl SampledLeaves {
         sites: &[Vaddr],
     ) -> InferredSites {
         let mut out = InferredSites::default();
+        let Some(&last) = sites.last() else {
+            // No call site: nothing to infer above the leaf.
+            return out;
+        };
+        let mut prefix = Vec::with_capacity(sites.len());
+        for w in sites.windows(2) {
+            inferrer.infer_between(code, w[0], w[1], &mut prefix);
+        }
         let leaves = self.blocks.iter().map(|(p, _)| p).chain(self.calls.iter().map(|(p, ..)| p));
+        // The range of the last leaf's function: most leaves follow one in the same function.
+        let mut seen = None;
         for leaf in leaves {
-            let func = code.func_range(leaf.addr).map(|r| r.func);
+            if seen.as_ref().is_some_and(|r: &FuncRange| r.start <= leaf.addr && leaf.addr < r.end)
+            {
+                continue;
+            }
+            let range = code.func_range(leaf.addr);
+            let func = range.as_ref().map(|r| r.func);
+            seen = range;
             if out.by_func.iter().any(|(f, _)| *f == func) {
                 continue;
             }
-            let mut with_leaf = sites.to_vec();
-            with_leaf.push(leaf.addr);
-            let mut ctx = inferrer.infer(code, &with_leaf);
-            ctx.pop();
+            let mut ctx = prefix.clone();
+            inferrer.infer_between(code, last, leaf.addr, &mut ctx);
             out.by_func.push((func, ctx));
         }
         out
@@ -835,6 +850,10 @@ pub struct MissingFrameInferrer {
     visiting: BTreeSet<FuncId>,
     unique_paths: BTreeMap<(FuncId, FuncId), Vec<Vaddr>>,
     non_unique_paths: BTreeMap<(FuncId, FuncId), u64>,
+    /// The sites inferred between each (call site, next frame's address) queried: a query's
+    /// result is fixed by its first run (a repeated one finds the searches it made cached, and
+    /// changes no cache), and contexts repeat their callers' pairs.
+    between: HashMap<(Vaddr, Vaddr), Vec<Vaddr>>,
 }
 
 impl MissingFrameInferrer {
@@ -877,6 +896,7 @@ impl MissingFrameInferrer {
             visiting: BTreeSet::new(),
             unique_paths: BTreeMap::new(),
             non_unique_paths: BTreeMap::new(),
+            between: HashMap::new(),
         };
         for (from, targets) in calls {
             for f in targets.into_iter().filter_map(func_of) {
@@ -909,6 +929,7 @@ impl MissingFrameInferrer {
         out
     }
 
+    /// Pushes `from` onto `path`, then the tail-call sites inferred between it and `to`.
     fn infer_between<C: CodeView + ?Sized>(
         &mut self,
         code: &C,
@@ -917,6 +938,23 @@ impl MissingFrameInferrer {
         path: &mut Vec<Vaddr>,
     ) {
         path.push(from);
+        let pos = path.len();
+        if let Some(sites) = self.between.get(&(from, to)) {
+            path.extend_from_slice(sites);
+            return;
+        }
+        self.search_between(code, from, to, path);
+        self.between.insert((from, to), path[pos..].to_vec());
+    }
+
+    /// [`Self::infer_between`]'s search, `from` pushed.
+    fn search_between<C: CodeView + ?Sized>(
+        &mut self,
+        code: &C,
+        from: Vaddr,
+        to: Vaddr,
+        path: &mut Vec<Vaddr>,
+    ) {
         let pos = path.len();
         let Some(to_func) = code.func_range(to).map(|r| r.func) else { return };
         let Some(callees) = self.call_edges.get(&from) else { return };

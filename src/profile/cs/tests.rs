@@ -425,6 +425,11 @@ fn missing_frame_inference_requires_a_unique_path() {
         inf.infer(&code, &[v(0x100), v(0x500)]),
         vec![v(0x100), v(0x204), v(0x300), v(0x500)]
     );
+    // Asked again (answered by the pair's first result): the same frames.
+    assert_eq!(
+        inf.infer(&code, &[v(0x100), v(0x500)]),
+        vec![v(0x100), v(0x204), v(0x300), v(0x500)]
+    );
     // A second route through k makes the path ambiguous: nothing is inserted.
     cc.by_context.insert(addrs(&[0x100]), counters(&[], &[(0x208, 0x400, 1), (0x400, 0x500, 1)]));
     let mut inf = MissingFrameInferrer::new(&code, &cc, u32::MAX - 1);
