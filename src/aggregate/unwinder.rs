@@ -809,7 +809,10 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             } else if let Some(BranchKind::Other(inst)) = kind {
                 if st.tail_frames && is_tail_jump(self.code, br, inst) {
                     st.tail_jump(br.source);
-                } else {
+                } else if !self.opts.probe_based {
+                    // Probe-based counts go to the caller's frame: a leaf frame at the jump
+                    // would count nothing and have no callees (a return switches to the call
+                    // site first), so the walk stays in the frame it has.
                     st.switch_to(br.source);
                 }
                 st.ip = br.source;
