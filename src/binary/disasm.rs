@@ -20,8 +20,10 @@ pub struct Code {
     pub addrs: Vec<u64>,
     pub sizes: Vec<u8>,
     pub kinds: Vec<InstKind>,
-    /// Addresses of calls, returns and direct unconditional jumps (llvm-profgen's `UncondSet`).
-    pub uncond: Vec<u64>,
+    /// `uncond_rank[i]`: how many of the first `i` instructions are calls, returns or direct
+    /// unconditional jumps (llvm-profgen's `UncondSet`); one more entry than instructions, so
+    /// that whether a range holds one is two lookups.
+    pub uncond_rank: Vec<u32>,
     /// `(address, target)` of every direct call, direct jump and conditional jump, sorted by
     /// address.
     pub branch_targets: Vec<(u64, u64)>,
@@ -283,7 +285,13 @@ fn decode_with(sections: &[TextSection<'_>], known_encodings: bool) -> Result<Co
     code.addrs = insts.iter().map(|i| i.0).collect();
     code.sizes = insts.iter().map(|i| i.1).collect();
     code.kinds = insts.iter().map(|i| i.2).collect();
-    code.uncond = insts.iter().filter(|i| i.2.is_unconditional()).map(|i| i.0).collect();
+    let mut uncond = 0u32;
+    code.uncond_rank = std::iter::once(0)
+        .chain(insts.iter().map(|i| {
+            uncond = uncond.saturating_add(u32::from(i.2.is_unconditional()));
+            uncond
+        }))
+        .collect();
     code.branch_targets = insts.iter().filter_map(|i| Some((i.0, i.3?))).collect();
     code.index = AddrIndex::new(&code.addrs);
     Ok(code)
@@ -879,8 +887,9 @@ mod tests {
             let Ok(obj) = elf::parse(&data) else { continue };
             let symbols = elf::symbols(&obj);
             let sections = text_sections(&obj, &symbols).unwrap();
-            let fields =
-                |c: Code| (c.addrs, c.sizes, c.kinds, c.uncond, c.branch_targets, c.invalid_bytes);
+            let fields = |c: Code| {
+                (c.addrs, c.sizes, c.kinds, c.uncond_rank, c.branch_targets, c.invalid_bytes)
+            };
             assert_eq!(
                 fields(decode_with(&sections, true).unwrap()),
                 fields(decode_with(&sections, false).unwrap()),

@@ -410,8 +410,9 @@ impl Binary {
     }
     /// Whether a call, return or direct unconditional jump starts in [start, end).
     pub fn range_crosses_uncond_branch(&self, start: Vaddr, end: Vaddr) -> bool {
-        let i = self.code.uncond.partition_point(|&x| x < start.0);
-        self.code.uncond.get(i).is_some_and(|&x| x < end.0)
+        // More of them start before `end` than before `start`.
+        let rank = |a: Vaddr| self.code.uncond_rank.get(self.code.lower_bound(a.0)).copied();
+        start < end && rank(end) > rank(start)
     }
     /// The call instruction before return address `ret`, if the instruction before it is a call
     /// ([`Vaddr::EXTERNAL`] maps to itself, as in llvm-profgen).
