@@ -174,14 +174,18 @@ pub fn finish_profile(
     opts: &OutputOptions,
     report: &mut RunReport,
 ) -> Result<(), Error> {
-    // The binary's anchors depend only on which functions the profile can name: read while the
-    // post-passes run.
-    let wanted = opts.zero_count_anchors.then(|| postpass::anchored_functions(&profile));
-    let (post, anchors) = rayon::join(
-        || postpass::run(binary, counters, &mut profile, &opts.postpass, &opts.summary),
+    // The binary's anchors depend only on which functions the fresh profile can name: those
+    // are read beside the post-passes' inputs, the anchors beside the post-passes (mostly the
+    // pre-inliner, on one thread).
+    let (prepared, wanted) = rayon::join(
+        || postpass::prepare(binary, counters, &profile, &opts.postpass, &opts.summary),
+        || opts.zero_count_anchors.then(|| postpass::anchored_functions(&profile)),
+    );
+    let prepared = prepared?;
+    let (_, anchors) = rayon::join(
+        || postpass::apply(&mut profile, prepared, &opts.postpass),
         || wanted.map(|wanted| binary.anchors(&|name| wanted.contains(name))),
     );
-    post?;
     if opts.populate_profile_symbol_list {
         profile.symbol_list = Some(profile::symbol_list(binary));
     }

@@ -2,12 +2,14 @@
 //!
 //! In: the [`Profile`] from [`crate::profile`] (flat CS contexts, or nested non-CS profiles) with
 //! the counters and binary it was built from, the [`PostPassOptions`] and the summary options.
-//! [`run`] computes the summary [`Thresholds`] and, for the pre-inliner's context costs, a
-//! [`ContextSizeOracle`]: the profile stage's
+//! [`prepare`] reads the fresh profile: the summary [`Thresholds`] and, for the pre-inliner's
+//! context costs, a [`ContextSizeOracle`]: the profile stage's
 //! [`ContextSizeTracker`](crate::profile::context_size::ContextSizeTracker), filled from the
 //! binary's code under each inline context, or
 //! [`NoContextSizes`](crate::profile::context_size::NoContextSizes) when sizes come from the
-//! profile. Out: the same profile, reshaped in place, and [`PostPassStats`] of what changed.
+//! profile. Out: the same profile, reshaped in place by [`apply`], and [`PostPassStats`] of what
+//! changed. The two are apart so that a caller can read the fresh profile beside the first and do
+//! other work beside the second.
 //!
 //! CS order (`CSProfileGenerator::postProcessProfiles`): pre-inliner → cold-context trim/merge →
 //! CS-to-nested conversion → drop `__cxx_global_var_init*` / `__tls_init*`. Non-CS order
@@ -131,23 +133,34 @@ pub struct PostPassStats {
     pub ambiguous_profiles_removed: usize,
 }
 
-/// The post-passes of `profile`, built from `counters` of `binary`: thresholds from the profile
-/// summary (of the context-less merge for CS profiles), the pre-inliner's context sizes from the
-/// binary when it uses them, then [`post_process_cs`] or [`post_process_non_cs`].
+/// What the post-passes read from a fresh profile, its counters and its binary ([`prepare`]),
+/// for [`apply`] to reshape the profile with.
+pub struct Prepared {
+    context_sensitive: bool,
+    thresholds: Thresholds,
+    /// The pre-inliner's context sizes from the binary, when it uses them.
+    sizes: Option<context_size::ContextSizeTracker>,
+}
+
+/// The inputs of the post-passes of `profile`, built from `counters` of `binary`: thresholds
+/// from the profile summary (of the context-less merge for CS profiles) and the pre-inliner's
+/// context sizes from the binary when it uses them. Only reads the profile, so other readers of
+/// the fresh profile may run beside it.
 ///
 /// The counters are dropped as soon as they are read, so that the post-passes reuse their
 /// memory instead of adding to the peak.
-pub fn run(
+pub fn prepare(
     binary: &Binary,
     counters: ContextCounters,
-    profile: &mut Profile,
+    profile: &Profile,
     opts: &PostPassOptions,
     summary: &SummaryOptions,
-) -> Result<PostPassStats, Error> {
-    if !counters.context_sensitive {
+) -> Result<Prepared, Error> {
+    let context_sensitive = counters.context_sensitive;
+    if !context_sensitive {
         drop(counters);
         let thresholds = thresholds(binary, profile, summary)?;
-        return Ok(post_process_non_cs(profile, opts, &thresholds));
+        return Ok(Prepared { context_sensitive, thresholds, sizes: None });
     }
     // The pre-inliner's context costs need every instruction of the profiled functions
     // symbolized; only pay for it when they are used.
@@ -155,12 +168,18 @@ pub fn run(
     let profiled = context_cost.then(|| context_size::profiled_functions(binary, &counters));
     drop(counters);
     let thresholds = thresholds(binary, &context_less_profile(profile), summary)?;
-    Ok(if let Some(profiled) = profiled {
-        let sizes = context_size::context_sizes(binary, &profiled);
-        post_process_cs(profile, opts, &thresholds, &sizes)
-    } else {
-        post_process_cs(profile, opts, &thresholds, &NoContextSizes)
-    })
+    let sizes = profiled.map(|profiled| context_size::context_sizes(binary, &profiled));
+    Ok(Prepared { context_sensitive, thresholds, sizes })
+}
+
+/// The post-passes: [`post_process_cs`] or [`post_process_non_cs`] with what [`prepare`] read.
+pub fn apply(profile: &mut Profile, prepared: Prepared, opts: &PostPassOptions) -> PostPassStats {
+    let Prepared { context_sensitive, thresholds, sizes } = prepared;
+    match (context_sensitive, &sizes) {
+        (false, _) => post_process_non_cs(profile, opts, &thresholds),
+        (true, Some(sizes)) => post_process_cs(profile, opts, &thresholds, sizes),
+        (true, None) => post_process_cs(profile, opts, &thresholds, &NoContextSizes),
+    }
 }
 
 /// Hot and cold count thresholds from the profile summary (`computeSummaryAndThreshold`) of a
