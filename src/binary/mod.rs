@@ -264,17 +264,33 @@ impl Binary {
         };
         let dwp_path = opts.dwp.clone().or_else(default_dwp);
         let dwp_data = dwp_path.as_deref().map(map_file).transpose()?;
-        // Disassembly and DWARF are independent; each is the bulk of the loading time.
-        let (code, debug) = rayon::join(
+        let load_probes = || match (opts.use_dwarf_correlation, &dbg_obj, &opts.debug_binary) {
+            (true, ..) => Ok(None),
+            // A binary stripped of its probes: upstream reads them from --debug-binary.
+            (false, Some(dbg), Some(dbg_path)) if !probes::ProbeInfo::present(&obj) => {
+                probes::ProbeInfo::load(dbg)
+                    .map_err(|what| Error::BadFile { path: dbg_path.clone(), what })
+            }
+            (false, ..) => probes::ProbeInfo::load(&obj).map_err(bad),
+        };
+        // Disassembly, DWARF and probes are independent; the first two are the bulk of the
+        // loading time.
+        let (code, (debug, probes)) = rayon::join(
             || disasm::decode(&sections),
             || {
-                let real = real_dwarf_path.as_deref().unwrap_or(dwarf_path);
-                let dir = real.parent().unwrap_or(Path::new("."));
-                let dwp = dwp_data.as_deref();
-                dwarf::DebugInfo::load(dbg_obj.as_ref().unwrap_or(&obj), dwp, base, dir)
+                rayon::join(
+                    || {
+                        let real = real_dwarf_path.as_deref().unwrap_or(dwarf_path);
+                        let dir = real.parent().unwrap_or(Path::new("."));
+                        let dwp = dwp_data.as_deref();
+                        dwarf::DebugInfo::load(dbg_obj.as_ref().unwrap_or(&obj), dwp, base, dir)
+                    },
+                    load_probes,
+                )
             },
         );
         let mut code = code.map_err(bad)?;
+        let probes = probes?;
         let mut warnings: Vec<String> =
             debug.warnings.iter().map(|w| format!("{}: {w}", dwarf_path.display())).collect();
 
@@ -285,15 +301,6 @@ impl Binary {
         warnings.extend(no_entry_warning(&debug.subprograms, &functions, &func_ranges));
         code.compute_prolog_epilog(func_ranges.iter().map(|r| r.start.0));
 
-        let probes = match (opts.use_dwarf_correlation, &dbg_obj, &opts.debug_binary) {
-            (true, ..) => None,
-            // A binary stripped of its probes: upstream reads them from --debug-binary.
-            (false, Some(dbg), Some(dbg_path)) if !probes::ProbeInfo::present(&obj) => {
-                probes::ProbeInfo::load(dbg)
-                    .map_err(|what| Error::BadFile { path: dbg_path.clone(), what })?
-            }
-            (false, ..) => probes::ProbeInfo::load(&obj).map_err(bad)?,
-        };
         if symbols.is_empty() && debug.is_empty() {
             warnings.push(format!(
                 "{}: no symbol table and no DWARF (a stripped binary?): profgen cannot tell its \

@@ -295,13 +295,28 @@ impl ProbeInfo {
         while !d.cur.at_end() {
             d.record(NodeId::ROOT, 0)?;
         }
-        let mut probes = d.probes;
-        probes.sort_by_key(|p| p.addr);
-        let mut by_node = probes.clone();
-        by_node.sort_by_key(|p| p.node);
-        let node_start = (0..=d.nodes.len() as u32)
-            .map(|n| by_node.partition_point(|p| p.node.0 < n) as u32)
-            .collect();
+        // By address, decode order within an address: (address, decode index) keys are
+        // distinct, so an unstable sort of them is the stable sort, without moving whole probes.
+        let mut keys: Vec<(u64, u32)> =
+            d.probes.iter().enumerate().map(|(i, p)| (p.addr.0, i as u32)).collect();
+        keys.sort_unstable();
+        let probes: Vec<Probe> = keys.iter().map(|&(_, i)| d.probes[i as usize]).collect();
+        // Grouped by node (dense ids) with a counting sort, address order within a node.
+        let mut node_start = vec![0u32; d.nodes.len() + 1];
+        for p in &probes {
+            node_start[p.node.0 as usize + 1] += 1;
+        }
+        for n in 1..node_start.len() {
+            node_start[n] += node_start[n - 1];
+        }
+        let mut next = node_start.clone();
+        let mut order = vec![0u32; probes.len()];
+        for (i, p) in probes.iter().enumerate() {
+            let slot = &mut next[p.node.0 as usize];
+            order[*slot as usize] = i as u32;
+            *slot += 1;
+        }
+        let by_node = order.iter().map(|&i| probes[i as usize]).collect();
         Ok(ProbeInfo { descs, probes, nodes: d.nodes, by_node, node_start })
     }
 
