@@ -65,33 +65,88 @@ impl SampleStats {
 
 /// Distinct normalised call-stack samples are kept as compact byte keys: the stack length, then
 /// every address (stack leaf first, then the LBR entries' sources and targets, newest first) as
-/// the zigzag LEB128 delta from the previous one. Neighbouring addresses are close, so a key
-/// takes a few bytes per address instead of eight; memory is what bounds CS aggregation.
+/// the zigzag delta from the previous one. Neighbouring addresses are close, so a key takes a few
+/// bytes per address instead of eight; memory is what bounds CS aggregation. Values are prefix
+/// varints (7 bits a byte like LEB128, the length in the first byte's trailing zeros): written
+/// and read as one 8-byte word, without a loop per byte.
 pub mod key {
     use crate::addr::Branch;
     use crate::addr::Vaddr;
     use crate::aggregate::unwinder::HybridSample;
-    use crate::llvm::leb128::{read_uleb128, write_uleb128};
+
+    /// The most bytes a value takes: a zero byte, then the value's eight.
+    const MAX_LEN: usize = 9;
 
     /// Encodes `h` into `out` (cleared first).
     pub fn encode(h: &HybridSample, out: &mut Vec<u8>) {
+        // Room for the longest values, written in place and cut to what they took.
         out.clear();
-        // At most 10 bytes per LEB128 value: one reservation, no growth while writing.
-        out.reserve(10 * (1 + h.callchain.len() + 2 * h.branches.len()));
-        write_uleb128(out, h.callchain.len() as u64);
+        out.resize(MAX_LEN * (1 + h.callchain.len() + 2 * h.branches.len()), 0);
+        let mut at = put(out, 0, h.callchain.len() as u64);
         let mut prev = 0u64;
-        let mut put = |a: u64| {
-            let d = a.wrapping_sub(prev) as i64;
-            write_uleb128(out, ((d << 1) ^ (d >> 63)) as u64);
-            prev = a;
+        let mut put_addr = |out: &mut [u8], a: Vaddr| {
+            let d = a.0.wrapping_sub(prev) as i64;
+            prev = a.0;
+            at = put(out, at, ((d << 1) ^ (d >> 63)) as u64);
         };
-        for a in &h.callchain {
-            put(a.0);
+        for &a in &h.callchain {
+            put_addr(out, a);
         }
         for b in &h.branches {
-            put(b.source.0);
-            put(b.target.0);
+            put_addr(out, b.source);
+            put_addr(out, b.target);
         }
+        out.truncate(at);
+    }
+
+    /// Writes `z` at `at` in `out` (which has [`MAX_LEN`] bytes of room there); returns where it
+    /// ends. A value of `n` 7-bit groups (n ≤ 8) is `z << n` with bit `n - 1` set: its first
+    /// byte has `n - 1` trailing zeros. Longer ones are a zero byte and the eight bytes of `z`.
+    #[inline(always)]
+    fn put(out: &mut [u8], at: usize, z: u64) -> usize {
+        let Some(room) = out.get_mut(at..).and_then(|r| r.first_chunk_mut::<MAX_LEN>()) else {
+            return at;
+        };
+        let n = LEN[(z | 1).ilog2() as usize];
+        if n == MAX_LEN {
+            room[0] = 0;
+            room[1..].copy_from_slice(&z.to_le_bytes());
+        } else {
+            room[..8].copy_from_slice(&((z << n) | (1 << (n - 1))).to_le_bytes());
+        }
+        at + n
+    }
+
+    /// The bytes [`put`] writes for a value whose highest set bit is `i`: a table rather than a
+    /// division by 7.
+    const LEN: [usize; 64] = {
+        let mut len = [MAX_LEN; 64];
+        let mut i = 0;
+        while i < 56 {
+            len[i] = i / 7 + 1;
+            i += 1;
+        }
+        len
+    };
+
+    /// The value [`put`] wrote at `*at`, moving `*at` past it; `None` at the end of `key`.
+    #[inline(always)]
+    fn get(key: &[u8], at: &mut usize) -> Option<u64> {
+        let rest = key.get(*at..)?;
+        let &first = rest.first()?;
+        let le = |bytes: &[u8]| bytes.iter().rev().fold(0, |w, &b| w << 8 | u64::from(b));
+        if first == 0 {
+            *at += MAX_LEN;
+            return rest.get(1..MAX_LEN).map(le);
+        }
+        let n = first.trailing_zeros() as usize + 1;
+        let word = match rest.first_chunk::<8>() {
+            Some(w) => u64::from_le_bytes(*w),
+            // The last values of a key: fewer than eight bytes left.
+            None => le(rest.get(..n)?),
+        };
+        *at += n;
+        Some((word >> n) & (u64::MAX >> (64 - 7 * n)))
     }
 
     /// The sample [`encode`] stored, into `out`, whose vectors keep their capacity from sample to
@@ -121,7 +176,7 @@ pub mod key {
         fn new(key: &'k [u8], callchain: &mut Vec<Vaddr>) -> Self {
             let mut r = Reader { key, at: 0, prev: 0 };
             // Keys are only ever made by `encode`, so they are well-formed.
-            let n_stack = read_uleb128(key, &mut r.at).unwrap_or(0) as usize;
+            let n_stack = get(key, &mut r.at).unwrap_or(0) as usize;
             callchain.clear();
             for _ in 0..n_stack {
                 let Some(a) = r.next() else { break };
@@ -130,8 +185,9 @@ pub mod key {
             r
         }
 
+        #[inline]
         fn next(&mut self) -> Option<Vaddr> {
-            let z = read_uleb128(self.key, &mut self.at).ok()?;
+            let z = get(self.key, &mut self.at)?;
             let d = ((z >> 1) as i64) ^ -((z & 1) as i64);
             self.prev = self.prev.wrapping_add(d as u64);
             Some(Vaddr(self.prev))
@@ -172,6 +228,36 @@ pub mod key {
             encode(&near, &mut k);
             assert_eq!(k.len(), 1 + 4 + 1 + 1);
             assert_eq!(decode(&k), near);
+        }
+
+        #[test]
+        fn values_take_a_byte_per_seven_bits() {
+            let mut out = [0xff; 2 * MAX_LEN];
+            for (z, len) in [
+                (0, 1),
+                (127, 1),
+                (128, 2),
+                (0x3fff, 2),
+                (0x4000, 3),
+                (0x1234_5678, 5),
+                ((1 << 56) - 1, 8),
+                (1 << 56, 9),
+                (u64::MAX, 9),
+            ] {
+                // Written before another value, and as the last bytes of a key.
+                let end = put(&mut out, 0, z);
+                assert_eq!(end, len, "{z:#x}");
+                assert_eq!(put(&mut out, end, 5), end + 1);
+                let mut at = 0;
+                assert_eq!(get(&out, &mut at), Some(z), "{z:#x}");
+                assert_eq!((at, get(&out, &mut at)), (len, Some(5)));
+                at = 0;
+                assert_eq!(get(&out[..len], &mut at), Some(z), "{z:#x} at the end");
+                assert_eq!((at, get(&out[..len], &mut at)), (len, None));
+            }
+            // The prefix: n - 1 trailing zeros in the first byte of n.
+            assert_eq!(put(&mut out, 0, 0x80), 2);
+            assert_eq!(out[..2], [0x02, 0x02]);
         }
     }
 }
