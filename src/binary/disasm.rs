@@ -411,16 +411,26 @@ impl Code {
         }
     }
 
-    /// llvm-profgen's `getIndexForAddr`: first instruction at or after `a`.
+    /// llvm-profgen's `getIndexForAddr`: first instruction at or after `a`. Where code is dense
+    /// a table read and a bit count, inlined into the callers (several per LBR entry).
     #[inline]
     pub fn lower_bound(&self, a: u64) -> usize {
+        let ix = &self.index;
+        if let Some((w, bit)) = ix.bit(a) {
+            // `bit` is only found for `a` at or above `base`, in 64-byte buckets.
+            let k = (a.wrapping_sub(ix.base) >> 6) as usize;
+            return ix.starts[k] as usize + (w & ((1 << bit) - 1)).count_ones() as usize;
+        }
+        self.lower_bound_sparse(a)
+    }
+
+    /// [`Self::lower_bound`] outside the bitmaps: a search within the address's bucket.
+    #[inline(never)]
+    fn lower_bound_sparse(&self, a: u64) -> usize {
         let ix = &self.index;
         let Some(k) = a.checked_sub(ix.base).map(|off| (off >> ix.shift) as usize) else {
             return 0;
         };
-        if let Some((w, bit)) = ix.bit(a) {
-            return ix.starts[k] as usize + (w & ((1 << bit) - 1)).count_ones() as usize;
-        }
         match (ix.starts.get(k), ix.starts.get(k + 1)) {
             (Some(&lo), Some(&hi)) => {
                 let (lo, hi) = (lo as usize, hi as usize);
