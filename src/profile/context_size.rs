@@ -21,9 +21,7 @@ use crate::aggregate::{ContextCounters, ContextKey};
 use crate::binary::probes::{NodeId as ProbeNodeId, ProbeInfo};
 use crate::binary::{Binary, FuncId, InlineSite, SourceFrame};
 use crate::llvm::discriminator::probe_index_from_discriminator;
-use crate::llvm::{
-    ContextFrame, FuncName, LineLocation, callsite_hash, callsite_hash_from_guid, md5_guid,
-};
+use crate::llvm::{ContextFrame, FuncName, LineLocation, callsite_hash_from_guid, md5_guid};
 use crate::profile::VecMap;
 
 /// Size of a function's machine code under a calling context, from the binary
@@ -53,6 +51,9 @@ pub struct ContextSizeTracker {
     /// stacks share one name per function, so each is hashed once, not once per instruction
     /// context. The name is kept so that its address stays its own.
     guids: HashMap<usize, (FuncName, u64)>,
+    /// The same GUIDs by text, for queries: the pre-inliner's contexts name functions with
+    /// other allocations, and a name never recorded has no node.
+    names: HashMap<FuncName, u64>,
 }
 
 #[derive(Debug, Default)]
@@ -66,7 +67,11 @@ struct SizeNode {
 
 impl Default for ContextSizeTracker {
     fn default() -> Self {
-        ContextSizeTracker { nodes: vec![SizeNode::default()], guids: HashMap::new() }
+        ContextSizeTracker {
+            nodes: vec![SizeNode::default()],
+            guids: HashMap::new(),
+            names: HashMap::new(),
+        }
     }
 }
 
@@ -95,7 +100,11 @@ impl ContextSizeTracker {
             let guid = self
                 .guids
                 .entry(frame.func.as_ptr() as usize)
-                .or_insert_with(|| (frame.func.clone(), md5_guid(&frame.func)))
+                .or_insert_with(|| {
+                    let guid = md5_guid(&frame.func);
+                    self.names.insert(frame.func.clone(), guid);
+                    (frame.func.clone(), guid)
+                })
                 .1;
             let key = (callsite_hash_from_guid(guid, loc), frame.func.clone(), loc);
             node = match self.nodes[node].children.get(&key) {
@@ -112,7 +121,8 @@ impl ContextSizeTracker {
     }
 
     fn child(&self, node: usize, func: &str, loc: LineLocation) -> Option<usize> {
-        let key = (callsite_hash(func, loc), FuncName::from(func), loc);
+        let (name, &guid) = self.names.get_key_value(func)?;
+        let key = (callsite_hash_from_guid(guid, loc), name.clone(), loc);
         self.nodes[node].children.get(&key).copied()
     }
 }
@@ -341,6 +351,7 @@ fn location_stack(stack: &[SourceFrame], probe_discriminators: bool) -> Vec<Cont
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llvm::callsite_hash;
 
     /// `"main:3 @ foo:2.1 @ bar"` → frames, root first.
     fn ctx(s: &str) -> Vec<ContextFrame> {
