@@ -418,6 +418,7 @@ where
                         leaf_contexts: HashMap::new(),
                         shared_names: &shared_names,
                         names: HashMap::new(),
+                        name_table: Vec::new(),
                         call_probes: HashMap::new(),
                         inline_contexts: HashMap::new(),
                         buffers: Default::default(),
@@ -547,11 +548,12 @@ struct InferredSites {
     by_func: Vec<(Option<FuncId>, Vec<Vaddr>)>,
 }
 
-/// A profile context resolved for one leaf probe.
-struct ProbeContext {
-    frames: Context,
-    was_inlined: bool,
-    checksum: u64,
+/// A context frame while a leaf context is resolved: the function is an index into the run's
+/// names ([`ProbeCsBuilder::name`]), so that frames compare, hash and copy as integers.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Frame {
+    name: u32,
+    loc: LineLocation,
 }
 
 /// A leaf probe's context as the builder uses it: the slot of its profile (whose context
@@ -572,13 +574,15 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     /// and resolving (inline chains, recursion compression) is the costly part.
     leaf_contexts: HashMap<(Option<FuncId>, NodeId), (Option<LeafProfile>, u64)>,
     shared_names: &'a SharedNames,
-    names: HashMap<u64, Option<FuncName>>,
+    /// [`Self::name`]'s index by GUID, into `name_table`.
+    names: HashMap<u64, Option<u32>>,
+    name_table: Vec<FuncName>,
     /// [`ProbeView::call_probe_at`] by call site, for the run.
     call_probes: HashMap<Vaddr, Option<Probe>>,
     /// [`Self::push_inline_context`]'s expansion by inline node, for the run.
     inline_contexts: HashMap<NodeId, Option<InlineContext>>,
     /// The call probes and frames of the context being resolved, reused.
-    buffers: (Vec<Probe>, Vec<ContextFrame>),
+    buffers: (Vec<Probe>, Vec<Frame>),
     /// [`Self::body_samples`]' batch, reused.
     bodies: Vec<(usize, LineLocation, u64)>,
     /// A zero count at each of an inline node's probes, for the run.
@@ -590,7 +594,7 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
 /// the chain, so the frames collected before it are dropped too.
 struct InlineContext {
     resets: bool,
-    frames: Vec<ContextFrame>,
+    frames: Vec<Frame>,
 }
 
 impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
@@ -710,21 +714,14 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
             None => sites,
         };
         let before = self.stats.probes_without_desc;
-        let leaf = self.resolve_leaf_probe_context(sites, leaf).map(|ctx| LeafProfile {
-            slot: self.profiles.slot(&ctx.frames, ctx.was_inlined),
-            checksum: ctx.checksum,
-        });
+        let leaf = self.resolve_leaf_probe_context(sites, leaf);
         let without_desc = self.stats.probes_without_desc - before;
         self.leaf_contexts.insert(key, (leaf, without_desc));
         leaf
     }
 
     /// The context of `leaf` under `sites` (call sites, tail-call frames inferred).
-    fn resolve_leaf_probe_context(
-        &mut self,
-        sites: &[Vaddr],
-        leaf: &Probe,
-    ) -> Option<ProbeContext> {
+    fn resolve_leaf_probe_context(&mut self, sites: &[Vaddr], leaf: &Probe) -> Option<LeafProfile> {
         let (mut calls, mut frames) = std::mem::take(&mut self.buffers);
         calls.clear();
         frames.clear();
@@ -739,8 +736,8 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         sites: &[Vaddr],
         leaf: &Probe,
         calls: &mut Vec<Probe>,
-        frames: &mut Vec<ContextFrame>,
-    ) -> Option<ProbeContext> {
+        frames: &mut Vec<Frame>,
+    ) -> Option<LeafProfile> {
         // From the leaf side up to the first call site without a call probe.
         for &a in sites.iter().rev() {
             let probes = self.probes;
@@ -759,16 +756,22 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         self.opts.context.apply(frames);
         frames.push(leaf_frame);
         let (_, checksum) = self.probes.func_desc(self.probes.node_guid(leaf.node))?;
-        Some(ProbeContext {
-            frames: Context::from_slice(frames),
-            was_inlined: self.probes.node_inline_site(leaf.node).is_some(),
-            checksum,
-        })
+        let was_inlined = self.probes.node_inline_site(leaf.node).is_some();
+        Some(LeafProfile { slot: self.context_slot(frames, was_inlined), checksum })
+    }
+
+    /// The slot of the profile of `frames` (a resolved context).
+    fn context_slot(&mut self, frames: &[Frame], was_inlined: bool) -> usize {
+        let names = &self.name_table;
+        let ctx = frames
+            .iter()
+            .map(|f| ContextFrame { func: names[f.name as usize].clone(), loc: f.loc });
+        self.profiles.slot(&Context::from_frames(ctx), was_inlined)
     }
 
     /// Appends the probe's inline chain, root first, ending with (probe's function, probe id).
     /// An unknown call site (id 0) above the leaf clears everything collected so far.
-    fn push_inline_context(&mut self, probe: &Probe, out: &mut Vec<ContextFrame>) -> Option<()> {
+    fn push_inline_context(&mut self, probe: &Probe, out: &mut Vec<Frame>) -> Option<()> {
         if !self.inline_contexts.contains_key(&probe.node) {
             let expanded = self.inline_context(probe.node);
             self.inline_contexts.insert(probe.node, expanded);
@@ -811,16 +814,16 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
                 out.frames.clear();
                 continue;
             }
-            out.frames.push(ContextFrame { func: func?, loc: LineLocation::new(id, 0) });
+            out.frames.push(Frame { name: func?, loc: LineLocation::new(id, 0) });
         }
         Some(out)
     }
 
-    /// The `.pseudo_probe_desc` name of `guid`: one shared [`FuncName`] per function for every
-    /// run, looked up in this run's copy of the table first.
-    fn name(&mut self, guid: u64) -> Option<FuncName> {
-        if let Some(n) = self.names.get(&guid) {
-            return n.clone();
+    /// The `.pseudo_probe_desc` name of `guid`, as its index in the run's `name_table`: one
+    /// shared [`FuncName`] per function for every run, looked up in this run's index first.
+    fn name(&mut self, guid: u64) -> Option<u32> {
+        if let Some(&n) = self.names.get(&guid) {
+            return n;
         }
         let probes = self.probes;
         let mut shared = self.shared_names.lock().unwrap_or_else(|e| e.into_inner());
@@ -828,8 +831,13 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
             .entry(guid)
             .or_insert_with(|| probes.func_desc(guid).map(|(n, _)| n.into()))
             .clone();
-        self.names.insert(guid, n.clone());
-        n
+        drop(shared);
+        let id = n.map(|n| {
+            self.name_table.push(n);
+            (self.name_table.len() - 1) as u32
+        });
+        self.names.insert(guid, id);
+        id
     }
 }
 

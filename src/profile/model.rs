@@ -309,9 +309,10 @@ impl Context {
         let len = frames.len();
         Context { frames: frames.into(), len }
     }
-    /// [`Context::new`] from borrowed frames (a builder's reused buffer).
-    pub fn from_slice(frames: &[ContextFrame]) -> Self {
-        Context { frames: frames.into(), len: frames.len() }
+    /// [`Context::new`] from an iterator of frames, collected straight into the shared slice.
+    pub fn from_frames(frames: impl Iterator<Item = ContextFrame>) -> Self {
+        let frames: Arc<[ContextFrame]> = frames.collect();
+        Context { len: frames.len(), frames }
     }
     pub fn base(func: &str) -> Self {
         Context::new(vec![ContextFrame { func: func.into(), loc: LineLocation::default() }])
