@@ -414,6 +414,31 @@ impl TranslationCache {
     }
 }
 
+/// Translations of LBR entries as [`TranslationCache`] makes them, by raw (source, target) pair:
+/// the windows of distinct raw samples repeat the same entries, and one probe costs about half
+/// of two. Direct-mapped; a slot is valid for the process state it was filled in.
+struct PairCache {
+    /// (stamp, source, target, translated source, translated target); stamp 0 marks an empty
+    /// slot.
+    slots: Box<[[u64; 5]; Self::SLOTS]>,
+}
+
+impl PairCache {
+    const SLOTS: usize = 1 << 13;
+
+    fn new() -> Self {
+        let slots = vec![[0; 5]; Self::SLOTS].into_boxed_slice();
+        PairCache { slots: slots.try_into().unwrap_or_else(|_| unreachable!("SLOTS slots made")) }
+    }
+
+    #[inline]
+    fn slot(stamp: u64, from: u64, to: u64) -> usize {
+        let h = (from ^ to.rotate_left(29) ^ stamp.wrapping_mul(0x9e37_79b9))
+            .wrapping_mul(0x2545_f491_4f6c_dd1d);
+        (h >> 51) as usize & (Self::SLOTS - 1)
+    }
+}
+
 /// Range counts on their way to [`Counters`], with each range's instruction count: an LBR sample
 /// adds a range per entry, hot code adds the same few over and over, and adding to a
 /// direct-mapped slot costs a fraction of a hash-map update. A slot's count goes to the map when
@@ -755,6 +780,8 @@ pub struct Aggregator<'b> {
     cache: TranslationCache,
     /// Leaf frames as [`leaf`](Self::leaf) classes them, cached like translations.
     leaves: TranslationCache,
+    /// LBR entries' translations, for reducing held samples.
+    pairs: PairCache,
     /// Call sites of return addresses (binary addresses: one stamp for all), cached like
     /// translations: call stacks repeat the same callers over and over.
     call_sites: TranslationCache,
@@ -783,6 +810,7 @@ impl<'b> Aggregator<'b> {
             cache: TranslationCache::new(),
             leaves: TranslationCache::new(),
             call_sites: TranslationCache::new(),
+            pairs: PairCache::new(),
             plain_leaf: binary
                 .insts_in(Vaddr(0), Vaddr(u64::MAX))
                 .find(|&a| !a.is_external() && !binary.is_prolog_or_epilog(a))
@@ -961,10 +989,16 @@ impl<'b> Aggregator<'b> {
         let mut external = 0u64;
         let mut newer_source = None;
         for (raw_from, raw_to) in branches {
-            let (from, to) = (
-                self.internal(process, stamp, RuntimeAddr(raw_from)),
-                self.internal(process, stamp, RuntimeAddr(raw_to)),
-            );
+            let slot = PairCache::slot(stamp, raw_from, raw_to);
+            let (from, to) = match self.pairs.slots[slot] {
+                [s, f, t, from, to] if s == stamp && f == raw_from && t == raw_to => (from, to),
+                _ => {
+                    let from = self.internal(process, stamp, RuntimeAddr(raw_from));
+                    let to = self.internal(process, stamp, RuntimeAddr(raw_to));
+                    self.pairs.slots[slot] = [stamp, raw_from, raw_to, from, to];
+                    (from, to)
+                }
+            };
             if let Some((newer, true)) = newer_source
                 && to == ext
             {
