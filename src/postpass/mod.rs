@@ -167,9 +167,12 @@ pub fn prepare(
     let context_cost = opts.preinliner && opts.use_context_cost;
     let profiled = context_cost.then(|| context_size::profiled_functions(binary, &counters));
     drop(counters);
-    let thresholds = thresholds(binary, &context_less_profile(profile), summary)?;
-    let sizes = profiled.map(|profiled| context_size::context_sizes(binary, &profiled));
-    Ok(Prepared { context_sensitive, thresholds, sizes })
+    // Independent, each partly sequential: side by side.
+    let (thresholds, sizes) = rayon::join(
+        || thresholds(binary, &context_less_profile(profile), summary),
+        || profiled.map(|profiled| context_size::context_sizes(binary, &profiled)),
+    );
+    Ok(Prepared { context_sensitive, thresholds: thresholds?, sizes })
 }
 
 /// The post-passes: [`post_process_cs`] or [`post_process_non_cs`] with what [`prepare`] read.
