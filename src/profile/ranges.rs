@@ -5,7 +5,6 @@
 //! covering it.
 
 use crate::addr::Vaddr;
-use std::collections::BTreeMap;
 
 #[derive(Default)]
 struct Boundary {
@@ -27,25 +26,35 @@ struct Boundary {
 pub fn disjoint_ranges(
     ranges: impl Iterator<Item = ((Vaddr, Vaddr), u64)>,
 ) -> Vec<(Vaddr, Vaddr, u64)> {
-    let mut points: BTreeMap<u64, Boundary> = BTreeMap::new();
+    // (address, whether a range ends there, count), grouped by address below: a sort of one
+    // vector instead of a tree per context.
+    let mut events: Vec<(u64, bool, u64)> = Vec::with_capacity(2 * ranges.size_hint().0);
     for ((start, end), count) in ranges {
         if start > end {
             continue;
         }
-        let b = points.entry(start.0).or_default();
-        b.begin = Some(b.begin.unwrap_or(0).saturating_add(count));
-        b.zero_range_begins += u32::from(count == 0);
-        let e = points.entry(end.0).or_default();
-        e.end = Some(e.end.unwrap_or(0).saturating_add(count));
-        e.zero_range_ends += u32::from(count == 0);
+        events.push((start.0, false, count));
+        events.push((end.0, true, count));
     }
+    events.sort_unstable_by_key(|e| e.0);
 
     let mut out = Vec::new();
     // Start of the segment being built, `None` when no range is open.
     let mut seg_start: Option<u64> = None;
     let mut zero_depth: u32 = 0;
     let mut count: u64 = 0;
-    for (&addr, p) in &points {
+    for at in events.chunk_by(|a, b| a.0 == b.0) {
+        let addr = at[0].0;
+        let mut p = Boundary::default();
+        for &(_, is_end, n) in at {
+            let (sum, zeros) = if is_end {
+                (&mut p.end, &mut p.zero_range_ends)
+            } else {
+                (&mut p.begin, &mut p.zero_range_begins)
+            };
+            *sum = Some(sum.unwrap_or(0).saturating_add(n));
+            *zeros += u32::from(n == 0);
+        }
         if let Some(begin) = p.begin {
             if let Some(s) = seg_start {
                 // `s > addr - 1` happens right after a one-byte end point; nothing to emit.
