@@ -135,6 +135,10 @@ struct UnitResult {
     nodes: Vec<Node>,
     /// `(start, end, node)` in DIE order, parents before children.
     ranges: Vec<(u64, u64, u32)>,
+    /// `ranges` inserted into an address map of their own (`(start, end, node)` by start),
+    /// and whether every insertion was regular (see [`insert_range`]).
+    map: Vec<(u64, u64, u32)>,
+    regular: bool,
     subprograms: Vec<Subprogram>,
     line_offset: Option<gimli::DebugLineOffset<usize>>,
     address_size: u8,
@@ -248,7 +252,7 @@ impl DebugInfo {
             warnings,
         };
         // Merged in unit order, so the address map is built exactly as a sequential walk would.
-        let mut map = BTreeMap::new();
+        let mut unit_maps = Vec::with_capacity(results.len());
         let (mut missing_dwo, mut missing_dwo_count) = (None, 0);
         let mut too_deep = 0u64;
         for (ui, r) in results.into_iter().enumerate() {
@@ -260,9 +264,7 @@ impl DebugInfo {
                 n.unit = ui as u32;
                 n
             }));
-            for (lo, hi, node) in r.ranges {
-                insert_range(&mut map, lo, hi, node + first);
-            }
+            unit_maps.push(UnitMap { first, ranges: r.ranges, map: r.map, regular: r.regular });
             info.subprograms.extend(r.subprograms);
             info.units.push(UnitLines {
                 offset: r.line_offset,
@@ -292,7 +294,8 @@ impl DebugInfo {
                  check the .o, .dwo or .dwp path. (first: {first})"
             ));
         }
-        info.addr_map = map.into_iter().map(|(start, (end, node))| (start, end, node)).collect();
+        info.addr_map =
+            merge_unit_maps(&unit_maps).unwrap_or_else(|| sequential_addr_map(&unit_maps));
         info
     }
 
@@ -426,6 +429,12 @@ impl<'a> Loader<'_, 'a> {
         if let Err(e) = walked {
             out.error = Some(e.to_string());
         }
+        let mut map = BTreeMap::new();
+        out.regular = true;
+        for &(lo, hi, node) in &out.ranges {
+            out.regular &= insert_range(&mut map, lo, hi, node);
+        }
+        out.map = map.into_iter().map(|(start, (end, node))| (start, end, node)).collect();
         out
     }
 
@@ -695,19 +704,79 @@ impl<'a> Loader<'_, 'a> {
 }
 
 /// LLVM's `DWARFUnit::updateAddressDieMap` insertion: parents are inserted before children, and
-/// a child's range splits the enclosing entry.
-fn insert_range(map: &mut BTreeMap<u64, (u64, u32)>, lo: u64, hi: u64, node: u32) {
+/// a child's range splits the enclosing entry. Returns whether the insertion was regular: the
+/// entry split off at `hi` replaced no other entry (overlapping siblings, in malformed DWARF,
+/// can make it replace one that reaches further, so the map covers less than before).
+fn insert_range(map: &mut BTreeMap<u64, (u64, u32)>, lo: u64, hi: u64, node: u32) -> bool {
+    let mut regular = true;
     if let Some((&b_start, &(b_end, b_node))) = map.range(..=lo).next_back()
         && lo < b_end
     {
         if hi < b_end {
-            map.insert(hi, (b_end, b_node));
+            regular = map.insert(hi, (b_end, b_node)).is_none();
         }
         if lo > b_start {
             map.insert(b_start, (lo, b_node));
         }
     }
     map.insert(lo, (hi, node));
+    regular
+}
+
+/// One unit's part of the address map: its node indices start at `first`; `ranges` and `map`
+/// are [`UnitResult`]'s.
+struct UnitMap {
+    first: u32,
+    ranges: Vec<(u64, u64, u32)>,
+    map: Vec<(u64, u64, u32)>,
+    regular: bool,
+}
+
+/// The address map a sequential walk builds: every unit's ranges inserted into one map, in unit
+/// order.
+fn sequential_addr_map(units: &[UnitMap]) -> Vec<(u64, u64, u32)> {
+    let mut map = BTreeMap::new();
+    for unit in units {
+        for &(lo, hi, node) in &unit.ranges {
+            insert_range(&mut map, lo, hi, node + unit.first);
+        }
+    }
+    map.into_iter().map(|(start, (end, node))| (start, end, node)).collect()
+}
+
+/// The address map of all units from the units' own maps (in unit order, built in parallel),
+/// when it equals the map that inserting every
+/// unit's ranges into one map in unit order builds: when every insertion was regular (so a
+/// unit's entries only ever cover addresses its final map covers; all entries are non-empty)
+/// and no two units' maps cover a common address. Then an insertion of one unit never finds,
+/// splits or replaces another unit's entry, and the one map is the union of the units' maps.
+/// `None` otherwise.
+fn merge_unit_maps(units: &[UnitMap]) -> Option<Vec<(u64, u64, u32)>> {
+    if !units.iter().all(|u| u.regular) {
+        return None;
+    }
+    // Each unit's covered intervals (its entries are sorted by start; touching ones merged).
+    let mut covered: Vec<(u64, u64)> = Vec::new();
+    for unit in units {
+        let unit_first = covered.len();
+        for &(start, end, _) in &unit.map {
+            let len = covered.len();
+            match covered.last_mut() {
+                Some(last) if len > unit_first && start <= last.1 => last.1 = last.1.max(end),
+                _ => covered.push((start, end)),
+            }
+        }
+    }
+    covered.sort_unstable();
+    if covered.windows(2).any(|w| w[1].0 < w[0].1) {
+        return None;
+    }
+    let mut merged: Vec<(u64, u64, u32)> = units
+        .iter()
+        .flat_map(|u| u.map.iter().map(move |&(s, e, n)| (s, e, n + u.first)))
+        .collect();
+    merged.sort_unstable_by_key(|e| e.0);
+    Some(merged)
 }
 
 fn parse_line_table(
@@ -742,4 +811,73 @@ fn parse_line_table(
     table.rows.truncate(seq_start);
     table.sequences.sort_by_key(|s| s.1);
     Ok(table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A unit as the walk leaves it: its ranges, and their own map.
+    fn unit(first: u32, ranges: Vec<(u64, u64, u32)>) -> UnitMap {
+        let mut map = BTreeMap::new();
+        let mut regular = true;
+        for &(lo, hi, node) in &ranges {
+            regular &= insert_range(&mut map, lo, hi, node);
+        }
+        let map = map.into_iter().map(|(s, (e, n))| (s, e, n)).collect();
+        UnitMap { first, ranges, map, regular }
+    }
+
+    /// Whenever the units' maps merge, the result is the sequential map: random units of
+    /// nested, overlapping and out-of-order ranges, placed apart, touching or overlapping.
+    #[test]
+    fn merged_unit_maps_are_the_sequential_map() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = |n: u64| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) % n
+        };
+        let (mut merged, mut fell_back) = (0, 0);
+        for case in 0..3000 {
+            let nunits = 1 + rand(5);
+            let mut units = Vec::new();
+            let mut first = 0;
+            for u in 0..nunits {
+                // Units in address order, apart or touching; every third case shuffles them
+                // into overlapping windows.
+                let base = if case % 3 == 0 { rand(4) * 40 } else { u * 100 + rand(2) * 50 };
+                let mut ranges = Vec::new();
+                let mut stack: Vec<(u64, u64)> = Vec::new();
+                for node in 0..1 + rand(8) as u32 {
+                    let (lo, hi) = match stack.last() {
+                        // A child inside its parent (sometimes running past it).
+                        Some(&(plo, phi)) if rand(3) != 0 => {
+                            let lo = plo + rand(phi - plo);
+                            let past = if rand(5) == 0 { 10 } else { 0 };
+                            (lo, lo + 1 + rand(phi - lo + past))
+                        }
+                        _ => {
+                            let lo = base + rand(40);
+                            (lo, lo + 1 + rand(20))
+                        }
+                    };
+                    ranges.push((lo, hi, node));
+                    stack.push((lo, hi));
+                    if rand(3) == 0 {
+                        stack.pop();
+                    }
+                }
+                first += ranges.len() as u32;
+                units.push(unit(first - ranges.len() as u32, ranges));
+            }
+            match merge_unit_maps(&units) {
+                Some(map) => {
+                    assert_eq!(map, sequential_addr_map(&units), "case {case}");
+                    merged += 1;
+                }
+                None => fell_back += 1,
+            }
+        }
+        assert!(merged > 500 && fell_back > 500, "{merged} merged, {fell_back} fell back");
+    }
 }
