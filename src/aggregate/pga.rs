@@ -71,7 +71,7 @@ use super::weighting::RangeWeights;
 use super::{ContextCounters, ContextKey, Counters};
 use crate::addr::Vaddr;
 use crate::error::Error;
-use crate::llvm::leb128::{Leb128Error, read_uleb128, write_uleb128};
+use crate::llvm::leb128::{Leb128Error, read_uleb128, unzigzag, write_uleb128, zigzag};
 use crate::llvm::{ContextFrame, LineLocation};
 use crate::mapping::{MatchedBy, hex};
 use md5::{Digest, Md5};
@@ -350,14 +350,6 @@ pub fn describe_options(mine: &[(String, String)], theirs: &[(String, String)]) 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     write_uleb128(out, b.len() as u64);
     out.extend_from_slice(b);
-}
-
-fn zigzag(d: i64) -> u64 {
-    ((d << 1) ^ (d >> 63)) as u64
-}
-
-fn unzigzag(z: u64) -> i64 {
-    ((z >> 1) as i64) ^ -((z & 1) as i64)
 }
 
 fn put_addrs(out: &mut Vec<u8>, addrs: impl ExactSizeIterator<Item = Vaddr>) {

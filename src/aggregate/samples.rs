@@ -73,6 +73,7 @@ pub mod key {
     use crate::addr::Branch;
     use crate::addr::Vaddr;
     use crate::aggregate::unwinder::HybridSample;
+    use crate::llvm::leb128::{unzigzag, zigzag};
 
     /// The most bytes a value takes: a zero byte, then the value's eight.
     const MAX_LEN: usize = 9;
@@ -87,7 +88,7 @@ pub mod key {
         let mut put_addr = |out: &mut [u8], a: Vaddr| {
             let d = a.0.wrapping_sub(prev) as i64;
             prev = a.0;
-            at = put(out, at, ((d << 1) ^ (d >> 63)) as u64);
+            at = put(out, at, zigzag(d));
         };
         for &a in &h.callchain {
             put_addr(out, a);
@@ -188,7 +189,7 @@ pub mod key {
         #[inline]
         fn next(&mut self) -> Option<Vaddr> {
             let z = get(self.key, &mut self.at)?;
-            let d = ((z >> 1) as i64) ^ -((z & 1) as i64);
+            let d = unzigzag(z);
             self.prev = self.prev.wrapping_add(d as u64);
             Some(Vaddr(self.prev))
         }

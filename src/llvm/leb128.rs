@@ -1,5 +1,6 @@
 //! LEB128, the variable-length integers of LLVM's binary formats (`.pseudo_probe` sections,
-//! binary and extbinary sample profiles) and of profgen's own compact sample keys.
+//! binary and extbinary sample profiles) and of profgen's aggregate files; and zigzag, which maps
+//! small signed deltas to small unsigned values for them (aggregate files, in-memory stack keys).
 
 /// Why a LEB128 value could not be read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -8,6 +9,18 @@ pub enum Leb128Error {
     End,
     /// More than ten bytes: the value does not fit in 64 bits.
     TooLong,
+}
+
+/// `d` as an unsigned value that is small when `|d|` is: 0, -1, 1, -2, ... become 0, 1, 2, 3, ...
+#[inline]
+pub fn zigzag(d: i64) -> u64 {
+    ((d << 1) ^ (d >> 63)) as u64
+}
+
+/// The value [`zigzag`] mapped to `z`.
+#[inline]
+pub fn unzigzag(z: u64) -> i64 {
+    ((z >> 1) as i64) ^ -((z & 1) as i64)
 }
 
 /// Appends `v` as unsigned LEB128.
