@@ -51,9 +51,12 @@ fuzz_target!(|data: &[u8]| {
             let opts = ProfileOptions::default();
             let mut profile = profile::generate(binary, &counters, &opts, &mut Vec::new());
             let summary = SummaryOptions::default();
-            if postpass::run(binary, counters.clone(), &mut profile, &post, &summary).is_err() {
+            let Ok(prepared) =
+                postpass::prepare(binary, counters.clone(), &profile, &post, &summary)
+            else {
                 continue;
-            }
+            };
+            postpass::apply(&mut profile, prepared, &post);
             for format in [OutputFormat::Text, OutputFormat::ExtBinary] {
                 let _ = writer::encode_profile(&profile, format, &WriteOptions::default());
             }
