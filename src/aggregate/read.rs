@@ -20,8 +20,8 @@ use super::weighting::{LbrWeighting, Weighting, event_unit};
 use super::{ContextCounters, ContextKey};
 use crate::binary::Binary;
 use crate::error::Error;
+use crate::input::perf_data::Truncation;
 use crate::input::perf_data::{self, PerfData, SampleBodies, read_perf_data_stream};
-use crate::input::perf_data::{PageReleaser, Pager, Truncation};
 use crate::input::perf_script::{ScriptOptions, read_perf_script};
 use crate::input::{InputFile, PerfEvent, Sample, read_file};
 use crate::llvm::{ContextShape, MAX_CONTEXT_FRAMES};
@@ -1035,32 +1035,23 @@ fn read_perf_data_file(
         data.sample_bodies(),
         |on_event, deferral| {
             let progress = opts.reporter.input(&path.display().to_string(), Some(map.len() as u64));
-            let read = |pager: Option<&Pager>| {
-                let mut release = match pager {
-                    Some(pager) => PageReleaser::with_pager(&map, pager),
-                    None => PageReleaser::new(&map),
-                };
-                let mut needed_spans = Vec::new();
-                let mut consumed = |upto: usize, read_to: usize| {
-                    release.read_to(read_to);
-                    match deferral {
-                        // Records handed out by position are read again by the workers.
-                        Some(needed) => {
-                            needed.spans(&mut needed_spans);
-                            release.release_before_except(upto, &mut needed_spans);
-                        }
-                        None => release.release_before(upto),
+            let mut release = perf_data::PageReleaser::new(&map);
+            let mut needed_spans = Vec::new();
+            let mut consumed = |upto: usize| {
+                match deferral {
+                    // Records handed out by position are read again by the workers.
+                    Some(needed) => {
+                        needed.spans(&mut needed_spans);
+                        release.release_before_except(upto, &mut needed_spans);
                     }
-                    progress.consumed(upto as u64);
-                };
-                Ok(finish(match deferral {
-                    Some(_) => data.decode_in_time_order_deferred(on_event, &mut consumed)?,
-                    None => data.decode_in_time_order_releasing(on_event, &mut consumed)?,
-                }))
+                    None => release.release_before(upto),
+                }
+                progress.consumed(upto as u64);
             };
-            // With workers, the page work goes to a thread of its own: the reading thread bounds
-            // the workers it feeds. One thread in all stays one thread.
-            if workers > 1 { Pager::around(&map, |pager| read(Some(pager))) } else { read(None) }
+            Ok(finish(match deferral {
+                Some(_) => data.decode_in_time_order_deferred(on_event, &mut consumed)?,
+                None => data.decode_in_time_order_releasing(on_event, &mut consumed)?,
+            }))
         },
         |i| event_names.get(i).cloned(),
         false,

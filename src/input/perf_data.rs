@@ -223,10 +223,9 @@ pub fn map_file(path: &Path) -> Result<memmap2::Mmap, Error> {
 
 /// Drops the pages of a mapped input that will not be read again, for the `on_consumed` of
 /// [`PerfData::decode_in_time_order_releasing`], so resident memory stays flat however large the
-/// file (mapped pages count as resident); with a [`Pager`], on the pager's thread.
+/// file (mapped pages count as resident).
 pub struct PageReleaser<'m> {
     map: &'m memmap2::Mmap,
-    pager: Option<&'m Pager>,
     /// Every page before this (page-aligned) position is released.
     released: usize,
 }
@@ -235,19 +234,7 @@ const PAGE: usize = 4096;
 
 impl<'m> PageReleaser<'m> {
     pub fn new(map: &'m memmap2::Mmap) -> Self {
-        PageReleaser { map, pager: None, released: 0 }
-    }
-
-    /// A releaser that leaves the dropping to `pager` (which maps `map` ahead of `read_to`).
-    pub fn with_pager(map: &'m memmap2::Mmap, pager: &'m Pager) -> Self {
-        PageReleaser { map, pager: Some(pager), released: 0 }
-    }
-
-    /// The reader has read the input up to `pos`: a pager maps the pages after it.
-    pub fn read_to(&self, pos: usize) {
-        if let Some(pager) = self.pager {
-            pager.update(|s| s.read_to = s.read_to.max(pos));
-        }
+        PageReleaser { map, released: 0 }
     }
 
     /// Releases the pages before `upto`.
@@ -260,135 +247,24 @@ impl<'m> PageReleaser<'m> {
     /// all those after it.
     pub fn release_before_except(&mut self, upto: usize, held: &mut [Range<usize>]) {
         let (free, released) = free_pages(self.released, upto, held);
+        for r in free {
+            self.advise(r.start, r.end);
+        }
         self.released = released;
-        let mut free = free;
-        if let Some(pager) = self.pager
-            && !free.is_empty()
-        {
-            // Given to the pager unless it is behind (starved of CPU): then the reader drops the
-            // pages itself, and the input mapped stays bounded.
-            pager.update(|s| {
-                if s.drop_len < MAX_DROPPING {
-                    s.drop_len += free.iter().map(|r| r.len()).sum::<usize>();
-                    s.drop.append(&mut free);
-                }
-            });
-        }
-        free.into_iter().for_each(|r| advise_dont_need(self.map, r));
-    }
-}
-
-/// Drops the pages of `r` (page-aligned) from the mapping.
-fn advise_dont_need(map: &memmap2::Mmap, r: Range<usize>) {
-    let to = r.end.min(map.len() & !(PAGE - 1));
-    if to > r.start {
-        // SAFETY: the bytes of `r` are not read again (the releaser's contract); for a read-only
-        // file mapping, DONTNEED only drops pages that would be read back from the file unchanged.
-        let _ = unsafe {
-            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, r.start, to - r.start)
-        };
-    }
-}
-
-/// How far ahead of the reading position a [`Pager`] maps the input, and how much per call.
-const MAP_AHEAD: usize = 4 << 20;
-const MAP_STEP: usize = 1 << 20;
-/// Input a [`Pager`] may have been given to drop and not dropped yet.
-const MAX_DROPPING: usize = 8 << 20;
-
-/// The page-table work of reading a mapped input, on a thread of its own ([`Pager::run`]): it
-/// maps the pages ahead of the reading position (MADV_POPULATE_READ, Linux 5.14 and later;
-/// without it the reader's first touches fault them in) and drops the pages the reader released
-/// ([`PageReleaser::with_pager`]). On the reading thread, faulting each 64 KiB in and zapping each
-/// MiB behind took about 40% of its time on a 1 GB LBR-only input, while the workers it feeds
-/// waited. The pages mapped ahead add at most [`MAP_AHEAD`] to the resident input.
-#[derive(Default)]
-pub struct Pager {
-    state: std::sync::Mutex<PagerState>,
-    wake: std::sync::Condvar,
-}
-
-#[derive(Default)]
-struct PagerState {
-    read_to: usize,
-    /// Ranges to drop, of `drop_len` bytes in all.
-    drop: Vec<Range<usize>>,
-    drop_len: usize,
-    done: bool,
-}
-
-impl Pager {
-    fn update(&self, f: impl FnOnce(&mut PagerState)) {
-        // A poisoned lock means the pager's thread panicked; the scope re-raises that panic.
-        if let Ok(mut s) = self.state.lock() {
-            f(&mut s);
-            self.wake.notify_one();
-        }
     }
 
-    /// Runs `read` while a thread of its own maps and drops the pages of `map` for it.
-    pub fn around<R>(map: &memmap2::Mmap, read: impl FnOnce(&Pager) -> R) -> R {
-        /// Ends the pager's thread however `read` ends (a panic included), so the scope can join.
-        struct Finish<'p>(&'p Pager);
-        impl Drop for Finish<'_> {
-            fn drop(&mut self) {
-                self.0.update(|s| s.done = true);
-            }
-        }
-        let pager = Pager::default();
-        std::thread::scope(|scope| {
-            scope.spawn(|| pager.run(map));
-            let _finish = Finish(&pager);
-            read(&pager)
-        })
-    }
-
-    /// Maps and drops pages of `map` as the reader asks, until it is done.
-    fn run(&self, map: &memmap2::Mmap) {
-        let (mut mapped, mut populate, mut drop) = (0, true, Vec::new());
-        loop {
-            let (done, want) = {
-                let Ok(mut s) = self.state.lock() else { return };
-                loop {
-                    mapped = mapped.max(s.read_to & !(PAGE - 1));
-                    let want = s.read_to.saturating_add(MAP_AHEAD).min(map.len());
-                    if s.done || !s.drop.is_empty() || (populate && mapped < want) {
-                        break;
-                    }
-                    s = match self.wake.wait(s) {
-                        Ok(s) => s,
-                        Err(_) => return,
-                    };
-                }
-                std::mem::swap(&mut drop, &mut s.drop);
-                s.drop_len = 0;
-                (s.done, s.read_to.saturating_add(MAP_AHEAD).min(map.len()))
+    /// Drops the pages of `[from, to)` (page-aligned).
+    fn advise(&self, from: usize, to: usize) {
+        let to = to.min(self.map.len() & !(PAGE - 1));
+        if to > from {
+            // SAFETY: the bytes of `[from, to)` are not read again (the caller's contract); for a
+            // read-only file mapping, DONTNEED only drops pages that would be read back from the
+            // file unchanged.
+            let _ = unsafe {
+                self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
             };
-            drop.drain(..).for_each(|r| advise_dont_need(map, r));
-            if done {
-                return;
-            }
-            if populate && mapped < want {
-                let to = (mapped + MAP_STEP).min(want);
-                match populate_read(map, mapped..to) {
-                    Ok(()) => mapped = to,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    // An older kernel (EINVAL), or the file shrank: the reader faults pages in.
-                    Err(_) => populate = false,
-                }
-            }
         }
     }
-}
-
-#[cfg(target_os = "linux")]
-fn populate_read(map: &memmap2::Mmap, r: Range<usize>) -> io::Result<()> {
-    map.advise_range(memmap2::Advice::PopulateRead, r.start, r.end - r.start)
-}
-
-#[cfg(not(target_os = "linux"))]
-fn populate_read(_: &memmap2::Mmap, _: Range<usize>) -> io::Result<()> {
-    Err(io::ErrorKind::Unsupported.into())
 }
 
 /// The whole pages from `released` (page-aligned) to `upto` that overlap no range of `held`
@@ -596,17 +472,16 @@ impl<'a> PerfData<'a> {
         &self,
         mut on_event: impl FnMut(PerfEvent<'_>),
     ) -> Result<ReadReport, Error> {
-        self.decode_range(self.data_range(), true, &mut on_event, &mut |_, _| {})
+        self.decode_range(self.data_range(), true, &mut on_event, &mut |_| {})
     }
 
-    /// [`decode_in_time_order`](Self::decode_in_time_order), also telling `on_consumed(done,
-    /// read_to)` from time to time that the input before `done` will not be read again (so a
-    /// caller that mapped the file can drop those pages and keep its memory flat) and that the
-    /// records before `read_to` have been read.
+    /// [`decode_in_time_order`](Self::decode_in_time_order), also telling `on_consumed` from time
+    /// to time that the input before a position will not be read again, so a caller that mapped
+    /// the file can drop those pages and keep its memory flat.
     pub fn decode_in_time_order_releasing(
         &self,
         mut on_event: impl FnMut(PerfEvent<'_>),
-        mut on_consumed: impl FnMut(usize, usize),
+        mut on_consumed: impl FnMut(usize),
     ) -> Result<ReadReport, Error> {
         self.decode_range(self.data_range(), true, &mut on_event, &mut on_consumed)
     }
@@ -618,7 +493,7 @@ impl<'a> PerfData<'a> {
     pub fn decode_in_time_order_deferred(
         &self,
         mut on_event: impl FnMut(PerfEvent<'_>),
-        mut on_consumed: impl FnMut(usize, usize),
+        mut on_consumed: impl FnMut(usize),
     ) -> Result<ReadReport, Error> {
         let mut decoder = self.template.fork();
         decoder.defer_bodies = !self.is_pipe();
@@ -639,7 +514,7 @@ impl<'a> PerfData<'a> {
         range: Range<usize>,
         mut on_event: impl FnMut(PerfEvent<'_>),
     ) -> Result<ReadReport, Error> {
-        self.decode_range(range, false, &mut on_event, &mut |_, _| {})
+        self.decode_range(range, false, &mut on_event, &mut |_| {})
     }
 
     /// The executable files the input maps (MMAP/MMAP2 events with PROT_EXEC, anonymous and
@@ -661,7 +536,7 @@ impl<'a> PerfData<'a> {
         let mut decoder = self.template.fork();
         decoder.skip_samples = true;
         let report =
-            self.decode_with(decoder, self.data_range(), false, &mut on_event, &mut |_, _| {})?;
+            self.decode_with(decoder, self.data_range(), false, &mut on_event, &mut |_| {})?;
         for f in &mut found {
             if f.build_id.is_none() {
                 let known = report.info.build_ids.iter().find(|(p, _)| *p == f.path);
@@ -676,7 +551,7 @@ impl<'a> PerfData<'a> {
         range: Range<usize>,
         by_time: bool,
         sink: &mut Sink<'_>,
-        on_consumed: &mut dyn FnMut(usize, usize),
+        on_consumed: &mut dyn FnMut(usize),
     ) -> Result<ReadReport, Error> {
         self.decode_with(self.template.fork(), range, by_time, sink, on_consumed)
     }
@@ -688,7 +563,7 @@ impl<'a> PerfData<'a> {
         range: Range<usize>,
         by_time: bool,
         sink: &mut Sink<'_>,
-        on_consumed: &mut dyn FnMut(usize, usize),
+        on_consumed: &mut dyn FnMut(usize),
     ) -> Result<ReadReport, Error> {
         if by_time {
             decoder.order_by_time(self.bytes);
@@ -727,8 +602,7 @@ impl<'a> PerfData<'a> {
             pos += size;
             if pos - reported >= CONSUMED_STEP {
                 reported = pos;
-                let read_to = range.start + pos;
-                on_consumed(decoder.oldest_queued_input_pos().unwrap_or(read_to), read_to);
+                on_consumed(decoder.oldest_queued_input_pos().unwrap_or(range.start + pos));
             }
             let left = (data.len() - pos) as u64;
             if extra > left {

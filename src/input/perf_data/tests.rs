@@ -442,7 +442,7 @@ fn deferred_samples_decode_in_place_to_the_whole_samples() {
                     }
                     _ => {}
                 },
-                |_, _| {},
+                |_| {},
             )
             .unwrap();
         assert_eq!(in_place, whole);
@@ -473,7 +473,7 @@ fn ips_and_release(bytes: &[u8]) -> (Vec<u64>, usize, ReadReport) {
                     ips.push(s.ip.0 - 0x1000);
                 }
             },
-            |upto, _| released = released.max(upto),
+            |upto| released = released.max(upto),
         )
         .unwrap();
     (ips, released, report)
@@ -534,71 +534,4 @@ fn free_pages_are_the_whole_pages_between_held_ranges() {
     let mut held = [P..3 * P + 1, 9 * P..9 * P + 1];
     let (free, released) = free_pages(2 * P, 6 * P, &mut held);
     assert_eq!((free.len(), free[0].clone(), released), (1, 4 * P..6 * P, 2 * P));
-}
-
-/// Resident bytes of the mapping that starts at `start` (/proc/self/smaps).
-#[cfg(target_os = "linux")]
-fn mapped_bytes(start: usize) -> usize {
-    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-    let mut lines = smaps.lines().skip_while(|l| !l.starts_with(&format!("{start:x}-")));
-    let rss = lines.find_map(|l| l.strip_prefix("Rss:")).unwrap();
-    rss.trim().trim_end_matches("kB").trim().parse::<usize>().unwrap() * 1024
-}
-
-/// Whether every page of `range` (offsets in the mapping that starts at `start`) is mapped
-/// (/proc/self/pagemap: bit 63 of each page's entry).
-#[cfg(target_os = "linux")]
-fn all_mapped(start: usize, range: std::ops::Range<usize>) -> bool {
-    use std::io::{Read, Seek, SeekFrom};
-    let mut pagemap = std::fs::File::open("/proc/self/pagemap").unwrap();
-    let pages = range.len() / 4096;
-    pagemap.seek(SeekFrom::Start(((start + range.start) / 4096 * 8) as u64)).unwrap();
-    let mut entries = vec![0u8; pages * 8];
-    pagemap.read_exact(&mut entries).unwrap();
-    entries.chunks(8).all(|e| e[7] & 0x80 != 0)
-}
-
-/// Waits (up to a minute: the pager's thread may be starved on a loaded machine) until `done`.
-#[cfg(target_os = "linux")]
-fn eventually(what: &str, done: impl Fn() -> bool) {
-    let start = std::time::Instant::now();
-    while !done() {
-        assert!(start.elapsed().as_secs() < 60, "never: {what}");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-}
-
-/// The pager maps the input ahead of the reading position and drops what the reader released,
-/// and its thread ends with the read.
-#[cfg(target_os = "linux")]
-#[test]
-fn a_pager_maps_the_input_ahead_of_the_reader_and_drops_what_it_released() {
-    const MIB: usize = 1 << 20;
-    let dir = std::env::temp_dir().join(format!("profgen-pager-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("input");
-    std::fs::write(&path, vec![7u8; 22 * MIB]).unwrap();
-    let map = map_file(&path).unwrap();
-    let start = map.as_ptr() as usize;
-    assert_eq!(mapped_bytes(start), 0);
-    let out = Pager::around(&map, |pager| {
-        let mut release = PageReleaser::with_pager(&map, pager);
-        release.read_to(2 * MIB);
-        // The pager may have begun at 0 before it saw the reading position: what it maps is
-        // MAP_AHEAD after that position, and nothing past it.
-        eventually("mapped ahead", || all_mapped(start, 2 * MIB..2 * MIB + MAP_AHEAD));
-        assert!(mapped_bytes(start) <= 2 * MIB + MAP_AHEAD);
-        // As the reader does: the reading position first, then what it will not read again.
-        release.read_to(20 * MIB);
-        release.release_before(16 * MIB);
-        // Mapped from the reading position to the end of the file; the rest dropped.
-        eventually("released and mapped to the end", || mapped_bytes(start) == 2 * MIB);
-        42
-    });
-    assert_eq!(out, 42);
-    // A read that panics ends the pager's thread too (no hang).
-    let panicked = std::panic::catch_unwind(|| Pager::around(&map, |_| panic!("read failed")));
-    assert!(panicked.is_err());
-    drop(map);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
