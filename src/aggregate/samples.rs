@@ -354,9 +354,18 @@ impl AggregatedSamples {
 }
 
 /// `N` slots holding `v`, on the heap.
-fn slots<const N: usize>(v: (u64, u64, u64)) -> Box<[(u64, u64, u64); N]> {
+fn slots<T: Clone, const N: usize>(v: T) -> Box<[T; N]> {
     vec![v; N].into_boxed_slice().try_into().unwrap_or_else(|_| unreachable!("N slots made"))
 }
+
+/// The slot of raw LBR entry `(from, to)` in process state `stamp` in a direct-mapped table of
+/// [`PAIR_SLOTS`] ([`PairCache`], [`BranchCache`]).
+#[inline(always)]
+fn pair_slot(stamp: u64, from: u64, to: u64) -> usize {
+    let h = (from ^ to.rotate_left(29) ^ stamp).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (h >> 51) as usize & (PAIR_SLOTS - 1)
+}
+const PAIR_SLOTS: usize = 1 << 13;
 
 /// Remembers recent address translations: LBR entries and call chains repeat the same addresses
 /// over and over, and a translation (mapping lookup + instruction-boundary search) costs far more
@@ -421,22 +430,12 @@ impl TranslationCache {
 struct PairCache {
     /// (stamp, source, target, translated source, translated target); stamp 0 marks an empty
     /// slot.
-    slots: Box<[[u64; 5]; Self::SLOTS]>,
+    slots: Box<[[u64; 5]; PAIR_SLOTS]>,
 }
 
 impl PairCache {
-    const SLOTS: usize = 1 << 13;
-
     fn new() -> Self {
-        let slots = vec![[0; 5]; Self::SLOTS].into_boxed_slice();
-        PairCache { slots: slots.try_into().unwrap_or_else(|_| unreachable!("SLOTS slots made")) }
-    }
-
-    #[inline]
-    fn slot(stamp: u64, from: u64, to: u64) -> usize {
-        let h = (from ^ to.rotate_left(29) ^ stamp.wrapping_mul(0x9e37_79b9))
-            .wrapping_mul(0x2545_f491_4f6c_dd1d);
-        (h >> 51) as usize & (Self::SLOTS - 1)
+        PairCache { slots: slots([0; 5]) }
     }
 }
 
@@ -472,8 +471,7 @@ impl RangeCache {
     const SLOTS: usize = 1 << 12;
 
     fn new() -> Self {
-        let slots = vec![RangeSlot::EMPTY; Self::SLOTS].into_boxed_slice().try_into();
-        RangeCache { slots: slots.unwrap_or_else(|_| unreachable!("SLOTS slots made")), misses: 0 }
+        RangeCache { slots: slots(RangeSlot::EMPTY), misses: 0 }
     }
 
     /// The slot of `[start, end]`, taken over (its count moved to `map`) if another range held it.
@@ -551,11 +549,10 @@ struct BranchSlot {
 }
 
 impl BranchCache {
-    const SLOTS: usize = 1 << 13;
+    const SLOTS: usize = PAIR_SLOTS;
 
     fn new() -> Self {
-        let slots = vec![BranchSlot::default(); Self::SLOTS].into_boxed_slice().try_into();
-        BranchCache { slots: slots.unwrap_or_else(|_| unreachable!("SLOTS slots made")), misses: 0 }
+        BranchCache { slots: slots(BranchSlot::default()), misses: 0 }
     }
 
     /// The slot of entry `(raw_from, raw_to)` in the process state `stamp`, and the entry's
@@ -569,8 +566,7 @@ impl BranchCache {
         (raw_from, raw_to): (u64, u64),
         translate: impl FnMut(u64) -> u64,
     ) -> (usize, u64, u64) {
-        let h = (raw_from ^ raw_to.rotate_left(29) ^ stamp).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let i = (h >> 51) as usize & (Self::SLOTS - 1);
+        let i = pair_slot(stamp, raw_from, raw_to);
         let s = &self.slots[i];
         if s.raw_from == raw_from && s.raw_to == raw_to && s.stamp == stamp {
             return (i, s.from, s.to);
@@ -990,7 +986,7 @@ impl<'b> Aggregator<'b> {
         let mut external = 0u64;
         let mut newer_source = None;
         for (raw_from, raw_to) in branches {
-            let slot = PairCache::slot(stamp, raw_from, raw_to);
+            let slot = pair_slot(stamp, raw_from, raw_to);
             let (from, to) = match self.pairs.slots[slot] {
                 [s, f, t, from, to] if s == stamp && f == raw_from && t == raw_to => (from, to),
                 _ => {
