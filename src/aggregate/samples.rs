@@ -439,15 +439,12 @@ impl PairCache {
     }
 }
 
-/// Range counts on their way to [`Counters`], with each range's instruction count: an LBR sample
-/// adds a range per entry, hot code adds the same few over and over, and adding to a
-/// direct-mapped slot costs a fraction of a hash-map update. A slot's count goes to the map when
-/// another range takes the slot, and at the end (sums do not depend on the order they are added
-/// in). A slot may be filled for its instruction count alone, before (or without) a count.
+/// Range counts of `--leading-ip-only` samples on their way to [`Counters`]: hot code adds the
+/// same few over and over, and adding to a direct-mapped slot costs a fraction of a hash-map
+/// update. A slot's count goes to the map when another range takes the slot, and at the end (sums
+/// do not depend on the order they are added in).
 struct RangeCache {
     slots: Box<[RangeSlot; Self::SLOTS]>,
-    /// Slots taken over so far.
-    misses: u64,
 }
 
 #[derive(Clone, Copy)]
@@ -455,63 +452,35 @@ struct RangeSlot {
     start: u64,
     end: u64,
     count: u64,
-    /// Instructions in `[start, end]`, [`RangeSlot::UNKNOWN`] until asked for.
-    span: u64,
     /// Whether `count` was added to (a count of 0 still makes a map entry).
     counted: bool,
 }
 
 impl RangeSlot {
-    const UNKNOWN: u64 = u64::MAX;
-    const EMPTY: RangeSlot =
-        RangeSlot { start: 0, end: 0, count: 0, span: RangeSlot::UNKNOWN, counted: false };
+    const EMPTY: RangeSlot = RangeSlot { start: 0, end: 0, count: 0, counted: false };
 }
 
 impl RangeCache {
     const SLOTS: usize = 1 << 12;
 
     fn new() -> Self {
-        RangeCache { slots: slots(RangeSlot::EMPTY), misses: 0 }
+        RangeCache { slots: slots(RangeSlot::EMPTY) }
     }
 
-    /// The slot of `[start, end]`, taken over (its count moved to `map`) if another range held it.
+    /// Adds `n` to the count of `[start, end]`, moving the count of the range that held its slot
+    /// to `map`.
     #[inline(always)]
-    fn slot(&mut self, map: &mut HashMap<(Vaddr, Vaddr), u64>, start: u64, end: u64) -> usize {
+    fn add(&mut self, map: &mut HashMap<(Vaddr, Vaddr), u64>, start: u64, end: u64, n: u64) {
         let h = (start ^ end.rotate_left(23)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let i = (h >> 52) as usize & (Self::SLOTS - 1);
-        let slot = &mut self.slots[i];
+        let slot = &mut self.slots[(h >> 52) as usize & (Self::SLOTS - 1)];
         if slot.start != start || slot.end != end {
-            self.misses += 1;
             let old = std::mem::replace(slot, RangeSlot { start, end, ..RangeSlot::EMPTY });
             if old.counted {
                 add_count(map, (Vaddr(old.start), Vaddr(old.end)), old.count);
             }
         }
-        i
-    }
-
-    #[inline(always)]
-    fn add(&mut self, map: &mut HashMap<(Vaddr, Vaddr), u64>, start: u64, end: u64, n: u64) {
-        let i = self.slot(map, start, end);
-        self.add_at(i, n);
-    }
-
-    /// Adds `n` to the count of slot `i`.
-    #[inline(always)]
-    fn add_at(&mut self, i: usize, n: u64) {
-        let slot = &mut self.slots[i & (Self::SLOTS - 1)];
         slot.count = slot.count.saturating_add(n);
         slot.counted = true;
-    }
-
-    /// Instructions in the range of slot `i` ([`Binary::inst_count`]).
-    #[inline(always)]
-    fn span(&mut self, binary: &Binary, i: usize) -> u64 {
-        let slot = &mut self.slots[i & (Self::SLOTS - 1)];
-        if slot.span == RangeSlot::UNKNOWN {
-            slot.span = binary.inst_count(Vaddr(slot.start), Vaddr(slot.end));
-        }
-        slot.span
     }
 
     /// Moves every held count into `map`.
@@ -525,76 +494,99 @@ impl RangeCache {
     }
 }
 
-/// LBR entries of LBR-only samples: each raw (source, target) pair's translation and its branch
-/// count in one direct-mapped slot, so that an entry seen before costs one probe instead of two
-/// translations and a count. Valid for the process state it was filled in
-/// ([`ProcessView::stamp`]); counts go to the map by their translated pair when another entry
-/// takes the slot, and at the end.
-struct BranchCache {
-    slots: Box<[BranchSlot; Self::SLOTS]>,
+/// LBR entries of LBR-only samples, each with the source of the newer entry kept before it in
+/// its window: one direct-mapped slot holds the entry's translation, the instruction count of
+/// the range between the two, and one count for both the entry's branch and that range (a window
+/// adds its weight to both). An entry seen before after the same newer source costs one probe
+/// instead of two translations, a range lookup and two counts. Valid for the process state it
+/// was filled in ([`ProcessView::stamp`]); the count goes to the branch and range maps when
+/// another entry takes the slot, and at the end.
+struct EntryCache {
+    slots: Box<[EntrySlot; Self::SLOTS]>,
     /// Slots taken over so far.
     misses: u64,
 }
 
+/// One cache line.
 #[derive(Clone, Copy, Default)]
-struct BranchSlot {
+#[repr(align(64))]
+struct EntrySlot {
     /// 0: empty (no process state has stamp 0).
     stamp: u64,
     raw_from: u64,
     raw_to: u64,
+    /// The translated source of the newer entry kept (external if none): the range's end.
+    newer: u64,
     from: u64,
     to: u64,
     count: u64,
+    /// Instructions in `[to, newer]`, [`EntrySlot::UNKNOWN`] until asked for (and for spans
+    /// too large to hold: then counted each time).
+    span: u32,
+    /// Whether `count` was added to (a count of 0 still makes map entries).
     counted: bool,
 }
 
-impl BranchCache {
+impl EntrySlot {
+    const UNKNOWN: u32 = u32::MAX;
+}
+
+impl EntryCache {
     const SLOTS: usize = PAIR_SLOTS;
 
     fn new() -> Self {
-        BranchCache { slots: slots(BranchSlot::default()), misses: 0 }
+        EntryCache { slots: slots(EntrySlot::default()), misses: 0 }
     }
 
-    /// The slot of entry `(raw_from, raw_to)` in the process state `stamp`, and the entry's
-    /// translation (by `translate` if no slot held it: the slot is taken over, its count moved
-    /// to `map`).
+    /// The slot of entry `(raw_from, raw_to)` after the newer kept source `newer` in the process
+    /// state `stamp`, and the entry's translation (by `translate` if no slot held it: the slot is
+    /// taken over, its count moved to the maps).
     #[inline(always)]
     fn slot(
         &mut self,
-        map: &mut HashMap<(Vaddr, Vaddr), u64>,
+        raw: &mut Counters,
         stamp: u64,
         (raw_from, raw_to): (u64, u64),
+        newer: u64,
         translate: impl FnMut(u64) -> u64,
     ) -> (usize, u64, u64) {
-        let i = pair_slot(stamp, raw_from, raw_to);
+        let i = pair_slot(stamp ^ newer.rotate_left(43), raw_from, raw_to);
         let s = &self.slots[i];
-        if s.raw_from == raw_from && s.raw_to == raw_to && s.stamp == stamp {
+        if s.raw_from == raw_from && s.raw_to == raw_to && s.newer == newer && s.stamp == stamp {
             return (i, s.from, s.to);
         }
-        self.take(map, i, stamp, (raw_from, raw_to), translate)
+        self.take(raw, i, stamp, (raw_from, raw_to), newer, translate)
     }
 
     #[inline(never)]
     fn take(
         &mut self,
-        map: &mut HashMap<(Vaddr, Vaddr), u64>,
+        raw: &mut Counters,
         i: usize,
         stamp: u64,
         (raw_from, raw_to): (u64, u64),
+        newer: u64,
         mut translate: impl FnMut(u64) -> u64,
     ) -> (usize, u64, u64) {
         self.misses += 1;
         let (from, to) = (translate(raw_from), translate(raw_to));
-        let slot = BranchSlot { stamp, raw_from, raw_to, from, to, ..Default::default() };
-        self.put(map, i, slot);
+        let span = EntrySlot::UNKNOWN;
+        let slot =
+            EntrySlot { stamp, raw_from, raw_to, newer, from, to, span, ..Default::default() };
+        self.put(raw, i, slot);
         (i, from, to)
     }
 
-    /// Fills slot `i`, moving the count it held to `map`.
-    fn put(&mut self, map: &mut HashMap<(Vaddr, Vaddr), u64>, i: usize, slot: BranchSlot) {
+    /// Fills slot `i`, moving the count it held to `raw`: to the branch if its target is in the
+    /// binary, and then to the range up to the newer source if that is too.
+    fn put(&mut self, raw: &mut Counters, i: usize, slot: EntrySlot) {
         let old = std::mem::replace(&mut self.slots[i & (Self::SLOTS - 1)], slot);
-        if old.counted {
-            add_count(map, (Vaddr(old.from), Vaddr(old.to)), old.count);
+        let ext = Vaddr::EXTERNAL.0;
+        if old.counted && old.to != ext {
+            add_count(&mut raw.branches, (Vaddr(old.from), Vaddr(old.to)), old.count);
+            if old.newer != ext {
+                add_count(&mut raw.ranges, (Vaddr(old.to), Vaddr(old.newer)), old.count);
+            }
         }
     }
 
@@ -606,10 +598,22 @@ impl BranchCache {
         slot.counted = true;
     }
 
-    /// Moves every held count into `map`.
-    fn drain_into(&mut self, map: &mut HashMap<(Vaddr, Vaddr), u64>) {
+    /// Instructions in the range of slot `i` (from its target to the newer source).
+    #[inline(always)]
+    fn span(&mut self, binary: &Binary, i: usize) -> u64 {
+        let slot = &mut self.slots[i & (Self::SLOTS - 1)];
+        if slot.span != EntrySlot::UNKNOWN {
+            return u64::from(slot.span);
+        }
+        let n = binary.inst_count(Vaddr(slot.to), Vaddr(slot.newer));
+        slot.span = u32::try_from(n).unwrap_or(EntrySlot::UNKNOWN);
+        n
+    }
+
+    /// Moves every held count into `raw`.
+    fn drain_into(&mut self, raw: &mut Counters) {
         for i in 0..Self::SLOTS {
-            self.put(map, i, BranchSlot::default());
+            self.put(raw, i, EntrySlot::default());
         }
     }
 }
@@ -786,9 +790,10 @@ pub struct Aggregator<'b> {
     plain_leaf: Option<u64>,
     /// Instruction counts of ranges, for weighting by instructions.
     spans: SpanCache,
-    /// Range and branch counts on their way to `samples.raw`.
+    /// Range and branch counts on their way to `samples.raw`: of `--leading-ip-only` samples
+    /// and of LBR-only ones.
     ranges: RangeCache,
-    branches: BranchCache,
+    entries: EntryCache,
     pending: Pending,
     /// Reused buffer: the sample's stack and LBR entries as translated addresses.
     translated: Vec<u64>,
@@ -814,7 +819,7 @@ impl<'b> Aggregator<'b> {
                 .map(|a| a.0),
             spans: SpanCache::default(),
             ranges: RangeCache::new(),
-            branches: BranchCache::new(),
+            entries: EntryCache::new(),
             pending: Pending::new(),
             translated: Vec::new(),
             hybrid: HybridSample { callchain: Vec::new(), branches: Vec::new() },
@@ -946,7 +951,7 @@ impl<'b> Aggregator<'b> {
     pub fn finish(mut self) -> (AggregatedSamples, SampleStats) {
         debug_assert!(self.pending.held.is_empty(), "samples left unflushed");
         self.ranges.drain_into(&mut self.samples.raw.ranges);
-        self.branches.drain_into(&mut self.samples.raw.branches);
+        self.entries.drain_into(&mut self.samples.raw);
         (self.samples, self.stats)
     }
 
@@ -1109,7 +1114,7 @@ impl<'b> Aggregator<'b> {
             return;
         }
         let mut found = FoundSlots::default();
-        let misses = (self.branches.misses, self.ranges.misses);
+        let misses = self.entries.misses;
         let window = self.walk_lbr(process, branches.clone(), None, Some(&mut found));
         if window.entries == 0 {
             self.stats.outside_binary += 1;
@@ -1126,12 +1131,9 @@ impl<'b> Aggregator<'b> {
         }
         let weight = window_weight(w, || window.span, window.external, count, cycles);
         if weight > 0 {
-            if found.complete && misses == (self.branches.misses, self.ranges.misses) {
-                for &i in &found.branches[..found.n_branches] {
-                    self.branches.add_at(i as usize, weight);
-                }
-                for &r in &found.ranges[..found.n_ranges] {
-                    self.ranges.add_at(r as usize, weight);
+            if found.complete && misses == self.entries.misses {
+                for &i in &found.slots[..found.n] {
+                    self.entries.add_at(i as usize, weight);
                 }
             } else {
                 self.walk_lbr(process, branches, Some(weight), None);
@@ -1155,7 +1157,7 @@ impl<'b> Aggregator<'b> {
         let ext = Vaddr::EXTERNAL.0;
         let stamp = process.stamp();
         let binary = self.binary;
-        let (cache, slots, ranges) = (&mut self.cache, &mut self.branches, &mut self.ranges);
+        let (cache, entries) = (&mut self.cache, &mut self.entries);
         let raw = &mut self.samples.raw;
         let mut translate = |a: u64| cache.translate(binary, process, stamp, RuntimeAddr(a));
         let mut window = LbrWindow::default();
@@ -1164,7 +1166,7 @@ impl<'b> Aggregator<'b> {
         let mut newer_source = ext;
         for (raw_from, raw_to) in branches {
             let (i, from, to) =
-                slots.slot(&mut raw.branches, stamp, (raw_from, raw_to), &mut translate);
+                entries.slot(raw, stamp, (raw_from, raw_to), newer_source, &mut translate);
             if weight.is_none()
                 && let Some((newer, true)) = newer_raw
                 && to == ext
@@ -1177,27 +1179,17 @@ impl<'b> Aggregator<'b> {
                 continue;
             }
             window.entries += 1;
+            // The entry's branch and the range up to the newer source are counted in its slot.
             if to != ext {
                 match weight {
-                    Some(n) => slots.add_at(i, n),
+                    Some(n) => entries.add_at(i, n),
                     None => {
                         if let Some(f) = found.as_deref_mut() {
-                            f.note_branch(i);
+                            f.note(i);
                         }
-                    }
-                }
-                if newer_source != ext {
-                    let r = ranges.slot(&mut raw.ranges, to, newer_source);
-                    match weight {
-                        Some(n) => ranges.add_at(r, n),
-                        None => {
-                            if let Some(f) = found.as_deref_mut() {
-                                f.note_range(r);
-                            }
-                            if to <= newer_source {
-                                window.k += 1;
-                                window.span = window.span.wrapping_add(ranges.span(binary, r));
-                            }
+                        if newer_source != ext && to <= newer_source {
+                            window.k += 1;
+                            window.span = window.span.wrapping_add(entries.span(binary, i));
                         }
                     }
                 }
@@ -1220,21 +1212,18 @@ struct LbrWindow {
     external: u64,
 }
 
-/// The slots of an LBR-only window's branches and ranges, as measuring found them (on the stack:
-/// LBRs hold at most 32 entries, longer windows are walked again).
+/// The slots of an LBR-only window's counted entries, as measuring found them (on the stack: LBRs
+/// hold at most 32 entries, longer windows are walked again).
 struct FoundSlots {
-    branches: [u32; Self::MAX],
-    n_branches: usize,
-    ranges: [u32; Self::MAX],
-    n_ranges: usize,
+    slots: [u32; Self::MAX],
+    n: usize,
     /// False once a slot did not fit.
     complete: bool,
 }
 
 impl Default for FoundSlots {
     fn default() -> Self {
-        let (branches, ranges) = ([0; Self::MAX], [0; Self::MAX]);
-        FoundSlots { branches, n_branches: 0, ranges, n_ranges: 0, complete: true }
+        FoundSlots { slots: [0; Self::MAX], n: 0, complete: true }
     }
 }
 
@@ -1242,21 +1231,12 @@ impl FoundSlots {
     const MAX: usize = 64;
 
     #[inline(always)]
-    fn note_branch(&mut self, i: usize) {
-        match self.branches.get_mut(self.n_branches) {
+    fn note(&mut self, i: usize) {
+        match self.slots.get_mut(self.n) {
             Some(slot) => *slot = i as u32,
             None => self.complete = false,
         }
-        self.n_branches += 1;
-    }
-
-    #[inline(always)]
-    fn note_range(&mut self, i: usize) {
-        match self.ranges.get_mut(self.n_ranges) {
-            Some(slot) => *slot = i as u32,
-            None => self.complete = false,
-        }
-        self.n_ranges += 1;
+        self.n += 1;
     }
 }
 
