@@ -25,7 +25,8 @@ mod trim;
 pub use anchors::{add_zero_count_anchors, anchored_functions};
 pub use fixups::filter_ambiguous_profiles;
 pub use nest::convert_cs_to_nested;
-pub use preinliner::{PreInlinerStats, run_preinliner};
+pub use preinliner::PreInlinerStats;
+use preinliner::run_preinliner;
 pub use trie::context_less_profile;
 pub use trim::{trim_and_merge_cold_contexts, trim_cold_profiles};
 
@@ -225,33 +226,42 @@ pub fn post_process_cs(
 ) -> PostPassStats {
     let mut stats = PostPassStats::default();
     let mut merge_cold = opts.merge_cold_context.unwrap_or(true);
+    let mut spent_trie = None;
     if opts.preinliner {
-        stats.preinliner = Some(run_preinliner(profile, opts, thresholds, sizes));
+        let (preinlined, trie) = run_preinliner(profile, opts, thresholds, sizes);
+        stats.preinliner = Some(preinlined);
+        spent_trie = Some(trie);
         merge_cold = opts.merge_cold_context.unwrap_or(false);
     }
-    if opts.trim_cold_profile || merge_cold {
-        stats.cold_profiles_removed = trim_and_merge_cold_contexts(
-            profile,
-            thresholds.hot,
-            opts.trim_cold_profile,
-            merge_cold,
-            opts.max_cold_context_depth,
-            opts.preinliner,
-        );
-    }
-    if opts.mark_all_context_preinlined {
-        // Upstream llvm-profgen's `--mark-all-context-preinlined`: every context is kept inlined
-        // by nesting and by the compiler, replaying the binary's inlining in full.
-        for fs in profile.functions.values_mut() {
-            fs.attributes |= crate::profile::attr::SHOULD_BE_INLINED;
-        }
-        profile.kind.preinlined = true;
-    }
-    if opts.gen_cs_nested_profile {
-        convert_cs_to_nested(profile, opts.generate_merged_base_profiles);
-        stats.nested = true;
-    }
-    stats.ambiguous_profiles_removed = filter_ambiguous_profiles(profile);
+    // The pre-inliner's trie is freed on another thread while the passes below run.
+    rayon::join(
+        move || drop(spent_trie),
+        || {
+            if opts.trim_cold_profile || merge_cold {
+                stats.cold_profiles_removed = trim_and_merge_cold_contexts(
+                    profile,
+                    thresholds.hot,
+                    opts.trim_cold_profile,
+                    merge_cold,
+                    opts.max_cold_context_depth,
+                    opts.preinliner,
+                );
+            }
+            if opts.mark_all_context_preinlined {
+                // Upstream llvm-profgen's `--mark-all-context-preinlined`: every context is kept
+                // inlined by nesting and by the compiler, replaying the binary's inlining in full.
+                for fs in profile.functions.values_mut() {
+                    fs.attributes |= crate::profile::attr::SHOULD_BE_INLINED;
+                }
+                profile.kind.preinlined = true;
+            }
+            if opts.gen_cs_nested_profile {
+                convert_cs_to_nested(profile, opts.generate_merged_base_profiles);
+                stats.nested = true;
+            }
+            stats.ambiguous_profiles_removed = filter_ambiguous_profiles(profile);
+        },
+    );
     stats
 }
 

@@ -20,12 +20,16 @@ pub struct PreInlinerStats {
 }
 
 /// `CSPreInliner::run` on a flat CS profile; leaves a flat CS profile with `preinlined` set.
-pub fn run_preinliner(
+///
+/// Also returns the spent context trie (its kept profiles moved back into `profile`), for the
+/// caller to free beside the passes that follow: its merged-away profiles take about as long to
+/// free as nesting takes.
+pub(crate) fn run_preinliner(
     profile: &mut Profile,
     opts: &PostPassOptions,
     thresholds: &Thresholds,
     sizes: &dyn ContextSizeOracle,
-) -> PreInlinerStats {
+) -> (PreInlinerStats, ContextTrie) {
     let mut trie = ContextTrie::from_profile(profile);
     let mut inliner = PreInliner {
         opts,
@@ -50,9 +54,9 @@ pub fn run_preinliner(
             inliner.stats.contexts_dropped += 1;
         }
     }
-    trie.into_profile(profile);
+    trie.move_profiles_into(profile);
     profile.kind.preinlined = true;
-    inliner.stats
+    (inliner.stats, trie)
 }
 
 struct PreInliner<'a> {
@@ -510,7 +514,8 @@ mod tests {
             queries: RefCell::new(Vec::new()),
         };
         let thresholds = Thresholds { hot: 100, cold: 0, p10_min_count: 1000 };
-        let stats = run_preinliner(&mut profile, &PostPassOptions::default(), &thresholds, &sizes);
+        let (stats, _) =
+            run_preinliner(&mut profile, &PostPassOptions::default(), &thresholds, &sizes);
 
         assert_eq!(stats, PreInlinerStats { inlined: 1, not_inlined: 0, contexts_dropped: 0 });
         assert_eq!(

@@ -398,12 +398,13 @@ impl ContextTrie {
         self.nodes[node].samples = None;
     }
 
-    /// `convertToProfileMap`: every node with a profile becomes a flat context.
+    /// `convertToProfileMap`: every node with a profile becomes a flat context, its profile
+    /// moved there.
     ///
     /// A node's context shares the frames of one made for an ancestor when the node lies on the
     /// ancestor's first-child line, which the ancestor's frames run down to; so a chain of nested
     /// contexts costs its depth, not depth²/2.
-    pub fn into_profile(mut self, profile: &mut Profile) {
+    pub fn move_profiles_into(&mut self, profile: &mut Profile) {
         // For each node on a line made so far: the line's context and the node's depth on it.
         let mut on_line: Vec<Option<(usize, usize)>> = vec![None; self.nodes.len()];
         let mut lines: Vec<Context> = Vec::new();
@@ -588,7 +589,7 @@ mod tests {
         let mut trie = ContextTrie::from_profile(&mut profile);
         let id = (0..trie.func_count() as FuncId).find(|&f| trie.name(f) == func).unwrap();
         trie.base_samples_for(id).expect("a base profile");
-        trie.into_profile(&mut profile);
+        trie.move_profiles_into(&mut profile);
         (profile.functions.iter())
             .map(|(c, fs)| {
                 let text: Vec<String> =
