@@ -51,7 +51,7 @@ use std::path::{Path, PathBuf};
 
 use abi::{FILE_HEADER_SIZE, MAGIC};
 use attr::Attr;
-use bytes::{Loc, u16_at, u32_at, u64_at};
+use bytes::{Loc, prefetch, u16_at, u32_at, u64_at};
 use decode::{Decoder, Sink, malformed};
 
 use crate::error::Error;
@@ -60,6 +60,10 @@ const PIPE_HEADER_SIZE: u64 = 16;
 /// How often (in input bytes) [`PerfData::decode_in_time_order_releasing`] reports progress:
 /// also how far the pages its caller releases lag behind.
 const CONSUMED_STEP: usize = 1 << 20;
+/// How far ahead of the record being read the input's lines are prefetched: headers are found
+/// one after another, each from the record before, so without a hint every record would wait for
+/// memory in turn.
+const PREFETCH_AHEAD: usize = 4096;
 /// perf's `perf_file_attr`: the attr followed by the (offset, size) section of its ids.
 const IDS_SECTION_SIZE: usize = 16;
 
@@ -572,7 +576,13 @@ impl<'a> PerfData<'a> {
         let data = self.bytes.get(range.start..end).unwrap_or_default();
         let mut pos = 0;
         let mut reported = 0;
+        // Every line up to PREFETCH_AHEAD past the record being read is being loaded.
+        let mut prefetched = 0;
         while pos < data.len() {
+            while prefetched < pos + PREFETCH_AHEAD {
+                prefetch(data, prefetched);
+                prefetched += 64;
+            }
             let loc = Loc::plain((range.start + pos) as u64);
             let Some(size) = u16_at(data, pos + 6) else {
                 let left = data.len() - pos;

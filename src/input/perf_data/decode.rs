@@ -12,7 +12,7 @@ use zstd::stream::raw::Operation;
 use super::attr::*;
 use super::bytes::{Cursor, Loc, c_str, u16_at, u32_at, u64_at};
 use super::features;
-use super::order::{ARENA_LIMIT, NO_ROUNDS_WINDOW, TimeOrder};
+use super::order::{ARENA_LIMIT, NO_ROUNDS_WINDOW, PREFETCH_RECORDS, TimeOrder};
 use super::{ReadReport, Truncation};
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::error::Error;
@@ -210,6 +210,7 @@ impl<'p> Decoder<'p> {
         let ready = order.ready(limit);
         let mut result = Ok(());
         for i in 0..ready {
+            order.prefetch(self.input, i + PREFETCH_RECORDS);
             let (rec, input_pos, loc) = order.get(self.input, i);
             if let Err(e) = self.decode_record(rec, input_pos, loc, sink) {
                 result = Err(e);
