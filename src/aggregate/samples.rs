@@ -353,8 +353,8 @@ impl AggregatedSamples {
     }
 }
 
-/// `N` slots holding `v`, on the heap.
-fn slots<T: Clone, const N: usize>(v: T) -> Box<[T; N]> {
+/// `N` slots holding `v`, on the heap (the direct-mapped tables of aggregation).
+pub(super) fn slots<T: Clone, const N: usize>(v: T) -> Box<[T; N]> {
     vec![v; N].into_boxed_slice().try_into().unwrap_or_else(|_| unreachable!("N slots made"))
 }
 

@@ -28,7 +28,8 @@
 //!   where the jump's head samples are ([`UnwindOptions::tail_call_frames`]).
 
 use crate::addr::{Branch, Vaddr};
-use crate::aggregate::{ContextCounters, ContextKey, Counters};
+use crate::aggregate::samples::slots;
+use crate::aggregate::{ContextCounters, ContextKey, Counters, add_count};
 use crate::binary::{CodeView, InstKind, SourceFrame};
 use crate::llvm::discriminator::base_discriminator;
 use crate::llvm::{ContextFrame, ContextShape, LineLocation, MAX_CONTEXT_FRAMES};
@@ -580,9 +581,99 @@ pub struct Unwinder<'c, C: CodeView + ?Sized> {
     /// making a context (inline expansion, symbolization, recursion compression) costs far more
     /// than counting, and many samples share a stack.
     by_stack: Stacks,
+    /// Counts on their way to `by_stack`.
+    held: HeldCounts,
+    crossings: Crossings,
     stats: UnwindStats,
     trie: Trie,
     walk: Walk,
+}
+
+/// Answers of [`CodeView::range_crosses_uncond_branch`] by range: the fall-through ranges
+/// between LBR entries repeat from sample to sample, and a direct-mapped probe costs a fraction
+/// of the two instruction-index lookups. A slot holds (start, end, answer); the initial
+/// `(0, 0, false)` is the true answer for that range.
+struct Crossings {
+    slots: Box<[(Vaddr, Vaddr, bool); Self::SLOTS]>,
+}
+
+impl Crossings {
+    const SLOTS: usize = 1 << 12;
+
+    fn new() -> Self {
+        Crossings { slots: slots((Vaddr(0), Vaddr(0), false)) }
+    }
+
+    #[inline(always)]
+    fn get<C: CodeView + ?Sized>(&mut self, code: &C, start: Vaddr, end: Vaddr) -> bool {
+        let h = (start.0 ^ end.0.rotate_left(23)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let slot = &mut self.slots[(h >> 52) as usize & (Self::SLOTS - 1)];
+        if slot.0 != start || slot.1 != end {
+            *slot = (start, end, code.range_crosses_uncond_branch(start, end));
+        }
+        slot.2
+    }
+}
+
+/// Range and branch counts by stack on their way to [`Stacks::counters`]: neighbouring samples
+/// (unwound in [`StackOrder`]) add the same few (stack, range) pairs over and over, and adding to
+/// a direct-mapped slot costs a fraction of a counter lookup and a hash-map update. A slot's
+/// count goes to the map when another pair takes the slot, and at the end (saturating sums do not
+/// depend on the order they are added in).
+struct HeldCounts {
+    slots: Box<[HeldCount; Self::SLOTS]>,
+}
+
+/// `stack` is the [`Stacks`] node shifted left by one, plus 1 for a branch (0 for a range);
+/// [`HeldCount::EMPTY`] for a free slot.
+#[derive(Clone, Copy)]
+struct HeldCount {
+    stack: u64,
+    from: Vaddr,
+    to: Vaddr,
+    count: u64,
+}
+
+impl HeldCount {
+    const EMPTY: HeldCount = HeldCount { stack: u64::MAX, from: Vaddr(0), to: Vaddr(0), count: 0 };
+}
+
+impl HeldCounts {
+    const SLOTS: usize = 1 << 12;
+
+    fn new() -> Self {
+        HeldCounts { slots: slots(HeldCount::EMPTY) }
+    }
+
+    /// Adds `n` to the count of range (`branch` false) or branch `(from, to)` of `stack`.
+    #[inline(always)]
+    fn add(
+        &mut self,
+        stacks: &mut Stacks,
+        stack: u32,
+        branch: bool,
+        from: Vaddr,
+        to: Vaddr,
+        n: u64,
+    ) {
+        let key = (stack as u64) << 1 | branch as u64;
+        let h = (from.0 ^ to.0.rotate_left(23) ^ key.wrapping_mul(0x2545_f491_4f6c_dd1d))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let slot = &mut self.slots[(h >> 52) as usize & (Self::SLOTS - 1)];
+        if slot.stack == key && slot.from == from && slot.to == to {
+            slot.count = slot.count.saturating_add(n);
+            return;
+        }
+        let old = std::mem::replace(slot, HeldCount { stack: key, from, to, count: n });
+        stacks.add(old);
+    }
+
+    /// Moves every held count into `stacks`.
+    fn drain_into(&mut self, stacks: &mut Stacks) {
+        for slot in self.slots.iter_mut() {
+            stacks.add(std::mem::replace(slot, HeldCount::EMPTY));
+        }
+    }
 }
 
 /// [`Unwinder::collect`]'s depth-first walk, its vectors reused from sample to sample.
@@ -645,6 +736,16 @@ impl Stacks {
             self.nodes.push((parent, site));
         }
         id
+    }
+    /// Adds a [`HeldCounts`] slot's count to its stack's counters (nothing for a free slot).
+    #[inline(never)]
+    fn add(&mut self, h: HeldCount) {
+        if h.stack == HeldCount::EMPTY.stack {
+            return;
+        }
+        let c = self.counters.entry((h.stack >> 1) as u32).or_default();
+        let map = if h.stack & 1 == 1 { &mut c.branches } else { &mut c.ranges };
+        add_count(map, (h.from, h.to), h.count);
     }
     /// The node of `stack` (root first).
     fn of(&mut self, stack: &[Vaddr]) -> u32 {
@@ -755,6 +856,8 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             code,
             opts,
             by_stack: Stacks::default(),
+            held: HeldCounts::new(),
+            crossings: Crossings::new(),
             stats: UnwindStats::default(),
             trie: Trie::default(),
             walk: Walk::default(),
@@ -882,7 +985,7 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             st.invalid = true;
             return;
         }
-        if target > end || self.code.range_crosses_uncond_branch(target, end) {
+        if target > end || self.crossings.get(self.code, target, end) {
             st.invalid = true;
             return;
         }
@@ -987,12 +1090,11 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
 
     /// Adds the frame's counts to the counters of `stack`.
     fn record_frame(&mut self, f: &Frame, stack: u32) {
-        let c = self.by_stack.counters.entry(stack).or_default();
         for &(s, e, n) in &f.ranges {
-            c.add_range(s, e, n);
+            self.held.add(&mut self.by_stack, stack, false, s, e, n);
         }
         for &(s, t, n) in &f.branches {
-            c.add_branch(s, t, n);
+            self.held.add(&mut self.by_stack, stack, true, s, t, n);
         }
     }
 }
@@ -1004,7 +1106,11 @@ impl<C: CodeView + ?Sized> Unwinder<'_, C> {
         (contexts.into_counters(), stats)
     }
 
-    fn into_contexts(self, hasher: hashbrown::DefaultHashBuilder) -> (ContextShards, UnwindStats) {
+    fn into_contexts(
+        mut self,
+        hasher: hashbrown::DefaultHashBuilder,
+    ) -> (ContextShards, UnwindStats) {
+        self.held.drain_into(&mut self.by_stack);
         let mut contexts = ContextShards::new(hasher);
         self.by_stack.into_contexts(self.code, &self.opts, &mut contexts);
         (contexts, self.stats)

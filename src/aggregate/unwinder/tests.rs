@@ -679,3 +679,54 @@ fn normalisation_recovers_the_caller_of_prolog_and_epilog_leaves() {
     assert_eq!(s, Some(sample(&[0x300, EXT, 0x108], &[(EXT, 0x300)])));
     assert_eq!(st, NormalizeStats { samples: 7, dropped_prolog_epilog: 1, ..Default::default() });
 }
+
+#[test]
+fn held_counts_reach_the_stacks_as_direct_counting_would() {
+    // More (stack, kind, pair) keys than slots, each added three times in rounds, so slots are
+    // taken over between additions; a count of 0 still makes an entry, sums saturate.
+    let mut stacks = Stacks::default();
+    let mut held = HeldCounts::new();
+    let mut want: HashMap<u32, Counters> = HashMap::new();
+    let keys: Vec<(u32, bool, u64, u64)> = (0..3 * HeldCounts::SLOTS as u64)
+        .map(|i| ((i % 37) as u32, i % 2 == 1, 0x1000 + i / 5, 0x2000 + i % 5))
+        .collect();
+    for round in 0..3u64 {
+        for (i, &(stack, branch, from, to)) in keys.iter().enumerate() {
+            let n = match i % 7 {
+                0 => 0,
+                1 => u64::MAX / 2,
+                _ => round + i as u64,
+            };
+            held.add(&mut stacks, stack, branch, v(from), v(to), n);
+            let c = want.entry(stack).or_default();
+            if branch { c.add_branch(v(from), v(to), n) } else { c.add_range(v(from), v(to), n) }
+        }
+    }
+    held.drain_into(&mut stacks);
+    let got = stacks.counters;
+    assert_eq!(got, want);
+    // Key 38 (stack 1, a range), key 1 (stack 1, a branch), key 0.
+    assert_eq!(got[&1].ranges[&(v(0x1007), v(0x2003))], 3 * 38 + 3);
+    assert_eq!(got[&1].branches[&(v(0x1000), v(0x2001))], u64::MAX);
+    assert_eq!(got[&0].ranges[&(v(0x1000), v(0x2000))], 0);
+}
+
+#[test]
+fn crossings_answer_as_the_code_does() {
+    // Every range over main's and foo's code, twice (the second time from the slots), and the
+    // initial slot's (0, 0).
+    let code = fake();
+    let mut crossings = Crossings::new();
+    let addrs: Vec<Vaddr> = (0..=0x214).step_by(4).map(v).collect();
+    for _ in 0..2 {
+        for &s in &addrs {
+            for &e in &addrs {
+                let want = code.range_crosses_uncond_branch(s, e);
+                assert_eq!(crossings.get(&code, s, e), want, "{s:?}..{e:?}");
+            }
+        }
+    }
+    assert!(crossings.get(&code, v(0x10c), v(0x118)));
+    assert!(!crossings.get(&code, v(0x10c), v(0x10c)));
+    assert!(!crossings.get(&code, v(0), v(0)));
+}
