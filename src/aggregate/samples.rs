@@ -735,7 +735,9 @@ fn fold(a: u64, b: u64) -> u64 {
 }
 
 /// The hash of a raw sample that [`Pending::hold`] is given, over the words it keeps (the
-/// branch entries' flags left out), two words per multiply.
+/// branch entries' flags left out), two words per multiply: two return addresses, or two branch
+/// entries (an entry's source and rotated target folded into one word). The multiplies form one
+/// dependent chain, so their number, not the instructions, bounds its time.
 #[inline]
 fn raw_hash(seed: u64, head: [u64; 3], callers: &[RawWord], branches: &[RawBranch]) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -748,9 +750,16 @@ fn raw_hash(seed: u64, head: [u64; 3], callers: &[RawWord], branches: &[RawBranc
     if let [a] = odd {
         h = fold(h ^ u64::from_le_bytes(*a), K);
     }
-    for e in branches {
+    let entry = |e: &RawBranch| {
         let [source, target, _] = entry_words(e);
-        h = fold(h ^ source, K ^ target);
+        source ^ target.rotate_left(32)
+    };
+    let (pairs, odd) = branches.as_chunks::<2>();
+    for [a, b] in pairs {
+        h = fold(h ^ entry(a), K ^ entry(b));
+    }
+    if let [a] = odd {
+        h = fold(h ^ entry(a), K);
     }
     h
 }
