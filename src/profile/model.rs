@@ -183,8 +183,10 @@ impl<K: Ord, V> VecMap<K, V> {
         self.find(key).ok().map(|i| self.0.remove(i).1)
     }
     /// Merges `other` in, key by key: `add(mine, theirs)` on the value at each of `other`'s keys,
-    /// inserted as `V::default()` under `key(theirs)` where absent. One walk over both maps
-    /// (inserting entry by entry shifts the tail once per new key).
+    /// inserted as `V::default()` under `key(theirs)` where absent. Adds in place while every key
+    /// is present (mostly all are: a context's lines are mostly in the profile it merges into);
+    /// from the first new key on, one walk over both maps (inserting entry by entry shifts the
+    /// tail once per new key).
     pub fn merge_from<W>(
         &mut self,
         other: &VecMap<K, W>,
@@ -193,28 +195,37 @@ impl<K: Ord, V> VecMap<K, V> {
     ) where
         V: Default,
     {
-        let (mut i, mut new) = (0, 0);
-        for (k, _) in &other.0 {
-            while i < self.0.len() && self.0[i].0 < *k {
-                i += 1;
+        let mut i = 0;
+        let mut rest = other.0.iter();
+        let first_new = 'keys: loop {
+            let Some((k, w)) = rest.next() else { return };
+            while let Some((m, v)) = self.0.get_mut(i) {
+                match (*m).cmp(k) {
+                    std::cmp::Ordering::Less => i += 1,
+                    std::cmp::Ordering::Equal => {
+                        add(v, w);
+                        i += 1;
+                        continue 'keys;
+                    }
+                    std::cmp::Ordering::Greater => break,
+                }
             }
-            if i == self.0.len() || self.0[i].0 != *k {
+            break (k, w);
+        };
+        // The new keys from there on, to size the merged vector exactly.
+        let (mut j, mut new) = (i, 1);
+        for (k, _) in rest.clone() {
+            while j < self.0.len() && self.0[j].0 < *k {
+                j += 1;
+            }
+            if j == self.0.len() || self.0[j].0 != *k {
                 new += 1;
             }
         }
-        if new == 0 {
-            let mut i = 0;
-            for (k, w) in &other.0 {
-                while self.0[i].0 < *k {
-                    i += 1;
-                }
-                add(&mut self.0[i].1, w);
-            }
-            return;
-        }
         let mut merged = Vec::with_capacity(self.0.len() + new);
         let mut mine = std::mem::take(&mut self.0).into_iter().peekable();
-        for (k, w) in &other.0 {
+        merged.extend(mine.by_ref().take(i));
+        for (k, w) in std::iter::once(first_new).chain(rest.map(|(k, w)| (k, w))) {
             while let Some(e) = mine.next_if(|(m, _)| m < k) {
                 merged.push(e);
             }
@@ -607,6 +618,18 @@ mod tests {
         let mut empty = VecMap::default();
         empty.merge_from(&m, |k| *k, |v: &mut u64, w| *v += w);
         assert_eq!(entries(&empty), entries(&m));
+        // New keys first, after present ones, last, or none, against a B-tree.
+        let mut big = map(&(0..300).map(|k| (k * 3, 1)).collect::<Vec<_>>());
+        let mut model: std::collections::BTreeMap<u32, u64> =
+            big.iter().map(|(k, v)| (*k, *v)).collect();
+        for keys in [vec![0, 1, 2, 3, 897], vec![6, 7, 500, 501, 502, 901], vec![3, 96, 384, 897]] {
+            let other = map(&keys.iter().map(|&k| (k, u64::from(k) + 1)).collect::<Vec<_>>());
+            big.merge_from(&other, |k| *k, |v, w| *v += w);
+            for k in keys {
+                *model.entry(k).or_default() += u64::from(k) + 1;
+            }
+            assert_eq!(entries(&big), model.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>());
+        }
     }
 
     #[test]
