@@ -25,8 +25,9 @@ use crate::profile::ranges::disjoint_ranges;
 use crate::profile::{Context, FunctionSamples, Profile, ProfileKind, VecMap};
 use hashbrown::HashMap;
 use rayon::prelude::*;
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, Hash};
 
 /// What the probe-based CS builder needs from the decoded `.pseudo_probe` and
 /// `.pseudo_probe_desc` sections.
@@ -110,37 +111,48 @@ impl Default for CsOptions {
 /// them in a tree costs more), sorted when finished. Each profile has a slot, so that a builder
 /// that resolved a context once adds to its profile without hashing the context again. Each
 /// context's hash is kept: profiles built apart with clones of one hasher merge without hashing
-/// their contexts again.
-#[derive(Default)]
-struct ContextProfiles {
+/// their contexts again. `K` is the context: a [`Context`] (line-based) or a [`FrameKey`]
+/// (probe-based).
+struct ContextProfiles<K> {
     hasher: hashbrown::DefaultHashBuilder,
     /// Slots, found by their contexts' hashes.
     slots: hashbrown::HashTable<usize>,
-    profiles: Vec<(Context, FunctionSamples)>,
+    profiles: Vec<(K, FunctionSamples)>,
     /// The hash of each slot's context.
     hashes: Vec<u64>,
 }
 
-impl ContextProfiles {
+impl<K: Eq + Hash> ContextProfiles<K> {
     /// Empty profiles hashing contexts with `hasher`.
     fn with_hasher(hasher: hashbrown::DefaultHashBuilder) -> Self {
-        ContextProfiles { hasher, ..Default::default() }
+        ContextProfiles {
+            hasher,
+            slots: Default::default(),
+            profiles: Vec::new(),
+            hashes: Vec::new(),
+        }
     }
 
     /// The slot of `ctx` (hashed to `hash`), if it has a profile.
-    fn find(&self, ctx: &Context, hash: u64) -> Option<usize> {
-        self.slots.find(hash, |&i| self.profiles[i].0 == *ctx).copied()
+    fn find<Q: Eq + ?Sized>(&self, ctx: &Q, hash: u64) -> Option<usize>
+    where
+        K: Borrow<Q>,
+    {
+        self.slots.find(hash, |&i| self.profiles[i].0.borrow() == ctx).copied()
     }
 
     /// The slot of `ctx` (hashed to `hash`), made with `make` if it has no profile yet.
-    fn find_or_insert(
+    fn find_or_insert<Q: Eq + ?Sized>(
         &mut self,
-        ctx: &Context,
+        ctx: &Q,
         hash: u64,
-        make: impl FnOnce() -> (Context, FunctionSamples),
-    ) -> (usize, bool) {
+        make: impl FnOnce() -> (K, FunctionSamples),
+    ) -> (usize, bool)
+    where
+        K: Borrow<Q>,
+    {
         let (profiles, hashes) = (&self.profiles, &self.hashes);
-        match self.slots.entry(hash, |&i| profiles[i].0 == *ctx, |&i| hashes[i]) {
+        match self.slots.entry(hash, |&i| profiles[i].0.borrow() == ctx, |&i| hashes[i]) {
             hashbrown::hash_table::Entry::Occupied(e) => (*e.get(), false),
             hashbrown::hash_table::Entry::Vacant(e) => {
                 let slot = profiles.len();
@@ -152,11 +164,19 @@ impl ContextProfiles {
         }
     }
 
-    /// The slot of `ctx`'s profile, created empty if need be.
-    fn slot(&mut self, ctx: &Context, was_inlined: bool) -> usize {
+    /// The slot of `ctx`'s profile, made with `make` (the context and its empty profile) if
+    /// need be.
+    fn slot_with<Q: Eq + Hash + ?Sized>(
+        &mut self,
+        ctx: &Q,
+        was_inlined: bool,
+        make: impl FnOnce() -> (K, FunctionSamples),
+    ) -> usize
+    where
+        K: Borrow<Q>,
+    {
         let hash = self.hasher.hash_one(ctx);
-        let (slot, _) =
-            self.find_or_insert(ctx, hash, || (ctx.clone(), FunctionSamples::new(ctx.leaf_name())));
+        let (slot, _) = self.find_or_insert(ctx, hash, make);
         if was_inlined {
             self.profiles[slot].1.attributes |= attr::WAS_INLINED;
         }
@@ -165,6 +185,56 @@ impl ContextProfiles {
 
     fn at(&mut self, slot: usize) -> &mut FunctionSamples {
         &mut self.profiles[slot].1
+    }
+
+    /// Adds the profiles built from later contexts (hashed by a clone of this hasher): counts
+    /// add up (saturating sums, in any order), a checksum they set replaces this one's, as the
+    /// later context's would have.
+    fn merge(&mut self, later: ContextProfiles<K>) {
+        if self.profiles.is_empty() {
+            *self = later;
+            return;
+        }
+        for ((ctx, fs), hash) in later.profiles.into_iter().zip(later.hashes) {
+            match self.find(&ctx, hash) {
+                Some(slot) => {
+                    let mine = &mut self.profiles[slot].1;
+                    let checksum = fs.checksum.or(mine.checksum);
+                    mine.merge(&fs);
+                    mine.checksum = checksum;
+                }
+                None => {
+                    let hashes = &self.hashes;
+                    self.slots.insert_unique(hash, self.profiles.len(), |&i| hashes[i]);
+                    self.profiles.push((ctx, fs));
+                    self.hashes.push(hash);
+                }
+            }
+        }
+    }
+
+    /// `updateFunctionSamples`: optional total recomputation, then body counts raised to their
+    /// call-target sums; on rayon's current pool.
+    fn update(&mut self, update_total_samples: bool)
+    where
+        K: Send,
+    {
+        self.profiles.par_iter_mut().for_each(|(_, fs)| {
+            if update_total_samples {
+                fs.total_samples = fs.body.values().fold(0u64, |t, b| t.saturating_add(b.count));
+            }
+            for b in fs.body.values_mut() {
+                let targets = b.call_targets.values().fold(0u64, |t, n| t.saturating_add(*n));
+                b.count = b.count.max(targets);
+            }
+        });
+    }
+}
+
+impl ContextProfiles<Context> {
+    /// The slot of `ctx`'s profile, created empty if need be.
+    fn slot(&mut self, ctx: &Context, was_inlined: bool) -> usize {
+        self.slot_with(ctx, was_inlined, || (ctx.clone(), FunctionSamples::new(ctx.leaf_name())))
     }
 
     fn get_or_create(&mut self, ctx: &Context, was_inlined: bool) -> &mut FunctionSamples {
@@ -211,41 +281,10 @@ impl ContextProfiles {
         }
     }
 
-    /// Adds the profiles built from later contexts (hashed by a clone of this hasher): counts
-    /// add up (saturating sums, in any order), a checksum they set replaces this one's, as the
-    /// later context's would have.
-    fn merge(&mut self, later: ContextProfiles) {
-        if self.profiles.is_empty() {
-            *self = later;
-            return;
-        }
-        for ((ctx, fs), hash) in later.profiles.into_iter().zip(later.hashes) {
-            let mut fs = Some(fs);
-            let (slot, inserted) = self
-                .find_or_insert(&ctx, hash, || (ctx.clone(), fs.take().expect("inserted once")));
-            if !inserted {
-                let fs = fs.expect("not inserted");
-                let mine = &mut self.profiles[slot].1;
-                let checksum = fs.checksum.or(mine.checksum);
-                mine.merge(&fs);
-                mine.checksum = checksum;
-            }
-        }
-    }
-
-    /// `updateFunctionSamples`: optional total recomputation, then body counts raised to their
-    /// call-target sums. Sorted and updated on rayon's current pool.
-    fn finish(self, kind: ProfileKind, update_total_samples: bool) -> Profile {
+    /// Updated ([`Self::update`]) and sorted on rayon's current pool.
+    fn finish(mut self, kind: ProfileKind, update_total_samples: bool) -> Profile {
+        self.update(update_total_samples);
         let mut profiles = self.profiles;
-        profiles.par_iter_mut().for_each(|(_, fs)| {
-            if update_total_samples {
-                fs.total_samples = fs.body.values().fold(0u64, |t, b| t.saturating_add(b.count));
-            }
-            for b in fs.body.values_mut() {
-                let targets = b.call_targets.values().fold(0u64, |t, n| t.saturating_add(*n));
-                b.count = b.count.max(targets);
-            }
-        });
         // Contexts are distinct: the BTreeMap then only checks the order.
         profiles.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
         Profile { kind, functions: profiles.into_iter().collect(), symbol_list: None }
@@ -275,7 +314,7 @@ pub fn generate_line_cs<C: CodeView + ?Sized>(
     opts: &CsOptions,
 ) -> Profile {
     let fs_discr = code.uses_fs_discriminators();
-    let mut profiles = ContextProfiles::default();
+    let mut profiles = ContextProfiles::with_hasher(Default::default());
     let mut keys: Vec<&ContextKey> = counters.by_context.keys().collect();
     keys.sort();
     for key in keys {
@@ -419,6 +458,7 @@ where
                         shared_names: &shared_names,
                         names: HashMap::new(),
                         name_table: Vec::new(),
+                        key: Vec::new(),
                         call_probes: HashMap::new(),
                         inline_contexts: HashMap::new(),
                         buffers: Default::default(),
@@ -432,7 +472,7 @@ where
                     }
                     (g.profiles, g.stats)
                 })
-                .collect::<Vec<(ContextProfiles, ProbeCsStats)>>()
+                .collect::<Vec<(ContextProfiles<FrameKey>, ProbeCsStats)>>()
         };
     let blocks: Vec<&[(&[Vaddr], &Counters)]> = keys.chunks(KEY_BLOCK).collect();
     let mut sampled = blocks.first().map(|b| sample(b, inferrer.as_mut()));
@@ -457,7 +497,8 @@ where
         preinlined: false,
         fs_discriminator: false,
     };
-    let profile = profiles.finish(kind, opts.update_total_samples);
+    let names = shared_names.into_inner().unwrap_or_else(|e| e.into_inner()).names;
+    let profile = profiles.finish(&names, kind, opts.update_total_samples);
     (profile, stats)
 }
 
@@ -548,13 +589,38 @@ struct InferredSites {
     by_func: Vec<(Option<FuncId>, Vec<Vaddr>)>,
 }
 
-/// A context frame while a leaf context is resolved: the function is an index into the run's
-/// names ([`ProbeCsBuilder::name`]), so that frames compare, hash and copy as integers.
+/// A context frame of the probe-based builder: the function is an index into the names of
+/// [`SharedNames`] (one per distinct text), so that frames compare, hash and copy as integers.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 struct Frame {
     name: u32,
     loc: LineLocation,
 }
+
+impl Frame {
+    /// Appends the frame's [`FrameKey`] bytes.
+    fn encode(&self, key: &mut Vec<u8>) {
+        key.extend_from_slice(&self.name.to_be_bytes());
+        key.extend_from_slice(&self.loc.line_offset.to_be_bytes());
+        key.extend_from_slice(&self.loc.discriminator.to_be_bytes());
+    }
+
+    /// The frame of [`FRAME_BYTES`] key bytes.
+    fn decode(bytes: &[u8]) -> Frame {
+        let word = |i: usize| u32::from_be_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
+        Frame { name: word(0), loc: LineLocation::new(word(4), word(8)) }
+    }
+}
+
+/// A context as the probe-based builder keys its profiles: its [`Frame`]s, root first, the
+/// leaf's location (0, 0), each as [`FRAME_BYTES`] big-endian bytes (name, line offset,
+/// discriminator). Contexts are long and share long roots: bytes hash and compare in bulk, and
+/// once the names are ranks by text ([`ContextProfiles::finish`]), contexts order as their
+/// bytes do.
+type FrameKey = Box<[u8]>;
+
+/// Bytes of a [`Frame`] in a [`FrameKey`].
+const FRAME_BYTES: usize = 12;
 
 /// A leaf probe's context as the builder uses it: the slot of its profile (whose context
 /// it is) and the checksum of the leaf's function.
@@ -567,16 +633,19 @@ struct LeafProfile {
 struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     probes: &'a P,
     opts: &'a CsOptions,
-    profiles: ContextProfiles,
+    profiles: ContextProfiles<FrameKey>,
     stats: ProbeCsStats,
     /// The leaf contexts resolved in the current calling context, by the leaf's function (for
     /// tail-call inference) and inline node: every probe of a function instance shares one,
     /// and resolving (inline chains, recursion compression) is the costly part.
     leaf_contexts: HashMap<(Option<FuncId>, NodeId), (Option<LeafProfile>, u64)>,
     shared_names: &'a SharedNames,
-    /// [`Self::name`]'s index by GUID, into `name_table`.
+    /// [`Self::name`] by GUID, for the run.
     names: HashMap<u64, Option<u32>>,
-    name_table: Vec<FuncName>,
+    /// The names the run met, by their index.
+    name_table: Vec<Option<FuncName>>,
+    /// The key of a context being looked up, reused.
+    key: Vec<u8>,
     /// [`ProbeView::call_probe_at`] by call site, for the run.
     call_probes: HashMap<Vaddr, Option<Probe>>,
     /// [`Self::push_inline_context`]'s expansion by inline node, for the run.
@@ -627,11 +696,21 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
                     .probes
                     .node_inline_site(probe.node)
                     .and_then(|(parent, _)| self.probes.func_desc(self.probes.node_guid(parent)));
-                let frames = &self.profiles.profiles[leaf.slot].0;
-                if let (Some((_, inliner_hash)), Some(parent)) = (inliner, frames.parent()) {
-                    let callsite = frames.callers()[parent.len() - 1].loc;
-                    let callee = frames.leaf_name().to_string();
-                    let p = self.profiles.get_or_create(&parent, false);
+                let key = &self.profiles.profiles[leaf.slot].0;
+                if let (Some((_, inliner_hash)), true) = (inliner, key.len() >= 2 * FRAME_BYTES) {
+                    let (callers, leaf_frame) = key.split_at(key.len() - FRAME_BYTES);
+                    let callee = self.name_text(Frame::decode(leaf_frame).name).to_string();
+                    // The caller's context: its call site becomes its leaf, at (0, 0).
+                    let mut parent = std::mem::take(&mut self.key);
+                    parent.clear();
+                    parent.extend_from_slice(callers);
+                    let caller = parent.len() - FRAME_BYTES;
+                    let callsite = Frame::decode(&parent[caller..]).loc;
+                    // The name's bytes stay; the location's become (0, 0).
+                    parent[caller + 4..].fill(0);
+                    let slot = self.key_slot(&parent, false);
+                    self.key = parent;
+                    let p = self.profiles.at(slot);
                     p.checksum = Some(inliner_hash);
                     p.add_body(callsite, n);
                     p.add_total(n);
@@ -762,11 +841,27 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
 
     /// The slot of the profile of `frames` (a resolved context).
     fn context_slot(&mut self, frames: &[Frame], was_inlined: bool) -> usize {
+        let mut key = std::mem::take(&mut self.key);
+        key.clear();
+        frames.iter().for_each(|f| f.encode(&mut key));
+        let slot = self.key_slot(&key, was_inlined);
+        self.key = key;
+        slot
+    }
+
+    /// The slot of the profile of the context of `key`.
+    fn key_slot(&mut self, key: &[u8], was_inlined: bool) -> usize {
         let names = &self.name_table;
-        let ctx = frames
-            .iter()
-            .map(|f| ContextFrame { func: names[f.name as usize].clone(), loc: f.loc });
-        self.profiles.slot(&Context::from_frames(ctx), was_inlined)
+        self.profiles.slot_with(key, was_inlined, || {
+            let leaf = Frame::decode(&key[key.len() - FRAME_BYTES..]);
+            let leaf = names[leaf.name as usize].as_ref().expect("a name the run met");
+            (key.into(), FunctionSamples::new(leaf))
+        })
+    }
+
+    /// The text of a name the run met.
+    fn name_text(&self, name: u32) -> &FuncName {
+        self.name_table[name as usize].as_ref().expect("a name the run met")
     }
 
     /// Appends the probe's inline chain, root first, ending with (probe's function, probe id).
@@ -819,30 +914,104 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         Some(out)
     }
 
-    /// The `.pseudo_probe_desc` name of `guid`, as its index in the run's `name_table`: one
-    /// shared [`FuncName`] per function for every run, looked up in this run's index first.
+    /// The `.pseudo_probe_desc` name of `guid`, as its index in [`SharedNames`] (shared by
+    /// every run), looked up in this run's index first.
     fn name(&mut self, guid: u64) -> Option<u32> {
         if let Some(&n) = self.names.get(&guid) {
             return n;
         }
         let probes = self.probes;
         let mut shared = self.shared_names.lock().unwrap_or_else(|e| e.into_inner());
-        let n = shared
-            .entry(guid)
-            .or_insert_with(|| probes.func_desc(guid).map(|(n, _)| n.into()))
-            .clone();
+        let id = shared.id(guid, || probes.func_desc(guid).map(|(n, _)| n));
+        if let Some(id) = id {
+            let i = id as usize;
+            if self.name_table.len() <= i {
+                self.name_table.resize(i + 1, None);
+            }
+            self.name_table[i] = Some(shared.names[i].clone());
+        }
         drop(shared);
-        let id = n.map(|n| {
-            self.name_table.push(n);
-            (self.name_table.len() - 1) as u32
-        });
         self.names.insert(guid, id);
         id
     }
 }
 
-/// Function names by GUID for [`ProbeCsBuilder::name`], shared by the runs.
-type SharedNames = std::sync::Mutex<HashMap<u64, Option<FuncName>>>;
+/// Function names shared by the runs of [`generate_probe_cs`]: an index per distinct text, so
+/// that contexts built apart hash, compare and merge as integers.
+#[derive(Default)]
+struct NameIndex {
+    by_guid: HashMap<u64, Option<u32>>,
+    by_text: HashMap<FuncName, u32>,
+    /// The names by index.
+    names: Vec<FuncName>,
+}
+
+impl NameIndex {
+    /// The index of `guid`'s name (`name` gives it, `None` without one).
+    fn id<'n>(&mut self, guid: u64, name: impl FnOnce() -> Option<&'n str>) -> Option<u32> {
+        if let Some(&id) = self.by_guid.get(&guid) {
+            return id;
+        }
+        let id = name().map(|text| match self.by_text.get(text) {
+            Some(&id) => id,
+            None => {
+                let name = FuncName::from(text);
+                let id = self.names.len() as u32;
+                self.names.push(name.clone());
+                self.by_text.insert(name, id);
+                id
+            }
+        });
+        self.by_guid.insert(guid, id);
+        id
+    }
+}
+
+/// [`NameIndex`] as the runs share it.
+type SharedNames = std::sync::Mutex<NameIndex>;
+
+impl ContextProfiles<FrameKey> {
+    /// The profile by [`Context`]s, updated ([`Self::update`]) and sorted on rayon's current
+    /// pool. `names`: the frames' names by index.
+    fn finish(
+        mut self,
+        names: &[FuncName],
+        kind: ProfileKind,
+        update_total_samples: bool,
+    ) -> Profile {
+        self.update(update_total_samples);
+        // Names by text: frames with names replaced by their ranks order as the contexts do.
+        let mut by_text: Vec<u32> = (0..names.len() as u32).collect();
+        by_text.par_sort_unstable_by(|&a, &b| names[a as usize].cmp(&names[b as usize]));
+        let mut rank = vec![0u32; names.len()];
+        for (r, &id) in by_text.iter().enumerate() {
+            rank[id as usize] = r as u32;
+        }
+        let mut profiles = self.profiles;
+        profiles.par_iter_mut().for_each(|(key, _)| {
+            for frame in key.chunks_exact_mut(FRAME_BYTES) {
+                let name = Frame::decode(frame).name;
+                frame[..4].copy_from_slice(&rank[name as usize].to_be_bytes());
+            }
+        });
+        profiles.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let profiles: Vec<(Context, FunctionSamples)> = profiles
+            .into_par_iter()
+            .map(|(key, fs)| {
+                let frames = key.chunks_exact(FRAME_BYTES).map(|bytes| {
+                    let f = Frame::decode(bytes);
+                    ContextFrame {
+                        func: names[by_text[f.name as usize] as usize].clone(),
+                        loc: f.loc,
+                    }
+                });
+                (Context::from_frames(frames), fs)
+            })
+            .collect();
+        // Contexts are distinct: the BTreeMap then only checks the order.
+        Profile { kind, functions: profiles.into_iter().collect(), symbol_list: None }
+    }
+}
 
 /// Recovers call frames lost to tail calls (llvm-profgen's `MissingFrameInferrer`, reference
 /// §5.5): between a call site and the next frame, if the callee is reachable from the call's
