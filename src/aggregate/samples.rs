@@ -540,17 +540,19 @@ impl EntryCache {
 
     /// The slot of entry `(raw_from, raw_to)` after the newer kept source `newer` in the process
     /// state `stamp`, and the entry's translation (by `translate` if no slot held it: the slot is
-    /// taken over, its count moved to the maps).
+    /// taken over, its count moved to the maps). The slot is picked by the raw source of the
+    /// entry before, `newer_raw`, not by `newer`: that is a translation the previous probe
+    /// loaded, and hashing it would chain every probe of a window to the one before.
     #[inline(always)]
     fn slot(
         &mut self,
         raw: &mut Counters,
         stamp: u64,
         (raw_from, raw_to): (u64, u64),
-        newer: u64,
+        (newer, newer_raw): (u64, u64),
         translate: impl FnMut(u64) -> u64,
     ) -> (usize, u64, u64) {
-        let i = pair_slot(stamp ^ newer.rotate_left(43), raw_from, raw_to);
+        let i = pair_slot(stamp ^ newer_raw.rotate_left(43), raw_from, raw_to);
         let s = &self.slots[i];
         if s.raw_from == raw_from && s.raw_to == raw_to && s.newer == newer && s.stamp == stamp {
             return (i, s.from, s.to);
@@ -1174,8 +1176,8 @@ impl<'b> Aggregator<'b> {
         // The source of the newer entry kept.
         let mut newer_source = ext;
         for (raw_from, raw_to) in branches {
-            let (i, from, to) =
-                entries.slot(raw, stamp, (raw_from, raw_to), newer_source, &mut translate);
+            let newer = (newer_source, newer_raw.map_or(0, |(a, _)| a));
+            let (i, from, to) = entries.slot(raw, stamp, (raw_from, raw_to), newer, &mut translate);
             if weight.is_none()
                 && let Some((newer, true)) = newer_raw
                 && to == ext
