@@ -583,6 +583,11 @@ impl<'a> PerfData<'a> {
                 prefetch(data, prefetched);
                 prefetched += 64;
             }
+            // A prefetch into a page not mapped yet is dropped: a load there has the kernel map
+            // it (and the pages around it) before the prefetches and the walk get there.
+            if let Some(b) = data.get(pos + PREFETCH_AHEAD) {
+                std::hint::black_box(*b);
+            }
             let loc = Loc::plain((range.start + pos) as u64);
             let Some(size) = u16_at(data, pos + 6) else {
                 let left = data.len() - pos;
