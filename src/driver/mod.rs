@@ -206,7 +206,9 @@ pub fn finish_profile(
     if opts.write.use_md5 && opts.format != OutputFormat::ExtBinary {
         report.warnings.push(USE_MD5_IGNORED.to_string());
     }
-    writer::write_profile_file(&profile, opts.format, &opts.write, &opts.path)
+    let bytes = writer::encode_profile_file(&profile, opts.format, &opts.write, &opts.path)?;
+    // The profile is freed on the other worker while its bytes are written and synced.
+    rayon::join(move || drop(profile), || writer::write_bytes_atomically(&bytes, &opts.path)).1
 }
 
 /// Why a profile came out empty, for the warning that says so.

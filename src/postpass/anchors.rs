@@ -16,6 +16,7 @@
 use crate::binary::anchors::CodeAnchors;
 use crate::llvm::{ContextFrame, canonical_fn_name};
 use crate::profile::{FunctionSamples, Profile};
+use rayon::prelude::*;
 use std::collections::BTreeSet;
 
 /// Adds the zero-count call targets; returns how many were added.
@@ -27,15 +28,18 @@ pub fn add_zero_count_anchors(profile: &mut Profile, anchors: &CodeAnchors) -> u
     } else {
         BTreeSet::new()
     };
-    let mut added = 0;
-    for (ctx, fs) in profile.functions.iter_mut() {
-        added += annotate(fs, anchors, &|loc| {
-            let mut site = ctx.callers().to_vec();
-            site.push(ContextFrame { func: ctx.leaf_name().into(), loc });
-            called_from.contains(&site)
-        });
-    }
-    added
+    // Each profile on its own, on the workers.
+    profile
+        .functions
+        .par_iter_mut()
+        .map(|(ctx, fs)| {
+            annotate(fs, anchors, &|loc| {
+                let mut site = ctx.callers().to_vec();
+                site.push(ContextFrame { func: ctx.leaf_name().into(), loc });
+                called_from.contains(&site)
+            })
+        })
+        .sum()
 }
 
 /// The canonical names of the functions [`add_zero_count_anchors`] can look anchors up for in

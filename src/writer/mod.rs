@@ -88,8 +88,17 @@ pub fn write_profile_file(
     opts: &WriteOptions,
     path: &Path,
 ) -> Result<()> {
-    let bytes = encode_profile(profile, format, opts).map_err(|e| with_path(e, path))?;
-    write_bytes_atomically(&bytes, path)
+    write_bytes_atomically(&encode_profile_file(profile, format, opts, path)?, path)
+}
+
+/// [`encode_profile`] for the file `path`: errors name it.
+pub fn encode_profile_file(
+    profile: &Profile,
+    format: OutputFormat,
+    opts: &WriteOptions,
+    path: &Path,
+) -> Result<Vec<u8>> {
+    encode_profile(profile, format, opts).map_err(|e| with_path(e, path))
 }
 
 /// Writes `bytes` to `path` through a temporary file in the same directory (created with
