@@ -714,14 +714,20 @@ struct Stacks {
     /// (parent, call site) of each node; the root's is unused.
     nodes: Vec<(u32, Vaddr)>,
     children: hashbrown::HashMap<(u32, Vaddr), u32>,
+    /// Recent `children` lookups, direct-mapped: (parent, child, call site), parent
+    /// [`UNKNOWN`] when free. Neighbouring samples walk the same stacks.
+    recent: Box<[(u32, u32, Vaddr); RECENT_CHILDREN]>,
     counters: hashbrown::HashMap<u32, Counters>,
 }
+
+const RECENT_CHILDREN: usize = 1 << 12;
 
 impl Default for Stacks {
     fn default() -> Self {
         Stacks {
             nodes: vec![(0, Vaddr(0))],
             children: Default::default(),
+            recent: slots((UNKNOWN, 0, Vaddr(0))),
             counters: Default::default(),
         }
     }
@@ -729,7 +735,21 @@ impl Default for Stacks {
 
 impl Stacks {
     /// The stack of `parent`'s with `site` called last.
+    #[inline]
     fn child(&mut self, parent: u32, site: Vaddr) -> u32 {
+        let h = (site.0 ^ u64::from(parent).wrapping_mul(0x2545_f491_4f6c_dd1d))
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let i = (h >> 52) as usize & (RECENT_CHILDREN - 1);
+        let (p, id, a) = self.recent[i];
+        if p == parent && a == site {
+            return id;
+        }
+        let id = self.intern(parent, site);
+        self.recent[i] = (parent, id, site);
+        id
+    }
+    #[inline(never)]
+    fn intern(&mut self, parent: u32, site: Vaddr) -> u32 {
         let next = self.nodes.len() as u32;
         let id = *self.children.entry((parent, site)).or_insert(next);
         if id == next {

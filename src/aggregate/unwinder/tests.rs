@@ -730,3 +730,17 @@ fn crossings_answer_as_the_code_does() {
     assert!(!crossings.get(&code, v(0x10c), v(0x10c)));
     assert!(!crossings.get(&code, v(0), v(0)));
 }
+
+#[test]
+fn stacks_intern_each_call_site_once_past_the_recent_lookups() {
+    let mut stacks = Stacks::default();
+    let keys: Vec<(u32, Vaddr)> =
+        (0..3 * RECENT_CHILDREN as u64).map(|i| ((i % 5) as u32, v(0x1000 + 4 * i))).collect();
+    let ids: Vec<u32> = keys.iter().map(|&(p, a)| stacks.child(p, a)).collect();
+    assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), keys.len());
+    for (&(p, a), &id) in keys.iter().zip(&ids).rev() {
+        assert_eq!(stacks.child(p, a), id);
+        assert_eq!(stacks.nodes[id as usize], (p, a));
+    }
+    assert_eq!(stacks.nodes.len(), keys.len() + 1);
+}
