@@ -481,13 +481,15 @@ impl<'a> PerfData<'a> {
 
     /// [`decode_in_time_order`](Self::decode_in_time_order), also telling `on_consumed` from time
     /// to time that the input before a position will not be read again, so a caller that mapped
-    /// the file can drop those pages and keep its memory flat.
+    /// the file can drop those pages and keep its memory flat. `on_event` is taken as the
+    /// decoder's own `&mut dyn` (a caller holding one passes it on, rather than through a second
+    /// indirect call that copies every event).
     pub fn decode_in_time_order_releasing(
         &self,
-        mut on_event: impl FnMut(PerfEvent<'_>),
+        on_event: &mut dyn FnMut(PerfEvent<'_>),
         mut on_consumed: impl FnMut(usize),
     ) -> Result<ReadReport, Error> {
-        self.decode_range(self.data_range(), true, &mut on_event, &mut on_consumed)
+        self.decode_range(self.data_range(), true, on_event, &mut on_consumed)
     }
 
     /// [`decode_in_time_order_releasing`](Self::decode_in_time_order_releasing), deferring sample
@@ -496,12 +498,12 @@ impl<'a> PerfData<'a> {
     /// compressed records, and all samples in pipe mode, are decoded whole.
     pub fn decode_in_time_order_deferred(
         &self,
-        mut on_event: impl FnMut(PerfEvent<'_>),
+        on_event: &mut dyn FnMut(PerfEvent<'_>),
         mut on_consumed: impl FnMut(usize),
     ) -> Result<ReadReport, Error> {
         let mut decoder = self.template.fork();
         decoder.defer_bodies = !self.is_pipe();
-        self.decode_with(decoder, self.data_range(), true, &mut on_event, &mut on_consumed)
+        self.decode_with(decoder, self.data_range(), true, on_event, &mut on_consumed)
     }
 
     /// A decoder of the sample records that a deferred decode hands out by position; `None` in

@@ -430,7 +430,7 @@ fn deferred_samples_decode_in_place_to_the_whole_samples() {
         let mut in_place = Vec::new();
         let report = data
             .decode_in_time_order_deferred(
-                |e| match (e, bodies.as_mut()) {
+                &mut |e| match (e, bodies.as_mut()) {
                     (PerfEvent::Sample(s), Some(bodies)) => {
                         assert!(s.callchain.is_empty() && s.branches.is_empty());
                         assert!(s.record.is_some());
@@ -468,7 +468,7 @@ fn ips_and_release(bytes: &[u8]) -> (Vec<u64>, usize, ReadReport) {
     let (mut ips, mut released) = (Vec::new(), 0);
     let report = data
         .decode_in_time_order_releasing(
-            |e| {
+            &mut |e| {
                 if let PerfEvent::Sample(s) = e {
                     ips.push(s.ip.0 - 0x1000);
                 }
