@@ -578,12 +578,16 @@ impl SampledLeaves {
             inferrer.infer_between(code, last, leaf.addr, &mut ctx);
             out.by_func.push((func, ctx));
         }
+        // No frame inferred for any leaf function: the leaves need not be told apart by it.
+        if out.by_func.iter().all(|(_, ctx)| ctx == sites) {
+            out.by_func.clear();
+        }
         out
     }
 }
 
 /// A context's call sites with inferred tail-call frames, by leaf function; empty without
-/// inference.
+/// inference or when it added no frame.
 #[derive(Clone, Default)]
 struct InferredSites {
     by_func: Vec<(Option<FuncId>, Vec<Vaddr>)>,
@@ -778,10 +782,11 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         inferred: &InferredSites,
         leaf: &Probe,
     ) -> Option<LeafProfile> {
-        let func = if self.opts.infer_missing_frames {
-            code.func_range(leaf.addr).map(|r| r.func)
-        } else {
+        // The leaf's function matters only to pick its inferred frames.
+        let func = if inferred.by_func.is_empty() {
             None
+        } else {
+            code.func_range(leaf.addr).map(|r| r.func)
         };
         let key = (func, leaf.node);
         if let Some(&(leaf, without_desc)) = self.leaf_contexts.get(&key) {
