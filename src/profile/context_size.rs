@@ -19,7 +19,7 @@ use rayon::prelude::*;
 use crate::addr::Vaddr;
 use crate::aggregate::{ContextCounters, ContextKey};
 use crate::binary::probes::{NodeId as ProbeNodeId, ProbeInfo};
-use crate::binary::{Binary, FuncId, InlineSite, SourceFrame};
+use crate::binary::{Binary, FuncId, FuncRange, InlineSite, SourceFrame};
 use crate::llvm::discriminator::probe_index_from_discriminator;
 use crate::llvm::{ContextFrame, FuncName, LineLocation, callsite_hash_from_guid, md5_guid};
 use crate::profile::VecMap;
@@ -172,8 +172,15 @@ pub fn profiled_functions(binary: &Binary, counters: &ContextCounters) -> Vec<Fu
         .par_chunks(run)
         .flat_map_iter(|run| {
             let mut funcs = Vec::new();
+            // A context's addresses mostly fall in the function of the one before: that one is
+            // pushed already, and needs no search.
+            let mut last: Option<&FuncRange> = None;
             let mut add = |a: Vaddr| {
-                if let Some(r) = binary.func_range(a) {
+                if last.is_some_and(|r| r.start <= a && a < r.end) {
+                    return;
+                }
+                last = binary.func_range(a);
+                if let Some(r) = last {
                     funcs.push(r.func);
                 }
             };
