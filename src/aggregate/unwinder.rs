@@ -794,10 +794,11 @@ impl Stacks {
 }
 
 /// Counters by context in shards by the context's hash: the workers' counters merge shard by
-/// shard in parallel.
+/// shard in parallel. Each entry keeps its key's hash (keys are whole stacks: hashing one again
+/// per merge costs more than the lookup).
 struct ContextShards {
     hasher: hashbrown::DefaultHashBuilder,
-    shards: Vec<hashbrown::HashMap<ContextKey, Counters>>,
+    shards: Vec<hashbrown::HashTable<(u64, ContextKey, Counters)>>,
 }
 
 /// How many [`ContextShards`]: several per thread, for balance.
@@ -810,8 +811,10 @@ impl ContextShards {
     }
     fn add(&mut self, key: ContextKey, c: Counters) {
         use std::hash::BuildHasher;
-        let shard = self.hasher.hash_one(&key) as usize % SHARDS;
-        add_context(&mut self.shards[shard], key, c);
+        let hash = self.hasher.hash_one(&key);
+        // Bits the tables do not index by.
+        let shard = (hash >> 40) as usize % SHARDS;
+        add_context(&mut self.shards[shard], hash, key, c);
     }
     /// Adds `other`'s counters (shards made with the same hasher).
     fn merge(&mut self, other: ContextShards) {
@@ -820,8 +823,8 @@ impl ContextShards {
             if mine.len() < theirs.len() {
                 std::mem::swap(mine, &mut theirs);
             }
-            for (key, c) in theirs {
-                add_context(mine, key, c);
+            for (hash, key, c) in theirs {
+                add_context(mine, hash, key, c);
             }
         });
     }
@@ -829,20 +832,22 @@ impl ContextShards {
         let mut out = ContextCounters { context_sensitive: true, ..Default::default() };
         out.by_context.reserve(self.shards.iter().map(|s| s.len()).sum());
         for shard in self.shards {
-            out.by_context.extend(shard);
+            out.by_context.extend(shard.into_iter().map(|(_, key, c)| (key, c)));
         }
         out
     }
 }
 
-/// Adds the counters `c` of `key` into `map`, the smaller counters into the larger.
+/// Adds the counters `c` of `key` (whose hash is `hash`) into `table`, the smaller counters into
+/// the larger.
 fn add_context(
-    map: &mut hashbrown::HashMap<ContextKey, Counters>,
+    table: &mut hashbrown::HashTable<(u64, ContextKey, Counters)>,
+    hash: u64,
     key: ContextKey,
     mut c: Counters,
 ) {
-    match map.get_mut(&key) {
-        Some(mine) => {
+    match table.find_mut(hash, |(h, k, _)| *h == hash && *k == key) {
+        Some((_, _, mine)) => {
             let size = |c: &Counters| c.ranges.len() + c.branches.len();
             if size(mine) < size(&c) {
                 std::mem::swap(mine, &mut c);
@@ -850,7 +855,7 @@ fn add_context(
             mine.merge(&c);
         }
         None => {
-            map.insert(key, c);
+            table.insert_unique(hash, (hash, key, c), |(h, _, _)| *h);
         }
     }
 }
