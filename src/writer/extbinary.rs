@@ -13,6 +13,8 @@
 
 use std::collections::BTreeMap;
 
+use rayon::prelude::*;
+
 use super::binary::{NameIndex, write_body, write_loc, write_summary};
 use super::{collect_names, sorted_profiles};
 use crate::llvm::leb128::write_uleb128;
@@ -46,7 +48,8 @@ struct SecHdr {
 pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
     let kind = profile.kind;
     let cs = kind.context_sensitive;
-    let names = collect_names(profile);
+    let (names, summary) =
+        rayon::join(|| collect_names(profile), || ProfileSummary::compute(profile));
     let name_idx: NameIndex = names.iter().copied().zip(0..).collect();
     // CS profiles are referenced through the context table, sorted by context.
     let ctx_idx: BTreeMap<&Context, u64> =
@@ -79,7 +82,7 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
                 if kind.fs_discriminator {
                     flags |= flag::SUMMARY_FS_DISCRIMINATOR;
                 }
-                write_summary(&mut out, &ProfileSummary::compute(profile));
+                write_summary(&mut out, &summary);
             }
             sec::NAME_TABLE => {
                 write_uleb128(&mut out, names.len() as u64);
@@ -109,11 +112,19 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
                 }
             }
             sec::LBR_PROFILE => {
+                // Each profile encoded on the workers, then laid out in order.
+                let encoded: Vec<Vec<u8>> = (sorted.par_iter())
+                    .map(|&(ctx, fs)| {
+                        let mut bytes = Vec::new();
+                        write_uleb128(&mut bytes, fs.head_samples);
+                        write_body(&mut bytes, own_idx(ctx), fs, &name_idx);
+                        bytes
+                    })
+                    .collect();
                 let lbr_start = out.len();
-                for &(ctx, fs) in &sorted {
+                for (&(ctx, _), bytes) in sorted.iter().zip(&encoded) {
                     offsets.push((ctx, (out.len() - lbr_start) as u64));
-                    write_uleb128(&mut out, fs.head_samples);
-                    write_body(&mut out, own_idx(ctx), fs, &name_idx);
+                    out.extend_from_slice(bytes);
                 }
             }
             sec::PROFILE_SYMBOL_LIST => {
