@@ -170,6 +170,13 @@ impl ContextShape {
         compress_recursion(callers, self.compress_recursion);
         trim_context(callers, self.max_context_depth);
     }
+
+    /// [`Self::apply`] to callers known to repeat no element, which recursion compression leaves
+    /// as they are: a caller that can tell cheaply skips its quadratic search for repeats.
+    pub fn apply_to_distinct<T>(&self, callers: &mut Vec<T>) {
+        cut_to_max_context(callers);
+        trim_context(callers, self.max_context_depth);
+    }
 }
 
 /// Removes adjacent repeated sequences of up to `max_size` elements (-1: no limit, 0: off), for
@@ -308,6 +315,20 @@ mod tests {
             compress_recursion(&mut v, limit);
             assert_eq!(v, want, "{input:?} limit {limit}");
         }
+    }
+
+    #[test]
+    fn shapes_distinct_callers_as_apply_does() {
+        let shape = ContextShape { compress_recursion: -1, max_context_depth: 2 };
+        let (mut all, mut distinct) = (vec![1, 2, 3, 4], vec![1, 2, 3, 4]);
+        shape.apply(&mut all);
+        shape.apply_to_distinct(&mut distinct);
+        assert_eq!(all, [3, 4]);
+        assert_eq!(distinct, all);
+        let mut deep: Vec<usize> = (0..MAX_CONTEXT_FRAMES + 5).collect();
+        ContextShape::default().apply_to_distinct(&mut deep);
+        assert_eq!(deep.len(), MAX_CONTEXT_FRAMES);
+        assert_eq!(deep[0], 5);
     }
 
     #[test]

@@ -459,6 +459,8 @@ where
                         names: HashMap::new(),
                         name_table: Vec::new(),
                         key: Vec::new(),
+                        seen: Vec::new(),
+                        stamp: 0,
                         call_probes: HashMap::new(),
                         inline_contexts: HashMap::new(),
                         buffers: Default::default(),
@@ -650,6 +652,10 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     name_table: Vec<Option<FuncName>>,
     /// The key of a context being looked up, reused.
     key: Vec<u8>,
+    /// By name index: the resolve that last met the name ([`Self::stamp`]).
+    seen: Vec<u32>,
+    /// The current resolve's mark in `seen`, never 0.
+    stamp: u32,
     /// [`ProbeView::call_probe_at`] by call site, for the run.
     call_probes: HashMap<Vaddr, Option<Probe>>,
     /// [`Self::push_inline_context`]'s expansion by inline node, for the run.
@@ -837,7 +843,21 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         self.push_inline_context(leaf, frames)?;
         let mut leaf_frame = frames.pop()?;
         leaf_frame.loc = LineLocation::default();
-        self.opts.context.apply(frames);
+        // Most contexts repeat no function, so no frame: seen marks tell in one pass.
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.seen.fill(0);
+            self.stamp = 1;
+        }
+        self.seen.resize(self.name_table.len(), 0);
+        let (seen, stamp) = (&mut self.seen, self.stamp);
+        let repeats =
+            frames.iter().any(|f| std::mem::replace(&mut seen[f.name as usize], stamp) == stamp);
+        if repeats {
+            self.opts.context.apply(frames);
+        } else {
+            self.opts.context.apply_to_distinct(frames);
+        }
         frames.push(leaf_frame);
         let (_, checksum) = self.probes.func_desc(self.probes.node_guid(leaf.node))?;
         let was_inlined = self.probes.node_inline_site(leaf.node).is_some();
