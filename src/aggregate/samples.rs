@@ -358,13 +358,17 @@ pub(super) fn slots<T: Clone, const N: usize>(v: T) -> Box<[T; N]> {
     vec![v; N].into_boxed_slice().try_into().unwrap_or_else(|_| unreachable!("N slots made"))
 }
 
-/// The slot of raw LBR entry `(from, to)` in process state `stamp` in a direct-mapped table of
-/// [`PAIR_SLOTS`] ([`PairCache`], [`BranchCache`]).
+/// The slot of the pair `(a, b)` in a direct-mapped table of `N` slots (a power of two): the
+/// pair mixed by one multiply, the slot taken from the product's top bits (the best mixed). Every
+/// direct-mapped cache of aggregation finds its slots here.
 #[inline(always)]
-fn pair_slot(stamp: u64, from: u64, to: u64) -> usize {
-    let h = (from ^ to.rotate_left(29) ^ stamp).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    (h >> 51) as usize & (PAIR_SLOTS - 1)
+pub(super) fn slot_of<const N: usize>(a: u64, b: u64) -> usize {
+    const { assert!(N.is_power_of_two() && N > 1) };
+    let h = (a ^ b.rotate_left(29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (h >> (64 - N.trailing_zeros())) as usize
 }
+
+/// Slots of the tables keyed by a raw LBR entry ([`PairCache`], [`EntryCache`]).
 const PAIR_SLOTS: usize = 1 << 13;
 
 /// Remembers recent address translations: LBR entries and call chains repeat the same addresses
@@ -471,8 +475,7 @@ impl RangeCache {
     /// to `map`.
     #[inline(always)]
     fn add(&mut self, map: &mut HashMap<(Vaddr, Vaddr), u64>, start: u64, end: u64, n: u64) {
-        let h = (start ^ end.rotate_left(23)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let slot = &mut self.slots[(h >> 52) as usize & (Self::SLOTS - 1)];
+        let slot = &mut self.slots[slot_of::<{ RangeCache::SLOTS }>(start, end)];
         if slot.start != start || slot.end != end {
             let old = std::mem::replace(slot, RangeSlot { start, end, ..RangeSlot::EMPTY });
             if old.counted {
@@ -552,7 +555,7 @@ impl EntryCache {
         (newer, newer_raw): (u64, u64),
         translate: impl FnMut(u64) -> u64,
     ) -> (usize, u64, u64) {
-        let i = pair_slot(stamp ^ newer_raw.rotate_left(43), raw_from, raw_to);
+        let i = slot_of::<PAIR_SLOTS>(stamp ^ newer_raw.rotate_left(43) ^ raw_from, raw_to);
         let s = &self.slots[i];
         if s.raw_from == raw_from && s.raw_to == raw_to && s.newer == newer && s.stamp == stamp {
             return (i, s.from, s.to);
@@ -1002,7 +1005,7 @@ impl<'b> Aggregator<'b> {
         let mut external = 0u64;
         let mut newer_source = None;
         for (raw_from, raw_to) in branches {
-            let slot = pair_slot(stamp, raw_from, raw_to);
+            let slot = slot_of::<PAIR_SLOTS>(stamp ^ raw_from, raw_to);
             let (from, to) = match self.pairs.slots[slot] {
                 [s, f, t, from, to] if s == stamp && f == raw_from && t == raw_to => (from, to),
                 _ => {

@@ -28,7 +28,7 @@
 //!   where the jump's head samples are ([`UnwindOptions::tail_call_frames`]).
 
 use crate::addr::{Branch, Vaddr};
-use crate::aggregate::samples::slots;
+use crate::aggregate::samples::{slot_of, slots};
 use crate::aggregate::{ContextCounters, ContextKey, Counters, add_count};
 use crate::binary::{CodeView, InstKind, SourceFrame};
 use crate::llvm::discriminator::base_discriminator;
@@ -606,8 +606,7 @@ impl Crossings {
 
     #[inline(always)]
     fn get<C: CodeView + ?Sized>(&mut self, code: &C, start: Vaddr, end: Vaddr) -> bool {
-        let h = (start.0 ^ end.0.rotate_left(23)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let slot = &mut self.slots[(h >> 52) as usize & (Self::SLOTS - 1)];
+        let slot = &mut self.slots[slot_of::<{ Crossings::SLOTS }>(start.0, end.0)];
         if slot.0 != start || slot.1 != end {
             *slot = (start, end, code.range_crosses_uncond_branch(start, end));
         }
@@ -657,9 +656,11 @@ impl HeldCounts {
         n: u64,
     ) {
         let key = (stack as u64) << 1 | branch as u64;
-        let h = (from.0 ^ to.0.rotate_left(23) ^ key.wrapping_mul(0x2545_f491_4f6c_dd1d))
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let slot = &mut self.slots[(h >> 52) as usize & (Self::SLOTS - 1)];
+        let i = slot_of::<{ HeldCounts::SLOTS }>(
+            from.0 ^ key.wrapping_mul(0x2545_f491_4f6c_dd1d),
+            to.0,
+        );
+        let slot = &mut self.slots[i];
         if slot.stack == key && slot.from == from && slot.to == to {
             slot.count = slot.count.saturating_add(n);
             return;
@@ -737,9 +738,10 @@ impl Stacks {
     /// The stack of `parent`'s with `site` called last.
     #[inline]
     fn child(&mut self, parent: u32, site: Vaddr) -> u32 {
-        let h = (site.0 ^ u64::from(parent).wrapping_mul(0x2545_f491_4f6c_dd1d))
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let i = (h >> 52) as usize & (RECENT_CHILDREN - 1);
+        let i = slot_of::<RECENT_CHILDREN>(
+            u64::from(parent).wrapping_mul(0x2545_f491_4f6c_dd1d),
+            site.0,
+        );
         let (p, id, a) = self.recent[i];
         if p == parent && a == site {
             return id;

@@ -19,6 +19,7 @@
 //! plain count) until [`super::ContextCounters::apply_weights`] rounds them, at the end.
 
 use crate::addr::Vaddr;
+use crate::aggregate::samples::{slot_of, slots};
 use crate::binary::Binary;
 use crate::input::perf_data::abi::{
     HW_CPU_CYCLES, HW_INSTRUCTIONS, HW_REF_CPU_CYCLES, RAW_BR_INST_RETIRED_NEAR_TAKEN,
@@ -185,20 +186,21 @@ impl CycleWeights {
 /// Direct-mapped.
 pub struct SpanCache {
     /// (start, end, instructions); start 0 marks an empty slot (no range starts at 0).
-    slots: Vec<(u64, u64, u64)>,
+    slots: Box<[(u64, u64, u64); SpanCache::SLOTS]>,
 }
 
 impl Default for SpanCache {
     fn default() -> Self {
-        SpanCache { slots: vec![(0, 0, 0); 1 << 12] }
+        SpanCache { slots: slots((0, 0, 0)) }
     }
 }
 
 impl SpanCache {
+    const SLOTS: usize = 1 << 12;
+
     /// Instructions in [start, end] of `binary`.
     pub fn count(&mut self, binary: &Binary, start: Vaddr, end: Vaddr) -> u64 {
-        let h = (start.0 ^ end.0.rotate_left(17)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        let slot = &mut self.slots[(h >> 52) as usize];
+        let slot = &mut self.slots[slot_of::<{ SpanCache::SLOTS }>(start.0, end.0)];
         if slot.0 == start.0 && slot.1 == end.0 {
             return slot.2;
         }
