@@ -6,6 +6,7 @@
 use super::{Binary, FuncId, FuncRange, InstKind, SourceFrame};
 use crate::addr::Vaddr;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 use std::sync::Arc;
 
 /// What the unwinder and the CS profile builders need to know about the profiled binary's code.
@@ -28,6 +29,8 @@ pub trait CodeView {
     fn insts_in(&self, start: Vaddr, end: Vaddr) -> impl Iterator<Item = Vaddr> + '_;
     /// The function range containing `a`.
     fn func_range(&self, a: Vaddr) -> Option<FuncRange>;
+    /// [`Binary::func_range_span`]: the range containing `a` and the addresses that find it.
+    fn func_range_span(&self, a: Vaddr) -> Option<(FuncRange, Range<Vaddr>)>;
     /// Name of the function entered by a branch to `a`: a function range that starts exactly at
     /// `a` and is the function's entry (llvm-profgen's `getCalleeNameForAddress`, before
     /// canonicalisation).
@@ -64,6 +67,9 @@ impl CodeView for Binary {
     }
     fn func_range(&self, a: Vaddr) -> Option<FuncRange> {
         Binary::func_range(self, a).copied()
+    }
+    fn func_range_span(&self, a: Vaddr) -> Option<(FuncRange, Range<Vaddr>)> {
+        Binary::func_range_span(self, a).map(|(r, span)| (*r, span))
     }
     fn entry_func_name(&self, a: Vaddr) -> Option<Arc<str>> {
         let r = self.func_range_at_start(a).filter(|r| r.is_entry)?;
@@ -157,6 +163,12 @@ impl CodeView for CodeMap {
         let i = self.func_index(a.0)?;
         let (s, e, _) = self.funcs[i];
         Some(FuncRange { start: Vaddr(s), end: Vaddr(e), func: FuncId(i as u32), is_entry: true })
+    }
+    fn func_range_span(&self, a: Vaddr) -> Option<(FuncRange, Range<Vaddr>)> {
+        let r = CodeView::func_range(self, a)?;
+        let i = r.func.0 as usize;
+        let end = self.funcs.get(i + 1).map_or(r.end, |next| Vaddr(next.0).min(r.end));
+        Some((r, r.start..end))
     }
     fn entry_func_name(&self, a: Vaddr) -> Option<Arc<str>> {
         self.funcs.iter().find(|f| f.0 == a.0).map(|f| f.2.as_str().into())

@@ -38,6 +38,7 @@ use crate::llvm::discriminator::base_discriminator;
 use crate::llvm::{LineLocation, canonical_fn_name};
 use hashbrown::HashMap;
 use object::Object;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
@@ -460,12 +461,19 @@ impl Binary {
         &self.func_ranges
     }
     fn func_range_index(&self, a: Vaddr) -> Option<usize> {
-        let i = self.func_ranges.partition_point(|r| r.start <= a).checked_sub(1)?;
-        (a < self.func_ranges[i].end).then_some(i)
+        range_index(&self.func_ranges, a)
     }
     /// The function range containing `a`.
     pub fn func_range(&self, a: Vaddr) -> Option<&FuncRange> {
         self.func_range_index(a).map(|i| &self.func_ranges[i])
+    }
+    /// [`Self::func_range`] of `a`, with the addresses that find the same range: its own, cut
+    /// where a range starting inside it begins (ranges from malformed DWARF may overlap, and the
+    /// last one starting at or before an address answers). A caller looking up neighbouring
+    /// addresses skips the search for those.
+    pub fn func_range_span(&self, a: Vaddr) -> Option<(&FuncRange, Range<Vaddr>)> {
+        let i = self.func_range_index(a)?;
+        Some((&self.func_ranges[i], answer_span(&self.func_ranges, i)))
     }
     /// The function range starting exactly at `a`.
     pub fn func_range_at_start(&self, a: Vaddr) -> Option<&FuncRange> {
@@ -556,6 +564,19 @@ impl Binary {
     pub fn uses_fs_discriminators(&self) -> bool {
         self.fs_discriminators
     }
+}
+
+/// The range of `ranges` (sorted by start) that holds `a`: the last one starting at or before it,
+/// if it reaches `a`.
+fn range_index(ranges: &[FuncRange], a: Vaddr) -> Option<usize> {
+    let i = ranges.partition_point(|r| r.start <= a).checked_sub(1)?;
+    (a < ranges[i].end).then_some(i)
+}
+
+/// The addresses for which [`range_index`] finds range `i`.
+fn answer_span(ranges: &[FuncRange], i: usize) -> Range<Vaddr> {
+    let r = &ranges[i];
+    r.start..ranges.get(i + 1).map_or(r.end, |next| next.start.min(r.end))
 }
 
 /// Functions from DWARF subprograms (llvm-profgen-19's rules, reference §3.1) plus symbol-table
@@ -694,6 +715,28 @@ fn mark_entries(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn func_range_spans_stop_where_an_overlapping_range_begins() {
+        let r = |start, end, f| FuncRange {
+            start: Vaddr(start),
+            end: Vaddr(end),
+            func: FuncId(f),
+            is_entry: true,
+        };
+        // A range nested in another (malformed DWARF), one after a gap, one touching it.
+        let ranges =
+            [r(0x100, 0x200, 0), r(0x150, 0x180, 1), r(0x300, 0x310, 2), r(0x310, 0x320, 3)];
+        let spans: Vec<_> = (0..ranges.len()).map(|i| answer_span(&ranges, i)).collect();
+        assert_eq!(spans[0], Vaddr(0x100)..Vaddr(0x150));
+        assert_eq!(spans[1], Vaddr(0x150)..Vaddr(0x180));
+        assert_eq!(spans[2], Vaddr(0x300)..Vaddr(0x310));
+        assert_eq!(spans[3], Vaddr(0x310)..Vaddr(0x320));
+        for a in (0xf0..0x330).map(Vaddr) {
+            let by_span = spans.iter().position(|s| s.contains(&a));
+            assert_eq!(range_index(&ranges, a), by_span, "{a:?}");
+        }
+    }
 
     #[test]
     fn no_entry_warning_counts_dwarf_functions_without_entry_range() {

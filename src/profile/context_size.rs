@@ -174,13 +174,13 @@ pub fn profiled_functions(binary: &Binary, counters: &ContextCounters) -> Vec<Fu
             let mut funcs = Vec::new();
             // A context's addresses mostly fall in the function of the one before: that one is
             // pushed already, and needs no search.
-            let mut last: Option<&FuncRange> = None;
+            let mut last: Option<(&FuncRange, std::ops::Range<Vaddr>)> = None;
             let mut add = |a: Vaddr| {
-                if last.is_some_and(|r| r.start <= a && a < r.end) {
+                if last.as_ref().is_some_and(|(_, span)| span.contains(&a)) {
                     return;
                 }
-                last = binary.func_range(a);
-                if let Some(r) = last {
+                last = binary.func_range_span(a);
+                if let Some((r, _)) = &last {
                     funcs.push(r.func);
                 }
             };

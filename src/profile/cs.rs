@@ -563,16 +563,15 @@ impl SampledLeaves {
             inferrer.infer_between(code, w[0], w[1], &mut prefix);
         }
         let leaves = self.blocks.iter().map(|(p, _)| p).chain(self.calls.iter().map(|(p, ..)| p));
-        // The range of the last leaf's function: most leaves follow one in the same function.
-        let mut seen = None;
+        // The last leaf's function and the addresses that find it: most leaves follow one in
+        // the same function.
+        let mut seen: Option<(FuncRange, std::ops::Range<Vaddr>)> = None;
         for leaf in leaves {
-            if seen.as_ref().is_some_and(|r: &FuncRange| r.start <= leaf.addr && leaf.addr < r.end)
-            {
+            if seen.as_ref().is_some_and(|(_, span)| span.contains(&leaf.addr)) {
                 continue;
             }
-            let range = code.func_range(leaf.addr);
-            let func = range.as_ref().map(|r| r.func);
-            seen = range;
+            seen = code.func_range_span(leaf.addr);
+            let func = seen.as_ref().map(|(r, _)| r.func);
             if out.by_func.iter().any(|(f, _)| *f == func) {
                 continue;
             }
