@@ -427,8 +427,15 @@ struct Frame {
     addr: Vaddr,
     parent: usize,
     children: Vec<(Vaddr, usize)>,
+    /// With tail-call frames, the counts wait here until the walk is over (see [`Trie::node`]).
     ranges: Vec<(Vaddr, Vaddr, u64)>,
     branches: Vec<(Vaddr, Vaddr, u64)>,
+    /// The [`Stacks`] node of the frame's context, [`UNKNOWN`] until [`Trie::node`] asks (and
+    /// for a frame deeper than [`MAX_CONTEXT_FRAMES`] that records nothing).
+    node: u32,
+    /// How many call sites the context has (frames below the root or the innermost external
+    /// frame above, this one included); [`UNKNOWN`] until asked.
+    depth: u32,
 }
 
 impl Frame {
@@ -447,14 +454,74 @@ struct Trie {
     /// innermost last; activation `i` is `active[starts[i]..]` up to the next start.
     active: Vec<usize>,
     starts: Vec<usize>,
+    /// Whether a frame that recorded counts had its context cut to [`MAX_CONTEXT_FRAMES`].
+    cut: bool,
+    /// [`Trie::node`]'s frames without a depth yet, and a deep context's call sites.
+    chain: Vec<usize>,
+    sites: Vec<Vaddr>,
 }
 
 impl Trie {
     fn reset(&mut self) {
         self.len = 0;
         self.add(Vaddr(0), ROOT);
+        let root = &mut self.frames[ROOT];
+        (root.node, root.depth) = (ROOT as u32, 0);
         self.active.clear();
         self.starts.clear();
+        self.cut = false;
+    }
+    /// The [`Stacks`] node of frame `f`'s context: the call sites from the root, or from below
+    /// the innermost external frame above `f` (not a call context the compiler sees: contexts
+    /// start afresh there), down to `f`'s own; only the innermost [`MAX_CONTEXT_FRAMES`] of a
+    /// deeper one (then `cut` is set). Each frame's node is found once per sample, from its
+    /// caller's by one child lookup. A frame's context is its path from the root, so this holds
+    /// only while frames stay where they are: with tail-call frames, ask once the walk is over.
+    #[inline]
+    fn node(&mut self, stacks: &mut Stacks, f: usize) -> u32 {
+        match self.frames[f].node {
+            UNKNOWN => self.find_node(stacks, f),
+            n => n,
+        }
+    }
+    #[inline(never)]
+    fn find_node(&mut self, stacks: &mut Stacks, f: usize) -> u32 {
+        let mut chain = std::mem::take(&mut self.chain);
+        chain.clear();
+        let mut k = f;
+        // The root's and external frames' depths are known from the start.
+        while self.frames[k].depth == UNKNOWN {
+            chain.push(k);
+            k = self.frames[k].parent;
+        }
+        for &c in chain.iter().rev() {
+            let p = &self.frames[self.frames[c].parent];
+            let (parent, depth) = (p.node, p.depth + 1);
+            let f = &mut self.frames[c];
+            // A deeper context is not its caller's extended: no node unless it records.
+            f.node = if depth as usize <= MAX_CONTEXT_FRAMES {
+                stacks.child(parent, f.addr)
+            } else {
+                UNKNOWN
+            };
+            f.depth = depth;
+        }
+        self.chain = chain;
+        if self.frames[f].node == UNKNOWN {
+            // Deeper than MAX_CONTEXT_FRAMES: `f` and its innermost callers (none external).
+            self.cut = true;
+            let mut sites = std::mem::take(&mut self.sites);
+            sites.clear();
+            let mut k = f;
+            while sites.len() < MAX_CONTEXT_FRAMES {
+                sites.push(self.frames[k].addr);
+                k = self.frames[k].parent;
+            }
+            sites.reverse();
+            self.frames[f].node = stacks.of(&sites);
+            self.sites = sites;
+        }
+        self.frames[f].node
     }
     /// A new child of `parent`, even if one at `addr` exists: frames of different activations
     /// must not share a node when an activation may later move under a tail-call frame.
@@ -478,6 +545,8 @@ impl Trie {
     fn add(&mut self, addr: Vaddr, parent: usize) -> usize {
         let id = self.len;
         self.len += 1;
+        // An external frame's context is empty: contexts start afresh below it.
+        let (node, depth) = if addr.is_external() { (ROOT as u32, 0) } else { (UNKNOWN, UNKNOWN) };
         match self.frames.get_mut(id) {
             Some(f) => {
                 f.addr = addr;
@@ -485,6 +554,7 @@ impl Trie {
                 f.children.clear();
                 f.ranges.clear();
                 f.branches.clear();
+                (f.node, f.depth) = (node, depth);
             }
             None => self.frames.push(Frame {
                 addr,
@@ -492,6 +562,8 @@ impl Trie {
                 children: Vec::new(),
                 ranges: Vec::new(),
                 branches: Vec::new(),
+                node,
+                depth,
             }),
         }
         id
@@ -586,7 +658,6 @@ pub struct Unwinder<'c, C: CodeView + ?Sized> {
     crossings: Crossings,
     stats: UnwindStats,
     trie: Trie,
-    walk: Walk,
 }
 
 /// Answers of [`CodeView::range_crosses_uncond_branch`] by range: the fall-through ranges
@@ -677,36 +748,8 @@ impl HeldCounts {
     }
 }
 
-/// [`Unwinder::collect`]'s depth-first walk, its vectors reused from sample to sample.
-#[derive(Default)]
-struct Walk {
-    /// Call sites from the root to the current frame, externals included.
-    path: Vec<Vaddr>,
-    /// Per frame on `path`: where its context starts in `path`, just past the innermost external
-    /// frame above it.
-    bases: Vec<usize>,
-    /// The [`Stacks`] node of each frame's context (the root's first), [`UNKNOWN`] until asked.
-    nodes: Vec<u32>,
-    /// (frame, index of its next child to visit)
-    todo: Vec<(usize, usize)>,
-}
-
-/// A [`Walk::nodes`] entry not looked up yet.
+/// A [`Frame::node`] or [`Frame::depth`] not found yet.
 const UNKNOWN: u32 = u32::MAX;
-
-impl Walk {
-    /// The node of the current frame's context, interned from its nearest known caller's (the
-    /// context's start is known: the root or an external frame).
-    fn node(&mut self, stacks: &mut Stacks) -> u32 {
-        let known = self.nodes.iter().rposition(|&n| n != UNKNOWN).expect("the root's node");
-        let mut n = self.nodes[known];
-        for k in known + 1..self.nodes.len() {
-            n = stacks.child(n, self.path[k - 1]);
-            self.nodes[k] = n;
-        }
-        n
-    }
-}
 
 /// The call-site stacks an unwinder met, as a trie of interned nodes (a stack is its innermost
 /// node; the empty stack is [`ROOT`]), with the counters of each. A frame's stack extends its
@@ -887,7 +930,6 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             crossings: Crossings::new(),
             stats: UnwindStats::default(),
             trie: Trie::default(),
-            walk: Walk::default(),
         }
     }
 
@@ -957,7 +999,8 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             st.index += 1;
             self.record_branch(&mut st, br, repeat);
         }
-        if self.collect(&trie) {
+        self.finish_sample(&mut trie);
+        if trie.cut {
             self.stats.deep_stacks = self.stats.deep_stacks.saturating_add(repeat);
         }
         self.trie = trie;
@@ -1018,7 +1061,7 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         }
         if self.opts.probe_based {
             let p = st.parent();
-            st.trie.frames[p].ranges.push((target, end, repeat));
+            self.record(st, p, false, (target, end), repeat);
             return;
         }
         // Split the range where the inline context changes: each piece belongs to its own frame.
@@ -1032,13 +1075,13 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             prev_stack = stack;
             if !same {
                 st.switch_to(prev);
-                st.trie.frames[st.leaf].ranges.push((prev, end, repeat));
+                self.record(st, st.leaf, false, (prev, end), repeat);
                 end = ip;
             }
         }
         let ip = st.ip;
         st.switch_to(ip);
-        st.trie.frames[st.leaf].ranges.push((ip, end, repeat));
+        self.record(st, st.leaf, false, (ip, end), repeat);
     }
 
     fn record_branch(&mut self, st: &mut State, br: Branch<Vaddr>, repeat: u64) {
@@ -1053,75 +1096,44 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         } else {
             st.leaf
         };
-        st.trie.frames[frame].branches.push((br.source, br.target, repeat));
+        self.record(st, frame, true, (br.source, br.target), repeat);
     }
 
-    /// Records every frame of `trie` under its context: the call sites from the root (or from the
-    /// innermost external frame, where a context starts afresh) down to the frame. Depth-first
-    /// with an explicit stack, since a sample's stack can be arbitrarily deep. Returns whether a
-    /// context was cut to [`MAX_CONTEXT_FRAMES`].
-    fn collect(&mut self, trie: &Trie) -> bool {
-        let mut w = std::mem::take(&mut self.walk);
-        w.path.clear();
-        w.bases.clear();
-        w.bases.push(0);
-        w.nodes.clear();
-        w.nodes.push(ROOT as u32);
-        w.todo.clear();
-        w.todo.push((ROOT, 0));
-        if trie.frames[ROOT].has_counts() {
-            self.record_frame(&trie.frames[ROOT], ROOT as u32);
+    /// Adds `n` to the count of range (`branch` false) or branch `pair` in `frame`'s context.
+    /// Frames stay where they are made unless tail-call frames may move them, so their contexts
+    /// are known at once; otherwise the count waits in the frame until [`Self::finish_sample`].
+    #[inline(always)]
+    fn record(&mut self, st: &mut State, frame: usize, branch: bool, pair: (Vaddr, Vaddr), n: u64) {
+        if st.tail_frames {
+            let f = &mut st.trie.frames[frame];
+            let counts = if branch { &mut f.branches } else { &mut f.ranges };
+            counts.push((pair.0, pair.1, n));
+            return;
         }
-        let mut cut = false;
-        while let Some((node, next)) = w.todo.last_mut() {
-            let Some(&(_, child)) = trie.frames[*node].children.get(*next) else {
-                if *node != ROOT {
-                    w.path.pop();
-                    w.bases.pop();
-                    w.nodes.pop();
-                }
-                w.todo.pop();
+        let stack = st.trie.node(&mut self.by_stack, frame);
+        self.held.add(&mut self.by_stack, stack, branch, pair.0, pair.1, n);
+    }
+
+    /// Once a sample's walk is over: the counts waiting in its frames (tail-call frames) go to
+    /// their contexts, and external frames with callees are noted (their callees' contexts are
+    /// cut there).
+    fn finish_sample(&mut self, trie: &mut Trie) {
+        for f in 0..trie.len {
+            let frame = &trie.frames[f];
+            if frame.addr.is_external() && !frame.children.is_empty() {
+                self.stats.untracked_callsites.insert(frame.addr);
+            }
+            if !frame.has_counts() {
                 continue;
-            };
-            *next += 1;
-            let f = &trie.frames[child];
-            w.path.push(f.addr);
-            if f.addr.is_external() {
-                // Not a call context the compiler sees: start afresh below it.
-                w.bases.push(w.path.len());
-                w.nodes.push(ROOT as u32);
-                if !f.children.is_empty() {
-                    self.stats.untracked_callsites.insert(f.addr);
-                }
-            } else {
-                w.bases.push(*w.bases.last().expect("the root's base"));
-                w.nodes.push(UNKNOWN);
             }
-            if f.has_counts() {
-                let base = *w.bases.last().expect("just pushed");
-                let stack = if w.path.len() - base > MAX_CONTEXT_FRAMES {
-                    // Only the innermost call sites are kept: not an extension of the caller's
-                    // context, so not kept in `nodes`.
-                    cut = true;
-                    self.by_stack.of(&w.path[w.path.len() - MAX_CONTEXT_FRAMES..])
-                } else {
-                    w.node(&mut self.by_stack)
-                };
-                self.record_frame(f, stack);
+            let stack = trie.node(&mut self.by_stack, f);
+            let frame = &trie.frames[f];
+            for &(s, e, n) in &frame.ranges {
+                self.held.add(&mut self.by_stack, stack, false, s, e, n);
             }
-            w.todo.push((child, 0));
-        }
-        self.walk = w;
-        cut
-    }
-
-    /// Adds the frame's counts to the counters of `stack`.
-    fn record_frame(&mut self, f: &Frame, stack: u32) {
-        for &(s, e, n) in &f.ranges {
-            self.held.add(&mut self.by_stack, stack, false, s, e, n);
-        }
-        for &(s, t, n) in &f.branches {
-            self.held.add(&mut self.by_stack, stack, true, s, t, n);
+            for &(s, t, n) in &frame.branches {
+                self.held.add(&mut self.by_stack, stack, true, s, t, n);
+            }
         }
     }
 }
