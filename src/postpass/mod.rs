@@ -28,6 +28,7 @@ pub use nest::convert_cs_to_nested;
 pub use preinliner::PreInlinerStats;
 use preinliner::run_preinliner;
 pub use trie::context_less_profile;
+use trie::{ContextTrie, context_less_merge};
 pub use trim::{trim_and_merge_cold_contexts, trim_cold_profiles};
 
 use crate::aggregate::ContextCounters;
@@ -141,6 +142,9 @@ pub struct Prepared {
     thresholds: Thresholds,
     /// The pre-inliner's context sizes from the binary, when it uses them.
     sizes: Option<context_size::ContextSizeTracker>,
+    /// The trie of the profile's contexts, built for the context-less merge, kept for the
+    /// pre-inliner when it runs.
+    trie: Option<ContextTrie>,
 }
 
 /// The inputs of the post-passes of `profile`, built from `counters` of `binary`: thresholds
@@ -161,28 +165,35 @@ pub fn prepare(
     if !context_sensitive {
         drop(counters);
         let thresholds = thresholds(binary, profile, summary)?;
-        return Ok(Prepared { context_sensitive, thresholds, sizes: None });
+        return Ok(Prepared { context_sensitive, thresholds, sizes: None, trie: None });
     }
     // The pre-inliner's context costs need every instruction of the profiled functions
     // symbolized; only pay for it when they are used.
     let context_cost = opts.preinliner && opts.use_context_cost;
     let profiled = context_cost.then(|| context_size::profiled_functions(binary, &counters));
     drop(counters);
-    // Independent, each partly sequential: side by side.
-    let (thresholds, sizes) = rayon::join(
-        || thresholds(binary, &context_less_profile(profile), summary),
+    // Independent, each partly sequential: side by side. The trie is the pre-inliner's
+    // too: built here, beside the context sizes, rather than on the pre-inliner's one thread.
+    let ((trie, thresholds), sizes) = rayon::join(
+        || {
+            let trie = ContextTrie::of_contexts(&profile.functions);
+            let thresholds = thresholds(binary, &context_less_merge(profile, &trie), summary);
+            (trie, thresholds)
+        },
         || profiled.map(|profiled| context_size::context_sizes(binary, &profiled)),
     );
-    Ok(Prepared { context_sensitive, thresholds: thresholds?, sizes })
+    let trie = opts.preinliner.then_some(trie);
+    Ok(Prepared { context_sensitive, thresholds: thresholds?, sizes, trie })
 }
 
-/// The post-passes: [`post_process_cs`] or [`post_process_non_cs`] with what [`prepare`] read.
+/// The post-passes: [`post_process_cs`] or [`post_process_non_cs`] with what [`prepare`] read
+/// from `profile`.
 pub fn apply(profile: &mut Profile, prepared: Prepared, opts: &PostPassOptions) -> PostPassStats {
-    let Prepared { context_sensitive, thresholds, sizes } = prepared;
+    let Prepared { context_sensitive, thresholds, sizes, trie } = prepared;
     match (context_sensitive, &sizes) {
         (false, _) => post_process_non_cs(profile, opts, &thresholds),
-        (true, Some(sizes)) => post_process_cs(profile, opts, &thresholds, sizes),
-        (true, None) => post_process_cs(profile, opts, &thresholds, &NoContextSizes),
+        (true, Some(sizes)) => post_process_cs_with(profile, opts, &thresholds, sizes, trie),
+        (true, None) => post_process_cs_with(profile, opts, &thresholds, &NoContextSizes, trie),
     }
 }
 
@@ -224,11 +235,22 @@ pub fn post_process_cs(
     thresholds: &Thresholds,
     sizes: &dyn ContextSizeOracle,
 ) -> PostPassStats {
+    post_process_cs_with(profile, opts, thresholds, sizes, None)
+}
+
+/// [`post_process_cs`], the pre-inliner's trie built from the profile's contexts when not given.
+fn post_process_cs_with(
+    profile: &mut Profile,
+    opts: &PostPassOptions,
+    thresholds: &Thresholds,
+    sizes: &dyn ContextSizeOracle,
+    trie: Option<ContextTrie>,
+) -> PostPassStats {
     let mut stats = PostPassStats::default();
     let mut merge_cold = opts.merge_cold_context.unwrap_or(true);
     let mut spent_trie = None;
     if opts.preinliner {
-        let (preinlined, trie) = run_preinliner(profile, opts, thresholds, sizes);
+        let (preinlined, trie) = run_preinliner(profile, opts, thresholds, sizes, trie);
         stats.preinliner = Some(preinlined);
         spent_trie = Some(trie);
         merge_cold = opts.merge_cold_context.unwrap_or(false);

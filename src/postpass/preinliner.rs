@@ -20,6 +20,7 @@ pub struct PreInlinerStats {
 }
 
 /// `CSPreInliner::run` on a flat CS profile; leaves a flat CS profile with `preinlined` set.
+/// `trie`, when given, is [`ContextTrie::of_contexts`] of the profile's contexts.
 ///
 /// Also returns the spent context trie (its kept profiles moved back into `profile`), for the
 /// caller to free beside the passes that follow: its merged-away profiles take about as long to
@@ -29,8 +30,10 @@ pub(crate) fn run_preinliner(
     opts: &PostPassOptions,
     thresholds: &Thresholds,
     sizes: &dyn ContextSizeOracle,
+    trie: Option<ContextTrie>,
 ) -> (PreInlinerStats, ContextTrie) {
-    let mut trie = ContextTrie::from_profile(profile);
+    let mut trie = trie.unwrap_or_else(|| ContextTrie::of_contexts(&profile.functions));
+    let contexts = trie.take_profiles(profile);
     let mut inliner = PreInliner {
         opts,
         thresholds,
@@ -40,9 +43,15 @@ pub(crate) fn run_preinliner(
         limit_max: opts.inline_limit_max.unwrap_or(50000),
         stats: PreInlinerStats::default(),
     };
-    for func in top_down_order(&trie, thresholds.cold, opts.sort_profiled_scc_member) {
-        inliner.process_function(&mut trie, func);
-    }
+    // The flat profile's contexts (their frames) are freed on another thread during the walk.
+    rayon::join(
+        || {
+            for func in top_down_order(&trie, thresholds.cold, opts.sort_profiled_scc_member) {
+                inliner.process_function(&mut trie, func);
+            }
+        },
+        move || drop(contexts),
+    );
     // Contexts not inlined were merged into their base profile: drop them.
     for node in trie.bfs() {
         let n = trie.node(node);
@@ -435,7 +444,7 @@ fn sort_scc_members(adj: &[Vec<(usize, u64)>], scc: &[usize]) -> Vec<usize> {
 
 #[cfg(test)]
 mod tests {
-    use std::cell::RefCell;
+    use std::sync::Mutex;
 
     use super::*;
     use crate::llvm::ContextFrame;
@@ -444,7 +453,7 @@ mod tests {
     /// Sizes by context string; records every query.
     struct Sizes {
         sizes: HashMap<&'static str, u32>,
-        queries: RefCell<Vec<String>>,
+        queries: Mutex<Vec<String>>,
     }
 
     impl ContextSizeOracle for Sizes {
@@ -461,7 +470,7 @@ mod tests {
                 })
                 .collect();
             let key = key.join(" @ ");
-            self.queries.borrow_mut().push(key.clone());
+            self.queries.lock().unwrap().push(key.clone());
             self.sizes[key.as_str()]
         }
     }
@@ -511,15 +520,15 @@ mod tests {
                 ("main:1 @ foo:2 @ bar", 1),
                 ("bar", 1),
             ]),
-            queries: RefCell::new(Vec::new()),
+            queries: Mutex::new(Vec::new()),
         };
         let thresholds = Thresholds { hot: 100, cold: 0, p10_min_count: 1000 };
         let (stats, _) =
-            run_preinliner(&mut profile, &PostPassOptions::default(), &thresholds, &sizes);
+            run_preinliner(&mut profile, &PostPassOptions::default(), &thresholds, &sizes, None);
 
         assert_eq!(stats, PreInlinerStats { inlined: 1, not_inlined: 0, contexts_dropped: 0 });
         assert_eq!(
-            *sizes.queries.borrow(),
+            *sizes.queries.lock().unwrap(),
             ["main", "main:1 @ foo", "main:1 @ foo:2 @ bar", "bar"]
         );
         assert!(profile.kind.preinlined);

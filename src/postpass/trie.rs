@@ -2,7 +2,7 @@
 //! by `getCallSiteHash` as LLVM's `std::map<uint64_t, ContextTrieNode>` orders them, with the
 //! promote-and-merge operation the pre-inliner uses to build base profiles.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use hashbrown::HashMap;
 use rayon::prelude::*;
@@ -59,11 +59,25 @@ pub(crate) struct ContextTrie {
     ids_by_address: HashMap<usize, (FuncName, FuncId)>,
     /// `FuncToCtxtProfiles`: every profile of a function, in breadth-first trie order.
     func_to_profiles: Vec<Vec<SampleId>>,
+    /// The contexts the trie was built from (sample `i` is `contexts[i]`'s profile), sharing
+    /// their frames with the profile's keys, until the profiles move in.
+    contexts: Vec<Context>,
 }
 
 impl ContextTrie {
     /// Builds the trie from a flat CS profile, taking its profiles out of `profile`.
+    #[cfg(test)]
     pub fn from_profile(profile: &mut Profile) -> Self {
+        let mut trie = ContextTrie::of_contexts(&profile.functions);
+        drop(trie.take_profiles(profile));
+        trie
+    }
+
+    /// The trie of the contexts of `functions` (a flat CS profile's) without their profiles,
+    /// which [`ContextTrie::take_profiles`] moves in: the trie is built while the profile is
+    /// still read by others, and gives the context-less merge its order
+    /// ([`context_less_merge`]).
+    pub fn of_contexts(functions: &BTreeMap<Context, FunctionSamples>) -> Self {
         let root = Node {
             func: 0,
             callsite: LineLocation::default(),
@@ -73,35 +87,32 @@ impl ContextTrie {
         };
         // Sized up front: grown by doubling, these vectors would be reallocated past the heap
         // the flat profile frees while it moves in.
-        let profiles = profile.functions.len();
-        let mut nodes = Vec::with_capacity(1 + path_nodes(profile.functions.keys()));
+        // An empty context has no function to attach to; it is dropped.
+        let contexts: Vec<&Context> = functions.keys().filter(|c| !c.is_empty()).collect();
+        let shared = shared_with_previous(&contexts);
+        let profiles = contexts.len();
+        let mut nodes = Vec::with_capacity(1 + path_nodes(&contexts, &shared));
         nodes.push(root);
         let mut trie = ContextTrie {
             nodes,
-            samples: Vec::with_capacity(profiles),
+            samples: Vec::new(),
             sample_node: Vec::with_capacity(profiles),
             names: Vec::new(),
             guids: Vec::new(),
             name_ids: HashMap::new(),
             ids_by_address: HashMap::new(),
             func_to_profiles: Vec::new(),
+            contexts: Vec::with_capacity(profiles),
         };
-        // An empty context has no function to attach to; it is dropped.
-        let contexts =
-            std::mem::take(&mut profile.functions).into_iter().filter(|(c, _)| !c.is_empty());
-        // Contexts in order: a context shares its leading nodes with the one before it (a node
-        // is fixed by the functions down to it and the call sites above it), so it walks the
-        // trie only from where the two part.
+        // Contexts in order: a context shares its leading nodes with the one before it, so it
+        // walks the trie only from where the two part.
         let mut path: Vec<NodeId> = Vec::new();
-        let mut prev: Option<Context> = None;
-        for (context, fs) in contexts {
-            let shared = prev.as_ref().map_or(0, |p| shared_nodes(p, &context));
+        for (context, shared) in contexts.into_iter().zip(shared) {
             path.truncate(shared);
-            trie.extend_path(&mut path, &context);
+            trie.extend_path(&mut path, context);
             let node = *path.last().expect("a context has a leaf frame");
-            prev = Some(context);
-            let id = trie.samples.len();
-            trie.samples.push(Sample { fs, state: state::RAW });
+            let id = trie.contexts.len();
+            trie.contexts.push(context.clone());
             trie.sample_node.push(node);
             trie.nodes[node].samples = Some(id);
         }
@@ -113,6 +124,28 @@ impl ContextTrie {
             }
         }
         trie
+    }
+
+    /// Moves the profiles of `profile` into the trie [`ContextTrie::of_contexts`] built from its
+    /// contexts. Should the contexts no longer be those (the caller changed the profile in
+    /// between), the trie is rebuilt from them first, so the trie is always `profile`'s.
+    ///
+    /// Returns the contexts, no longer needed, for the caller to free where it suits.
+    pub fn take_profiles(&mut self, profile: &mut Profile) -> Vec<Context> {
+        let functions = std::mem::take(&mut profile.functions);
+        // Equal contexts share their frames with the trie's copies: compared without reading.
+        if !functions.keys().filter(|c| !c.is_empty()).eq(&self.contexts) {
+            *self = ContextTrie::of_contexts(&functions);
+        }
+        let mut samples = Vec::with_capacity(self.contexts.len());
+        samples.extend(
+            functions
+                .into_iter()
+                .filter(|(c, _)| !c.is_empty())
+                .map(|(_, fs)| Sample { fs, state: state::RAW }),
+        );
+        self.samples = samples;
+        std::mem::take(&mut self.contexts)
     }
 
     pub fn node(&self, id: NodeId) -> &Node {
@@ -437,16 +470,20 @@ impl ContextTrie {
     }
 }
 
-/// The trie nodes of `contexts` (in order): a context adds a node per frame past the path it
-/// shares with the one before it, since contexts sharing a path are neighbours in that order.
-fn path_nodes<'a>(contexts: impl Iterator<Item = &'a Context>) -> usize {
-    let mut prev: Option<&Context> = None;
-    let mut nodes = 0;
-    for c in contexts {
-        nodes += c.len() - prev.map_or(0, |p| shared_nodes(p, c));
-        prev = Some(c);
-    }
-    nodes
+/// For each of `contexts` (in order), how many of its trie nodes the one before it has
+/// ([`shared_nodes`]).
+fn shared_with_previous(contexts: &[&Context]) -> Vec<usize> {
+    let mut shared = Vec::with_capacity(contexts.len());
+    shared.extend(contexts.first().map(|_| 0));
+    shared.extend(contexts.windows(2).map(|pair| shared_nodes(pair[0], pair[1])));
+    shared
+}
+
+/// The trie nodes of `contexts` (in order, each sharing `shared` nodes with the one before):
+/// a context adds a node per frame past the path it shares with the one before it, since
+/// contexts sharing a path are neighbours in that order.
+fn path_nodes(contexts: &[&Context], shared: &[usize]) -> usize {
+    contexts.iter().zip(shared).map(|(c, &shared)| c.len() - shared).sum()
 }
 
 /// How many of `b`'s trie nodes are `a`'s: a node is fixed by the functions of the frames down
@@ -495,35 +532,31 @@ pub(crate) fn merge_samples(to: &mut FunctionSamples, from: &FunctionSamples) {
 /// `SampleContextTracker::createContextLessProfileMap`: every context profile merged into one
 /// profile per leaf function, in breadth-first trie order (which decides, e.g., which profile
 /// survives a checksum mismatch). This is what the CS summary must be computed on.
-///
-/// The order only shows when a function's profiles differ in name, attributes or checksum, or
-/// have inlinees (whose own checksums then decide): counts add up alike in any order. So only
-/// such functions' profiles are sorted; the others merge in map order. Functions in parallel.
 pub fn context_less_profile(profile: &Profile) -> Profile {
-    let mut by_leaf: HashMap<&str, Vec<(&Context, &FunctionSamples)>> = HashMap::new();
-    for (context, fs) in profile.functions.iter().filter(|(c, _)| !c.is_empty()) {
-        by_leaf.entry(context.leaf_name()).or_default().push((context, fs));
-    }
-    let mut by_leaf: Vec<_> = by_leaf.into_iter().collect();
+    context_less_merge(profile, &ContextTrie::of_contexts(&profile.functions))
+}
+
+/// [`context_less_profile`] with the trie of `profile`'s contexts
+/// ([`ContextTrie::of_contexts`]), which orders each function's profiles breadth-first.
+/// Functions in parallel.
+pub(crate) fn context_less_merge(profile: &Profile, trie: &ContextTrie) -> Profile {
+    let samples: Vec<&FunctionSamples> =
+        profile.functions.iter().filter(|(c, _)| !c.is_empty()).map(|(_, fs)| fs).collect();
+    assert_eq!(samples.len(), trie.contexts.len(), "the trie is built from this profile");
+    let mut funcs: Vec<(FuncId, &[SampleId])> = (0..trie.func_count() as FuncId)
+        .map(|f| (f, trie.func_to_profiles[f as usize].as_slice()))
+        .filter(|(_, profiles)| !profiles.is_empty())
+        .collect();
     // A merge's cost follows its profiles: big functions first keeps the workers even.
-    by_leaf.sort_unstable_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(b.0)));
-    let merged: Vec<(Context, FunctionSamples)> = by_leaf
+    funcs.sort_by_key(|(_, profiles)| std::cmp::Reverse(profiles.len()));
+    let merged: Vec<(Context, FunctionSamples)> = funcs
         .into_par_iter()
-        .map(|(name, mut profiles)| {
-            let (_, first) = profiles[0];
-            let order_free = profiles.iter().all(|(_, fs)| {
-                fs.callsites.is_empty()
-                    && (&fs.name, fs.attributes, fs.checksum)
-                        == (&first.name, first.attributes, first.checksum)
-            });
-            if !order_free {
-                sort_breadth_first(&mut profiles);
-            }
+        .map(|(func, profiles)| {
             let mut fs = FunctionSamples::default();
-            for (_, from) in profiles {
-                merge_samples(&mut fs, from);
+            for &s in profiles {
+                merge_samples(&mut fs, samples[s]);
             }
-            (Context::base(name), fs)
+            (Context::base(trie.name(func)), fs)
         })
         .collect();
     Profile {
@@ -531,34 +564,6 @@ pub fn context_less_profile(profile: &Profile) -> Profile {
         functions: merged.into_iter().collect(),
         symbol_list: None,
     }
-}
-
-/// Breadth-first order of a trie whose children are ordered by key = depth first, then the keys
-/// along the path; a frame's key is (call-site hash, function, location in the caller). Only the
-/// first key that differs is computed, so deep contexts are compared without copies.
-fn sort_breadth_first(profiles: &mut [(&Context, &FunctionSamples)]) {
-    // GUIDs by the address of the (shared) name's text: frames mostly share names.
-    let mut guids: HashMap<usize, u64> = HashMap::new();
-    for (context, _) in profiles.iter() {
-        for (func, _) in context.frames() {
-            guids.entry(func.as_ptr() as usize).or_insert_with(|| md5_guid(func));
-        }
-    }
-    let key = |func: &str, loc: LineLocation| {
-        (callsite_hash_from_guid(guids[&(func.as_ptr() as usize)], loc), loc)
-    };
-    let path_order = |a: &Context, b: &Context| {
-        let mut at = (LineLocation::default(), LineLocation::default());
-        for ((fa, la), (fb, lb)) in a.named_frames().zip(b.named_frames()) {
-            if fa != fb || at.0 != at.1 {
-                let (ka, kb) = (key(fa, at.0), key(fb, at.1));
-                return (ka.0, fa.as_str(), ka.1).cmp(&(kb.0, fb.as_str(), kb.1));
-            }
-            at = (la, lb);
-        }
-        std::cmp::Ordering::Equal
-    };
-    profiles.sort_by(|(a, _), (b, _)| a.len().cmp(&b.len()).then_with(|| path_order(a, b)));
 }
 
 #[cfg(test)]
@@ -660,6 +665,22 @@ mod tests {
         );
     }
 
+    /// A trie built from other contexts than those of the profile whose profiles move in is
+    /// rebuilt from the profile's: the same trie as built from the profile alone.
+    #[test]
+    fn profiles_of_other_contexts_rebuild_the_trie() {
+        let p = profile(&[(&[("main", 1), ("f", 0)], 3), (&[("x", 2), ("f", 0)], 4)]);
+        let mut other = profile(&[(&[("main", 1), ("f", 0)], 3), (&[("y", 2), ("g", 0)], 5)]);
+        let mut trie = ContextTrie::of_contexts(&p.functions);
+        let contexts = trie.take_profiles(&mut other);
+        assert_eq!(contexts, [context(&[("main", 1), ("f", 0)]), context(&[("y", 2), ("g", 0)])]);
+        let names: Vec<&str> = (0..trie.func_count() as FuncId).map(|f| trie.name(f)).collect();
+        assert_eq!((names, trie.nodes.len()), (vec!["main", "f", "y", "g"], 5));
+        trie.move_profiles_into(&mut other);
+        let totals: Vec<u64> = other.functions.values().map(|fs| fs.total_samples).collect();
+        assert_eq!(totals, [3, 5]);
+    }
+
     /// The trie is sized from the contexts: a node per distinct path, whether contexts share
     /// frames ([`Context::prefix`]) or only equal ones, and a path ending where another goes on
     /// (`main:1 @ f` beside `main:1 @ f:2 @ g`) or turns at a call site (`main:2 @ f`).
@@ -677,7 +698,8 @@ mod tests {
         for c in [deep.prefix(1), deep.prefix(2), deep] {
             p.functions.insert(c, FunctionSamples::new("y"));
         }
-        let expected = path_nodes(p.functions.keys());
+        let contexts: Vec<&Context> = p.functions.keys().collect();
+        let expected = path_nodes(&contexts, &shared_with_previous(&contexts));
         let trie = ContextTrie::from_profile(&mut p);
         // main, main:1 @ f, its g at 2 and at 3, main:2 @ f, x, x:1 @ f, y, y:1 @ f, its g.
         assert_eq!((expected, trie.nodes.len()), (10, 11));

@@ -28,7 +28,9 @@ use crate::profile::VecMap;
 /// (`ProfiledBinary::getFuncSizeForContext`): `context` is root first, leaf last with location
 /// (0, 0), as the context currently stands in the pre-inliner's trie. The implementation picks
 /// the size recorded for the longest matching inline context, as LLVM does.
-pub trait ContextSizeOracle {
+///
+/// `Sync`: the pre-inliner reads it while other work runs beside it.
+pub trait ContextSizeOracle: Sync {
     fn func_size_for_context(&self, context: &[ContextFrame]) -> u32;
 }
 
