@@ -11,11 +11,14 @@
 //! result equals a sequential run's whatever the scheduling, and a change costs what it changes
 //! (not a copy of the whole map: a system-wide recording maps thousands of processes).
 //!
-//! Memory stays bounded: the channel holds at most two batches per worker, and the log drops
-//! the changes every worker has applied. The reader keeps the pages of records handed out by
-//! position until their batch is aggregated ([`NeededInput`]), and only those: a batch ends once
-//! its records span [`BATCH_SPAN`] bytes of input, and a batch a worker is slow on (one that
-//! reduces its held samples) keeps its own span mapped, not all the input read after it.
+//! The reading thread aggregates the batches the channel has no room for itself, so that
+//! `--threads N` is N threads (the reader and N - 1 workers) that never wait while there is work.
+//!
+//! Memory stays bounded: the channel holds at most two batches per thread, and the log drops
+//! the changes every copy of the map has applied. The reader keeps the pages of records handed
+//! out by position until their batch is aggregated ([`NeededInput`]), and only those: a batch
+//! ends once its records span [`BATCH_SPAN`] bytes of input, and a batch a worker is slow on (one
+//! that reduces its held samples) keeps its own span mapped, not all the input read after it.
 
 use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats};
 use crate::addr::RuntimeAddr;
@@ -27,7 +30,7 @@ use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::rc::Rc;
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 
 /// Samples per batch: large enough to make channel traffic negligible.
@@ -40,8 +43,11 @@ const BATCH_SPAN: usize = 1 << 20;
 /// of a round, so consecutive samples may lie a round apart in the input (whose pages the reorder
 /// queue holds anyway); without a floor, a multi-CPU recording's batches would be a few samples.
 const MIN_SPAN_BATCH_SAMPLES: usize = 256;
-/// Batches the channel holds per worker: enough for the reader to run ahead of a worker's batch.
-const QUEUED_PER_WORKER: usize = 2;
+/// Batches the channel holds per thread: enough for the reader to run ahead of a worker's batch.
+const QUEUED_PER_THREAD: usize = 2;
+/// Map changes the reading thread's copy of the map may lag behind the log (which keeps them
+/// until every copy has applied them) when it has not aggregated a batch for long.
+const MAX_LAG: u64 = 4096;
 
 /// The fixed-size part of a sample; its call chain and branches follow in the batch's
 /// shared vectors, or (`record`) lie in the input, for the worker to read in place.
@@ -194,8 +200,9 @@ impl Batch {
     }
 }
 
-/// The reading side: collects samples into batches and sends them to the workers.
-pub struct BatchSender {
+/// The reading side: collects samples into batches and sends them to the workers, or aggregates
+/// a batch itself when the channel has no room for it (see [`aggregate_in_parallel`]).
+pub struct BatchSender<'b, 's> {
     tx: SyncSender<Batch>,
     batch: Batch,
     log: Arc<Mutex<ChangeLog>>,
@@ -205,9 +212,20 @@ pub struct BatchSender {
     /// `batch.span`, for [`NeededInput`] (`(0, 0)` for none).
     open: Rc<Cell<(usize, usize)>>,
     in_flight: Arc<InFlight>,
+    /// The reading thread's own aggregation of the batches it finds no room for.
+    worker: Worker<'b, 's>,
 }
 
-impl BatchSender {
+/// What a thread that aggregates batches keeps (a worker thread, or the reading thread for the
+/// batches it keeps): its aggregator, its copy of the map, its reader of samples handed out by
+/// position.
+struct Worker<'b, 's> {
+    agg: Aggregator<'b>,
+    replica: Replica,
+    bodies: Option<SampleBodies<'s>>,
+}
+
+impl BatchSender<'_, '_> {
     /// Queues `s`, to be translated with the state of `mapper`'s map when `s` was read (the
     /// mapper must log its changes: [`AddressMapper::log_changes`]).
     pub fn add(&mut self, mapper: &mut AddressMapper, s: &Sample<'_>) {
@@ -276,21 +294,30 @@ impl BatchSender {
             log.trim();
             log.changes.extend(full.changes.iter().map(|(_, c)| c.clone()));
         }
-        // Workers only stop when the sender is dropped, so the receiving end is alive.
-        let _ = self.tx.send(full);
+        // Workers only stop when the sender is dropped, so the receiving end is alive. A batch
+        // the channel has no room for is aggregated here: waiting for room would leave a core
+        // idle whenever a worker is not running.
+        if let Err(TrySendError::Full(full)) = self.tx.try_send(full) {
+            let w = &mut self.worker;
+            full.aggregate_into(&mut w.agg, &mut w.replica, &self.log, &mut w.bodies);
+            if let (Some(_), Ok(mut in_flight)) = (&full.span, self.in_flight.lock()) {
+                in_flight.retain(|&(seq, _)| seq != full.seq);
+            }
+        } else if self.log_end - self.worker.replica.applied > MAX_LAG {
+            // The log keeps changes until every copy of the map has applied them.
+            let w = &mut self.worker;
+            w.agg.flush(&w.replica.map);
+            w.replica.catch_up(&self.log, self.log_end);
+        }
     }
 }
 
 fn work<'b>(
-    binary: &'b Binary,
-    opts: SampleOptions,
     rx: &Mutex<Receiver<Batch>>,
     log: &Mutex<ChangeLog>,
     in_flight: &InFlight,
-    mut bodies: Option<SampleBodies<'_>>,
-    mut replica: Replica,
-) -> Aggregator<'b> {
-    let mut agg = Aggregator::new(binary, opts);
+    w: &mut Worker<'b, '_>,
+) {
     loop {
         // A poisoned lock means another worker panicked; the scope re-raises that panic.
         let next = match rx.lock() {
@@ -299,7 +326,7 @@ fn work<'b>(
         };
         match next {
             Ok(batch) => {
-                batch.aggregate_into(&mut agg, &mut replica, log, &mut bodies);
+                batch.aggregate_into(&mut w.agg, &mut w.replica, log, &mut w.bodies);
                 if batch.span.is_some()
                     && let Ok(mut in_flight) = in_flight.lock()
                 {
@@ -309,37 +336,46 @@ fn work<'b>(
             Err(_) => break,
         }
     }
-    agg.flush(&replica.map);
-    agg
 }
 
-/// Runs `read` on this thread with a [`BatchSender`] while `workers` threads aggregate the
+/// Runs `read` on this thread with a [`BatchSender`] while `threads - 1` workers aggregate the
 /// batches; returns `read`'s result and the merged samples and statistics. `bodies` decodes the
-/// samples that `read` hands out by position.
-pub fn aggregate_in_parallel<T>(
-    binary: &Binary,
+/// samples that `read` hands out by position. The reading thread aggregates a batch itself when
+/// the channel is full, so `threads` threads share the work without ever waiting for each other
+/// while there is work: a reader waiting for room on a core of its own would leave that core
+/// idle, a third thread on two cores would have the scheduler take turns instead.
+pub fn aggregate_in_parallel<'b, T>(
+    binary: &'b Binary,
     opts: SampleOptions,
-    workers: usize,
+    threads: usize,
     initial_map: &AddressMap,
     bodies: Option<&SampleBodies<'_>>,
-    read: impl FnOnce(&mut BatchSender) -> T,
+    read: impl FnOnce(&mut BatchSender<'b, '_>) -> T,
 ) -> (T, AggregatedSamples, SampleStats) {
-    let workers = workers.max(1);
-    let (tx, rx) = sync_channel::<Batch>(workers * QUEUED_PER_WORKER);
+    let workers = threads.max(2) - 1;
+    let (tx, rx) = sync_channel::<Batch>(threads.max(2) * QUEUED_PER_THREAD);
     let rx = Mutex::new(rx);
     let log = Arc::new(Mutex::new(ChangeLog {
         first: 0,
         changes: VecDeque::new(),
-        applied: vec![0; workers],
+        applied: vec![0; workers + 1],
     }));
     let in_flight = Arc::new(InFlight::default());
+    let worker = |i| Worker {
+        agg: Aggregator::new(binary, opts),
+        replica: Replica { map: initial_map.clone(), worker: i, applied: 0 },
+        bodies: bodies.map(SampleBodies::fork),
+    };
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
-            .map(|worker| {
-                let replica = Replica { map: initial_map.clone(), worker, applied: 0 };
+            .map(|i| {
+                let mut w = worker(i);
                 let (rx, log, in_flight) = (&rx, &*log, &*in_flight);
-                let bodies = bodies.map(SampleBodies::fork);
-                scope.spawn(move || work(binary, opts, rx, log, in_flight, bodies, replica))
+                scope.spawn(move || {
+                    work(rx, log, in_flight, &mut w);
+                    w.agg.flush(&w.replica.map);
+                    w
+                })
             })
             .collect();
         let mut sender = BatchSender {
@@ -350,18 +386,21 @@ pub fn aggregate_in_parallel<T>(
             taken: Vec::new(),
             open: Rc::new(Cell::new((0, 0))),
             in_flight: in_flight.clone(),
+            worker: worker(workers),
         };
         let out = read(&mut sender);
         sender.flush();
-        drop(sender);
+        let BatchSender { tx, worker: mut reader, .. } = sender;
+        drop(tx);
+        reader.agg.flush(&reader.replica.map);
         let mut samples = AggregatedSamples::default();
         let mut stats = SampleStats::default();
-        for h in handles {
-            let agg = match h.join() {
-                Ok(agg) => agg,
-                Err(panic) => std::panic::resume_unwind(panic),
-            };
-            let (agg_samples, agg_stats) = agg.finish();
+        let joined = handles.into_iter().map(|h| match h.join() {
+            Ok(w) => w,
+            Err(panic) => std::panic::resume_unwind(panic),
+        });
+        for w in std::iter::once(reader).chain(joined) {
+            let (agg_samples, agg_stats) = w.agg.finish();
             stats.merge(&agg_stats);
             samples.merge(agg_samples);
         }
