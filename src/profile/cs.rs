@@ -28,6 +28,7 @@ use rayon::prelude::*;
 use std::borrow::Borrow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hash};
+use std::sync::OnceLock;
 
 /// What the probe-based CS builder needs from the decoded `.pseudo_probe` and
 /// `.pseudo_probe_desc` sections.
@@ -39,6 +40,8 @@ pub trait ProbeView {
     fn probes_in(&self, start: Vaddr, end: Vaddr) -> impl Iterator<Item = (Vaddr, &[Probe])>;
     /// Every probe of an inline-tree node.
     fn node_probes(&self, n: NodeId) -> &[Probe];
+    /// How many inline-tree nodes there are: every probe's node is below it.
+    fn node_count(&self) -> usize;
     /// GUID of the node's function.
     fn node_guid(&self, n: NodeId) -> u64;
     /// For an inlined node: the parent node and the call-site probe id in it. `None` for
@@ -63,6 +66,9 @@ impl ProbeView for ProbeInfo {
     }
     fn node_probes(&self, n: NodeId) -> &[Probe] {
         ProbeInfo::node_probes(self, n)
+    }
+    fn node_count(&self) -> usize {
+        self.nodes().len()
     }
     fn node_guid(&self, n: NodeId) -> u64 {
         self.node(n).guid
@@ -408,23 +414,32 @@ where
     C: CodeView + Sync + ?Sized,
     P: ProbeView + Sync + ?Sized,
 {
-    let mut inferrer = opts
-        .infer_missing_frames
-        .then(|| MissingFrameInferrer::new(code, counters, opts.max_search_depth));
-    let mut keys: Vec<(&[Vaddr], &Counters)> = counters
-        .by_context
-        .iter()
-        .filter_map(|(k, c)| match k {
-            ContextKey::Addrs(sites) => Some((&sites[..], c)),
-            _ => None,
-        })
-        .collect();
-    keys.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let (mut inferrer, keys) = rayon::join(
+        || {
+            let infer = opts.infer_missing_frames;
+            infer.then(|| MissingFrameInferrer::new(code, counters, opts.max_search_depth))
+        },
+        || {
+            let mut keys: Vec<(&[Vaddr], &Counters)> = counters
+                .by_context
+                .iter()
+                .filter_map(|(k, c)| match k {
+                    ContextKey::Addrs(sites) => Some((&sites[..], c)),
+                    _ => None,
+                })
+                .collect();
+            // Distinct keys: the order is the same for any sort.
+            keys.par_sort_unstable_by(|a, b| a.0.cmp(b.0));
+            keys
+        },
+    );
     // One hasher for the runs' profiles, so that their merge reuses their hashes.
     let hasher = hashbrown::DefaultHashBuilder::default();
     let mut profiles = ContextProfiles::with_hasher(hasher.clone());
     let mut stats = ProbeCsStats::default();
     let shared_names = SharedNames::default();
+    let node_zeros: Vec<OnceLock<VecMap<LineLocation, u64>>> =
+        (0..probes.node_count()).map(|_| OnceLock::new()).collect();
     // Sampled leaves and tail-call inference (sequential) of one block run while the block
     // before is built (parallel) and merged.
     let sample = |block: &[(&[Vaddr], &Counters)], inferrer: Option<&mut MissingFrameInferrer>| {
@@ -454,7 +469,7 @@ where
                         opts,
                         profiles: ContextProfiles::with_hasher(hasher.clone()),
                         stats: ProbeCsStats::default(),
-                        leaf_contexts: HashMap::new(),
+                        resolved: ResolvedHere::new(probes.node_count()),
                         shared_names: &shared_names,
                         names: HashMap::new(),
                         name_table: Vec::new(),
@@ -462,13 +477,14 @@ where
                         seen: Vec::new(),
                         stamp: 0,
                         call_probes: HashMap::new(),
-                        inline_contexts: HashMap::new(),
+                        inline_context_of: vec![0; probes.node_count()],
+                        inline_contexts: Vec::new(),
                         buffers: Default::default(),
                         bodies: Vec::new(),
-                        node_zeros: HashMap::new(),
+                        node_zeros: &node_zeros,
                     };
                     for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
-                        g.leaf_contexts.clear();
+                        g.resolved.clear();
                         g.body_samples(code, sites, inf, l);
                         g.boundary_samples(code, sites, inf, l);
                     }
@@ -640,10 +656,8 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     opts: &'a CsOptions,
     profiles: ContextProfiles<FrameKey>,
     stats: ProbeCsStats,
-    /// The leaf contexts resolved in the current calling context, by the leaf's function (for
-    /// tail-call inference) and inline node: every probe of a function instance shares one,
-    /// and resolving (inline chains, recursion compression) is the costly part.
-    leaf_contexts: HashMap<(Option<FuncId>, NodeId), (Option<LeafProfile>, u64)>,
+    /// What was resolved in the current calling context.
+    resolved: ResolvedHere,
     shared_names: &'a SharedNames,
     /// [`Self::name`] by GUID, for the run.
     names: HashMap<u64, Option<u32>>,
@@ -657,14 +671,73 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     stamp: u32,
     /// [`ProbeView::call_probe_at`] by call site, for the run.
     call_probes: HashMap<Vaddr, Option<Probe>>,
-    /// [`Self::push_inline_context`]'s expansion by inline node, for the run.
-    inline_contexts: HashMap<NodeId, Option<InlineContext>>,
+    /// By node index: 1 + the index in `inline_contexts` of the node's expansion, 0 before it is
+    /// made.
+    inline_context_of: Vec<u32>,
+    /// [`Self::push_inline_context`]'s expansions, for the run.
+    inline_contexts: Vec<Option<InlineContext>>,
     /// The call probes and frames of the context being resolved, reused.
     buffers: (Vec<Probe>, Vec<Frame>),
     /// [`Self::body_samples`]' batch, reused.
     bodies: Vec<(usize, LineLocation, u64)>,
-    /// A zero count at each of an inline node's probes, for the run.
-    node_zeros: HashMap<NodeId, VecMap<LineLocation, u64>>,
+    /// A zero count at each of an inline node's probes, by node index, made once for all runs
+    /// (the first run that needs one makes it).
+    node_zeros: &'a [OnceLock<VecMap<LineLocation, u64>>],
+}
+
+/// What [`ProbeCsBuilder`] resolved in one calling context (cleared for the next).
+struct ResolvedHere {
+    /// The leaf contexts, by the leaf's function (for tail-call inference) and inline node: every
+    /// probe of a function instance shares one, and resolving (inline chains, recursion
+    /// compression) is the costly part. With the probes without descriptor each met.
+    by_func: HashMap<(Option<FuncId>, NodeId), (Option<LeafProfile>, u64)>,
+    /// The same when inference added no frame (so the function does not matter): by node
+    /// index, `stamp << 32 | i` for the `i`th of `leaves`; other stamps are other contexts'.
+    by_node: Vec<u64>,
+    leaves: Vec<(Option<LeafProfile>, u64)>,
+    /// This context's mark in `by_node`, never 0.
+    stamp: u32,
+    /// The frames of the call sites, by which sites (`None`: the context's own, `Some(i)`: the
+    /// `i`th of [`InferredSites::by_func`]): a range of `frames`, `None` when a call probe on
+    /// them has no descriptor. Every leaf under the same sites starts with these frames.
+    callers: Vec<(Option<usize>, Option<std::ops::Range<usize>>)>,
+    frames: Vec<Frame>,
+}
+
+impl ResolvedHere {
+    fn new(nodes: usize) -> Self {
+        ResolvedHere {
+            by_func: HashMap::new(),
+            by_node: vec![0; nodes],
+            leaves: Vec::new(),
+            stamp: 0,
+            callers: Vec::new(),
+            frames: Vec::new(),
+        }
+    }
+
+    fn clear(&mut self) {
+        self.by_func.clear();
+        self.leaves.clear();
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.by_node.fill(0);
+            self.stamp = 1;
+        }
+        self.callers.clear();
+        self.frames.clear();
+    }
+
+    /// The leaf context resolved for `node`'s probes, when inference added no frame.
+    fn of_node(&self, node: NodeId) -> Option<(Option<LeafProfile>, u64)> {
+        let entry = self.by_node[node.0 as usize];
+        ((entry >> 32) as u32 == self.stamp).then(|| self.leaves[entry as u32 as usize])
+    }
+
+    fn set_node(&mut self, node: NodeId, leaf: (Option<LeafProfile>, u64)) {
+        self.by_node[node.0 as usize] = u64::from(self.stamp) << 32 | self.leaves.len() as u64;
+        self.leaves.push(leaf);
+    }
 }
 
 /// A probe's inline chain as context frames, root first, its own frame last (whose location
@@ -743,7 +816,7 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         sampled_nodes.dedup();
         for (node, slot) in sampled_nodes {
             let probes = self.probes;
-            let zeros = self.node_zeros.entry(node).or_insert_with(|| {
+            let zeros = self.node_zeros[node.0 as usize].get_or_init(|| {
                 let locs = probes.node_probes(node).iter();
                 locs.map(|p| (LineLocation::new(p.index, p.discriminator), 0)).collect()
             });
@@ -788,33 +861,42 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         leaf: &Probe,
     ) -> Option<LeafProfile> {
         // The leaf's function matters only to pick its inferred frames.
-        let func = if inferred.by_func.is_empty() {
-            None
+        let by_node = inferred.by_func.is_empty();
+        let func = if by_node { None } else { code.func_range(leaf.addr).map(|r| r.func) };
+        let known = if by_node {
+            self.resolved.of_node(leaf.node)
         } else {
-            code.func_range(leaf.addr).map(|r| r.func)
+            self.resolved.by_func.get(&(func, leaf.node)).copied()
         };
-        let key = (func, leaf.node);
-        if let Some(&(leaf, without_desc)) = self.leaf_contexts.get(&key) {
+        if let Some((leaf, without_desc)) = known {
             self.stats.probes_without_desc += without_desc;
             return leaf;
         }
-        let sites = match inferred.by_func.iter().find(|(f, _)| *f == func) {
-            Some((_, with_tail_calls)) => &with_tail_calls[..],
-            None => sites,
-        };
+        let which = inferred.by_func.iter().position(|(f, _)| *f == func);
+        let sites = which.map_or(sites, |i| &inferred.by_func[i].1[..]);
         let before = self.stats.probes_without_desc;
-        let leaf = self.resolve_leaf_probe_context(sites, leaf);
+        let resolved = self.resolve_leaf_probe_context(which, sites, leaf);
         let without_desc = self.stats.probes_without_desc - before;
-        self.leaf_contexts.insert(key, (leaf, without_desc));
-        leaf
+        if by_node {
+            self.resolved.set_node(leaf.node, (resolved, without_desc));
+        } else {
+            self.resolved.by_func.insert((func, leaf.node), (resolved, without_desc));
+        }
+        resolved
     }
 
-    /// The context of `leaf` under `sites` (call sites, tail-call frames inferred).
-    fn resolve_leaf_probe_context(&mut self, sites: &[Vaddr], leaf: &Probe) -> Option<LeafProfile> {
+    /// The context of `leaf` under `sites` (call sites, tail-call frames inferred; `which`
+    /// sites of the context, as in [`ResolvedHere::callers`]).
+    fn resolve_leaf_probe_context(
+        &mut self,
+        which: Option<usize>,
+        sites: &[Vaddr],
+        leaf: &Probe,
+    ) -> Option<LeafProfile> {
         let (mut calls, mut frames) = std::mem::take(&mut self.buffers);
         calls.clear();
         frames.clear();
-        let ctx = self.resolve_into(sites, leaf, &mut calls, &mut frames);
+        let ctx = self.resolve_into(which, sites, leaf, &mut calls, &mut frames);
         self.buffers = (calls, frames);
         ctx
     }
@@ -822,22 +904,32 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
     /// [`Self::resolve_leaf_probe_context`] with buffers for the call probes and the frames.
     fn resolve_into(
         &mut self,
+        which: Option<usize>,
         sites: &[Vaddr],
         leaf: &Probe,
         calls: &mut Vec<Probe>,
         frames: &mut Vec<Frame>,
     ) -> Option<LeafProfile> {
-        // From the leaf side up to the first call site without a call probe.
-        for &a in sites.iter().rev() {
-            let probes = self.probes;
-            let Some(call) = *self.call_probes.entry(a).or_insert_with(|| probes.call_probe_at(a))
-            else {
-                break;
-            };
-            calls.push(call);
-        }
-        for call in calls.iter().rev() {
-            self.push_inline_context(call, frames)?;
+        // The call sites' frames do not depend on the leaf: made once per sites. Exact: they
+        // come from the call probes alone, and a failed expansion (a call probe without
+        // descriptor) fails every leaf under them, counting one probe each, before the leaf's
+        // own chain is looked at.
+        match self.resolved.callers.iter().find(|(w, _)| *w == which) {
+            Some((_, Some(range))) => {
+                frames.extend_from_slice(&self.resolved.frames[range.clone()])
+            }
+            Some((_, None)) => {
+                self.stats.probes_without_desc += 1;
+                return None;
+            }
+            None => {
+                let expanded = self.push_call_site_frames(sites, calls, frames);
+                let here = &mut self.resolved;
+                let start = here.frames.len();
+                here.frames.extend_from_slice(frames);
+                here.callers.push((which, expanded.map(|()| start..here.frames.len())));
+                expanded?;
+            }
         }
         self.push_inline_context(leaf, frames)?;
         let mut leaf_frame = frames.pop()?;
@@ -861,6 +953,28 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         let (_, checksum) = self.probes.func_desc(self.probes.node_guid(leaf.node))?;
         let was_inlined = self.probes.node_inline_site(leaf.node).is_some();
         Some(LeafProfile { slot: self.context_slot(frames, was_inlined), checksum })
+    }
+
+    /// Pushes the frames of the call sites: each call probe's inline context, root first, from
+    /// the leaf side up to the first call site without a call probe.
+    fn push_call_site_frames(
+        &mut self,
+        sites: &[Vaddr],
+        calls: &mut Vec<Probe>,
+        frames: &mut Vec<Frame>,
+    ) -> Option<()> {
+        for &a in sites.iter().rev() {
+            let probes = self.probes;
+            let Some(call) = *self.call_probes.entry(a).or_insert_with(|| probes.call_probe_at(a))
+            else {
+                break;
+            };
+            calls.push(call);
+        }
+        for call in calls.iter().rev() {
+            self.push_inline_context(call, frames)?;
+        }
+        Some(())
     }
 
     /// The slot of the profile of `frames` (a resolved context).
@@ -891,11 +1005,13 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
     /// Appends the probe's inline chain, root first, ending with (probe's function, probe id).
     /// An unknown call site (id 0) above the leaf clears everything collected so far.
     fn push_inline_context(&mut self, probe: &Probe, out: &mut Vec<Frame>) -> Option<()> {
-        if !self.inline_contexts.contains_key(&probe.node) {
+        let node = probe.node.0 as usize;
+        if self.inline_context_of[node] == 0 {
             let expanded = self.inline_context(probe.node);
-            self.inline_contexts.insert(probe.node, expanded);
+            self.inline_contexts.push(expanded);
+            self.inline_context_of[node] = self.inline_contexts.len() as u32;
         }
-        let Some(ctx) = &self.inline_contexts[&probe.node] else {
+        let Some(ctx) = &self.inline_contexts[self.inline_context_of[node] as usize - 1] else {
             self.stats.probes_without_desc += 1;
             return None;
         };
@@ -1057,36 +1173,54 @@ pub struct MissingFrameInferrer {
     between: HashMap<(Vaddr, Vaddr), Vec<Vaddr>>,
 }
 
+/// A sampled branch as [`MissingFrameInferrer::new`] keeps it: a call with its target's
+/// function, or a tail call with the functions of its source and target.
+#[derive(Clone, Copy)]
+enum Edge {
+    Call(Option<FuncId>),
+    TailCall(FuncId, Option<FuncId>),
+}
+
 impl MissingFrameInferrer {
     /// Call and tail-call edges come from the sampled branches of all contexts: a call
     /// instruction's sampled targets, and for jumps leaving their function range (direct jumps to
-    /// another function, indirect jumps) the sampled targets in other ranges.
-    pub fn new<C: CodeView + ?Sized>(code: &C, counters: &ContextCounters, max_depth: u32) -> Self {
-        let mut calls: BTreeMap<Vaddr, BTreeSet<Vaddr>> = BTreeMap::new();
-        let mut tail_calls: BTreeMap<Vaddr, BTreeSet<Vaddr>> = BTreeMap::new();
+    /// another function, indirect jumps) the sampled targets in other ranges. Each distinct branch
+    /// is classified once (contexts repeat them), on rayon's current pool.
+    pub fn new<C: CodeView + Sync + ?Sized>(
+        code: &C,
+        counters: &ContextCounters,
+        max_depth: u32,
+    ) -> Self {
+        let total = counters.by_context.values().map(|c| c.branches.len()).sum();
+        let mut branches: Vec<(Vaddr, Vaddr)> = Vec::with_capacity(total);
         for c in counters.by_context.values() {
-            for &(from, to) in c.branches.keys() {
-                let Some(from_range) = code.func_range(from) else { continue };
+            branches.extend(c.branches.keys().copied());
+        }
+        branches.par_sort_unstable();
+        branches.dedup();
+        let edges: Vec<(Vaddr, Edge)> = branches
+            .par_iter()
+            .filter_map(|&(from, to)| {
+                let from_range = code.func_range(from)?;
                 let to_range = code.func_range(to);
-                match code.inst_kind(from) {
-                    Some(InstKind::Call) => {
-                        calls.entry(from).or_default().insert(to);
-                    }
+                let to_func = to_range.map(|t| t.func);
+                let edge = match code.inst_kind(from) {
+                    Some(InstKind::Call) => Edge::Call(to_func),
                     Some(InstKind::DirectJump)
                         if to_range.is_some_and(|t| t.func != from_range.func) =>
                     {
-                        tail_calls.entry(from).or_default().insert(to);
+                        Edge::TailCall(from_range.func, to_func)
                     }
                     Some(InstKind::IndirectJump)
                         if to_range.map(|t| t.start) != Some(from_range.start) =>
                     {
-                        tail_calls.entry(from).or_default().insert(to);
+                        Edge::TailCall(from_range.func, to_func)
                     }
-                    _ => {}
-                }
-            }
-        }
-        let func_of = |a: Vaddr| code.func_range(a).map(|r| r.func);
+                    _ => return None,
+                };
+                Some((from, edge))
+            })
+            .collect();
         let mut inf = MissingFrameInferrer {
             call_edges: BTreeMap::new(),
             tail_call_edges: BTreeMap::new(),
@@ -1099,18 +1233,26 @@ impl MissingFrameInferrer {
             non_unique_paths: BTreeMap::new(),
             between: HashMap::new(),
         };
-        for (from, targets) in calls {
-            for f in targets.into_iter().filter_map(func_of) {
-                inf.call_edges.entry(from).or_default().insert(f);
-            }
-        }
-        for (from, targets) in tail_calls {
-            for f in targets.into_iter().filter_map(func_of) {
-                inf.tail_call_edges.entry(from).or_default().insert(f);
-                inf.tail_call_targets.insert(f);
-            }
-            if let Some(f) = func_of(from) {
-                inf.tail_calls_by_func.entry(f).or_default().push(from);
+        // By source, ascending: each tail-call site is listed once under its function, in
+        // address order. A source's instruction kind decides its edges' kind.
+        let mut last_tail_call = None;
+        for (from, edge) in edges {
+            match edge {
+                Edge::Call(to) => {
+                    if let Some(f) = to {
+                        inf.call_edges.entry(from).or_default().insert(f);
+                    }
+                }
+                Edge::TailCall(from_func, to) => {
+                    if let Some(f) = to {
+                        inf.tail_call_edges.entry(from).or_default().insert(f);
+                        inf.tail_call_targets.insert(f);
+                    }
+                    if last_tail_call != Some(from) {
+                        inf.tail_calls_by_func.entry(from_func).or_default().push(from);
+                        last_tail_call = Some(from);
+                    }
+                }
             }
         }
         inf

@@ -288,6 +288,9 @@ impl ProbeView for ProbeMap {
     fn node_probes(&self, n: NodeId) -> &[Probe] {
         &self.node_probes[n.0 as usize]
     }
+    fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
     fn node_guid(&self, n: NodeId) -> u64 {
         self.nodes[n.0 as usize].0
     }

@@ -246,6 +246,9 @@ impl ProbeView for Probes {
     fn node_probes(&self, n: NodeId) -> &[Probe] {
         &self.nodes[n.0 as usize].2
     }
+    fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
     fn node_guid(&self, n: NodeId) -> u64 {
         self.nodes[n.0 as usize].0
     }
