@@ -459,6 +459,8 @@ struct Trie {
     /// [`Trie::node`]'s frames without a depth yet, and a deep context's call sites.
     chain: Vec<usize>,
     sites: Vec<Vaddr>,
+    /// The last sample's call stack frames, root first: (call site, node, depth).
+    kept: Vec<(Vaddr, u32, u32)>,
 }
 
 impl Trie {
@@ -483,6 +485,29 @@ impl Trie {
             UNKNOWN => self.find_node(stacks, f),
             n => n,
         }
+    }
+    /// Gives the first `n` frames below the root (a sample's call stack, made first, root first)
+    /// the nodes and depths the last sample's had, as far as both stacks are the same: a frame's
+    /// node and depth follow from its path from the root alone, and neighbouring samples
+    /// ([`StackOrder`]) share most of their callers. Only while frames stay where they are made
+    /// (no tail-call frames). A deep frame's node is not carried over, so that finding it again
+    /// sets `cut` for this sample too.
+    fn reuse_nodes(&mut self, n: usize) {
+        let frames = &mut self.frames[1..=n];
+        for (&(site, node, depth), f) in self.kept.iter().zip(frames) {
+            if site != f.addr {
+                break;
+            }
+            (f.node, f.depth) = (node, depth);
+        }
+    }
+    /// Keeps the nodes and depths of the first `n` frames below the root for [`Self::reuse_nodes`].
+    fn keep_nodes(&mut self, n: usize) {
+        self.kept.clear();
+        self.kept.extend(self.frames[1..=n].iter().map(|f| {
+            let deep = f.depth != UNKNOWN && f.depth as usize > MAX_CONTEXT_FRAMES;
+            (f.addr, if deep { UNKNOWN } else { f.node }, f.depth)
+        }));
     }
     #[inline(never)]
     fn find_node(&mut self, stacks: &mut Stacks, f: usize) -> u32 {
@@ -955,6 +980,8 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         if tail_frames {
             trie.starts.push(0);
             trie.active.push(leaf);
+        } else {
+            trie.reuse_nodes(sample.callchain.len());
         }
         let mut st = State {
             trie: &mut trie,
@@ -1000,6 +1027,9 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             self.record_branch(&mut st, br, repeat);
         }
         self.finish_sample(&mut trie);
+        if !tail_frames {
+            trie.keep_nodes(sample.callchain.len());
+        }
         if trie.cut {
             self.stats.deep_stacks = self.stats.deep_stacks.saturating_add(repeat);
         }
