@@ -23,13 +23,13 @@
 use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats};
 use crate::addr::RuntimeAddr;
 use crate::binary::Binary;
-use crate::input::perf_data::SampleBodies;
+use crate::input::perf_data::{PageReleaser, SampleBodies};
 use crate::input::{BranchStack, CallChain, Deferred, RawBranch, RawWord, Sample};
 use crate::mapping::{AddressMap, AddressMapper, MapChange};
-use std::cell::Cell;
 use std::collections::VecDeque;
 use std::ops::Range;
-use std::rc::Rc;
+use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 
@@ -85,22 +85,73 @@ type InFlight = Mutex<Vec<(u64, Range<usize>)>>;
 const MAX_RECORD: usize = 1 << 16;
 
 /// The input that samples handed out by position still need (the batch being filled and the
-/// batches not yet aggregated): the reader must not release those pages.
+/// batches not yet aggregated), and how far the reading thread has read. The pages before that
+/// and outside those spans are dropped by whichever thread finishes a batch (so that the reading
+/// thread, the one that cannot be split, does not spend its time unmapping them), and by the
+/// reading thread itself when no batch has done so for [`DROP_BACKSTOP`] bytes. Dropping a page
+/// still needed (the spans are read without a lock) costs only mapping it again: the file's bytes
+/// are unchanged.
 pub struct NeededInput {
-    open: Rc<Cell<(usize, usize)>>,
-    in_flight: Arc<InFlight>,
+    /// `(start, end)` of the batch being filled (`start == end`: none), written by the reading
+    /// thread alone: end first when set, start first when cleared, so that a torn read spans
+    /// more rather than less.
+    open: (AtomicUsize, AtomicUsize),
+    in_flight: InFlight,
+    /// Every record before this input position is queued or handed out.
+    consumed: AtomicUsize,
+    /// `consumed` when pages were last dropped.
+    dropped_at: AtomicUsize,
 }
+
+/// Input read since pages were last dropped past which the reading thread drops them itself:
+/// inputs with few samples finish few batches.
+const DROP_BACKSTOP: usize = 8 << 20;
 
 impl NeededInput {
     /// Sets `out` to the spans of input still needed.
-    pub fn spans(&self, out: &mut Vec<Range<usize>>) {
+    fn spans(&self, out: &mut Vec<Range<usize>>) {
         out.clear();
-        let (start, end) = self.open.get();
+        let (start, end) = (self.open.0.load(Relaxed), self.open.1.load(Relaxed));
         if start < end {
             out.push(start..end);
         }
         if let Ok(in_flight) = self.in_flight.lock() {
             out.extend(in_flight.iter().map(|(_, span)| span.clone()));
+        }
+    }
+
+    /// The reading thread has read up to `upto` (every record before it is queued or handed
+    /// out); the pages no sample needs are dropped by the threads that finish batches, or here
+    /// when none has for a while.
+    pub fn consumed(&self, upto: usize, pages: &PageReleaser<'_>) {
+        self.consumed.store(upto, Relaxed);
+        if upto.saturating_sub(self.dropped_at.load(Relaxed)) >= DROP_BACKSTOP {
+            self.drop_pages(pages, &mut Vec::new());
+        }
+    }
+
+    /// Drops the pages before `consumed` that no batch needs (`spans` is scratch space).
+    fn drop_pages(&self, pages: &PageReleaser<'_>, spans: &mut Vec<Range<usize>>) {
+        let upto = self.consumed.load(Relaxed);
+        self.spans(spans);
+        pages.release_before_except(upto, spans);
+        self.dropped_at.store(upto, Relaxed);
+    }
+
+    fn set_open(&self, span: &Range<usize>) {
+        self.open.1.store(span.end, Relaxed);
+        self.open.0.store(span.start, Relaxed);
+    }
+
+    fn clear_open(&self) {
+        self.open.0.store(0, Relaxed);
+        self.open.1.store(0, Relaxed);
+    }
+
+    /// Batch `seq` is aggregated: its span is no longer needed.
+    fn done(&self, seq: u64) {
+        if let Ok(mut in_flight) = self.in_flight.lock() {
+            in_flight.retain(|&(s, _)| s != seq);
         }
     }
 }
@@ -209,9 +260,9 @@ pub struct BatchSender<'b, 's> {
     /// Log position after the changes taken so far.
     log_end: u64,
     taken: Vec<MapChange>,
-    /// `batch.span`, for [`NeededInput`] (`(0, 0)` for none).
-    open: Rc<Cell<(usize, usize)>>,
-    in_flight: Arc<InFlight>,
+    needed: Arc<NeededInput>,
+    /// The input's pages, dropped once no batch needs them (with samples handed out by position).
+    pages: Option<&'s PageReleaser<'s>>,
     /// The reading thread's own aggregation of the batches it finds no room for.
     worker: Worker<'b, 's>,
 }
@@ -223,6 +274,27 @@ struct Worker<'b, 's> {
     agg: Aggregator<'b>,
     replica: Replica,
     bodies: Option<SampleBodies<'s>>,
+    /// Scratch space for [`NeededInput::drop_pages`].
+    spans: Vec<Range<usize>>,
+}
+
+impl Worker<'_, '_> {
+    /// Aggregates `batch`, then drops the input's pages no batch needs any more.
+    fn aggregate(
+        &mut self,
+        batch: &Batch,
+        log: &Mutex<ChangeLog>,
+        needed: &NeededInput,
+        pages: Option<&PageReleaser<'_>>,
+    ) {
+        batch.aggregate_into(&mut self.agg, &mut self.replica, log, &mut self.bodies);
+        if batch.span.is_some() {
+            needed.done(batch.seq);
+            if let Some(pages) = pages {
+                needed.drop_pages(pages, &mut self.spans);
+            }
+        }
+    }
 }
 
 impl BatchSender<'_, '_> {
@@ -240,7 +312,7 @@ impl BatchSender<'_, '_> {
             let end = pos + MAX_RECORD;
             let span = b.span.get_or_insert(pos..end);
             *span = span.start.min(pos)..span.end.max(end);
-            self.open.set((span.start, span.end));
+            self.needed.set_open(span);
         }
         b.heads.push(SampleHead {
             record: s.record,
@@ -263,8 +335,8 @@ impl BatchSender<'_, '_> {
     }
 
     /// What the samples handed out by position still need of the input.
-    pub fn needed(&self) -> NeededInput {
-        NeededInput { open: self.open.clone(), in_flight: self.in_flight.clone() }
+    pub fn needed(&self) -> Arc<NeededInput> {
+        self.needed.clone()
     }
 
     fn flush(&mut self) {
@@ -284,10 +356,10 @@ impl BatchSender<'_, '_> {
             ..Batch::default()
         };
         let full = std::mem::replace(&mut self.batch, next);
-        if let (Some(span), Ok(mut in_flight)) = (full.span.clone(), self.in_flight.lock()) {
+        if let (Some(span), Ok(mut in_flight)) = (full.span.clone(), self.needed.in_flight.lock()) {
             in_flight.push((full.seq, span));
         }
-        self.open.set((0, 0));
+        self.needed.clear_open();
         if !full.changes.is_empty()
             && let Ok(mut log) = self.log.lock()
         {
@@ -298,11 +370,7 @@ impl BatchSender<'_, '_> {
         // the channel has no room for is aggregated here: waiting for room would leave a core
         // idle whenever a worker is not running.
         if let Err(TrySendError::Full(full)) = self.tx.try_send(full) {
-            let w = &mut self.worker;
-            full.aggregate_into(&mut w.agg, &mut w.replica, &self.log, &mut w.bodies);
-            if let (Some(_), Ok(mut in_flight)) = (&full.span, self.in_flight.lock()) {
-                in_flight.retain(|&(seq, _)| seq != full.seq);
-            }
+            self.worker.aggregate(&full, &self.log, &self.needed, self.pages);
         } else if self.log_end - self.worker.replica.applied > MAX_LAG {
             // The log keeps changes until every copy of the map has applied them.
             let w = &mut self.worker;
@@ -312,35 +380,22 @@ impl BatchSender<'_, '_> {
     }
 }
 
-fn work<'b>(
+fn work(
     rx: &Mutex<Receiver<Batch>>,
     log: &Mutex<ChangeLog>,
-    in_flight: &InFlight,
-    w: &mut Worker<'b, '_>,
+    needed: &NeededInput,
+    pages: Option<&PageReleaser<'_>>,
+    w: &mut Worker<'_, '_>,
 ) {
-    loop {
-        // A poisoned lock means another worker panicked; the scope re-raises that panic.
-        let next = match rx.lock() {
-            Ok(rx) => rx.recv(),
-            Err(_) => break,
-        };
-        match next {
-            Ok(batch) => {
-                batch.aggregate_into(&mut w.agg, &mut w.replica, log, &mut w.bodies);
-                if batch.span.is_some()
-                    && let Ok(mut in_flight) = in_flight.lock()
-                {
-                    in_flight.retain(|&(seq, _)| seq != batch.seq);
-                }
-            }
-            Err(_) => break,
-        }
+    // A poisoned lock means another worker panicked; the scope re-raises that panic.
+    while let Ok(Ok(batch)) = rx.lock().map(|rx| rx.recv()) {
+        w.aggregate(&batch, log, needed, pages);
     }
 }
 
 /// Runs `read` on this thread with a [`BatchSender`] while `threads - 1` workers aggregate the
-/// batches; returns `read`'s result and the merged samples and statistics. `bodies` decodes the
-/// samples that `read` hands out by position. The reading thread aggregates a batch itself when
+/// batches; returns `read`'s result and the merged samples and statistics. `by_position` decodes
+/// the samples that `read` hands out by position, and drops the input's pages once read. The reading thread aggregates a batch itself when
 /// the channel is full, so `threads` threads share the work without ever waiting for each other
 /// while there is work: a reader waiting for room on a core of its own would leave that core
 /// idle, a third thread on two cores would have the scheduler take turns instead.
@@ -349,7 +404,7 @@ pub fn aggregate_in_parallel<'b, T>(
     opts: SampleOptions,
     threads: usize,
     initial_map: &AddressMap,
-    bodies: Option<&SampleBodies<'_>>,
+    by_position: Option<(&SampleBodies<'_>, &PageReleaser<'_>)>,
     read: impl FnOnce(&mut BatchSender<'b, '_>) -> T,
 ) -> (T, AggregatedSamples, SampleStats) {
     let workers = threads.max(2) - 1;
@@ -360,19 +415,26 @@ pub fn aggregate_in_parallel<'b, T>(
         changes: VecDeque::new(),
         applied: vec![0; workers + 1],
     }));
-    let in_flight = Arc::new(InFlight::default());
+    let needed = Arc::new(NeededInput {
+        open: (AtomicUsize::new(0), AtomicUsize::new(0)),
+        in_flight: InFlight::default(),
+        consumed: AtomicUsize::new(0),
+        dropped_at: AtomicUsize::new(0),
+    });
+    let pages = by_position.map(|(_, pages)| pages);
     let worker = |i| Worker {
         agg: Aggregator::new(binary, opts),
         replica: Replica { map: initial_map.clone(), worker: i, applied: 0 },
-        bodies: bodies.map(SampleBodies::fork),
+        bodies: by_position.map(|(bodies, _)| bodies.fork()),
+        spans: Vec::new(),
     };
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|i| {
                 let mut w = worker(i);
-                let (rx, log, in_flight) = (&rx, &*log, &*in_flight);
+                let (rx, log, needed) = (&rx, &*log, &*needed);
                 scope.spawn(move || {
-                    work(rx, log, in_flight, &mut w);
+                    work(rx, log, needed, pages, &mut w);
                     w.agg.flush(&w.replica.map);
                     w
                 })
@@ -384,8 +446,8 @@ pub fn aggregate_in_parallel<'b, T>(
             log: log.clone(),
             log_end: 0,
             taken: Vec::new(),
-            open: Rc::new(Cell::new((0, 0))),
-            in_flight: in_flight.clone(),
+            needed: needed.clone(),
+            pages,
             worker: worker(workers),
         };
         let out = read(&mut sender);

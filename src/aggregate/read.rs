@@ -21,7 +21,7 @@ use super::{ContextCounters, ContextKey};
 use crate::binary::Binary;
 use crate::error::Error;
 use crate::input::perf_data::Truncation;
-use crate::input::perf_data::{self, PerfData, SampleBodies, read_perf_data_stream};
+use crate::input::perf_data::{self, PageReleaser, PerfData, SampleBodies, read_perf_data_stream};
 use crate::input::perf_script::{ScriptOptions, read_perf_script};
 use crate::input::{InputFile, PerfEvent, Sample, read_file};
 use crate::llvm::{ContextShape, MAX_CONTEXT_FRAMES};
@@ -516,12 +516,14 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
 }
 
 /// How `read` is to deliver samples: whole, or (when the workers can decode them from the
-/// mapped input) by position, keeping the pages of the input [`NeededInput`] names.
+/// mapped input) by position, telling [`NeededInput`] how far it has read (the threads that
+/// aggregate the batches drop the pages no sample needs any more).
 type Deferral<'n> = Option<&'n NeededInput>;
 
 /// Feeds one input's events through a fresh mapper into aggregation: on this thread with one
-/// worker, else on `workers` threads fed in batches; with `bodies`, the workers decode the
-/// samples themselves (unless temporal traces need them whole on the reading thread).
+/// worker, else on `workers` threads fed in batches; with `by_position`, the workers decode the
+/// samples themselves and drop the input's pages once read (unless temporal traces need the
+/// samples whole on the reading thread).
 /// `perf_script` inputs carry no process ids that apply to samples and filter events themselves.
 /// With `functions`, the temporal traces of the input's processes are kept too.
 #[allow(clippy::too_many_arguments)]
@@ -530,7 +532,7 @@ fn aggregate_events(
     workers: usize,
     binary: &Binary,
     functions: Option<&FunctionTable>,
-    bodies: Option<SampleBodies<'_>>,
+    by_position: Option<(SampleBodies<'_>, &PageReleaser<'_>)>,
     read: impl FnOnce(&mut dyn FnMut(PerfEvent<'_>), Deferral<'_>) -> Result<Vec<String>, Error>,
     event_names: impl Fn(usize) -> Option<String>,
     perf_script: bool,
@@ -578,10 +580,11 @@ fn aggregate_events(
     } else {
         front.mapper.log_changes();
         let initial = front.mapper.map().clone();
-        let bodies = bodies.filter(|_| front.traces.is_none());
-        aggregate_in_parallel(binary, opts.sample, workers, &initial, bodies.as_ref(), |sender| {
+        let by_position = by_position.filter(|_| front.traces.is_none());
+        let by_position = by_position.as_ref().map(|(bodies, pages)| (bodies, *pages));
+        aggregate_in_parallel(binary, opts.sample, workers, &initial, by_position, |sender| {
             let needed = sender.needed();
-            let deferral = bodies.is_some().then_some(&needed);
+            let deferral = by_position.is_some().then_some(&*needed);
             read(&mut |ev| front.handle(ev, &mut |mapper, s| sender.add(mapper, s)), deferral)
         })
     };
@@ -1024,6 +1027,7 @@ fn read_perf_data_file(
     }
     let map = perf_data::map_file(path)?;
     let data = PerfData::parse(&map, path)?;
+    let pages = perf_data::PageReleaser::new(&map);
     let event_names = data.info().event_names.clone();
     let (opts, weighting) = weighted_by(opts, Some(&data.info().branch_events));
     let opts = &opts;
@@ -1032,25 +1036,20 @@ fn read_perf_data_file(
         workers,
         binary,
         functions,
-        data.sample_bodies(),
+        data.sample_bodies().map(|bodies| (bodies, &pages)),
         |on_event, deferral| {
             let progress = opts.reporter.input(&path.display().to_string(), Some(map.len() as u64));
-            let mut release = perf_data::PageReleaser::new(&map);
-            let mut needed_spans = Vec::new();
-            let mut consumed = |upto: usize| {
+            let consumed = |upto: usize| {
                 match deferral {
                     // Records handed out by position are read again by the workers.
-                    Some(needed) => {
-                        needed.spans(&mut needed_spans);
-                        release.release_before_except(upto, &mut needed_spans);
-                    }
-                    None => release.release_before(upto),
+                    Some(needed) => needed.consumed(upto, &pages),
+                    None => pages.release_before(upto),
                 }
                 progress.consumed(upto as u64);
             };
             Ok(finish(match deferral {
-                Some(_) => data.decode_in_time_order_deferred(on_event, &mut consumed)?,
-                None => data.decode_in_time_order_releasing(on_event, &mut consumed)?,
+                Some(_) => data.decode_in_time_order_deferred(on_event, consumed)?,
+                None => data.decode_in_time_order_releasing(on_event, consumed)?,
             }))
         },
         |i| event_names.get(i).cloned(),

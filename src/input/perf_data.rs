@@ -48,6 +48,7 @@ use std::fmt;
 use std::io::{self, Read};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use abi::{FILE_HEADER_SIZE, MAGIC};
 use attr::Attr;
@@ -227,34 +228,36 @@ pub fn map_file(path: &Path) -> Result<memmap2::Mmap, Error> {
 
 /// Drops the pages of a mapped input that will not be read again, for the `on_consumed` of
 /// [`PerfData::decode_in_time_order_releasing`], so resident memory stays flat however large the
-/// file (mapped pages count as resident).
+/// file (mapped pages count as resident). Shared by the threads that finish with the input's
+/// records: one drops pages at a time, another finding it busy leaves them to the next call.
 pub struct PageReleaser<'m> {
     map: &'m memmap2::Mmap,
     /// Every page before this (page-aligned) position is released.
-    released: usize,
+    released: Mutex<usize>,
 }
 
 const PAGE: usize = 4096;
 
 impl<'m> PageReleaser<'m> {
     pub fn new(map: &'m memmap2::Mmap) -> Self {
-        PageReleaser { map, released: 0 }
+        PageReleaser { map, released: Mutex::new(0) }
     }
 
     /// Releases the pages before `upto`.
-    pub fn release_before(&mut self, upto: usize) {
+    pub fn release_before(&self, upto: usize) {
         self.release_before_except(upto, &mut []);
     }
 
     /// Releases the pages before `upto` but those that overlap a range of `held` (input still to
     /// be read): a range read late (a batch a worker is slow on) keeps only its own pages, not
-    /// all those after it.
-    pub fn release_before_except(&mut self, upto: usize, held: &mut [Range<usize>]) {
-        let (free, released) = free_pages(self.released, upto, held);
+    /// all those after it. Does nothing while another thread releases pages.
+    pub fn release_before_except(&self, upto: usize, held: &mut [Range<usize>]) {
+        let Ok(mut released) = self.released.try_lock() else { return };
+        let (free, now) = free_pages(*released, upto, held);
         for r in free {
             self.advise(r.start, r.end);
         }
-        self.released = released;
+        *released = now;
     }
 
     /// Drops the pages of `[from, to)` (page-aligned).
