@@ -26,7 +26,7 @@ pub use anchors::{add_zero_count_anchors, anchored_functions};
 pub use fixups::filter_ambiguous_profiles;
 pub use nest::convert_cs_to_nested;
 pub use preinliner::PreInlinerStats;
-use preinliner::run_preinliner;
+use preinliner::{Plan, run_preinliner};
 pub use trie::context_less_profile;
 use trie::{ContextTrie, context_less_merge};
 pub use trim::{trim_and_merge_cold_contexts, trim_cold_profiles};
@@ -142,9 +142,9 @@ pub struct Prepared {
     thresholds: Thresholds,
     /// The pre-inliner's context sizes from the binary, when it uses them.
     sizes: Option<context_size::ContextSizeTracker>,
-    /// The trie of the profile's contexts, built for the context-less merge, kept for the
-    /// pre-inliner when it runs.
-    trie: Option<ContextTrie>,
+    /// The pre-inliner's trie and order of functions, when it runs (the trie built for the
+    /// context-less merge).
+    plan: Option<Plan>,
 }
 
 /// The inputs of the post-passes of `profile`, built from `counters` of `binary`: thresholds
@@ -165,7 +165,7 @@ pub fn prepare(
     if !context_sensitive {
         drop(counters);
         let thresholds = thresholds(binary, profile, summary)?;
-        return Ok(Prepared { context_sensitive, thresholds, sizes: None, trie: None });
+        return Ok(Prepared { context_sensitive, thresholds, sizes: None, plan: None });
     }
     // The pre-inliner's context costs need every instruction of the profiled functions
     // symbolized; only pay for it when they are used.
@@ -174,26 +174,31 @@ pub fn prepare(
     drop(counters);
     // Independent, each partly sequential: side by side. The trie is the pre-inliner's
     // too: built here, beside the context sizes, rather than on the pre-inliner's one thread.
-    let ((trie, thresholds), sizes) = rayon::join(
+    let (read, sizes) = rayon::join(
         || {
             let trie = ContextTrie::of_contexts(&profile.functions);
-            let thresholds = thresholds(binary, &context_less_merge(profile, &trie), summary);
-            (trie, thresholds)
+            let profiles = trie.profiles_of(profile);
+            let merged = context_less_merge(profile, &trie, &profiles);
+            let thresholds = thresholds(binary, &merged, summary)?;
+            drop(merged);
+            let plan =
+                opts.preinliner.then(|| preinliner::plan(trie, &profiles, opts, &thresholds));
+            Ok::<_, Error>((thresholds, plan))
         },
         || profiled.map(|profiled| context_size::context_sizes(binary, &profiled)),
     );
-    let trie = opts.preinliner.then_some(trie);
-    Ok(Prepared { context_sensitive, thresholds: thresholds?, sizes, trie })
+    let (thresholds, plan) = read?;
+    Ok(Prepared { context_sensitive, thresholds, sizes, plan })
 }
 
 /// The post-passes: [`post_process_cs`] or [`post_process_non_cs`] with what [`prepare`] read
 /// from `profile`.
 pub fn apply(profile: &mut Profile, prepared: Prepared, opts: &PostPassOptions) -> PostPassStats {
-    let Prepared { context_sensitive, thresholds, sizes, trie } = prepared;
+    let Prepared { context_sensitive, thresholds, sizes, plan } = prepared;
     match (context_sensitive, &sizes) {
         (false, _) => post_process_non_cs(profile, opts, &thresholds),
-        (true, Some(sizes)) => post_process_cs_with(profile, opts, &thresholds, sizes, trie),
-        (true, None) => post_process_cs_with(profile, opts, &thresholds, &NoContextSizes, trie),
+        (true, Some(sizes)) => post_process_cs_with(profile, opts, &thresholds, sizes, plan),
+        (true, None) => post_process_cs_with(profile, opts, &thresholds, &NoContextSizes, plan),
     }
 }
 
@@ -238,19 +243,19 @@ pub fn post_process_cs(
     post_process_cs_with(profile, opts, thresholds, sizes, None)
 }
 
-/// [`post_process_cs`], the pre-inliner's trie built from the profile's contexts when not given.
+/// [`post_process_cs`], the pre-inliner's plan made from the profile when not given.
 fn post_process_cs_with(
     profile: &mut Profile,
     opts: &PostPassOptions,
     thresholds: &Thresholds,
     sizes: &dyn ContextSizeOracle,
-    trie: Option<ContextTrie>,
+    plan: Option<Plan>,
 ) -> PostPassStats {
     let mut stats = PostPassStats::default();
     let mut merge_cold = opts.merge_cold_context.unwrap_or(true);
     let mut spent_trie = None;
     if opts.preinliner {
-        let (preinlined, trie) = run_preinliner(profile, opts, thresholds, sizes, trie);
+        let (preinlined, trie) = run_preinliner(profile, opts, thresholds, sizes, plan);
         stats.preinliner = Some(preinlined);
         spent_trie = Some(trie);
         merge_cold = opts.merge_cold_context.unwrap_or(false);

@@ -19,8 +19,30 @@ pub struct PreInlinerStats {
     pub contexts_dropped: usize,
 }
 
+/// What the pre-inliner reads from the flat profile before it changes it: the context trie and
+/// the top-down order of functions ([`plan`]).
+pub(crate) struct Plan {
+    trie: ContextTrie,
+    order: Vec<FuncId>,
+}
+
+/// The [`Plan`] of a flat CS profile whose contexts `trie` holds ([`ContextTrie::of_contexts`]),
+/// `profiles` its profiles by sample id ([`ContextTrie::profiles_of`]): read only, so it can be
+/// made beside other readers of the fresh profile.
+pub(crate) fn plan(
+    trie: ContextTrie,
+    profiles: &[&FunctionSamples],
+    opts: &PostPassOptions,
+    thresholds: &Thresholds,
+) -> Plan {
+    let order =
+        top_down_order(&trie, |s| profiles[s], thresholds.cold, opts.sort_profiled_scc_member);
+    Plan { trie, order }
+}
+
 /// `CSPreInliner::run` on a flat CS profile; leaves a flat CS profile with `preinlined` set.
-/// `trie`, when given, is [`ContextTrie::of_contexts`] of the profile's contexts.
+/// `plan`, when given, is [`plan`] of the same profile (made before it; re-made here should the
+/// profile's contexts differ from the plan's trie).
 ///
 /// Also returns the spent context trie (its kept profiles moved back into `profile`), for the
 /// caller to free beside the passes that follow: its merged-away profiles take about as long to
@@ -30,10 +52,22 @@ pub(crate) fn run_preinliner(
     opts: &PostPassOptions,
     thresholds: &Thresholds,
     sizes: &dyn ContextSizeOracle,
-    trie: Option<ContextTrie>,
+    plan: Option<Plan>,
 ) -> (PreInlinerStats, ContextTrie) {
-    let mut trie = trie.unwrap_or_else(|| ContextTrie::of_contexts(&profile.functions));
-    let contexts = trie.take_profiles(profile);
+    let (mut trie, order) = match plan {
+        Some(Plan { trie, order }) => (trie, Some(order)),
+        None => (ContextTrie::of_contexts(&profile.functions), None),
+    };
+    let (contexts, rebuilt) = trie.take_profiles(profile);
+    let order = match order {
+        Some(order) if !rebuilt => order,
+        _ => top_down_order(
+            &trie,
+            |s| &trie.samples[s].fs,
+            thresholds.cold,
+            opts.sort_profiled_scc_member,
+        ),
+    };
     let mut inliner = PreInliner {
         opts,
         thresholds,
@@ -46,7 +80,7 @@ pub(crate) fn run_preinliner(
     // The flat profile's contexts (their frames) are freed on another thread during the walk.
     rayon::join(
         || {
-            for func in top_down_order(&trie, thresholds.cold, opts.sort_profiled_scc_member) {
+            for func in order {
                 inliner.process_function(&mut trie, func);
             }
         },
@@ -266,7 +300,12 @@ pub(crate) fn head_samples_estimate(fs: &FunctionSamples) -> u64 {
 /// from the context trie, edges up to the cold threshold trimmed): Tarjan SCCs from a synthetic
 /// root, nodes and edges visited in function-name order (LLVM's `std::set`s are keyed by name),
 /// members of each SCC optionally ordered by `scc_member_iterator`, whole order reversed.
-fn top_down_order(trie: &ContextTrie, cold_threshold: u64, sort_scc: bool) -> Vec<FuncId> {
+fn top_down_order<'a>(
+    trie: &ContextTrie,
+    profile: impl Fn(SampleId) -> &'a FunctionSamples,
+    cold_threshold: u64,
+    sort_scc: bool,
+) -> Vec<FuncId> {
     // Graph node 0 is the root; function `f` is node `rank[f] + 1`, ranks in name order.
     let mut by_name: Vec<FuncId> = (0..trie.func_count() as FuncId).collect();
     by_name.sort_by(|&a, &b| trie.name(a).cmp(trie.name(b)));
@@ -283,11 +322,9 @@ fn top_down_order(trie: &ContextTrie, cold_threshold: u64, sort_scc: bool) -> Ve
         for callee in trie.children(caller) {
             queue.push_back(callee);
             let weight = match (caller_samples, trie.node(callee).samples) {
-                (Some(cr), Some(ce)) => edge_weight(
-                    &trie.samples[cr].fs,
-                    &trie.samples[ce].fs,
-                    trie.node(callee).callsite,
-                ),
+                (Some(cr), Some(ce)) => {
+                    edge_weight(profile(cr), profile(ce), trie.node(callee).callsite)
+                }
                 _ => 0,
             };
             let w = weights[rank[trie.node(caller).func as usize]]

@@ -130,11 +130,13 @@ impl ContextTrie {
     /// contexts. Should the contexts no longer be those (the caller changed the profile in
     /// between), the trie is rebuilt from them first, so the trie is always `profile`'s.
     ///
-    /// Returns the contexts, no longer needed, for the caller to free where it suits.
-    pub fn take_profiles(&mut self, profile: &mut Profile) -> Vec<Context> {
+    /// Returns the contexts, no longer needed, for the caller to free where it suits, and whether
+    /// the trie was rebuilt.
+    pub fn take_profiles(&mut self, profile: &mut Profile) -> (Vec<Context>, bool) {
         let functions = std::mem::take(&mut profile.functions);
         // Equal contexts share their frames with the trie's copies: compared without reading.
-        if !functions.keys().filter(|c| !c.is_empty()).eq(&self.contexts) {
+        let rebuilt = !functions.keys().filter(|c| !c.is_empty()).eq(&self.contexts);
+        if rebuilt {
             *self = ContextTrie::of_contexts(&functions);
         }
         let mut samples = Vec::with_capacity(self.contexts.len());
@@ -145,7 +147,15 @@ impl ContextTrie {
                 .map(|(_, fs)| Sample { fs, state: state::RAW }),
         );
         self.samples = samples;
-        std::mem::take(&mut self.contexts)
+        (std::mem::take(&mut self.contexts), rebuilt)
+    }
+
+    /// The profiles of `profile`, whose contexts the trie was built from, by sample id.
+    pub fn profiles_of<'a>(&self, profile: &'a Profile) -> Vec<&'a FunctionSamples> {
+        let profiles: Vec<&FunctionSamples> =
+            profile.functions.iter().filter(|(c, _)| !c.is_empty()).map(|(_, fs)| fs).collect();
+        assert_eq!(profiles.len(), self.contexts.len(), "the trie is built from this profile");
+        profiles
     }
 
     pub fn node(&self, id: NodeId) -> &Node {
@@ -533,16 +543,18 @@ pub(crate) fn merge_samples(to: &mut FunctionSamples, from: &FunctionSamples) {
 /// profile per leaf function, in breadth-first trie order (which decides, e.g., which profile
 /// survives a checksum mismatch). This is what the CS summary must be computed on.
 pub fn context_less_profile(profile: &Profile) -> Profile {
-    context_less_merge(profile, &ContextTrie::of_contexts(&profile.functions))
+    let trie = ContextTrie::of_contexts(&profile.functions);
+    context_less_merge(profile, &trie, &trie.profiles_of(profile))
 }
 
 /// [`context_less_profile`] with the trie of `profile`'s contexts
-/// ([`ContextTrie::of_contexts`]), which orders each function's profiles breadth-first.
-/// Functions in parallel.
-pub(crate) fn context_less_merge(profile: &Profile, trie: &ContextTrie) -> Profile {
-    let samples: Vec<&FunctionSamples> =
-        profile.functions.iter().filter(|(c, _)| !c.is_empty()).map(|(_, fs)| fs).collect();
-    assert_eq!(samples.len(), trie.contexts.len(), "the trie is built from this profile");
+/// ([`ContextTrie::of_contexts`]), which orders each function's profiles breadth-first, and
+/// their profiles by sample id ([`ContextTrie::profiles_of`]). Functions in parallel.
+pub(crate) fn context_less_merge(
+    profile: &Profile,
+    trie: &ContextTrie,
+    samples: &[&FunctionSamples],
+) -> Profile {
     let mut funcs: Vec<(FuncId, &[SampleId])> = (0..trie.func_count() as FuncId)
         .map(|f| (f, trie.func_to_profiles[f as usize].as_slice()))
         .filter(|(_, profiles)| !profiles.is_empty())
@@ -672,7 +684,8 @@ mod tests {
         let p = profile(&[(&[("main", 1), ("f", 0)], 3), (&[("x", 2), ("f", 0)], 4)]);
         let mut other = profile(&[(&[("main", 1), ("f", 0)], 3), (&[("y", 2), ("g", 0)], 5)]);
         let mut trie = ContextTrie::of_contexts(&p.functions);
-        let contexts = trie.take_profiles(&mut other);
+        let (contexts, rebuilt) = trie.take_profiles(&mut other);
+        assert!(rebuilt);
         assert_eq!(contexts, [context(&[("main", 1), ("f", 0)]), context(&[("y", 2), ("g", 0)])]);
         let names: Vec<&str> = (0..trie.func_count() as FuncId).map(|f| trie.name(f)).collect();
         assert_eq!((names, trie.nodes.len()), (vec!["main", "f", "y", "g"], 5));
