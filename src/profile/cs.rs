@@ -1135,9 +1135,21 @@ impl ContextProfiles<FrameKey> {
             }
         });
         profiles.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let profiles: Vec<(Context, FunctionSamples)> = profiles
-            .into_par_iter()
-            .map(|(key, fs)| {
+        // A context whose next one continues it (a caller's context, then its callee's at that
+        // call site) is made as a prefix of the next one's frames: fewer frames to build, and
+        // such neighbours then compare by length alone (the BTreeMap below checks each pair).
+        // Exact: the prefix has the same frames and a leaf location of (0, 0), as its key says.
+        let n = profiles.len();
+        let continued = |i: usize| i + 1 < n && continues(&profiles[i].0, &profiles[i + 1].0);
+        let chain_end: Vec<bool> = (0..n).into_par_iter().map(|i| !continued(i)).collect();
+        let mut end = vec![0; n];
+        for i in (0..n).rev() {
+            end[i] = if chain_end[i] { i } else { end[i + 1] };
+        }
+        let built: Vec<Option<Context>> = profiles
+            .par_iter()
+            .zip(&chain_end)
+            .map(|((key, _), &last)| {
                 let frames = key.chunks_exact(FRAME_BYTES).map(|bytes| {
                     let f = Frame::decode(bytes);
                     ContextFrame {
@@ -1145,12 +1157,28 @@ impl ContextProfiles<FrameKey> {
                         loc: f.loc,
                     }
                 });
-                (Context::from_frames(frames), fs)
+                last.then(|| Context::from_frames(frames))
             })
             .collect();
+        let profiles: Vec<(Context, FunctionSamples)> = profiles
+            .into_par_iter()
+            .zip(end)
+            .map(|((key, fs), end)| {
+                let longest = built[end].as_ref().expect("a context ending its chain is built");
+                (longest.prefix(key.len() / FRAME_BYTES), fs)
+            })
+            .collect();
+        drop(built);
         // Contexts are distinct: the BTreeMap then only checks the order.
         Profile { kind, functions: profiles.into_iter().collect(), symbol_list: None }
     }
+}
+
+/// Whether the context of `key` is that of a caller in the context of `next`: the same frames up
+/// to its leaf's function, its leaf at (0, 0) where `next` has the call site.
+fn continues(key: &[u8], next: &[u8]) -> bool {
+    let named = key.len().saturating_sub(8);
+    key.len() < next.len() && key[..named] == next[..named] && key[named..].iter().all(|&b| b == 0)
 }
 
 /// Recovers call frames lost to tail calls (llvm-profgen's `MissingFrameInferrer`, reference

@@ -534,3 +534,25 @@ fn probe_cs_unknown_callsite_resets_context_and_missing_desc_is_counted() {
     assert!(profile.functions.is_empty());
     assert_eq!(stats, ProbeCsStats { probes_without_desc: 1 });
 }
+
+#[test]
+fn a_context_continues_the_next_only_as_its_callers_context() {
+    let key = |frames: &[(u32, u32, u32)]| {
+        let mut key = Vec::new();
+        for &(name, line, discr) in frames {
+            Frame { name, loc: LineLocation::new(line, discr) }.encode(&mut key);
+        }
+        key
+    };
+    let callee = key(&[(1, 3, 0), (2, 5, 1), (3, 0, 0)]);
+    // The caller's context (its leaf at (0, 0)) and the root's.
+    assert!(continues(&key(&[(1, 3, 0), (2, 0, 0)]), &callee));
+    assert!(continues(&key(&[(1, 0, 0)]), &callee));
+    // Another function, call site or discriminator above the leaf; not shorter; leaf not (0, 0).
+    assert!(!continues(&key(&[(1, 3, 0), (4, 0, 0)]), &callee));
+    assert!(!continues(&key(&[(1, 4, 0), (2, 0, 0)]), &callee));
+    assert!(!continues(&key(&[(1, 3, 1), (2, 0, 0)]), &callee));
+    assert!(!continues(&callee, &callee));
+    assert!(!continues(&key(&[(1, 3, 0), (2, 5, 0)]), &callee));
+    assert!(!continues(&callee, &key(&[(1, 3, 0), (2, 0, 0)])));
+}
