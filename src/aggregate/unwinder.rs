@@ -262,7 +262,7 @@ fn lacks_caller_frame<C: CodeView + ?Sized>(code: &C, leaf: Vaddr) -> bool {
 fn entering_call_site<C: CodeView + ?Sized>(code: &C, branches: &[Branch<Vaddr>]) -> Option<Vaddr> {
     let mut depth = 0u32;
     for &b in branches {
-        match branch_kind(code, b) {
+        match branch_kind(code, b, code.inst_kind(b.source)) {
             BranchKind::Return => depth += 1,
             BranchKind::Call if depth == 0 => return Some(b.source),
             BranchKind::Call => depth -= 1,
@@ -284,9 +284,13 @@ enum BranchKind {
     Other(Option<InstKind>),
 }
 
-/// The kind of branch `b` (its source's instruction looked up once).
-fn branch_kind<C: CodeView + ?Sized>(code: &C, b: Branch<Vaddr>) -> BranchKind {
-    match code.inst_kind(b.source) {
+/// The kind of branch `b`, whose source's instruction is of kind `source` ([`CodeView::inst_kind`]).
+fn branch_kind<C: CodeView + ?Sized>(
+    code: &C,
+    b: Branch<Vaddr>,
+    source: Option<InstKind>,
+) -> BranchKind {
+    match source {
         Some(InstKind::Call) => BranchKind::Call,
         Some(InstKind::Return) => BranchKind::Return,
         _ if b.source.is_external() => match code.call_addr_from_return_addr(b.target) {
@@ -681,6 +685,7 @@ pub struct Unwinder<'c, C: CodeView + ?Sized> {
     /// Counts on their way to `by_stack`.
     held: HeldCounts,
     crossings: Crossings,
+    kinds: InstKinds,
     stats: UnwindStats,
     trie: Trie,
 }
@@ -707,6 +712,30 @@ impl Crossings {
             *slot = (start, end, code.range_crosses_uncond_branch(start, end));
         }
         slot.2
+    }
+}
+
+/// Answers of [`CodeView::inst_kind`] by address: LBR entries' sources repeat from sample to
+/// sample, and a direct-mapped probe costs a fraction of the instruction index lookup. A slot
+/// holds (address, answer); the initial slots hold address 0 with its own answer.
+struct InstKinds {
+    slots: Box<[(Vaddr, Option<InstKind>); Self::SLOTS]>,
+}
+
+impl InstKinds {
+    const SLOTS: usize = 1 << 12;
+
+    fn new<C: CodeView + ?Sized>(code: &C) -> Self {
+        InstKinds { slots: slots((Vaddr(0), code.inst_kind(Vaddr(0)))) }
+    }
+
+    #[inline(always)]
+    fn get<C: CodeView + ?Sized>(&mut self, code: &C, a: Vaddr) -> Option<InstKind> {
+        let slot = &mut self.slots[slot_of::<{ InstKinds::SLOTS }>(a.0, 0)];
+        if slot.0 != a {
+            *slot = (a, code.inst_kind(a));
+        }
+        slot.1
     }
 }
 
@@ -953,6 +982,7 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             by_stack: Stacks::default(),
             held: HeldCounts::new(),
             crossings: Crossings::new(),
+            kinds: InstKinds::new(code),
             stats: UnwindStats::default(),
             trie: Trie::default(),
         }
@@ -1000,7 +1030,11 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
                 self.unwind_linear(&mut st, repeat);
             }
             let br = st.current();
-            let kind = if st.invalid { None } else { Some(branch_kind(self.code, br)) };
+            let kind = if st.invalid {
+                None
+            } else {
+                Some(branch_kind(self.code, br, self.kinds.get(self.code, br.source)))
+            };
             if kind == Some(BranchKind::Call) {
                 self.unwind_call(&mut st);
             } else if kind == Some(BranchKind::Return) {
