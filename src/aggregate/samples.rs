@@ -740,14 +740,17 @@ fn fold(a: u64, b: u64) -> u64 {
 }
 
 /// The hash of a raw sample that [`Pending::hold`] is given, over the words it keeps (the
-/// branch entries' flags left out), two words per multiply: two return addresses, or two branch
-/// entries (an entry's source and rotated target folded into one word). The multiplies form one
-/// dependent chain, so their number, not the instructions, bounds its time.
+/// branch entries' flags left out) but the leaf class, two words per multiply: two return
+/// addresses, or two branch entries (an entry's source and rotated target folded into one word).
+/// The multiplies form one dependent chain, so their number, not the instructions, bounds its
+/// time. Without the leaf (`head[2]`), the hash and the index probe need not wait for the leaf's
+/// class, whose cache slot is often a cache miss; samples that differ only in their leaf class
+/// (a prolog, epilog or external leaf: rare) share a hash, and [`holds`] tells them apart.
 #[inline]
 fn raw_hash(seed: u64, head: [u64; 3], callers: &[RawWord], branches: &[RawBranch]) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut h = fold(seed ^ head[0], K ^ head[1]);
-    h = fold(h ^ head[2], K ^ branches.len() as u64);
+    h = fold(h, K ^ branches.len() as u64);
     let (pairs, odd) = callers.as_chunks::<2>();
     for [a, b] in pairs {
         h = fold(h ^ u64::from_le_bytes(*a), K ^ u64::from_le_bytes(*b));
