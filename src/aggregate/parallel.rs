@@ -103,6 +103,10 @@ pub struct NeededInput {
     dropped_at: AtomicUsize,
 }
 
+/// Input read between two drops of pages by the threads that finish batches: each drop
+/// interrupts the other cores running the process (their TLBs are flushed), so not after every
+/// batch.
+const DROP_STEP: usize = 4 << 20;
 /// Input read since pages were last dropped past which the reading thread drops them itself:
 /// inputs with few samples finish few batches.
 const DROP_BACKSTOP: usize = 8 << 20;
@@ -125,14 +129,16 @@ impl NeededInput {
     /// when none has for a while.
     pub fn consumed(&self, upto: usize, pages: &PageReleaser<'_>) {
         self.consumed.store(upto, Relaxed);
-        if upto.saturating_sub(self.dropped_at.load(Relaxed)) >= DROP_BACKSTOP {
-            self.drop_pages(pages, &mut Vec::new());
-        }
+        self.drop_pages(pages, DROP_BACKSTOP, &mut Vec::new());
     }
 
-    /// Drops the pages before `consumed` that no batch needs (`spans` is scratch space).
-    fn drop_pages(&self, pages: &PageReleaser<'_>, spans: &mut Vec<Range<usize>>) {
+    /// Drops the pages before `consumed` that no batch needs, if the reading thread has read
+    /// `step` bytes since pages were last dropped (`spans` is scratch space).
+    fn drop_pages(&self, pages: &PageReleaser<'_>, step: usize, spans: &mut Vec<Range<usize>>) {
         let upto = self.consumed.load(Relaxed);
+        if upto.saturating_sub(self.dropped_at.load(Relaxed)) < step {
+            return;
+        }
         self.spans(spans);
         pages.release_before_except(upto, spans);
         self.dropped_at.store(upto, Relaxed);
@@ -291,7 +297,7 @@ impl Worker<'_, '_> {
         if batch.span.is_some() {
             needed.done(batch.seq);
             if let Some(pages) = pages {
-                needed.drop_pages(pages, &mut self.spans);
+                needed.drop_pages(pages, DROP_STEP, &mut self.spans);
             }
         }
     }
