@@ -481,6 +481,7 @@ where
                         inline_contexts: Vec::new(),
                         buffers: Default::default(),
                         bodies: Vec::new(),
+                        sums: VecMap::default(),
                         node_zeros: &node_zeros,
                     };
                     for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
@@ -678,8 +679,9 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     inline_contexts: Vec<Option<InlineContext>>,
     /// The call probes and frames of the context being resolved, reused.
     buffers: (Vec<Probe>, Vec<Frame>),
-    /// [`Self::body_samples`]' batch, reused.
+    /// [`Self::body_samples`]' batch and a profile's sums from it, reused.
     bodies: Vec<(usize, LineLocation, u64)>,
+    sums: VecMap<LineLocation, u64>,
     /// A zero count at each of an inline node's probes, by node index, made once for all runs
     /// (the first run that needs one makes it).
     node_zeros: &'a [OnceLock<VecMap<LineLocation, u64>>],
@@ -802,13 +804,16 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
             sampled_nodes.push((probe.node, leaf.slot));
         }
         bodies.sort_unstable_by_key(|&(slot, loc, _)| (slot, loc));
+        let mut sums = std::mem::take(&mut self.sums);
         for profile in bodies.chunk_by(|a, b| a.0 == b.0) {
-            let sums: VecMap<LineLocation, u64> = profile
-                .chunk_by(|a, b| a.1 == b.1)
-                .map(|same| (same[0].1, same.iter().fold(0u64, |sum, b| sum.saturating_add(b.2))))
-                .collect();
+            // In location order: each insert appends.
+            sums.clear();
+            for same in profile.chunk_by(|a, b| a.1 == b.1) {
+                sums.insert(same[0].1, same.iter().fold(0u64, |sum, b| sum.saturating_add(b.2)));
+            }
             self.profiles.at(profile[0].0).add_bodies(&sums);
         }
+        self.sums = sums;
         self.bodies = bodies;
         // Unsampled probes of a sampled function instance get explicit zeros, so the compiler
         // can tell "not executed" from "optimized away".
