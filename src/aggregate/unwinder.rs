@@ -612,8 +612,6 @@ struct State<'s> {
     trie: &'s mut Trie,
     leaf: usize,
     ip: Vaddr,
-    branches: &'s [Branch<Vaddr>],
-    index: usize,
     invalid: bool,
     /// Track activations for [`UnwindOptions::tail_call_frames`].
     tail_frames: bool,
@@ -666,9 +664,6 @@ impl State<'_> {
         self.trie.move_activation(p, jumper);
         self.trie.active.push(jumper);
         self.leaf = jumper;
-    }
-    fn current(&self) -> Branch<Vaddr> {
-        self.branches[self.index]
     }
 }
 
@@ -1013,32 +1008,23 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         } else {
             trie.reuse_nodes(sample.callchain.len());
         }
-        let mut st = State {
-            trie: &mut trie,
-            leaf,
-            ip: leaf_addr,
-            branches: &sample.branches,
-            index: 0,
-            invalid: false,
-            tail_frames,
-        };
+        let mut st = State { trie: &mut trie, leaf, ip: leaf_addr, invalid: false, tail_frames };
         self.stats.total_branches =
             self.stats.total_branches.saturating_add(sample.branches.len() as u64);
-        while st.index < st.branches.len() {
+        for (i, &br) in sample.branches.iter().enumerate() {
             // The range between the newest target and the sample IP is incomplete: skip it.
-            if st.index > 0 {
-                self.unwind_linear(&mut st, repeat);
+            if i > 0 {
+                self.unwind_linear(&mut st, br.target, repeat);
             }
-            let br = st.current();
             let kind = if st.invalid {
                 None
             } else {
                 Some(branch_kind(self.code, br, self.kinds.get(self.code, br.source)))
             };
             if kind == Some(BranchKind::Call) {
-                self.unwind_call(&mut st);
+                self.unwind_call(&mut st, br.source);
             } else if kind == Some(BranchKind::Return) {
-                self.unwind_return(&mut st);
+                self.unwind_return(&mut st, br);
             } else if let Some(BranchKind::Other(inst)) = kind {
                 if st.tail_frames && is_tail_jump(self.code, br, inst) {
                     st.tail_jump(br.source);
@@ -1057,7 +1043,6 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
                 st.trie.starts.clear();
                 st.push(br.source);
             }
-            st.index += 1;
             self.record_branch(&mut st, br, repeat);
         }
         self.finish_sample(&mut trie);
@@ -1071,8 +1056,8 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         true
     }
 
-    fn unwind_call(&mut self, st: &mut State) {
-        let src = st.current().source;
+    /// A call `src` seen walking back: back to the caller's frame.
+    fn unwind_call(&mut self, st: &mut State, src: Vaddr) {
         let parent = st.parent();
         if parent == ROOT || st.trie.frames[parent].addr != src {
             // The caller frame is missing (stack taken in a prolog/epilog, or external code):
@@ -1091,8 +1076,7 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         st.ip = src;
     }
 
-    fn unwind_return(&mut self, st: &mut State) {
-        let br = st.current();
+    fn unwind_return(&mut self, st: &mut State, br: Branch<Vaddr>) {
         // A return target not after a call gives no caller call site; llvm-profgen keys such a
         // frame as address 0 and corrupts the context walk; profgen cuts the context there like
         // an external frame.
@@ -1106,8 +1090,8 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         st.ip = br.source;
     }
 
-    fn unwind_linear(&mut self, st: &mut State, repeat: u64) {
-        let target = st.current().target;
+    /// The fall-through range from the LBR entry's `target` to the next entry's source (`st.ip`).
+    fn unwind_linear(&mut self, st: &mut State, target: Vaddr, repeat: u64) {
         let mut end = st.ip;
         if end.is_external() && target.is_external() {
             // Ran into external code and came back: the frames below stay valid.
