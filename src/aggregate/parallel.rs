@@ -228,6 +228,11 @@ impl Batch {
                 replica.map.apply(change);
                 replica.applied += 1;
             }
+            if let (Some(bodies), Some(d)) =
+                (bodies.as_ref(), self.heads.get(i + 1).and_then(|n| n.record))
+            {
+                bodies.prefetch(&d);
+            }
             let (cn, bn) = (h.callchain_len as usize, h.branches_len as usize);
             let s = Sample {
                 pid: h.pid,
