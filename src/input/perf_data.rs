@@ -52,7 +52,7 @@ use std::sync::Mutex;
 
 use abi::{FILE_HEADER_SIZE, MAGIC};
 use attr::Attr;
-use bytes::{Loc, prefetch, u16_at, u32_at, u64_at};
+use bytes::{Loc, prefetch, prefetch_lines, u16_at, u32_at, u64_at};
 use decode::{Decoder, Sink, malformed};
 
 use crate::error::Error;
@@ -669,11 +669,7 @@ impl SampleBodies<'_> {
         let start = d.record + usize::from(d.callchain.0.min(d.branches.0));
         let end = (d.record + usize::from(d.branches.0) + usize::from(d.branches.1) * 24)
             .max(d.record + usize::from(d.callchain.0) + usize::from(d.callchain.1) * 8);
-        let mut line = start & !63;
-        while line < end {
-            prefetch(self.bytes, line);
-            line += 64;
-        }
+        prefetch_lines(self.bytes, start..end);
     }
 
     /// `s` with its call chain and branch stack, read in place where [`Sample::record`] says

@@ -91,3 +91,11 @@ pub(super) fn prefetch(data: &[u8], pos: usize) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (data, pos);
 }
+
+/// [`prefetch`] of every cache line that holds a byte of `data[bytes]`.
+#[inline(always)]
+pub(super) fn prefetch_lines(data: &[u8], bytes: std::ops::Range<usize>) {
+    for line in (bytes.start & !63..bytes.end).step_by(64) {
+        prefetch(data, line);
+    }
+}

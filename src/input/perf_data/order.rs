@@ -12,7 +12,7 @@
 //! than one already released ("late") is delivered with the next release, and counted so that the
 //! reader can say time order was approximate.
 
-use super::bytes::{Loc, prefetch};
+use super::bytes::{Loc, prefetch_lines};
 
 /// Past this much queued data without a usable round the queue is released early (perf's
 /// ordered_events does the same when it runs out of its memory budget).
@@ -134,10 +134,7 @@ impl TimeOrder {
     pub(super) fn prefetch(&self, input: &[u8], i: usize) {
         if let Some(q) = self.queue.get(i) {
             let from = if q.in_input { input } else { &self.arena };
-            let end = q.start + q.len.min(PREFETCHED_LEN);
-            for line in (q.start..end).step_by(64) {
-                prefetch(from, line);
-            }
+            prefetch_lines(from, q.start..q.start + q.len.min(PREFETCHED_LEN));
         }
     }
 
