@@ -93,8 +93,9 @@ const MAX_RECORD: usize = 1 << 16;
 /// are unchanged.
 pub struct NeededInput {
     /// `(start, end)` of the batch being filled (`start == end`: none), written by the reading
-    /// thread alone: end first when set, start first when cleared, so that a torn read spans
-    /// more rather than less.
+    /// thread alone. The two loads of a thread dropping pages are not ordered with the stores,
+    /// so it may miss the span for one drop: the dropped pages are then faulted back in from
+    /// the file when the batch is read (see [`PageReleaser`]), a cost, never a wrong byte.
     open: (AtomicUsize, AtomicUsize),
     in_flight: InFlight,
     /// Every record before this input position is queued or handed out.
@@ -140,8 +141,9 @@ impl NeededInput {
             return;
         }
         self.spans(spans);
-        pages.release_before_except(upto, spans);
-        self.dropped_at.store(upto, Relaxed);
+        if pages.release_before_except(upto, spans) {
+            self.dropped_at.fetch_max(upto, Relaxed);
+        }
     }
 
     fn set_open(&self, span: &Range<usize>) {
@@ -162,17 +164,19 @@ impl NeededInput {
     }
 }
 
-/// The map changes of the reading thread, in order, that some worker has not applied yet.
+/// The map changes of the reading thread, in order, that some copy of the map (a worker's, or
+/// the reading thread's own for the batches it aggregates) has not applied yet.
 struct ChangeLog {
     /// Position (counted from the start of the input) of `changes[0]`.
     first: u64,
     changes: VecDeque<MapChange>,
-    /// How far each worker's copy of the map has applied the log.
+    /// How far each copy of the map has applied the log (the workers', then the reading
+    /// thread's).
     applied: Vec<u64>,
 }
 
 impl ChangeLog {
-    /// Drops the changes every worker has applied.
+    /// Drops the changes every copy has applied.
     fn trim(&mut self) {
         let done = self.applied.iter().copied().min().unwrap_or(0);
         while self.first < done && self.changes.pop_front().is_some() {
@@ -181,7 +185,8 @@ impl ChangeLog {
     }
 }
 
-/// A worker's copy of the address map and how far it has replayed the log.
+/// A copy of the address map (a worker's, or the reading thread's) and how far it has replayed
+/// the log.
 struct Replica {
     map: AddressMap,
     worker: usize,
@@ -189,11 +194,13 @@ struct Replica {
 }
 
 impl Replica {
-    /// Brings the map up to log position `to` with changes other workers' batches made.
-    fn catch_up(&mut self, log: &Mutex<ChangeLog>, to: u64) {
+    /// Brings the map up to log position `to` with changes other workers' batches made, first
+    /// reducing `agg`'s held samples under the map they were read with.
+    fn catch_up(&mut self, agg: &mut Aggregator<'_>, log: &Mutex<ChangeLog>, to: u64) {
         if self.applied >= to {
             return;
         }
+        agg.flush(&self.map);
         // A poisoned lock means another thread panicked; the scope re-raises that panic.
         let Ok(mut log) = log.lock() else { return };
         let from = (self.applied - log.first) as usize;
@@ -215,11 +222,7 @@ impl Batch {
         log: &Mutex<ChangeLog>,
         bodies: &mut Option<SampleBodies<'_>>,
     ) {
-        // Held samples are reduced under the map they were read with, before it changes.
-        if replica.applied < self.log_start {
-            agg.flush(&replica.map);
-        }
-        replica.catch_up(log, self.log_start);
+        replica.catch_up(agg, log, self.log_start);
         let mut changes = self.changes.iter().peekable();
         let (mut c, mut b) = (0, 0);
         for (i, h) in self.heads.iter().enumerate() {
@@ -385,8 +388,7 @@ impl BatchSender<'_, '_> {
         } else if self.log_end - self.worker.replica.applied > MAX_LAG {
             // The log keeps changes until every copy of the map has applied them.
             let w = &mut self.worker;
-            w.agg.flush(&w.replica.map);
-            w.replica.catch_up(&self.log, self.log_end);
+            w.replica.catch_up(&mut w.agg, &self.log, self.log_end);
         }
     }
 }

@@ -252,23 +252,26 @@ impl<'m> PageReleaser<'m> {
 
     /// Releases the pages before `upto` but those that overlap a range of `held` (input still to
     /// be read): a range read late (a batch a worker is slow on) keeps only its own pages, not
-    /// all those after it. Does nothing while another thread releases pages.
-    pub fn release_before_except(&self, upto: usize, held: &mut [Range<usize>]) {
-        let Ok(mut released) = self.released.try_lock() else { return };
+    /// all those after it. Does nothing, and says so (`false`), while another thread releases
+    /// pages.
+    pub fn release_before_except(&self, upto: usize, held: &mut [Range<usize>]) -> bool {
+        let Ok(mut released) = self.released.try_lock() else { return false };
         let (free, now) = free_pages(*released, upto, held);
         for r in free {
             self.advise(r.start, r.end);
         }
         *released = now;
+        true
     }
 
     /// Drops the pages of `[from, to)` (page-aligned).
     fn advise(&self, from: usize, to: usize) {
         let to = to.min(self.map.len() & !(PAGE - 1));
         if to > from {
-            // SAFETY: the bytes of `[from, to)` are not read again (the caller's contract); for a
-            // read-only file mapping, DONTNEED only drops pages that would be read back from the
-            // file unchanged.
+            // SAFETY: the mapping is a read-only file mapping, so DONTNEED only drops pages that a
+            // later read faults back in from the file unchanged: a page
+            // dropped while still needed (a span a caller missed) costs a fault, not a wrong
+            // byte.
             let _ = unsafe {
                 self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
             };
@@ -586,6 +589,8 @@ impl<'a> PerfData<'a> {
         // Every line up to PREFETCH_AHEAD past the record being read is being loaded.
         let mut prefetched = 0;
         while pos < data.len() {
+            // Past a skipped payload (AUXTRACE, TRACING_DATA), start from the record's line.
+            prefetched = prefetched.max(pos & !63);
             while prefetched < pos + PREFETCH_AHEAD {
                 prefetch(data, prefetched);
                 prefetched += 64;
