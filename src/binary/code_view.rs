@@ -165,10 +165,9 @@ impl CodeView for CodeMap {
         Some(FuncRange { start: Vaddr(s), end: Vaddr(e), func: FuncId(i as u32), is_entry: true })
     }
     fn func_range_span(&self, a: Vaddr) -> Option<(FuncRange, Range<Vaddr>)> {
+        // `funcs` do not overlap: every address of a range finds it.
         let r = CodeView::func_range(self, a)?;
-        let i = r.func.0 as usize;
-        let end = self.funcs.get(i + 1).map_or(r.end, |next| Vaddr(next.0).min(r.end));
-        Some((r, r.start..end))
+        Some((r, r.start..r.end))
     }
     fn entry_func_name(&self, a: Vaddr) -> Option<Arc<str>> {
         self.funcs.iter().find(|f| f.0 == a.0).map(|f| f.2.as_str().into())

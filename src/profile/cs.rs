@@ -153,19 +153,19 @@ impl<K: Eq + Hash> ContextProfiles<K> {
         ctx: &Q,
         hash: u64,
         make: impl FnOnce() -> (K, FunctionSamples),
-    ) -> (usize, bool)
+    ) -> usize
     where
         K: Borrow<Q>,
     {
         let (profiles, hashes) = (&self.profiles, &self.hashes);
         match self.slots.entry(hash, |&i| profiles[i].0.borrow() == ctx, |&i| hashes[i]) {
-            hashbrown::hash_table::Entry::Occupied(e) => (*e.get(), false),
+            hashbrown::hash_table::Entry::Occupied(e) => *e.get(),
             hashbrown::hash_table::Entry::Vacant(e) => {
                 let slot = profiles.len();
                 e.insert(slot);
                 self.profiles.push(make());
                 self.hashes.push(hash);
-                (slot, true)
+                slot
             }
         }
     }
@@ -182,7 +182,7 @@ impl<K: Eq + Hash> ContextProfiles<K> {
         K: Borrow<Q>,
     {
         let hash = self.hasher.hash_one(ctx);
-        let (slot, _) = self.find_or_insert(ctx, hash, make);
+        let slot = self.find_or_insert(ctx, hash, make);
         if was_inlined {
             self.profiles[slot].1.attributes |= attr::WAS_INLINED;
         }

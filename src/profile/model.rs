@@ -203,7 +203,8 @@ impl<K: Ord, V> VecMap<K, V> {
         let mut i = 0;
         let mut rest = other.0.iter();
         let first_new = 'keys: loop {
-            let Some((k, w)) = rest.next() else { return };
+            let Some(e) = rest.next() else { return };
+            let (k, w) = e;
             while let Some((m, v)) = self.0.get_mut(i) {
                 match (*m).cmp(k) {
                     std::cmp::Ordering::Less => i += 1,
@@ -215,7 +216,7 @@ impl<K: Ord, V> VecMap<K, V> {
                     std::cmp::Ordering::Greater => break,
                 }
             }
-            break (k, w);
+            break e;
         };
         // The new keys from there on, to size the merged vector exactly.
         let (mut j, mut new) = (i, 1);
@@ -230,7 +231,7 @@ impl<K: Ord, V> VecMap<K, V> {
         let mut merged = Vec::with_capacity(self.0.len() + new);
         let mut mine = std::mem::take(&mut self.0).into_iter().peekable();
         merged.extend(mine.by_ref().take(i));
-        for (k, w) in std::iter::once(first_new).chain(rest.map(|(k, w)| (k, w))) {
+        for (k, w) in std::iter::once(first_new).chain(rest) {
             while let Some(e) = mine.next_if(|(m, _)| m < k) {
                 merged.push(e);
             }
