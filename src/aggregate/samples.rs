@@ -390,9 +390,7 @@ impl TranslationCache {
 
     #[inline]
     fn slot(stamp: u64, addr: u64) -> usize {
-        let h = (addr ^ (addr >> 14) ^ stamp.wrapping_mul(0x9e37_79b9))
-            .wrapping_mul(0x2545_f491_4f6c_dd1d);
-        (h >> 50) as usize & (Self::SLOTS - 1)
+        slot_of::<{ Self::SLOTS }>(addr, stamp)
     }
 
     #[inline]
