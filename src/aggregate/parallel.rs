@@ -13,6 +13,11 @@
 //!
 //! The reading thread aggregates the batches the channel has no room for itself, so that
 //! `--threads N` is N threads (the reader and N - 1 workers) that never wait while there is work.
+//! It keeps no copy of the map: it takes only batches read under one state of the map (no change
+//! between their samples), which is the state of its own map when the batch is full, and reduces
+//! its held samples before its map changes ([`BatchSender::before_change`]). A batch with changes
+//! waits for room in the channel instead (with many processes, replaying every change into a
+//! copy of the reader's own made two threads slower than one).
 //!
 //! Memory stays bounded: the channel holds at most two batches per thread, and the log drops
 //! the changes every copy of the map has applied. The reader keeps the pages of records handed
@@ -45,9 +50,6 @@ const BATCH_SPAN: usize = 1 << 20;
 const MIN_SPAN_BATCH_SAMPLES: usize = 256;
 /// Batches the channel holds per thread: enough for the reader to run ahead of a worker's batch.
 const QUEUED_PER_THREAD: usize = 2;
-/// Map changes the reading thread's copy of the map may lag behind the log (which keeps them
-/// until every copy has applied them) when it has not aggregated a batch for long.
-const MAX_LAG: u64 = 4096;
 
 /// The fixed-size part of a sample; its call chain and branches follow in the batch's
 /// shared vectors, or (`record`) lie in the input, for the worker to read in place.
@@ -164,14 +166,13 @@ impl NeededInput {
     }
 }
 
-/// The map changes of the reading thread, in order, that some copy of the map (a worker's, or
-/// the reading thread's own for the batches it aggregates) has not applied yet.
+/// The map changes of the reading thread, in order, that some worker's copy of the map has not
+/// applied yet.
 struct ChangeLog {
     /// Position (counted from the start of the input) of `changes[0]`.
     first: u64,
     changes: VecDeque<MapChange>,
-    /// How far each copy of the map has applied the log (the workers', then the reading
-    /// thread's).
+    /// How far each worker's copy of the map has applied the log.
     applied: Vec<u64>,
 }
 
@@ -185,8 +186,7 @@ impl ChangeLog {
     }
 }
 
-/// A copy of the address map (a worker's, or the reading thread's) and how far it has replayed
-/// the log.
+/// A worker's copy of the address map and how far it has replayed the log.
 struct Replica {
     map: AddressMap,
     worker: usize,
@@ -215,6 +215,8 @@ impl Replica {
 }
 
 impl Batch {
+    /// Aggregates the batch into `agg`, first bringing `replica` up to the batch's start, then
+    /// replaying the batch's changes between its samples.
     fn aggregate_into(
         &self,
         agg: &mut Aggregator<'_>,
@@ -223,14 +225,31 @@ impl Batch {
         bodies: &mut Option<SampleBodies<'_>>,
     ) {
         replica.catch_up(agg, log, self.log_start);
-        let mut changes = self.changes.iter().peekable();
-        let (mut c, mut b) = (0, 0);
-        for (i, h) in self.heads.iter().enumerate() {
-            while let Some((_, change)) = changes.next_if(|(at, _)| *at as usize <= i) {
-                agg.flush(&replica.map);
-                replica.map.apply(change);
-                replica.applied += 1;
-            }
+        let (mut next, mut at) = (0, (0, 0));
+        for (i, change) in &self.changes {
+            let i = *i as usize;
+            self.add_samples(next..i, &mut at, agg, &replica.map, bodies);
+            next = next.max(i);
+            agg.flush(&replica.map);
+            replica.map.apply(change);
+            replica.applied += 1;
+        }
+        self.add_samples(next..self.heads.len(), &mut at, agg, &replica.map, bodies);
+    }
+
+    /// Adds samples `range` under `map`; `at` is where the first one's call chain and branches
+    /// start in the batch's vectors, moved past the last one's.
+    fn add_samples(
+        &self,
+        range: Range<usize>,
+        at: &mut (usize, usize),
+        agg: &mut Aggregator<'_>,
+        map: &AddressMap,
+        bodies: &mut Option<SampleBodies<'_>>,
+    ) {
+        let (c, b) = at;
+        for i in range {
+            let h = &self.heads[i];
             if let (Some(bodies), Some(d)) =
                 (bodies.as_ref(), self.heads.get(i + 1).and_then(|n| n.record))
             {
@@ -245,22 +264,17 @@ impl Batch {
                 ip: h.ip,
                 period: h.period,
                 repeat: h.repeat,
-                callchain: CallChain(&self.callchains[c..c + cn]),
-                branches: BranchStack(&self.branches[b..b + bn]),
+                callchain: CallChain(&self.callchains[*c..*c + cn]),
+                branches: BranchStack(&self.branches[*b..*b + bn]),
                 has_callchain: h.has_callchain,
                 record: h.record,
             };
             match bodies.as_mut() {
-                Some(bodies) if s.record.is_some() => agg.add(&replica.map, &bodies.complete(&s)),
-                _ => agg.add(&replica.map, &s),
+                Some(bodies) if s.record.is_some() => agg.add(map, &bodies.complete(&s)),
+                _ => agg.add(map, &s),
             }
-            c += cn;
-            b += bn;
-        }
-        for (_, change) in changes {
-            agg.flush(&replica.map);
-            replica.map.apply(change);
-            replica.applied += 1;
+            *c += cn;
+            *b += bn;
         }
     }
 }
@@ -277,31 +291,53 @@ pub struct BatchSender<'b, 's> {
     needed: Arc<NeededInput>,
     /// The input's pages, dropped once no batch needs them (with samples handed out by position).
     pages: Option<&'s PageReleaser<'s>>,
-    /// The reading thread's own aggregation of the batches it finds no room for.
+    /// The reading thread's own aggregation of the batches it finds no room for, under the
+    /// reading thread's map.
     worker: Worker<'b, 's>,
+    /// [`finish`](Self::finish) was called.
+    finished: bool,
 }
 
 /// What a thread that aggregates batches keeps (a worker thread, or the reading thread for the
-/// batches it keeps): its aggregator, its copy of the map, its reader of samples handed out by
-/// position.
+/// batches it keeps): its aggregator and its reader of samples handed out by position.
 struct Worker<'b, 's> {
     agg: Aggregator<'b>,
-    replica: Replica,
     bodies: Option<SampleBodies<'s>>,
     /// Scratch space for [`NeededInput::drop_pages`].
     spans: Vec<Range<usize>>,
 }
 
 impl Worker<'_, '_> {
-    /// Aggregates `batch`, then drops the input's pages no batch needs any more.
+    /// Aggregates `batch` under `replica`, a worker thread's copy of the map (see
+    /// [`Batch::aggregate_into`]).
     fn aggregate(
         &mut self,
         batch: &Batch,
+        replica: &mut Replica,
         log: &Mutex<ChangeLog>,
         needed: &NeededInput,
         pages: Option<&PageReleaser<'_>>,
     ) {
-        batch.aggregate_into(&mut self.agg, &mut self.replica, log, &mut self.bodies);
+        batch.aggregate_into(&mut self.agg, replica, log, &mut self.bodies);
+        self.done(batch, needed, pages);
+    }
+
+    /// Aggregates `batch`, read without a change of the map, under `map` as it was then.
+    fn aggregate_unchanged(
+        &mut self,
+        batch: &Batch,
+        map: &AddressMap,
+        needed: &NeededInput,
+        pages: Option<&PageReleaser<'_>>,
+    ) {
+        debug_assert!(batch.changes.is_empty());
+        let all = 0..batch.heads.len();
+        batch.add_samples(all, &mut (0, 0), &mut self.agg, map, &mut self.bodies);
+        self.done(batch, needed, pages);
+    }
+
+    /// `batch` is aggregated: drops the input's pages no batch needs any more.
+    fn done(&mut self, batch: &Batch, needed: &NeededInput, pages: Option<&PageReleaser<'_>>) {
         if batch.span.is_some() {
             needed.done(batch.seq);
             if let Some(pages) = pages {
@@ -315,12 +351,7 @@ impl BatchSender<'_, '_> {
     /// Queues `s`, to be translated with the state of `mapper`'s map when `s` was read (the
     /// mapper must log its changes: [`AddressMapper::log_changes`]).
     pub fn add(&mut self, mapper: &mut AddressMapper, s: &Sample<'_>) {
-        if mapper.has_changes() {
-            mapper.take_changes(&mut self.taken);
-            let at = self.batch.heads.len() as u32;
-            self.log_end += self.taken.len() as u64;
-            self.batch.changes.extend(self.taken.drain(..).map(|c| (at, c)));
-        }
+        self.take_changes(mapper);
         let b = &mut self.batch;
         if let Some(pos) = s.record.map(|d| d.record) {
             let end = pos + MAX_RECORD;
@@ -344,8 +375,23 @@ impl BatchSender<'_, '_> {
         let spans_enough = b.heads.len() >= MIN_SPAN_BATCH_SAMPLES
             && b.span.as_ref().is_some_and(|s| s.len() >= BATCH_SPAN);
         if b.heads.len() >= BATCH_SAMPLES || spans_enough {
-            self.flush();
+            self.flush(mapper.map());
         }
+    }
+
+    /// Reduces the samples the reading thread holds under `map`, the mapper's map they were read
+    /// under: to be called before anything that may change it.
+    pub fn before_change(&mut self, map: &AddressMap) {
+        self.worker.agg.flush(map);
+    }
+
+    /// Sends the last batch: `read` (see [`aggregate_in_parallel`]) ends with this, `mapper`
+    /// having seen every event.
+    pub fn finish(&mut self, mapper: &mut AddressMapper) {
+        self.take_changes(mapper);
+        self.flush(mapper.map());
+        self.worker.agg.flush(mapper.map());
+        self.finished = true;
     }
 
     /// What the samples handed out by position still need of the input.
@@ -353,7 +399,18 @@ impl BatchSender<'_, '_> {
         self.needed.clone()
     }
 
-    fn flush(&mut self) {
+    /// Moves the mapper's changes since the last sample into the batch, before its next sample.
+    fn take_changes(&mut self, mapper: &mut AddressMapper) {
+        if mapper.has_changes() {
+            mapper.take_changes(&mut self.taken);
+            let at = self.batch.heads.len() as u32;
+            self.log_end += self.taken.len() as u64;
+            self.batch.changes.extend(self.taken.drain(..).map(|c| (at, c)));
+        }
+    }
+
+    /// Sends the batch to the workers; `map` is the mapper's, with every change taken.
+    fn flush(&mut self, map: &AddressMap) {
         if self.batch.heads.is_empty() && self.batch.changes.is_empty() {
             return;
         }
@@ -380,38 +437,63 @@ impl BatchSender<'_, '_> {
             log.trim();
             log.changes.extend(full.changes.iter().map(|(_, c)| c.clone()));
         }
-        // Workers only stop when the sender is dropped, so the receiving end is alive. A batch
-        // the channel has no room for is aggregated here: waiting for room would leave a core
-        // idle whenever a worker is not running.
-        if let Err(TrySendError::Full(full)) = self.tx.try_send(full) {
-            self.worker.aggregate(&full, &self.log, &self.needed, self.pages);
-        } else if self.log_end - self.worker.replica.applied > MAX_LAG {
-            // The log keeps changes until every copy of the map has applied them.
-            let w = &mut self.worker;
-            w.replica.catch_up(&mut w.agg, &self.log, self.log_end);
+        // A batch the channel has no room for is aggregated here when the map did not change
+        // while it was read (every change is taken, so `map` is the state its samples were
+        // read under): waiting for room would leave a core idle whenever a worker is not
+        // running. A batch with changes waits: this thread keeps no map of the past. `send`
+        // fails only once every worker has ended, by a panic that the scope re-raises.
+        match self.tx.try_send(full) {
+            Err(TrySendError::Full(full)) if full.changes.is_empty() => {
+                self.worker.aggregate_unchanged(&full, map, &self.needed, self.pages);
+            }
+            Err(TrySendError::Full(full)) => drop(self.tx.send(full)),
+            _ => {}
+        }
+    }
+}
+
+/// The receiving end of the batches, shared by the workers; the last worker to end drops it, so
+/// that a reader waiting for room (see [`BatchSender::flush`]) is not left waiting if the
+/// workers panic.
+type Batches = Mutex<Option<Receiver<Batch>>>;
+
+/// Counts the workers running; the last one to end (returning or panicking) drops the receiver.
+struct Running<'a> {
+    count: &'a AtomicUsize,
+    rx: &'a Batches,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if self.count.fetch_sub(1, Relaxed) == 1 {
+            let mut rx = self.rx.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            drop(rx.take());
         }
     }
 }
 
 fn work(
-    rx: &Mutex<Receiver<Batch>>,
+    rx: &Batches,
     log: &Mutex<ChangeLog>,
     needed: &NeededInput,
     pages: Option<&PageReleaser<'_>>,
-    w: &mut Worker<'_, '_>,
+    (w, replica): (&mut Worker<'_, '_>, &mut Replica),
 ) {
     // A poisoned lock means another worker panicked; the scope re-raises that panic.
-    while let Ok(Ok(batch)) = rx.lock().map(|rx| rx.recv()) {
-        w.aggregate(&batch, log, needed, pages);
+    let next = || rx.lock().ok()?.as_ref()?.recv().ok();
+    while let Some(batch) = next() {
+        w.aggregate(&batch, replica, log, needed, pages);
     }
 }
 
 /// Runs `read` on this thread with a [`BatchSender`] while `threads - 1` workers aggregate the
-/// batches; returns `read`'s result and the merged samples and statistics. `by_position` decodes
-/// the samples that `read` hands out by position, and drops the input's pages once read. The reading thread aggregates a batch itself when
-/// the channel is full, so `threads` threads share the work without ever waiting for each other
-/// while there is work: a reader waiting for room on a core of its own would leave that core
-/// idle, a third thread on two cores would have the scheduler take turns instead.
+/// batches; returns `read`'s result and the merged samples and statistics. `read` calls
+/// [`BatchSender::before_change`] before each event that may change its mapper's map, and ends
+/// with [`BatchSender::finish`]. `by_position` decodes the samples that `read` hands out by
+/// position, and drops the input's pages once read. The reading thread aggregates a batch itself
+/// when the channel is full, so `threads` threads share the work without ever waiting for each
+/// other while there is work: a reader waiting for room on a core of its own would leave that
+/// core idle, a third thread on two cores would have the scheduler take turns instead.
 pub fn aggregate_in_parallel<'b, T>(
     binary: &'b Binary,
     opts: SampleOptions,
@@ -422,11 +504,12 @@ pub fn aggregate_in_parallel<'b, T>(
 ) -> (T, AggregatedSamples, SampleStats) {
     let workers = threads.max(2) - 1;
     let (tx, rx) = sync_channel::<Batch>(threads.max(2) * QUEUED_PER_THREAD);
-    let rx = Mutex::new(rx);
+    let rx: Batches = Mutex::new(Some(rx));
+    let running = AtomicUsize::new(workers);
     let log = Arc::new(Mutex::new(ChangeLog {
         first: 0,
         changes: VecDeque::new(),
-        applied: vec![0; workers + 1],
+        applied: vec![0; workers],
     }));
     let needed = Arc::new(NeededInput {
         open: (AtomicUsize::new(0), AtomicUsize::new(0)),
@@ -435,20 +518,21 @@ pub fn aggregate_in_parallel<'b, T>(
         dropped_at: AtomicUsize::new(0),
     });
     let pages = by_position.map(|(_, pages)| pages);
-    let worker = |i| Worker {
+    let worker = || Worker {
         agg: Aggregator::new(binary, opts),
-        replica: Replica { map: initial_map.clone(), worker: i, applied: 0 },
         bodies: by_position.map(|(bodies, _)| bodies.fork()),
         spans: Vec::new(),
     };
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|i| {
-                let mut w = worker(i);
-                let (rx, log, needed) = (&rx, &*log, &*needed);
+                let mut w = worker();
+                let mut replica = Replica { map: initial_map.clone(), worker: i, applied: 0 };
+                let (rx, log, needed, running) = (&rx, &*log, &*needed, &running);
                 scope.spawn(move || {
-                    work(rx, log, needed, pages, &mut w);
-                    w.agg.flush(&w.replica.map);
+                    let _running = Running { count: running, rx };
+                    work(rx, log, needed, pages, (&mut w, &mut replica));
+                    w.agg.flush(&replica.map);
                     w
                 })
             })
@@ -461,13 +545,13 @@ pub fn aggregate_in_parallel<'b, T>(
             taken: Vec::new(),
             needed: needed.clone(),
             pages,
-            worker: worker(workers),
+            worker: worker(),
+            finished: false,
         };
         let out = read(&mut sender);
-        sender.flush();
-        let BatchSender { tx, worker: mut reader, .. } = sender;
+        debug_assert!(sender.finished, "read ends with BatchSender::finish");
+        let BatchSender { tx, worker: reader, .. } = sender;
         drop(tx);
-        reader.agg.flush(&reader.replica.map);
         let mut samples = AggregatedSamples::default();
         let mut stats = SampleStats::default();
         let joined = handles.into_iter().map(|h| match h.join() {

@@ -451,6 +451,13 @@ struct EventFront<'c, N> {
 
 impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
     /// Applies `ev`; samples that pass the filters go to `add` with the current address map.
+    /// Whether handling `ev` may change the mapper's map: held samples are reduced under the map
+    /// they were read with, so before such an event (a sample without mappings may make the map
+    /// assume the preferred base).
+    fn may_change_map(&self, ev: &PerfEvent<'_>) -> bool {
+        !matches!(ev, PerfEvent::Sample(_)) || !self.mapper.any_mapping()
+    }
+
     fn handle(&mut self, ev: PerfEvent<'_>, add: &mut impl FnMut(&mut AddressMapper, &Sample<'_>)) {
         let opts = self.opts;
         match ev {
@@ -565,9 +572,7 @@ fn aggregate_events(
         let mut agg = Aggregator::new(binary, opts.sample);
         let r = read(
             &mut |ev| {
-                // Held samples are reduced under the map they were read with: before any event that
-                // may change it (a sample without mappings may make the map assume the preferred base).
-                if !matches!(ev, PerfEvent::Sample(_)) || !front.mapper.any_mapping() {
+                if front.may_change_map(&ev) {
                     agg.flush(front.mapper.map());
                 }
                 front.handle(ev, &mut |mapper, s| agg.add(mapper.map(), s))
@@ -585,7 +590,17 @@ fn aggregate_events(
         aggregate_in_parallel(binary, opts.sample, workers, &initial, by_position, |sender| {
             let needed = sender.needed();
             let deferral = by_position.is_some().then_some(&*needed);
-            read(&mut |ev| front.handle(ev, &mut |mapper, s| sender.add(mapper, s)), deferral)
+            let r = read(
+                &mut |ev| {
+                    if front.may_change_map(&ev) {
+                        sender.before_change(front.mapper.map());
+                    }
+                    front.handle(ev, &mut |mapper, s| sender.add(mapper, s))
+                },
+                deferral,
+            );
+            sender.finish(&mut front.mapper);
+            r
         })
     };
     let mut warnings = front.warnings;
