@@ -172,7 +172,8 @@ impl ContextShape {
     }
 
     /// [`Self::apply`] to callers known to repeat no element, which recursion compression leaves
-    /// as they are: a caller that can tell cheaply skips its quadratic search for repeats.
+    /// as they are: a caller that can tell in one pass skips its search for squares (about
+    /// n·ln n comparisons).
     pub fn apply_to_distinct<T>(&self, callers: &mut Vec<T>) {
         cut_to_max_context(callers);
         trim_context(callers, self.max_context_depth);
@@ -180,74 +181,82 @@ impl ContextShape {
 }
 
 /// Removes adjacent repeated sequences of up to `max_size` elements (-1: no limit, 0: off), for
-/// lengths 1, 2, … in turn, e.g. `a b a b c` → `a b c`. Same in-place scan as LLVM, so the
-/// surviving copy of each repetition is the one LLVM keeps.
+/// lengths 1, 2, … in turn, e.g. `a b a b c` → `a b c`. Same in-place scan per length as LLVM,
+/// so the surviving copy of each repetition is the one LLVM keeps.
 ///
-/// The scan compares elements O(n²) times; it runs over small ids of the distinct elements
-/// (frames compare by name, and a copy of one clones it), and the result is mapped back.
+/// LLVM scans every length up to half the context, n²/4 comparisons. A scan changes nothing
+/// unless the context holds a square of its length ([`compress_pass`]), so lengths without one
+/// ([`has_square`], about n/length comparisons each) are skipped: about n·ln n comparisons for
+/// a context without repeats.
 pub fn compress_recursion<T: PartialEq + Clone>(context: &mut Vec<T>, max_size: i32) {
-    if max_size == 0 || context.len() < 2 {
-        return;
-    }
-    let mut distinct: Vec<usize> = Vec::with_capacity(context.len());
-    let mut ids: Vec<u32> = Vec::with_capacity(context.len());
-    for (i, x) in context.iter().enumerate() {
-        let id = distinct.iter().position(|&d| context[d] == *x).unwrap_or_else(|| {
-            distinct.push(i);
-            distinct.len() - 1
-        });
-        ids.push(id as u32);
-    }
-    // A repeated sequence repeats its elements: without one, there is nothing to compress.
-    if distinct.len() == context.len() {
-        return;
-    }
-    compress_in_place(&mut ids, max_size);
-    // Nothing removed: every copy was onto itself.
-    if ids.len() < context.len() {
-        let old = std::mem::take(context);
-        context.extend(ids.iter().map(|&id| old[distinct[id as usize]].clone()));
+    let limit = usize::try_from(max_size).unwrap_or(usize::MAX);
+    let mut size = 1;
+    while size <= limit && 2 * size <= context.len() {
+        if has_square(context, size) {
+            compress_pass(context, size);
+        }
+        size += 1;
     }
 }
 
-/// [`compress_recursion`]'s scan on any elements.
-fn compress_in_place<T: PartialEq + Clone>(context: &mut Vec<T>, max_size: i32) {
-    let half = context.len() / 2;
-    let mut max_dedup = if max_size < 0 { half } else { (max_size as usize).min(half) };
-    let mut size = 1;
-    while size <= max_dedup {
-        // `right` is the last element of the left half of the current 2*size window; `end`
-        // is where the next kept element goes.
-        let mut right = size - 1;
-        let mut end = size;
-        let mut left_boundary = 0;
-        while right + size < context.len() {
-            // Longest common suffix of the two halves, scanning back to `left_boundary`.
-            let mut left = right as isize;
-            while left >= left_boundary as isize
-                && context[left as usize] == context[left as usize + size]
-            {
-                left -= 1;
+/// Whether `c` holds a square of period `p`: `p` consecutive positions `k` with
+/// `c[k] == c[k + p]`. Any `p` consecutive positions hold one `i` with `i % p == p - 1`: only
+/// those are tested, the run of matches extended around each that matches.
+fn has_square<T: PartialEq>(c: &[T], p: usize) -> bool {
+    let same = |k: usize| c[k] == c[k + p];
+    let mut i = p - 1;
+    while i + p < c.len() {
+        if same(i) {
+            let mut down = 1;
+            while down < p && down <= i && same(i - down) {
+                down += 1;
             }
-            let duplicated = left < left_boundary as isize;
-            left_boundary = right + 1;
-            if duplicated {
-                right += size;
-            } else {
-                // Keep the part of the right half that differs, then slide past it.
-                let new_right = (left + size as isize) as usize;
-                copy_forward(context, right + 1..new_right + 1, end);
-                end += new_right - right;
-                right = new_right;
+            let mut up = 0;
+            while down + up < p && i + 1 + up + p < c.len() && same(i + 1 + up) {
+                up += 1;
+            }
+            if down + up == p {
+                return true;
             }
         }
-        let len = context.len();
-        copy_forward(context, right + 1..len, end);
-        end += len - right - 1;
-        context.truncate(end);
-        size += 1;
-        max_dedup = max_dedup.min(end / 2);
+        i += p;
     }
+    false
+}
+
+/// LLVM's scan for repeats of `size` elements. Until it meets `size` consecutive positions
+/// `k` with `context[k] == context[k + size]` (a square), every copy is onto itself: a context
+/// without such a square is left as it is.
+fn compress_pass<T: PartialEq + Clone>(context: &mut Vec<T>, size: usize) {
+    // `right` is the last element of the left half of the current 2*size window; `end`
+    // is where the next kept element goes.
+    let mut right = size - 1;
+    let mut end = size;
+    let mut left_boundary = 0;
+    while right + size < context.len() {
+        // Longest common suffix of the two halves, scanning back to `left_boundary`.
+        let mut left = right as isize;
+        while left >= left_boundary as isize
+            && context[left as usize] == context[left as usize + size]
+        {
+            left -= 1;
+        }
+        let duplicated = left < left_boundary as isize;
+        left_boundary = right + 1;
+        if duplicated {
+            right += size;
+        } else {
+            // Keep the part of the right half that differs, then slide past it.
+            let new_right = (left + size as isize) as usize;
+            copy_forward(context, right + 1..new_right + 1, end);
+            end += new_right - right;
+            right = new_right;
+        }
+    }
+    let len = context.len();
+    copy_forward(context, right + 1..len, end);
+    end += len - right - 1;
+    context.truncate(end);
 }
 
 /// `std::copy` to an earlier position: later scans read the source range after the copy, as
@@ -314,6 +323,131 @@ mod tests {
             let mut v = input.to_vec();
             compress_recursion(&mut v, limit);
             assert_eq!(v, want, "{input:?} limit {limit}");
+        }
+    }
+
+    /// LLVM's `compressRecursionContext` as ported before lengths without a square were
+    /// skipped: every length's scan, in place.
+    fn llvm_compress(context: &mut Vec<u8>, max_size: i32) {
+        let half = context.len() / 2;
+        let mut max_dedup = if max_size < 0 { half } else { (max_size as usize).min(half) };
+        let mut size = 1;
+        while size <= max_dedup {
+            let mut right = size - 1;
+            let mut end = size;
+            let mut left_boundary = 0;
+            while right + size < context.len() {
+                let mut left = right as isize;
+                while left >= left_boundary as isize
+                    && context[left as usize] == context[left as usize + size]
+                {
+                    left -= 1;
+                }
+                let duplicated = left < left_boundary as isize;
+                left_boundary = right + 1;
+                if duplicated {
+                    right += size;
+                } else {
+                    let new_right = (left + size as isize) as usize;
+                    context.copy_within(right + 1..new_right + 1, end);
+                    end += new_right - right;
+                    right = new_right;
+                }
+            }
+            let len = context.len();
+            context.copy_within(right + 1..len, end);
+            end += len - right - 1;
+            context.truncate(end);
+            size += 1;
+            max_dedup = max_dedup.min(end / 2);
+        }
+    }
+
+    /// xorshift64*: a fixed stream of test inputs.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+        }
+    }
+
+    /// Recursion-shaped stacks: a root, runs of self-recursion and of mutual recursion through
+    /// cycles of several lengths (whole and cut short), nested and interleaved, random frames
+    /// between them.
+    fn recursive_stack(rng: &mut Rng) -> Vec<u8> {
+        let mut v = vec![0];
+        for _ in 0..1 + rng.below(6) {
+            let cycle: Vec<u8> = (0..1 + rng.below(9)).map(|_| rng.below(12) as u8).collect();
+            let times = 1 + rng.below(40) as usize;
+            let inner = rng.below(3) == 0;
+            for t in 0..times {
+                v.extend_from_slice(&cycle);
+                if inner && t % 3 == 1 {
+                    v.extend(std::iter::repeat_n(20 + rng.below(3) as u8, rng.below(5) as usize));
+                }
+            }
+            v.extend_from_slice(&cycle[..rng.below(cycle.len() as u64) as usize]);
+            v.extend((0..rng.below(4)).map(|_| rng.below(16) as u8));
+        }
+        v
+    }
+
+    /// Words rich in repeats or free of them: Thue–Morse (overlap-free, squares of every
+    /// power-of-two period), the ternary square-free word of its differences, Fibonacci (runs
+    /// everywhere).
+    fn classic_words(n: usize) -> [Vec<u8>; 3] {
+        let thue_morse: Vec<u8> = (0..n as u32 + 1).map(|i| (i.count_ones() % 2) as u8).collect();
+        let square_free: Vec<u8> = thue_morse.windows(2).map(|w| w[1] + 1 - w[0]).collect();
+        let mut fibonacci = vec![0u8];
+        let mut previous = vec![1u8];
+        while fibonacci.len() < n {
+            let next = [&fibonacci[..], &previous[..]].concat();
+            previous = std::mem::replace(&mut fibonacci, next);
+        }
+        fibonacci.truncate(n);
+        [thue_morse[..n].to_vec(), square_free, fibonacci]
+    }
+
+    #[test]
+    fn skipping_lengths_without_squares_matches_every_scan() {
+        let check = |input: &[u8], limit: i32| {
+            let (mut fast, mut every) = (input.to_vec(), input.to_vec());
+            compress_recursion(&mut fast, limit);
+            llvm_compress(&mut every, limit);
+            assert_eq!(fast, every, "{input:?} limit {limit}");
+        };
+        let limits = [-1, 0, 1, 2, 3, 4, 7, 100];
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..20_000 {
+            let letters = 1 + rng.below(4);
+            let input: Vec<u8> = (0..rng.below(48)).map(|_| rng.below(letters) as u8).collect();
+            check(&input, limits[rng.below(limits.len() as u64) as usize]);
+        }
+        for _ in 0..3_000 {
+            let input = recursive_stack(&mut rng);
+            check(&input, limits[rng.below(limits.len() as u64) as usize]);
+            check(&input, -1);
+        }
+        for n in [1, 2, 5, 16, 31, 64, 100, 257, 600] {
+            for word in classic_words(n) {
+                for limit in limits {
+                    check(&word, limit);
+                }
+            }
+        }
+        for k in [1, 2, 3, 10, 127, 500, 1024] {
+            let self_recursion: Vec<u8> = [&[1][..], &vec![2; k], &[3, 2, 2, 4]].concat();
+            check(&self_recursion, -1);
+            check(&self_recursion, 1);
+            for cycle in 2..9u8 {
+                let mutual: Vec<u8> = (0..k * cycle as usize).map(|i| i as u8 % cycle).collect();
+                check(&[&[9][..], &mutual, &mutual[..cycle as usize / 2]].concat(), -1);
+                check(&mutual, cycle as i32 - 1);
+            }
         }
     }
 
