@@ -455,44 +455,54 @@ where
         };
         (leaves, inferred)
     };
-    let build =
-        |block: &[(&[Vaddr], &Counters)], leaves: &[SampledLeaves], inferred: &[InferredSites]| {
-            // Several runs per worker, for balance.
-            let run_len = block.len().div_ceil(4 * rayon::current_num_threads()).max(1);
-            block
-                .par_chunks(run_len)
-                .zip(leaves.par_chunks(run_len))
-                .zip(inferred.par_chunks(run_len))
-                .map(|((keys, leaves), inferred)| {
-                    let mut g = ProbeCsBuilder {
-                        probes,
-                        opts,
-                        profiles: ContextProfiles::with_hasher(hasher.clone()),
-                        stats: ProbeCsStats::default(),
-                        resolved: ResolvedHere::new(probes.node_count()),
-                        shared_names: &shared_names,
-                        names: HashMap::new(),
-                        name_table: Vec::new(),
-                        key: Vec::new(),
-                        seen: Vec::new(),
-                        stamp: 0,
-                        call_probes: HashMap::new(),
-                        inline_context_of: vec![0; probes.node_count()],
-                        inline_contexts: Vec::new(),
-                        buffers: Default::default(),
-                        bodies: Vec::new(),
-                        sums: VecMap::default(),
-                        node_zeros: &node_zeros,
-                    };
-                    for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
-                        g.resolved.clear();
-                        g.body_samples(code, sites, inf, l);
-                        g.boundary_samples(code, sites, inf, l);
-                    }
-                    (g.profiles, g.stats)
-                })
-                .collect::<Vec<(ContextProfiles<FrameKey>, ProbeCsStats)>>()
-        };
+    // Builders between runs: a run takes one (or makes one) and puts it back, so that the
+    // node-indexed arrays and the caches of what depends on the binary alone (inline chains,
+    // names, call probes) are made once per worker rather than once per run. Exact: each cache
+    // maps its key to one value whichever run asks.
+    let idle: std::sync::Mutex<Vec<ProbeCsBuilder<P>>> = Default::default();
+    let build = |block: &[(&[Vaddr], &Counters)],
+                 leaves: &[SampledLeaves],
+                 inferred: &[InferredSites]| {
+        // Several runs per worker, for balance.
+        let run_len = block.len().div_ceil(4 * rayon::current_num_threads()).max(1);
+        block
+            .par_chunks(run_len)
+            .zip(leaves.par_chunks(run_len))
+            .zip(inferred.par_chunks(run_len))
+            .map(|((keys, leaves), inferred)| {
+                let taken = idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+                let mut g = taken.unwrap_or_else(|| ProbeCsBuilder {
+                    probes,
+                    opts,
+                    profiles: ContextProfiles::with_hasher(hasher.clone()),
+                    stats: ProbeCsStats::default(),
+                    resolved: ResolvedHere::new(probes.node_count()),
+                    shared_names: &shared_names,
+                    names: HashMap::new(),
+                    name_table: Vec::new(),
+                    key: Vec::new(),
+                    seen: Vec::new(),
+                    stamp: 0,
+                    call_probes: HashMap::new(),
+                    inline_context_of: vec![0; probes.node_count()],
+                    inline_contexts: Vec::new(),
+                    buffers: Default::default(),
+                    bodies: Vec::new(),
+                    sums: VecMap::default(),
+                    node_zeros: &node_zeros,
+                });
+                for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
+                    g.resolved.clear();
+                    g.body_samples(code, sites, inf, l);
+                    g.boundary_samples(code, sites, inf, l);
+                }
+                let fresh = ContextProfiles::with_hasher(hasher.clone());
+                let run = (std::mem::replace(&mut g.profiles, fresh), std::mem::take(&mut g.stats));
+                idle.lock().unwrap_or_else(|e| e.into_inner()).push(g);
+                run
+            })
+            .collect::<Vec<(ContextProfiles<FrameKey>, ProbeCsStats)>>()
+    };
     let blocks: Vec<&[(&[Vaddr], &Counters)]> = keys.chunks(KEY_BLOCK).collect();
     let mut sampled = blocks.first().map(|b| sample(b, inferrer.as_mut()));
     for (i, block) in blocks.iter().enumerate() {
@@ -660,9 +670,9 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     /// What was resolved in the current calling context.
     resolved: ResolvedHere,
     shared_names: &'a SharedNames,
-    /// [`Self::name`] by GUID, for the run.
+    /// [`Self::name`] by GUID, kept across the builder's runs.
     names: HashMap<u64, Option<u32>>,
-    /// The names the run met, by their index.
+    /// The names the builder met, by their index.
     name_table: Vec<Option<FuncName>>,
     /// The key of a context being looked up, reused.
     key: Vec<u8>,
@@ -670,12 +680,12 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     seen: Vec<u32>,
     /// The current resolve's mark in `seen`, never 0.
     stamp: u32,
-    /// [`ProbeView::call_probe_at`] by call site, for the run.
+    /// [`ProbeView::call_probe_at`] by call site, kept across the builder's runs.
     call_probes: HashMap<Vaddr, Option<Probe>>,
     /// By node index: 1 + the index in `inline_contexts` of the node's expansion, 0 before it is
     /// made.
     inline_context_of: Vec<u32>,
-    /// [`Self::push_inline_context`]'s expansions, for the run.
+    /// [`Self::push_inline_context`]'s expansions, kept across the builder's runs.
     inline_contexts: Vec<Option<InlineContext>>,
     /// The call probes and frames of the context being resolved, reused.
     buffers: (Vec<Probe>, Vec<Frame>),
@@ -997,14 +1007,14 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         let names = &self.name_table;
         self.profiles.slot_with(key, was_inlined, || {
             let leaf = Frame::decode(&key[key.len() - FRAME_BYTES..]);
-            let leaf = names[leaf.name as usize].as_ref().expect("a name the run met");
+            let leaf = names[leaf.name as usize].as_ref().expect("a name the builder met");
             (key.into(), FunctionSamples::new(leaf))
         })
     }
 
-    /// The text of a name the run met.
+    /// The text of a name the builder met.
     fn name_text(&self, name: u32) -> &FuncName {
-        self.name_table[name as usize].as_ref().expect("a name the run met")
+        self.name_table[name as usize].as_ref().expect("a name the builder met")
     }
 
     /// Appends the probe's inline chain, root first, ending with (probe's function, probe id).
@@ -1060,7 +1070,7 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
     }
 
     /// The `.pseudo_probe_desc` name of `guid`, as its index in [`SharedNames`] (shared by
-    /// every run), looked up in this run's index first.
+    /// every run), looked up in the builder's index first.
     fn name(&mut self, guid: u64) -> Option<u32> {
         if let Some(&n) = self.names.get(&guid) {
             return n;
