@@ -136,7 +136,8 @@ pub struct PostPassStats {
 }
 
 /// What the post-passes read from a fresh profile, its counters and its binary ([`prepare`]),
-/// for [`apply`] to reshape the profile with.
+/// for [`apply`] to reshape that profile with: it is for this profile only, unchanged since
+/// (the pre-inliner's trie holds its contexts, its order follows its counts).
 pub struct Prepared {
     context_sensitive: bool,
     thresholds: Thresholds,

@@ -41,8 +41,8 @@ pub(crate) fn plan(
 }
 
 /// `CSPreInliner::run` on a flat CS profile; leaves a flat CS profile with `preinlined` set.
-/// `plan`, when given, is [`plan`] of the same profile (made before it; re-made here should the
-/// profile's contexts differ from the plan's trie).
+/// `plan`, when given, is [`plan`] of this very profile, unchanged since: its trie and its order
+/// (which follows the counts) are used as they are.
 ///
 /// Also returns the spent context trie (its kept profiles moved back into `profile`), for the
 /// caller to free beside the passes that follow: its merged-away profiles take about as long to
@@ -58,10 +58,10 @@ pub(crate) fn run_preinliner(
         Some(Plan { trie, order }) => (trie, Some(order)),
         None => (ContextTrie::of_contexts(&profile.functions), None),
     };
-    let (contexts, rebuilt) = trie.take_profiles(profile);
+    let contexts = trie.take_profiles(profile);
     let order = match order {
-        Some(order) if !rebuilt => order,
-        _ => top_down_order(
+        Some(order) => order,
+        None => top_down_order(
             &trie,
             |s| &trie.samples[s].fs,
             thresholds.cold,

@@ -127,18 +127,17 @@ impl ContextTrie {
     }
 
     /// Moves the profiles of `profile` into the trie [`ContextTrie::of_contexts`] built from its
-    /// contexts. Should the contexts no longer be those (the caller changed the profile in
-    /// between), the trie is rebuilt from them first, so the trie is always `profile`'s.
+    /// contexts: `profile` must be the one the trie was built from, unchanged since (checked in
+    /// full by debug builds).
     ///
-    /// Returns the contexts, no longer needed, for the caller to free where it suits, and whether
-    /// the trie was rebuilt.
-    pub fn take_profiles(&mut self, profile: &mut Profile) -> (Vec<Context>, bool) {
+    /// Returns the contexts, no longer needed, for the caller to free where it suits.
+    pub fn take_profiles(&mut self, profile: &mut Profile) -> Vec<Context> {
         let functions = std::mem::take(&mut profile.functions);
         // Equal contexts share their frames with the trie's copies: compared without reading.
-        let rebuilt = !functions.keys().filter(|c| !c.is_empty()).eq(&self.contexts);
-        if rebuilt {
-            *self = ContextTrie::of_contexts(&functions);
-        }
+        debug_assert!(
+            functions.keys().filter(|c| !c.is_empty()).eq(&self.contexts),
+            "the trie is built from this profile"
+        );
         let mut samples = Vec::with_capacity(self.contexts.len());
         samples.extend(
             functions
@@ -146,8 +145,9 @@ impl ContextTrie {
                 .filter(|(c, _)| !c.is_empty())
                 .map(|(_, fs)| Sample { fs, state: state::RAW }),
         );
+        assert_eq!(samples.len(), self.contexts.len(), "the trie is built from this profile");
         self.samples = samples;
-        (std::mem::take(&mut self.contexts), rebuilt)
+        std::mem::take(&mut self.contexts)
     }
 
     /// The profiles of `profile`, whose contexts the trie was built from, by sample id.
@@ -675,23 +675,6 @@ mod tests {
                 ("f:3 @ h:0".to_string(), 4, 4)
             ]
         );
-    }
-
-    /// A trie built from other contexts than those of the profile whose profiles move in is
-    /// rebuilt from the profile's: the same trie as built from the profile alone.
-    #[test]
-    fn profiles_of_other_contexts_rebuild_the_trie() {
-        let p = profile(&[(&[("main", 1), ("f", 0)], 3), (&[("x", 2), ("f", 0)], 4)]);
-        let mut other = profile(&[(&[("main", 1), ("f", 0)], 3), (&[("y", 2), ("g", 0)], 5)]);
-        let mut trie = ContextTrie::of_contexts(&p.functions);
-        let (contexts, rebuilt) = trie.take_profiles(&mut other);
-        assert!(rebuilt);
-        assert_eq!(contexts, [context(&[("main", 1), ("f", 0)]), context(&[("y", 2), ("g", 0)])]);
-        let names: Vec<&str> = (0..trie.func_count() as FuncId).map(|f| trie.name(f)).collect();
-        assert_eq!((names, trie.nodes.len()), (vec!["main", "f", "y", "g"], 5));
-        trie.move_profiles_into(&mut other);
-        let totals: Vec<u64> = other.functions.values().map(|fs| fs.total_samples).collect();
-        assert_eq!(totals, [3, 5]);
     }
 
     /// The trie is sized from the contexts: a node per distinct path, whether contexts share
