@@ -450,7 +450,6 @@ struct EventFront<'c, N> {
 }
 
 impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
-    /// Applies `ev`; samples that pass the filters go to `add` with the current address map.
     /// Whether handling `ev` may change the mapper's map: held samples are reduced under the map
     /// they were read with, so before such an event (a sample without mappings may make the map
     /// assume the preferred base).
@@ -458,6 +457,7 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
         !matches!(ev, PerfEvent::Sample(_)) || !self.mapper.any_mapping()
     }
 
+    /// Applies `ev`; samples that pass the filters go to `add` with the current address map.
     fn handle(&mut self, ev: PerfEvent<'_>, add: &mut impl FnMut(&mut AddressMapper, &Sample<'_>)) {
         let opts = self.opts;
         match ev {

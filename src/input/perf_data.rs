@@ -269,9 +269,8 @@ impl<'m> PageReleaser<'m> {
         let to = to.min(self.map.len() & !(PAGE - 1));
         if to > from {
             // SAFETY: the mapping is a read-only file mapping, so DONTNEED only drops pages that a
-            // later read faults back in from the file unchanged: a page
-            // dropped while still needed (a span a caller missed) costs a fault, not a wrong
-            // byte.
+            // later read faults back in from the file unchanged: a page dropped while still
+            // needed (a span a caller missed) costs a fault, not a wrong byte.
             let _ = unsafe {
                 self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
             };

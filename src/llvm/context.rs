@@ -326,40 +326,16 @@ mod tests {
         }
     }
 
-    /// LLVM's `compressRecursionContext` as ported before lengths without a square were
-    /// skipped: every length's scan, in place.
+    /// LLVM's `compressRecursionContext` loop: the scan of every length up to half the context
+    /// (shrinking as it does), none skipped.
     fn llvm_compress(context: &mut Vec<u8>, max_size: i32) {
         let half = context.len() / 2;
         let mut max_dedup = if max_size < 0 { half } else { (max_size as usize).min(half) };
         let mut size = 1;
         while size <= max_dedup {
-            let mut right = size - 1;
-            let mut end = size;
-            let mut left_boundary = 0;
-            while right + size < context.len() {
-                let mut left = right as isize;
-                while left >= left_boundary as isize
-                    && context[left as usize] == context[left as usize + size]
-                {
-                    left -= 1;
-                }
-                let duplicated = left < left_boundary as isize;
-                left_boundary = right + 1;
-                if duplicated {
-                    right += size;
-                } else {
-                    let new_right = (left + size as isize) as usize;
-                    context.copy_within(right + 1..new_right + 1, end);
-                    end += new_right - right;
-                    right = new_right;
-                }
-            }
-            let len = context.len();
-            context.copy_within(right + 1..len, end);
-            end += len - right - 1;
-            context.truncate(end);
+            compress_pass(context, size);
             size += 1;
-            max_dedup = max_dedup.min(end / 2);
+            max_dedup = max_dedup.min(context.len() / 2);
         }
     }
 
