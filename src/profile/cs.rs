@@ -50,7 +50,8 @@ pub trait ProbeView {
     /// `.pseudo_probe_desc` entry: function name and CFG checksum.
     fn func_desc(&self, guid: u64) -> Option<(&str, u64)>;
 
-    /// The first call probe at `a` (`getCallProbeForAddr`).
+    /// The first call probe at `a` (`getCallProbeForAddr`); asked for every sampled branch and
+    /// call site, so a view with an index by address should answer from it.
     fn call_probe_at(&self, a: Vaddr) -> Option<Probe> {
         self.probes_at(a).iter().find(|p| p.kind.is_call()).copied()
     }
@@ -79,6 +80,9 @@ impl ProbeView for ProbeInfo {
     }
     fn func_desc(&self, guid: u64) -> Option<(&str, u64)> {
         self.desc(guid).map(|d| (&*d.name, d.hash))
+    }
+    fn call_probe_at(&self, a: Vaddr) -> Option<Probe> {
+        ProbeInfo::call_probe_at(self, a).copied()
     }
 }
 
@@ -457,7 +461,7 @@ where
     };
     // Builders between runs: a run takes one (or makes one) and puts it back, so that the
     // node-indexed arrays and the caches of what depends on the binary alone (inline chains,
-    // names, call probes) are made once per worker rather than once per run. Exact: each cache
+    // names) are made once per worker rather than once per run. Exact: each cache
     // maps its key to one value whichever run asks.
     let idle: std::sync::Mutex<Vec<ProbeCsBuilder<P>>> = Default::default();
     let build = |block: &[(&[Vaddr], &Counters)],
@@ -483,7 +487,6 @@ where
                     key: Vec::new(),
                     seen: Vec::new(),
                     stamp: 0,
-                    call_probes: HashMap::new(),
                     inline_context_of: vec![0; probes.node_count()],
                     inline_contexts: Vec::new(),
                     buffers: Default::default(),
@@ -680,8 +683,6 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     seen: Vec<u32>,
     /// The current resolve's mark in `seen`, never 0.
     stamp: u32,
-    /// [`ProbeView::call_probe_at`] by call site, kept across the builder's runs.
-    call_probes: HashMap<Vaddr, Option<Probe>>,
     /// By node index: 1 + the index in `inline_contexts` of the node's expansion, 0 before it is
     /// made.
     inline_context_of: Vec<u32>,
@@ -979,11 +980,7 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         frames: &mut Vec<Frame>,
     ) -> Option<()> {
         for &a in sites.iter().rev() {
-            let probes = self.probes;
-            let Some(call) = *self.call_probes.entry(a).or_insert_with(|| probes.call_probe_at(a))
-            else {
-                break;
-            };
+            let Some(call) = self.probes.call_probe_at(a) else { break };
             calls.push(call);
         }
         for call in calls.iter().rev() {
