@@ -16,6 +16,7 @@ use crate::input::{RawBranch, RawWord, Sample};
 use crate::mapping::{AddressMap, ProcessView};
 use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 use std::hash::BuildHasher;
+use std::sync::OnceLock;
 
 /// How samples are to be read.
 #[derive(Clone, Copy, Debug, Default)]
@@ -263,16 +264,167 @@ pub mod key {
     }
 }
 
+/// Distinct keys (see [`key`]) and their counts, split by hash into [`Stacks::SHARDS`] shards
+/// so that the maps of several workers can be merged shard by shard.
+#[derive(Default)]
+struct Stacks {
+    shards: [KeyShard; Stacks::SHARDS],
+}
+
+/// Keys kept in records back to back in chunks: a run's hundreds of thousands of keys take a few
+/// hundred allocations, not one each (no million frees at the end), and chunks of one size are
+/// reused as they are freed (no holes). A record is the key's hash (the same in every map of the
+/// run, so merging needs no re-hash), its count, its length (8, 8 and 4 bytes, little-endian),
+/// then the key; it never spans two chunks.
+#[derive(Default)]
+struct KeyShard {
+    chunks: Vec<Vec<u8>>,
+    /// The records by key: their positions, `chunk << 32 | offset`.
+    index: HashTable<u64>,
+}
+
+/// Bytes before a record's key.
+const HEAD: usize = 20;
+
+/// A record's hash, count and key.
+fn record(chunk: &[u8], at: usize) -> (u64, u64, &[u8]) {
+    let word = |i: usize| chunk.get(at + i..).and_then(|w| w.first_chunk::<8>()).copied();
+    let (hash, count) = (word(0).unwrap_or_default(), word(8).unwrap_or_default());
+    let len = chunk.get(at + 16..).and_then(|w| w.first_chunk::<4>()).copied().unwrap_or_default();
+    let key = chunk.get(at + HEAD..).and_then(|k| k.get(..u32::from_le_bytes(len) as usize));
+    (u64::from_le_bytes(hash), u64::from_le_bytes(count), key.unwrap_or_default())
+}
+
+/// The records of `chunk` in order: each one's offset, hash, count and key.
+fn records(chunk: &[u8]) -> impl Iterator<Item = (usize, u64, u64, &[u8])> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        (at < chunk.len()).then(|| {
+            let (hash, count, key) = record(chunk, at);
+            let here = at;
+            at += HEAD + key.len();
+            (here, hash, count, key)
+        })
+    })
+}
+
+impl Stacks {
+    const SHARDS: usize = 16;
+
+    /// The hash of `key`, seeded once per run so that every map of the run agrees.
+    fn hash(key: &[u8]) -> u64 {
+        static SEED: OnceLock<DefaultHashBuilder> = OnceLock::new();
+        SEED.get_or_init(DefaultHashBuilder::default).hash_one(key)
+    }
+
+    /// The shard of a key hashed to `hash`: bits that hashbrown uses neither for its buckets
+    /// (the low bits) nor for its tags (the top seven).
+    fn shard(hash: u64) -> usize {
+        (hash >> 32) as usize % Self::SHARDS
+    }
+
+    fn add(&mut self, key: &[u8], count: u64) {
+        let hash = Self::hash(key);
+        self.shards[Self::shard(hash)].add(hash, key, count);
+    }
+
+    fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.index.len()).sum()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> {
+        let chunks = self.shards.iter().flat_map(|s| &s.chunks);
+        chunks.flat_map(|c| records(c).map(|(_, _, count, key)| (key, count)))
+    }
+
+    /// Sets every count to `f` of it.
+    fn map_counts(&mut self, f: impl Fn(u64) -> u64) {
+        for chunk in self.shards.iter_mut().flat_map(|s| &mut s.chunks) {
+            let mut at = 0;
+            while at < chunk.len() {
+                let (_, count, key) = record(chunk, at);
+                let next = at + HEAD + key.len();
+                chunk[at + 8..at + 16].copy_from_slice(&f(count).to_le_bytes());
+                at = next;
+            }
+        }
+    }
+
+    /// Adds the keys and counts of `other`.
+    fn merge(&mut self, other: Stacks) {
+        for (into, from) in self.shards.iter_mut().zip(other.shards) {
+            into.merge(from);
+        }
+    }
+}
+
+impl KeyShard {
+    /// Bytes of a chunk: the first ones smaller, for inputs with few stacks.
+    const CHUNK: usize = 64 << 10;
+
+    fn add(&mut self, hash: u64, key: &[u8], count: u64) {
+        let chunks = &self.chunks;
+        let alike = |&pos: &u64| {
+            let (h, _, k) = record(&chunks[(pos >> 32) as usize], pos as u32 as usize);
+            h == hash && k == key
+        };
+        if let Some(&pos) = self.index.find(hash, alike) {
+            let (chunk, at) = (&mut self.chunks[(pos >> 32) as usize], pos as u32 as usize);
+            let c = &mut chunk[at + 8..at + 16];
+            let sum = u64::from_le_bytes(c.try_into().unwrap_or_default()).saturating_add(count);
+            c.copy_from_slice(&sum.to_le_bytes());
+            return;
+        }
+        let need = HEAD + key.len();
+        let room = self.chunks.last().map_or(0, |c| c.capacity() - c.len());
+        if room < need {
+            let last = self.chunks.last().map_or(0, Vec::capacity);
+            let size = (2 * last).clamp(4 << 10, Self::CHUNK).max(need);
+            self.chunks.push(Vec::with_capacity(size));
+        }
+        let i = self.chunks.len() - 1;
+        let chunk = &mut self.chunks[i];
+        let pos = (i as u64) << 32 | chunk.len() as u64;
+        chunk.extend_from_slice(&hash.to_le_bytes());
+        chunk.extend_from_slice(&count.to_le_bytes());
+        chunk.extend_from_slice(&(key.len() as u32).to_le_bytes());
+        chunk.extend_from_slice(key);
+        let chunks = &self.chunks;
+        self.index.insert_unique(hash, pos, |&p| {
+            record(&chunks[(p >> 32) as usize], p as u32 as usize).0
+        });
+    }
+
+    /// Adds the keys and counts of `other`, the smaller into the larger, freeing its chunks as
+    /// they are copied.
+    fn merge(&mut self, mut other: KeyShard) {
+        if other.index.len() > self.index.len() {
+            std::mem::swap(self, &mut other);
+        }
+        drop(other.index);
+        for chunk in other.chunks {
+            for (_, hash, count, key) in records(&chunk) {
+                self.add(hash, key, count);
+            }
+        }
+    }
+}
+
 /// What aggregation keeps: samples with call stacks are kept whole (distinct ones, counted) to be
 /// unwound later; LBR-only and IP samples need no context, so they are reduced at once to raw
 /// counters, and memory stays flat however many samples there are.
 #[derive(Default)]
 pub struct AggregatedSamples {
-    map: HashMap<Box<[u8]>, u64>,
-    /// Maps of other workers, kept apart rather than merged: unwinding is linear in the counts,
-    /// so a stack counted in two maps gives the same result as its summed count, and re-hashing
-    /// every key into one map would cost more than unwinding a few stacks twice.
-    merged: Vec<HashMap<Box<[u8]>, u64>>,
+    stacks: Stacks,
+    /// Maps of other workers and inputs, kept apart until [`merge_worker_maps`] (unwinding is
+    /// linear in the counts, so maps of different inputs need not be merged).
+    ///
+    /// [`merge_worker_maps`]: Self::merge_worker_maps
+    merged: Vec<Stacks>,
     /// Straight-line pairs (target of an entry, source of the next newer one) with both ends in
     /// the binary, and branches with an internal target, not yet checked for plausibility (see
     /// [`super::lbr::lbr_counters`]). IP samples give one-instruction pairs.
@@ -286,26 +438,22 @@ pub struct AggregatedSamples {
 }
 
 impl AggregatedSamples {
-    /// Distinct stacks, counted once per worker that saw them.
+    /// Distinct stacks, counted once per map that holds them.
     pub fn len(&self) -> usize {
-        self.maps().map(HashMap::len).sum()
+        self.maps().map(Stacks::len).sum()
     }
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.maps().all(Stacks::is_empty)
     }
-    fn maps(&self) -> impl Iterator<Item = &HashMap<Box<[u8]>, u64>> {
-        std::iter::once(&self.map).chain(&self.merged)
+    fn maps(&self) -> impl Iterator<Item = &Stacks> {
+        std::iter::once(&self.stacks).chain(&self.merged)
     }
     /// The stored keys (see [`key`]) and counts, for decoding in parallel.
     pub fn entries(&self) -> Vec<(&[u8], u64)> {
-        self.maps().flat_map(|m| m.iter().map(|(k, &c)| (&**k, c))).collect()
+        self.maps().flat_map(Stacks::iter).collect()
     }
     fn add(&mut self, key: &[u8], count: u64) {
-        if let Some(c) = self.map.get_mut(key) {
-            *c = c.saturating_add(count);
-        } else {
-            self.map.insert(key.into(), count);
-        }
+        self.stacks.add(key, count);
     }
     /// Puts this input's counts, weighted by `w`, in the run's fixed-point unit (see
     /// [`super::weighting`]).
@@ -322,8 +470,11 @@ impl AggregatedSamples {
         };
         self.raw.ranges.values_mut().for_each(&scale);
         self.raw.branches.values_mut().for_each(&scale);
-        for m in std::iter::once(&mut self.map).chain(&mut self.merged) {
-            m.values_mut().for_each(&scale);
+        for m in std::iter::once(&mut self.stacks).chain(&mut self.merged) {
+            m.map_counts(|mut v| {
+                scale(&mut v);
+                v
+            });
         }
         self.weights = RangeWeights::run_unit();
     }
@@ -332,10 +483,7 @@ impl AggregatedSamples {
     /// unwinder's per-stack warnings would vary from run to run at two threads or more.
     pub fn merge_worker_maps(&mut self) {
         for m in std::mem::take(&mut self.merged) {
-            for (key, n) in m {
-                let c = self.map.entry(key).or_default();
-                *c = c.saturating_add(n);
-            }
+            self.stacks.merge(m);
         }
     }
     pub fn merge(&mut self, mut other: AggregatedSamples) {
@@ -343,9 +491,9 @@ impl AggregatedSamples {
         self.normalize.merge(&other.normalize);
         self.weights.merge(&other.weights);
         self.raw.merge(&other.raw);
-        for m in std::iter::once(std::mem::take(&mut other.map)).chain(other.merged) {
-            if self.map.is_empty() {
-                self.map = m;
+        for m in std::iter::once(std::mem::take(&mut other.stacks)).chain(other.merged) {
+            if self.stacks.is_empty() {
+                self.stacks = m;
             } else if !m.is_empty() {
                 self.merged.push(m);
             }
@@ -1353,6 +1501,43 @@ mod tests {
         let (at_once, entries_at_once, stats_at_once) = aggregate(u64::MAX);
         assert_eq!(at_once, (0, 0));
         assert_eq!((entries, stats), (entries_at_once, stats_at_once));
+    }
+
+    /// Keys of every size (empty, and longer than a chunk) are kept across chunks and shards, and
+    /// maps merge to the summed counts of every key, whichever map is larger.
+    #[test]
+    fn stored_keys_merge_to_summed_counts() {
+        let key = |i: usize| -> Vec<u8> {
+            let len = match i % 50 {
+                0 => 0,
+                1 => KeyShard::CHUNK + i,
+                _ => i % 300,
+            };
+            (0..len).map(|j| (i * 7 + j) as u8).collect()
+        };
+        let mut want: std::collections::BTreeMap<Vec<u8>, u64> = Default::default();
+        let mut maps: Vec<AggregatedSamples> = Vec::new();
+        for (m, (from, to, step)) in
+            [(0, 3000, 1), (1500, 9000, 2), (0, 400, 7)].into_iter().enumerate()
+        {
+            let mut worker = AggregatedSamples::default();
+            for i in (from..to).step_by(step) {
+                let n = (i + m) as u64;
+                worker.add(&key(i), n);
+                worker.add(&key(i), 1);
+                *want.entry(key(i)).or_default() += n + 1;
+            }
+            maps.push(worker);
+        }
+        let mut all = AggregatedSamples::default();
+        for m in maps {
+            all.merge(m);
+        }
+        all.merge_worker_maps();
+        assert_eq!(all.len(), want.len());
+        let got: std::collections::BTreeMap<Vec<u8>, u64> =
+            all.entries().into_iter().map(|(k, n)| (k.to_vec(), n)).collect();
+        assert_eq!(got, want);
     }
 
     /// A stack that two workers of one input counted is one distinct stack with the summed count,
