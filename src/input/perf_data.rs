@@ -52,7 +52,7 @@ use std::sync::Mutex;
 
 use abi::{FILE_HEADER_SIZE, MAGIC};
 use attr::Attr;
-use bytes::{Loc, prefetch, prefetch_lines, u16_at, u32_at, u64_at};
+use bytes::{Loc, prefetch_lines, u16_at, u32_at, u64_at};
 use decode::{Decoder, Sink, malformed};
 
 use crate::error::Error;
@@ -63,9 +63,7 @@ const PIPE_HEADER_SIZE: u64 = 16;
 /// How often (in input bytes) [`PerfData::decode_in_time_order_releasing`] reports progress:
 /// also how far the pages its caller releases lag behind.
 const CONSUMED_STEP: usize = 1 << 20;
-/// How far ahead of the record being read the input's lines are prefetched: headers are found
-/// one after another, each from the record before, so without a hint every record would wait for
-/// memory in turn.
+/// How far ahead of the record being read the input's pages are touched.
 const PREFETCH_AHEAD: usize = 4096;
 /// perf's `perf_file_attr`: the attr followed by the (offset, size) section of its ids.
 const IDS_SECTION_SIZE: usize = 16;
@@ -585,17 +583,12 @@ impl<'a> PerfData<'a> {
         let data = self.bytes.get(range.start..end).unwrap_or_default();
         let mut pos = 0;
         let mut reported = 0;
-        // Every line up to PREFETCH_AHEAD past the record being read is being loaded.
-        let mut prefetched = 0;
         while pos < data.len() {
-            // Past a skipped payload (AUXTRACE, TRACING_DATA), start from the record's line.
-            prefetched = prefetched.max(pos & !63);
-            while prefetched < pos + PREFETCH_AHEAD {
-                prefetch(data, prefetched);
-                prefetched += 64;
-            }
-            // A prefetch into a page not mapped yet is dropped: a load there has the kernel map
-            // it (and the pages around it) before the prefetches and the walk get there.
+            // A load ahead has the kernel map the page there (and the pages around it) before the
+            // walk gets there. Lines are not prefetched: the walk reads each record's first lines
+            // in file order, which the CPU's own prefetchers follow, and the rest of a record is
+            // read where it is counted, with hints of its own (`TimeOrder::prefetch`,
+            // `SampleBodies::prefetch`); loading every line here as well cost more than it saved.
             if let Some(b) = data.get(pos + PREFETCH_AHEAD) {
                 std::hint::black_box(*b);
             }

@@ -78,8 +78,7 @@ impl Loc {
 }
 
 /// Asks the CPU to start loading the cache line of `data[pos]` (nothing when `pos` lies outside
-/// `data`): record headers are found one after another, each position read from the record
-/// before, so without a hint every record costs a full memory latency in turn.
+/// `data`).
 #[inline(always)]
 pub(super) fn prefetch(data: &[u8], pos: usize) {
     #[cfg(target_arch = "x86_64")]
