@@ -261,35 +261,35 @@ fn post_process_cs_with(
         spent_trie = Some(trie);
         merge_cold = opts.merge_cold_context.unwrap_or(false);
     }
-    // The pre-inliner's trie is freed on another thread while the passes below run.
-    rayon::join(
-        move || drop(spent_trie),
-        || {
-            if opts.trim_cold_profile || merge_cold {
-                stats.cold_profiles_removed = trim_and_merge_cold_contexts(
-                    profile,
-                    thresholds.hot,
-                    opts.trim_cold_profile,
-                    merge_cold,
-                    opts.max_cold_context_depth,
-                    opts.preinliner,
-                );
-            }
-            if opts.mark_all_context_preinlined {
-                // Upstream llvm-profgen's `--mark-all-context-preinlined`: every context is kept
-                // inlined by nesting and by the compiler, replaying the binary's inlining in full.
-                for fs in profile.functions.values_mut() {
-                    fs.attributes |= crate::profile::attr::SHOULD_BE_INLINED;
-                }
-                profile.kind.preinlined = true;
-            }
-            if opts.gen_cs_nested_profile {
-                convert_cs_to_nested(profile, opts.generate_merged_base_profiles);
-                stats.nested = true;
-            }
-            stats.ambiguous_profiles_removed = filter_ambiguous_profiles(profile);
-        },
-    );
+    // The pre-inliner's spent trie is freed by whichever worker is idle, while the passes
+    // below and the writing run: its merged-away profiles take longer to free than nesting
+    // takes. Only memory is freed there: the output waits for nothing.
+    if let Some(trie) = spent_trie {
+        rayon::spawn(move || drop(trie));
+    }
+    if opts.trim_cold_profile || merge_cold {
+        stats.cold_profiles_removed = trim_and_merge_cold_contexts(
+            profile,
+            thresholds.hot,
+            opts.trim_cold_profile,
+            merge_cold,
+            opts.max_cold_context_depth,
+            opts.preinliner,
+        );
+    }
+    if opts.mark_all_context_preinlined {
+        // Upstream llvm-profgen's `--mark-all-context-preinlined`: every context is kept
+        // inlined by nesting and by the compiler, replaying the binary's inlining in full.
+        for fs in profile.functions.values_mut() {
+            fs.attributes |= crate::profile::attr::SHOULD_BE_INLINED;
+        }
+        profile.kind.preinlined = true;
+    }
+    if opts.gen_cs_nested_profile {
+        convert_cs_to_nested(profile, opts.generate_merged_base_profiles);
+        stats.nested = true;
+    }
+    stats.ambiguous_profiles_removed = filter_ambiguous_profiles(profile);
     stats
 }
 

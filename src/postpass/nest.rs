@@ -4,6 +4,7 @@
 //! top-level profiles.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 
 use super::trie::merge_samples;
 use hashbrown::HashMap;
@@ -14,12 +15,18 @@ use crate::profile::{Context, FunctionSamples, Profile, attr};
 /// A frame trie node; children ordered by call-site hash as in LLVM, which decides which
 /// profile reaches a shared top-level name first (and so whose attributes it keeps). Nodes live
 /// in one vector and are walked with an explicit stack: contexts can be deep.
-#[derive(Default)]
+/// Names are the contexts' shared ones (ordered as their text), copied without their text.
 struct FrameNode {
     callsite: LineLocation,
-    func: String,
+    func: FuncName,
     samples: Option<FunctionSamples>,
-    children: BTreeMap<(u64, String, LineLocation), usize>,
+    children: BTreeMap<(u64, FuncName, LineLocation), usize>,
+}
+
+impl FrameNode {
+    fn new(callsite: LineLocation, func: FuncName) -> Self {
+        FrameNode { callsite, func, samples: None, children: BTreeMap::new() }
+    }
 }
 
 const ROOT: usize = 0;
@@ -28,7 +35,7 @@ const ROOT: usize = 0;
 /// `merged_base`: `--generate-merged-base-profiles`, also merge every nested profile into its
 /// function's top-level profile, marking the nested copy DuplicatedIntoBase.
 pub fn convert_cs_to_nested(profile: &mut Profile, merged_base: bool) {
-    let mut nodes = vec![FrameNode::default()];
+    let mut nodes = vec![FrameNode::new(LineLocation::default(), "".into())];
     // GUIDs by the address of the (shared) name's text, each name kept so the address stays
     // its own: frames mostly share one name per function.
     let mut guids: HashMap<usize, (FuncName, u64)> = HashMap::new();
@@ -44,15 +51,11 @@ pub fn convert_cs_to_nested(profile: &mut Profile, merged_base: bool) {
                 .entry(func.as_ptr() as usize)
                 .or_insert_with(|| (func.clone(), md5_guid(func)))
                 .1;
-            let key = (callsite_hash_from_guid(guid, loc), func.to_string(), loc);
+            let key = (callsite_hash_from_guid(guid, loc), func.clone(), loc);
             let next = nodes.len();
             node = *nodes[node].children.entry(key).or_insert(next);
             if node == next {
-                nodes.push(FrameNode {
-                    callsite: loc,
-                    func: func.to_string(),
-                    ..Default::default()
-                });
+                nodes.push(FrameNode::new(loc, func.clone()));
             }
             loc = frame_loc;
         }
@@ -94,17 +97,30 @@ fn convert(
                 let removed = remove_call_target_and_body(parent, callsite, &func);
                 parent.total_samples = parent.total_samples.saturating_sub(removed);
                 if merged_base {
-                    merge_samples(top_level.entry(func.clone()).or_default(), &child_fs);
+                    merge_samples(top_level.entry(func.to_string()).or_default(), &child_fs);
                 }
                 let callees = parent.callsites.entry(callsite).or_default();
-                let nested = callees.entry(func).or_insert(child_fs);
+                let nested = callees.entry(func.to_string()).or_insert(child_fs);
                 if merged_base {
                     nested.attributes |= attr::DUPLICATED_INTO_BASE;
                 }
             }
-            None => merge_samples(top_level.entry(func).or_default(), &child_fs),
+            None => match top_level.entry(func.to_string()) {
+                // The first profile of a name moves there when merging it into an empty profile
+                // would copy it as it is.
+                Entry::Vacant(e) if merges_as_is(&child_fs) => {
+                    e.insert(child_fs);
+                }
+                e => merge_samples(e.or_default(), &child_fs),
+            },
         }
     }
+}
+
+/// Whether [`merge_samples`] into an empty profile makes a copy of `fs` equal to it: it does
+/// unless a callee map within is empty (the merge makes none).
+fn merges_as_is(fs: &FunctionSamples) -> bool {
+    fs.callsites.values().all(|callees| !callees.is_empty() && callees.values().all(merges_as_is))
 }
 
 /// `FunctionSamples::removeCalledTargetAndBodySample`: drops the call target and subtracts its
@@ -119,4 +135,44 @@ fn remove_call_target_and_body(fs: &mut FunctionSamples, loc: LineLocation, call
         fs.body.remove(&loc);
     }
     count
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(name: &str, count: u64) -> FunctionSamples {
+        let mut fs = FunctionSamples::new(name);
+        fs.total_samples = count;
+        fs.head_samples = 1;
+        fs.checksum = Some(7);
+        fs.attributes = attr::SHOULD_BE_INLINED;
+        fs.add_body(LineLocation::new(1, 0), count);
+        fs.add_call_target(LineLocation::new(2, 0), "g", count);
+        fs
+    }
+
+    /// Moving a first top-level profile stands for merging it into an empty one exactly when
+    /// [`merges_as_is`] says so (a nameless profile's attributes are copied too).
+    #[test]
+    fn a_profile_merges_as_is_unless_a_callee_map_is_empty() {
+        let merged = |fs: &FunctionSamples| {
+            let mut to = FunctionSamples::default();
+            merge_samples(&mut to, fs);
+            to
+        };
+        let mut fs = nested("f", 5);
+        fs.callsites.entry(LineLocation::new(2, 0)).or_default().insert("g".into(), nested("", 3));
+        assert!(merges_as_is(&fs));
+        assert_eq!(merged(&fs), fs);
+
+        let mut empty_callees = fs.clone();
+        empty_callees.callsites.values_mut().for_each(|c| {
+            c.values_mut().for_each(|g| {
+                g.callsites.entry(LineLocation::new(3, 0)).or_default();
+            })
+        });
+        assert!(!merges_as_is(&empty_callees));
+        assert_ne!(merged(&empty_callees), empty_callees);
+    }
 }
