@@ -1231,24 +1231,34 @@ pub fn unwind_all_with<C: CodeView + Sync + ?Sized, T: Sync>(
     opts: UnwindOptions,
 ) -> (ContextCounters, UnwindStats) {
     use rayon::prelude::*;
-    // One unwinder per piece of work rayon splits off (a few per thread), not per chunk: each
-    // keeps its reused buffers and its own counters by stack, turned into contexts by the
-    // worker; the pieces' contexts merge shard by shard.
+    use std::sync::Mutex;
+    // One unwinder per thread, kept from chunk to chunk (not one per piece of work rayon splits
+    // off, a dozen or more at 2 threads once it steals): each keeps its direct-mapped caches warm
+    // and its own counters by stack, so a stack met by several pieces of one thread is turned
+    // into a context once, and no unwinder is made, drained and merged per piece. A thread runs
+    // one chunk at a time, so its slot is free when it takes it. Exact: counts are summed, in
+    // any grouping; the unwinders' contexts merge shard by shard as before.
+    let slots: Vec<_> = (0..rayon::current_num_threads())
+        .map(|_| Mutex::new(None::<(Unwinder<C>, HybridSample)>))
+        .collect();
+    items.par_chunks(256).for_each(|chunk| {
+        let i = rayon::current_thread_index().unwrap_or(0) % slots.len();
+        let mut slot = slots[i].lock().unwrap_or_else(|e| e.into_inner());
+        let (u, s) =
+            slot.get_or_insert_with(|| (Unwinder::new(code, opts), HybridSample::default()));
+        for item in chunk {
+            let n = sample(item, s);
+            u.unwind(s, n);
+        }
+    });
+    let unwinders: Vec<Unwinder<C>> = slots
+        .into_iter()
+        .filter_map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
+        .map(|(u, _)| u)
+        .collect();
     let hasher = hashbrown::DefaultHashBuilder::default();
-    let (contexts, stats) = items
-        .par_chunks(256)
-        .fold(
-            || (Unwinder::new(code, opts), HybridSample::default()),
-            |(mut u, mut s), chunk| {
-                for item in chunk {
-                    let n = sample(item, &mut s);
-                    u.unwind(&s, n);
-                }
-                (u, s)
-            },
-        )
-        .map(|(u, _)| u.into_contexts(hasher.clone()))
-        .reduce(
+    let (contexts, mut stats) =
+        unwinders.into_par_iter().map(|u| u.into_contexts(hasher.clone())).reduce(
             || (ContextShards::new(hasher.clone()), UnwindStats::default()),
             |(mut c1, mut s1), (c2, s2)| {
                 c1.merge(c2);
@@ -1256,6 +1266,8 @@ pub fn unwind_all_with<C: CodeView + Sync + ?Sized, T: Sync>(
                 (c1, s1)
             },
         );
+    // Which thread met a bogus trace varies: listed in one order.
+    stats.bogus_traces.sort_unstable();
     (contexts.into_counters(), stats)
 }
 
