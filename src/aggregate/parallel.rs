@@ -17,7 +17,9 @@
 //! between their samples), which is the state of its own map when the batch is full, and reduces
 //! its held samples before its map changes ([`BatchSender::before_change`]). A batch with changes
 //! waits for room in the channel instead (with many processes, replaying every change into a
-//! copy of the reader's own made two threads slower than one).
+//! copy of the reader's own made two threads slower than one). The samples it holds past its
+//! limit go to a worker to reduce ([`BatchSender::hand_off`]), read under the map at their log
+//! position like a batch.
 //!
 //! Memory stays bounded: the channel holds at most two batches per thread, and the log drops
 //! the changes every copy of the map has applied. The reader keeps the pages of records handed
@@ -25,7 +27,7 @@
 //! ends once its records span [`BATCH_SPAN`] bytes of input, and a batch a worker is slow on (one
 //! that reduces its held samples) keeps its own span mapped, not all the input read after it.
 
-use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats};
+use super::samples::{AggregatedSamples, Aggregator, HeldSamples, SampleOptions, SampleStats};
 use crate::addr::RuntimeAddr;
 use crate::binary::Binary;
 use crate::input::perf_data::{PageReleaser, SampleBodies};
@@ -78,6 +80,9 @@ struct Batch {
     /// [`InFlight`]).
     seq: u64,
     span: Option<Range<usize>>,
+    /// Samples the reading thread held, read under the map at `log_start`, for the worker to
+    /// reduce (see [`BatchSender::hand_off`]).
+    held: Option<HeldSamples>,
 }
 
 /// The batches handed out by position and not yet aggregated: `(seq, span)`.
@@ -225,6 +230,9 @@ impl Batch {
         bodies: &mut Option<SampleBodies<'_>>,
     ) {
         replica.catch_up(agg, log, self.log_start);
+        if let Some(held) = &self.held {
+            agg.reduce_held(&replica.map, held);
+        }
         let (mut next, mut at) = (0, (0, 0));
         for (i, change) in &self.changes {
             let i = *i as usize;
@@ -294,6 +302,8 @@ pub struct BatchSender<'b, 's> {
     /// The reading thread's own aggregation of the batches it finds no room for, under the
     /// reading thread's map.
     worker: Worker<'b, 's>,
+    /// The reading thread's held samples, to go to the workers before any later batch.
+    handoff: Option<Batch>,
     /// [`finish`](Self::finish) was called.
     finished: bool,
 }
@@ -390,6 +400,11 @@ impl BatchSender<'_, '_> {
     pub fn finish(&mut self, mapper: &mut AddressMapper) {
         self.take_changes(mapper);
         self.flush(mapper.map());
+        // Not sent yet: the last batch had no change (see `flush`), so the map is still the one
+        // they were read under, and the workers have the queued batches to aggregate.
+        if let Some(held) = self.handoff.take().and_then(|b| b.held) {
+            self.worker.agg.reduce_held(mapper.map(), &held);
+        }
         self.worker.agg.flush(mapper.map());
         self.finished = true;
     }
@@ -437,6 +452,17 @@ impl BatchSender<'_, '_> {
             log.trim();
             log.changes.extend(full.changes.iter().map(|(_, c)| c.clone()));
         }
+        // Held samples handed off go before any batch with changes: they were read under the
+        // map before those.
+        if let Some(held) = self.handoff.take() {
+            match self.tx.try_send(held) {
+                Err(TrySendError::Full(held)) if full.changes.is_empty() => {
+                    self.handoff = Some(held);
+                }
+                Err(TrySendError::Full(held)) => drop(self.tx.send(held)),
+                _ => {}
+            }
+        }
         // A batch the channel has no room for is aggregated here when the map did not change
         // while it was read (every change is taken, so `map` is the state its samples were
         // read under): waiting for room would leave a core idle whenever a worker is not
@@ -445,9 +471,28 @@ impl BatchSender<'_, '_> {
         match self.tx.try_send(full) {
             Err(TrySendError::Full(full)) if full.changes.is_empty() => {
                 self.worker.aggregate_unchanged(&full, map, &self.needed, self.pages);
+                self.hand_off(map);
             }
             Err(TrySendError::Full(full)) => drop(self.tx.send(full)),
             _ => {}
+        }
+    }
+
+    /// Hands the reading thread's held samples to the workers once past the limit, instead of
+    /// reducing them here: that took it 15-30 ms on SQLite, during which it sent no batch and the
+    /// workers, done with the queued ones, waited. They go at once if the channel has room, else
+    /// before the next batch (see [`flush`](Self::flush)). The batch being filled has no change
+    /// yet, so `log_end` and `map` are the state of the map they were read under; so are they
+    /// for held samples not sent yet (a batch with changes sends them first).
+    fn hand_off(&mut self, map: &AddressMap) {
+        let Some(held) = self.worker.agg.take_held() else { return };
+        // The workers have not taken the last ones yet: they have work enough.
+        if let Some(earlier) = self.handoff.take().and_then(|b| b.held) {
+            self.worker.agg.reduce_held(map, &earlier);
+        }
+        let batch = Batch { log_start: self.log_end, held: Some(held), ..Batch::default() };
+        if let Err(TrySendError::Full(batch)) = self.tx.try_send(batch) {
+            self.handoff = Some(batch);
         }
     }
 }
@@ -518,15 +563,15 @@ pub fn aggregate_in_parallel<'b, T>(
         dropped_at: AtomicUsize::new(0),
     });
     let pages = by_position.map(|(_, pages)| pages);
-    let worker = || Worker {
-        agg: Aggregator::new(binary, opts),
+    let worker = |agg| Worker {
+        agg,
         bodies: by_position.map(|(bodies, _)| bodies.fork()),
         spans: Vec::new(),
     };
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|i| {
-                let mut w = worker();
+                let mut w = worker(Aggregator::new(binary, opts));
                 let mut replica = Replica { map: initial_map.clone(), worker: i, applied: 0 };
                 let (rx, log, needed, running) = (&rx, &*log, &*needed, &running);
                 scope.spawn(move || {
@@ -545,7 +590,8 @@ pub fn aggregate_in_parallel<'b, T>(
             taken: Vec::new(),
             needed: needed.clone(),
             pages,
-            worker: worker(),
+            worker: worker(Aggregator::new(binary, opts).handing_off_held()),
+            handoff: None,
             finished: false,
         };
         let out = read(&mut sender);

@@ -797,6 +797,20 @@ struct Pending {
     /// Samples still to reduce at once: when few held samples were alike (most LBR stacks
     /// distinct), holding them costs more than it saves, for a while.
     bypass: u64,
+    /// Raw words held before the samples are reduced.
+    limit: usize,
+    /// Past the limit, the samples stay held until [`Aggregator::take_held`] takes them for
+    /// another aggregator to reduce.
+    hands_off: bool,
+}
+
+/// Samples one aggregator held, taken for another to reduce under the same state of the map
+/// ([`Aggregator::take_held`], [`Aggregator::reduce_held`]).
+pub struct HeldSamples {
+    held: Vec<Held>,
+    words: Vec<RawWord>,
+    /// [`AddressMap::generation`] the samples were read under.
+    generation: u64,
 }
 
 /// One distinct held sample: where its words are, and the counts of the samples alike.
@@ -826,7 +840,22 @@ impl Pending {
             generation: 0,
             samples: 0,
             bypass: 0,
+            limit: Pending::MAX_WORDS,
+            hands_off: false,
         }
+    }
+
+    /// Takes the held samples to be reduced, keeping the index's memory; past the limit, when
+    /// fewer than one in four were alike, the next samples bypass holding for a while.
+    fn take(&mut self) -> HeldSamples {
+        let distinct = self.held.len() as u64;
+        if self.words.len() > self.limit && 4 * (self.samples - distinct) < self.samples {
+            self.bypass = Pending::BYPASS;
+        }
+        self.samples = 0;
+        self.index.clear();
+        let (held, words) = (std::mem::take(&mut self.held), std::mem::take(&mut self.words));
+        HeldSamples { held, words, generation: self.generation }
     }
 
     /// Holds a sample of `repeat` samples alike (`cycles` their cycle weights) read in place:
@@ -1073,9 +1102,25 @@ impl<'b> Aggregator<'b> {
         let pid = s.pid.map_or(u64::MAX, |pid| u64::from(pid as u32));
         let head = [pid, callers.len() as u64, leaf];
         p.hold(head, callers, s.branches.0, s.repeat, cycles);
-        if p.words.len() > Pending::MAX_WORDS {
+        if p.words.len() > p.limit && !p.hands_off {
             self.flush(map);
         }
+    }
+
+    /// Holds samples past the limit until [`take_held`](Self::take_held) takes them: for a
+    /// thread that others wait for, which hands its held samples to one of them rather than
+    /// reduce them all in one go. Its limit is a quarter of the usual one: the samples handed
+    /// off are still in memory while it holds the next ones.
+    pub fn handing_off_held(mut self) -> Self {
+        self.pending.limit = Pending::MAX_WORDS / 4;
+        self.pending.hands_off = true;
+        self
+    }
+
+    /// The held samples, once past the limit, for another aggregator to reduce
+    /// ([`reduce_held`](Self::reduce_held)) under the map they were read under.
+    pub fn take_held(&mut self) -> Option<HeldSamples> {
+        (self.pending.words.len() > self.pending.limit).then(|| self.pending.take())
     }
 
     /// Reduces the samples held raw, under `map` (the map they were read under).
@@ -1083,18 +1128,21 @@ impl<'b> Aggregator<'b> {
         if self.pending.held.is_empty() {
             return;
         }
-        debug_assert_eq!(self.pending.generation, map.generation(), "map changed unflushed");
-        let p = &mut self.pending;
-        let distinct = p.held.len() as u64;
-        if p.words.len() > Pending::MAX_WORDS && 4 * (p.samples - distinct) < p.samples {
-            p.bypass = Pending::BYPASS;
-        }
-        p.samples = 0;
-        p.index.clear();
-        let (held, words) = (std::mem::take(&mut p.held), std::mem::take(&mut p.words));
+        let mut held = self.pending.take();
+        self.reduce_held(map, &held);
+        // The buffers are kept for the next samples.
+        held.held.clear();
+        held.words.clear();
+        (self.pending.held, self.pending.words) = (held.held, held.words);
+    }
+
+    /// Reduces samples held raw (here or by another aggregator), under `map`: the state of the
+    /// map they were read under.
+    pub fn reduce_held(&mut self, map: &AddressMap, held: &HeldSamples) {
+        debug_assert_eq!(held.generation, map.generation(), "map changed unflushed");
         let le = |w: &RawWord| u64::from_le_bytes(*w);
-        for h in &held {
-            let key = &words[h.start..h.start + h.len];
+        for h in &held.held {
+            let key = &held.words[h.start..h.start + h.len];
             let [pid, n_callers, leaf] = [le(&key[0]), le(&key[1]), le(&key[2])];
             let pid = (pid != u64::MAX).then_some(pid as u32 as i32);
             let (callers, branches) = key[3..].split_at(n_callers as usize);
@@ -1103,11 +1151,6 @@ impl<'b> Aggregator<'b> {
             let (callers, n) = (callers.iter().map(le), h.n);
             self.reduce(&process, Some(leaf), callers, branches, h.repeat, n, h.cycles);
         }
-        // The buffers are kept for the next samples.
-        let p = &mut self.pending;
-        (p.held, p.words) = (held, words);
-        p.held.clear();
-        p.words.clear();
     }
 
     /// What was counted, once every sample is [`flush`](Self::flush)ed.
@@ -1538,6 +1581,53 @@ mod tests {
         let got: std::collections::BTreeMap<Vec<u8>, u64> =
             all.entries().into_iter().map(|(k, n)| (k.to_vec(), n)).collect();
         assert_eq!(got, want);
+    }
+
+    /// Held samples taken past the limit and reduced by another aggregator (a worker, under the
+    /// same map) count as they count reduced where they were held.
+    #[test]
+    fn held_samples_handed_off_count_as_reduced_where_held() {
+        let (binary, mapper, insts) = fixture();
+        let plain: Vec<Vaddr> =
+            insts.iter().copied().filter(|&a| !binary.is_prolog_or_epilog(a)).collect();
+        let ret = insts.windows(2).find(|w| binary.inst_kind(w[0]) == Some(InstKind::Call));
+        let ret = ret.unwrap()[1];
+        let run = |hand_off: bool| {
+            let mut agg = Aggregator::new(&binary, SampleOptions::default());
+            if hand_off {
+                agg = agg.handing_off_held();
+                agg.pending.limit = 40;
+            }
+            let mut worker = Aggregator::new(&binary, SampleOptions::default());
+            let mut handed = 0;
+            // Each sample three times in a row: enough alike that holding is not bypassed.
+            for i in (0..120).map(|i| i / 3 % 23) {
+                let (from, to) = (plain[i % plain.len()], plain[(i + 1) % plain.len()]);
+                let branches = [BranchStack::entry(
+                    Branch { source: RuntimeAddr(from.0), target: RuntimeAddr(to.0) },
+                    0,
+                )];
+                let callchain = [plain[0].0.to_le_bytes(), ret.0.to_le_bytes()];
+                agg.add(mapper.map(), &Sample::with_stacks(&callchain, &branches));
+                if let Some(held) = agg.take_held() {
+                    worker.reduce_held(mapper.map(), &held);
+                    handed += 1;
+                }
+            }
+            agg.flush(mapper.map());
+            let (mut samples, mut stats) = agg.finish();
+            let (worker_samples, worker_stats) = worker.finish();
+            samples.merge(worker_samples);
+            stats.merge(&worker_stats);
+            samples.merge_worker_maps();
+            let mut entries: Vec<(Vec<u8>, u64)> =
+                samples.entries().into_iter().map(|(k, n)| (k.to_vec(), n)).collect();
+            entries.sort();
+            (handed, entries, stats, samples.weights)
+        };
+        let (handed, entries, stats, weights) = run(true);
+        assert!(handed >= 2, "handed off {handed} times");
+        assert_eq!((0, entries, stats, weights), run(false));
     }
 
     /// A stack that two workers of one input counted is one distinct stack with the summed count,
