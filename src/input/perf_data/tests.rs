@@ -535,3 +535,14 @@ fn free_pages_are_the_whole_pages_between_held_ranges() {
     let (free, released) = free_pages(2 * P, 6 * P, &mut held);
     assert_eq!((free.len(), free[0].clone(), released), (1, 4 * P..6 * P, 2 * P));
 }
+
+/// A string field ends at its first NUL (or the field's end); bytes that are not UTF-8 become
+/// replacement characters instead of failing the read.
+#[test]
+fn string_fields_end_at_nul_and_read_odd_bytes_lossily() {
+    use super::bytes::c_str;
+    assert_eq!(c_str(b"lua\0\0\0\0\0"), "lua");
+    assert_eq!(c_str(b"no nul"), "no nul");
+    assert_eq!(c_str(b"\0after"), "");
+    assert_eq!(c_str(b"a\xffb\0c"), "a\u{fffd}b");
+}
