@@ -1076,13 +1076,15 @@ impl<'b> Aggregator<'b> {
             self.stats.with_call_stack += 1;
         }
         let process = map.process(s.pid);
-        let cycles = self.cycle_weights(s);
         let Some((leaf, callers)) = s.callchain.0.split_first().filter(|_| with_stack) else {
             // Holding does not pay for LBR-only samples.
             let branches = s.branches.iter().map(|b| (b.source.0, b.target.0));
+            let weighting = self.opts.weighting;
+            let cycles = || cycle_weights(weighting, s);
             self.count_lbr(&process, branches, s.repeat, cycles);
             return;
         };
+        let cycles = cycle_weights(self.opts.weighting, s);
         let leaf = self.leaf(&process, process.stamp(), RuntimeAddr(u64::from_le_bytes(*leaf)));
         if self.opts.sample_period.is_some() || self.pending.bypass > 0 {
             self.pending.bypass -= u64::from(self.pending.bypass > 0);
@@ -1159,14 +1161,6 @@ impl<'b> Aggregator<'b> {
         self.ranges.drain_into(&mut self.samples.raw.ranges);
         self.entries.drain_into(&mut self.samples.raw);
         (self.samples, self.stats)
-    }
-
-    /// The cycle weights of `s` when windows are weighted by cycles (else nothing).
-    fn cycle_weights(&self, s: &Sample<'_>) -> CycleWeights {
-        match self.opts.weighting {
-            Weighting::Cycles => CycleWeights::of(s.branches.cycles(), s.repeat),
-            _ => CycleWeights::default(),
-        }
     }
 
     /// Translates and counts `n` samples alike (their repeat counts summing to `repeat`, their
@@ -1298,7 +1292,8 @@ impl<'b> Aggregator<'b> {
         }
     }
 
-    /// Counts an LBR-only sample (`repeat` samples alike, with the cycle weights `cycles`) whose
+    /// Counts an LBR-only sample (`repeat` samples alike, with the cycle weights `cycles`, summed
+    /// only once the window is known to count and its entries are in cache) whose
     /// LBR entries are `branches` (runtime addresses, most recent first): the branches with an
     /// internal target, and the straight-line code between consecutive entries (entry i's target
     /// ran up to entry i-1's source). Unless its weight is known up front, the window is measured
@@ -1309,7 +1304,7 @@ impl<'b> Aggregator<'b> {
         process: &ProcessView<'_>,
         branches: impl Iterator<Item = (u64, u64)> + Clone,
         repeat: u64,
-        mut cycles: CycleWeights,
+        cycles: impl FnOnce() -> CycleWeights,
     ) {
         let w = self.opts.weighting;
         if w == Weighting::Plain && self.opts.sample_period.is_none() && repeat > 0 {
@@ -1326,6 +1321,7 @@ impl<'b> Aggregator<'b> {
             self.stats.outside_binary += 1;
             return;
         }
+        let mut cycles = cycles();
         let mut count = repeat;
         if let Some(p) = self.opts.sample_period {
             // A period is split over the sample's ranges.
@@ -1443,6 +1439,14 @@ impl FoundSlots {
             None => self.complete = false,
         }
         self.n += 1;
+    }
+}
+
+/// The cycle weights of `s` when windows are weighted by cycles (else nothing).
+fn cycle_weights(w: Weighting, s: &Sample<'_>) -> CycleWeights {
+    match w {
+        Weighting::Cycles => CycleWeights::of(s.branches.cycles(), s.repeat),
+        _ => CycleWeights::default(),
     }
 }
 
