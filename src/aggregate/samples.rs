@@ -311,7 +311,8 @@ fn records(chunk: &[u8]) -> impl Iterator<Item = (usize, u64, u64, &[u8])> {
 impl Stacks {
     const SHARDS: usize = 16;
 
-    /// The hash of `key`, seeded once per run so that every map of the run agrees.
+    /// The hash of `key`, seeded once per process so that every map (of every worker and input)
+    /// agrees: merging maps reuses the stored hashes.
     fn hash(key: &[u8]) -> u64 {
         static SEED: OnceLock<DefaultHashBuilder> = OnceLock::new();
         SEED.get_or_init(DefaultHashBuilder::default).hash_one(key)
