@@ -442,7 +442,7 @@ where
     let mut profiles = ContextProfiles::with_hasher(hasher.clone());
     let mut stats = ProbeCsStats::default();
     let shared_names = SharedNames::default();
-    let node_zeros: Vec<OnceLock<VecMap<LineLocation, u64>>> =
+    let node_locs: Vec<OnceLock<VecMap<LineLocation, ()>>> =
         (0..probes.node_count()).map(|_| OnceLock::new()).collect();
     // Sampled leaves and tail-call inference (sequential) of one block run while the block
     // before is built (parallel) and merged.
@@ -492,7 +492,7 @@ where
                     buffers: Default::default(),
                     bodies: Vec::new(),
                     sums: VecMap::default(),
-                    node_zeros: &node_zeros,
+                    node_locs: &node_locs,
                 });
                 for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
                     g.resolved.clear();
@@ -693,9 +693,9 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     /// [`Self::body_samples`]' batch and a profile's sums from it, reused.
     bodies: Vec<(usize, LineLocation, u64)>,
     sums: VecMap<LineLocation, u64>,
-    /// A zero count at each of an inline node's probes, by node index, made once for all runs
-    /// (the first run that needs one makes it).
-    node_zeros: &'a [OnceLock<VecMap<LineLocation, u64>>],
+    /// The locations of an inline node's probes, by node index, made once for all runs (the
+    /// first run that needs one makes it).
+    node_locs: &'a [OnceLock<VecMap<LineLocation, ()>>],
 }
 
 /// What [`ProbeCsBuilder`] resolved in one calling context (cleared for the next).
@@ -814,6 +814,19 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
             }
             sampled_nodes.push((probe.node, leaf.slot));
         }
+        // Unsampled probes of a sampled function instance get explicit zeros, so the compiler
+        // can tell "not executed" from "optimized away". First, so that the sums below add in
+        // place (each of their locations is a probe of a node sampled in their profile).
+        sampled_nodes.sort_unstable();
+        sampled_nodes.dedup();
+        for (node, slot) in sampled_nodes {
+            let probes = self.probes;
+            let locs = self.node_locs[node.0 as usize].get_or_init(|| {
+                let locs = probes.node_probes(node).iter();
+                locs.map(|p| (LineLocation::new(p.index, p.discriminator), ())).collect()
+            });
+            self.profiles.profiles[slot].1.ensure_bodies(locs);
+        }
         bodies.sort_unstable_by_key(|&(slot, loc, _)| (slot, loc));
         let mut sums = std::mem::take(&mut self.sums);
         for profile in bodies.chunk_by(|a, b| a.0 == b.0) {
@@ -826,18 +839,6 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         }
         self.sums = sums;
         self.bodies = bodies;
-        // Unsampled probes of a sampled function instance get explicit zeros, so the compiler
-        // can tell "not executed" from "optimized away".
-        sampled_nodes.sort_unstable();
-        sampled_nodes.dedup();
-        for (node, slot) in sampled_nodes {
-            let probes = self.probes;
-            let zeros = self.node_zeros[node.0 as usize].get_or_init(|| {
-                let locs = probes.node_probes(node).iter();
-                locs.map(|p| (LineLocation::new(p.index, p.discriminator), 0)).collect()
-            });
-            self.profiles.profiles[slot].1.add_bodies(zeros);
-        }
     }
 
     fn boundary_samples<C: CodeView + ?Sized>(
