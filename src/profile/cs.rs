@@ -506,7 +506,15 @@ where
             })
             .collect::<Vec<(ContextProfiles<FrameKey>, ProbeCsStats)>>()
     };
-    let blocks: Vec<&[(&[Vaddr], &Counters)]> = keys.chunks(KEY_BLOCK).collect();
+    // The first block's sampling and inference overlap nothing: the blocks start small and
+    // double up to KEY_BLOCK, each built while the next (at most twice as large) is sampled.
+    let mut blocks: Vec<&[(&[Vaddr], &Counters)]> = Vec::new();
+    let (mut rest, mut len) = (&keys[..], KEY_BLOCK / 8);
+    while !rest.is_empty() {
+        let (block, after) = rest.split_at(len.min(rest.len()));
+        blocks.push(block);
+        (rest, len) = (after, (2 * len).min(KEY_BLOCK));
+    }
     let mut sampled = blocks.first().map(|b| sample(b, inferrer.as_mut()));
     for (i, block) in blocks.iter().enumerate() {
         let (leaves, inferred) = sampled.take().expect("the block was sampled");
