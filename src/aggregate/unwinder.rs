@@ -804,13 +804,16 @@ const UNKNOWN: u32 = u32::MAX;
 /// node; the empty stack is [`ROOT`]), with the counters of each. A frame's stack extends its
 /// caller's by one call site, so finding it costs one lookup, not hashing the whole stack.
 struct Stacks {
-    /// (parent, call site) of each node; the root's is unused.
-    nodes: Vec<(u32, Vaddr)>,
+    /// (parent, call site, index in `counters` or [`UNKNOWN`]) of each node; the root's parent
+    /// and call site are unused.
+    nodes: Vec<(u32, Vaddr, u32)>,
     children: hashbrown::HashMap<(u32, Vaddr), u32>,
     /// Recent `children` lookups, direct-mapped: (parent, child, call site), parent
     /// [`UNKNOWN`] when free. Neighbouring samples walk the same stacks.
     recent: Box<[(u32, u32, Vaddr); RECENT_CHILDREN]>,
-    counters: hashbrown::HashMap<u32, Counters>,
+    /// (node, its counters) of the nodes with counts, found from the node (ids are dense: an
+    /// index, not a hash lookup, per count added).
+    counters: Vec<(u32, Counters)>,
 }
 
 const RECENT_CHILDREN: usize = 1 << 12;
@@ -818,7 +821,7 @@ const RECENT_CHILDREN: usize = 1 << 12;
 impl Default for Stacks {
     fn default() -> Self {
         Stacks {
-            nodes: vec![(0, Vaddr(0))],
+            nodes: vec![(0, Vaddr(0), UNKNOWN)],
             children: Default::default(),
             recent: slots((UNKNOWN, 0, Vaddr(0))),
             counters: Default::default(),
@@ -847,7 +850,7 @@ impl Stacks {
         let next = self.nodes.len() as u32;
         let id = *self.children.entry((parent, site)).or_insert(next);
         if id == next {
-            self.nodes.push((parent, site));
+            self.nodes.push((parent, site, UNKNOWN));
         }
         id
     }
@@ -857,7 +860,13 @@ impl Stacks {
         if h.stack == HeldCount::EMPTY.stack {
             return;
         }
-        let c = self.counters.entry((h.stack >> 1) as u32).or_default();
+        let node = (h.stack >> 1) as u32;
+        let i = &mut self.nodes[node as usize].2;
+        if *i == UNKNOWN {
+            *i = self.counters.len() as u32;
+            self.counters.push((node, Counters::default()));
+        }
+        let c = &mut self.counters[*i as usize].1;
         let map = if h.stack & 1 == 1 { &mut c.branches } else { &mut c.ranges };
         add_count(map, (h.from, h.to), h.count);
     }
@@ -877,7 +886,7 @@ impl Stacks {
         for (mut n, c) in self.counters {
             stack.clear();
             while n != ROOT as u32 {
-                let (parent, site) = self.nodes[n as usize];
+                let (parent, site, _) = self.nodes[n as usize];
                 stack.push(site);
                 n = parent;
             }

@@ -685,6 +685,10 @@ fn held_counts_reach_the_stacks_as_direct_counting_would() {
     // More (stack, kind, pair) keys than slots, each added three times in rounds, so slots are
     // taken over between additions; a count of 0 still makes an entry, sums saturate.
     let mut stacks = Stacks::default();
+    // Stacks 0 (the root) to 36.
+    for i in 1..37 {
+        assert_eq!(stacks.child(ROOT as u32, v(0x9000 + i)), i as u32);
+    }
     let mut held = HeldCounts::new();
     let mut want: HashMap<u32, Counters> = HashMap::new();
     let keys: Vec<(u32, bool, u64, u64)> = (0..3 * HeldCounts::SLOTS as u64)
@@ -703,7 +707,7 @@ fn held_counts_reach_the_stacks_as_direct_counting_would() {
         }
     }
     held.drain_into(&mut stacks);
-    let got = stacks.counters;
+    let got: HashMap<u32, Counters> = stacks.counters.into_iter().collect();
     assert_eq!(got, want);
     // Key 38 (stack 1, a range), key 1 (stack 1, a branch), key 0.
     assert_eq!(got[&1].ranges[&(v(0x1007), v(0x2003))], 3 * 38 + 3);
@@ -740,7 +744,8 @@ fn stacks_intern_each_call_site_once_past_the_recent_lookups() {
     assert_eq!(ids.iter().collect::<BTreeSet<_>>().len(), keys.len());
     for (&(p, a), &id) in keys.iter().zip(&ids).rev() {
         assert_eq!(stacks.child(p, a), id);
-        assert_eq!(stacks.nodes[id as usize], (p, a));
+        let (parent, site, _) = stacks.nodes[id as usize];
+        assert_eq!((parent, site), (p, a));
     }
     assert_eq!(stacks.nodes.len(), keys.len() + 1);
 }
