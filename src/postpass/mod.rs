@@ -179,11 +179,17 @@ pub fn prepare(
         || {
             let trie = ContextTrie::of_contexts(&profile.functions);
             let profiles = trie.profiles_of(profile);
-            let merged = context_less_merge(profile, &trie, &profiles);
-            let thresholds = thresholds(binary, &merged, summary)?;
-            drop(merged);
-            let plan =
-                opts.preinliner.then(|| preinliner::plan(trie, &profiles, opts, &thresholds));
+            // The pre-inliner's call counts read the profiles once more: beside the merge,
+            // whose sequential end (the summary) leaves a core idle.
+            let (thresholds, weights) = rayon::join(
+                || {
+                    let merged = context_less_merge(profile, &trie, &profiles);
+                    thresholds(binary, &merged, summary)
+                },
+                || opts.preinliner.then(|| preinliner::edge_weights(&trie, |s| profiles[s])),
+            );
+            let thresholds = thresholds?;
+            let plan = weights.map(|w| preinliner::plan(trie, &w, opts, &thresholds));
             Ok::<_, Error>((thresholds, plan))
         },
         || profiled.map(|profiled| context_size::context_sizes(binary, &profiled)),

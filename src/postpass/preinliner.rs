@@ -4,6 +4,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
+use rayon::prelude::*;
+
 use super::trie::{ContextTrie, FuncId, NodeId, ROOT, SampleId, state};
 use super::{PostPassOptions, Thresholds};
 use crate::llvm::LineLocation;
@@ -27,17 +29,39 @@ pub(crate) struct Plan {
 }
 
 /// The [`Plan`] of a flat CS profile whose contexts `trie` holds ([`ContextTrie::of_contexts`]),
-/// `profiles` its profiles by sample id ([`ContextTrie::profiles_of`]): read only, so it can be
-/// made beside other readers of the fresh profile.
+/// `weights` the [`edge_weights`] of its profiles: read only, so it can be made beside other
+/// readers of the fresh profile.
 pub(crate) fn plan(
     trie: ContextTrie,
-    profiles: &[&FunctionSamples],
+    weights: &[u64],
     opts: &PostPassOptions,
     thresholds: &Thresholds,
 ) -> Plan {
-    let order =
-        top_down_order(&trie, |s| profiles[s], thresholds.cold, opts.sort_profiled_scc_member);
+    let order = top_down_order(&trie, weights, thresholds.cold, opts.sort_profiled_scc_member);
     Plan { trie, order }
+}
+
+/// The call count ([`edge_weight`]) of the trie edge into each node, by node id, for
+/// [`top_down_order`]: 0 where the node or its caller has no profile (the root's children
+/// included). `profile` gives the profile of a sample id. Each edge reads two profiles, mostly
+/// cache misses, and no other edge: the nodes are taken in parallel.
+pub(crate) fn edge_weights<'a>(
+    trie: &ContextTrie,
+    profile: impl Fn(SampleId) -> &'a FunctionSamples + Sync,
+) -> Vec<u64> {
+    (0..trie.node_count())
+        .into_par_iter()
+        .with_min_len(4096)
+        .map(|n| {
+            let node = trie.node(n);
+            match (node.parent.and_then(|p| trie.node(p).samples), node.samples) {
+                (Some(caller), Some(callee)) => {
+                    edge_weight(profile(caller), profile(callee), node.callsite)
+                }
+                _ => 0,
+            }
+        })
+        .collect()
 }
 
 /// `CSPreInliner::run` on a flat CS profile; leaves a flat CS profile with `preinlined` set.
@@ -63,7 +87,7 @@ pub(crate) fn run_preinliner(
         Some(order) => order,
         None => top_down_order(
             &trie,
-            |s| &trie.samples[s].fs,
+            &edge_weights(&trie, |s| &trie.samples[s].fs),
             thresholds.cold,
             opts.sort_profiled_scc_member,
         ),
@@ -297,12 +321,13 @@ pub(crate) fn head_samples_estimate(fs: &FunctionSamples) -> u64 {
 }
 
 /// `CSPreInliner::buildTopDownOrder` on the profiled call graph (`ProfiledCallGraph` built
-/// from the context trie, edges up to the cold threshold trimmed): Tarjan SCCs from a synthetic
+/// from the context trie, each edge's weight from `weights` ([`edge_weights`]), edges up to the
+/// cold threshold trimmed): Tarjan SCCs from a synthetic
 /// root, nodes and edges visited in function-name order (LLVM's `std::set`s are keyed by name),
 /// members of each SCC optionally ordered by `scc_member_iterator`, whole order reversed.
-fn top_down_order<'a>(
+fn top_down_order(
     trie: &ContextTrie,
-    profile: impl Fn(SampleId) -> &'a FunctionSamples,
+    weights: &[u64],
     cold_threshold: u64,
     sort_scc: bool,
 ) -> Vec<FuncId> {
@@ -315,26 +340,20 @@ fn top_down_order<'a>(
     }
 
     // Edge weights, accumulated over every trie edge between the two functions.
-    let mut weights: Vec<BTreeMap<usize, u64>> = vec![BTreeMap::new(); by_name.len()];
+    let mut edges: Vec<BTreeMap<usize, u64>> = vec![BTreeMap::new(); by_name.len()];
     let mut queue: VecDeque<NodeId> = trie.children(ROOT).collect();
     while let Some(caller) = queue.pop_front() {
-        let caller_samples = trie.node(caller).samples;
         for callee in trie.children(caller) {
             queue.push_back(callee);
-            let weight = match (caller_samples, trie.node(callee).samples) {
-                (Some(cr), Some(ce)) => {
-                    edge_weight(profile(cr), profile(ce), trie.node(callee).callsite)
-                }
-                _ => 0,
-            };
-            let w = weights[rank[trie.node(caller).func as usize]]
+            let weight = weights[callee];
+            let w = edges[rank[trie.node(caller).func as usize]]
                 .entry(rank[trie.node(callee).func as usize] + 1)
                 .or_insert(0);
             *w = w.saturating_add(weight);
         }
     }
     let mut adj: Vec<Vec<(usize, u64)>> = vec![(1..=by_name.len()).map(|n| (n, 0)).collect()];
-    for callees in weights {
+    for callees in edges {
         // Trimming stabilises the order from run to run; a threshold of 0 trims nothing.
         adj.push(
             callees

@@ -170,6 +170,11 @@ impl ContextTrie {
         self.guids[func as usize]
     }
 
+    /// Nodes, by id (the root is 0).
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
     /// Interned functions, by id.
     pub fn func_count(&self) -> usize {
         self.names.len()
