@@ -51,8 +51,10 @@ pub struct ContextSizeTracker {
     nodes: Vec<SizeNode>,
     /// GUID of each name recorded, by the address of its (shared) text: the binary's inline
     /// stacks share one name per function, so each is hashed once, not once per instruction
-    /// context. The name is kept so that its address stays its own.
-    guids: HashMap<usize, (FuncName, u64)>,
+    /// context. The name is kept so that its address stays its own. With it, the function's
+    /// node under the root once made (0 before): the root has a child per function, thousands,
+    /// each found again for every context whose leaf it is.
+    guids: HashMap<usize, (FuncName, u64, usize)>,
     /// The same GUIDs by text, for queries: the pre-inliner's contexts name functions with
     /// other allocations, and a name never recorded has no node.
     names: HashMap<FuncName, u64>,
@@ -98,26 +100,31 @@ impl ContextSizeTracker {
     fn get_or_create(&mut self, inline_stack: &[ContextFrame]) -> usize {
         let mut node = 0;
         for (i, frame) in inline_stack.iter().rev().enumerate() {
+            let address = frame.func.as_ptr() as usize;
+            let (_, guid, root_child) = *self.guids.entry(address).or_insert_with(|| {
+                let guid = md5_guid(&frame.func);
+                self.names.insert(frame.func.clone(), guid);
+                (frame.func.clone(), guid, 0)
+            });
+            if i == 0 && root_child != 0 {
+                node = root_child;
+                continue;
+            }
             let loc = if i == 0 { LineLocation::default() } else { frame.loc };
-            let guid = self
-                .guids
-                .entry(frame.func.as_ptr() as usize)
-                .or_insert_with(|| {
-                    let guid = md5_guid(&frame.func);
-                    self.names.insert(frame.func.clone(), guid);
-                    (frame.func.clone(), guid)
-                })
-                .1;
             let key = (callsite_hash_from_guid(guid, loc), frame.func.clone(), loc);
-            node = match self.nodes[node].children.get(&key) {
-                Some(&child) => child,
-                None => {
-                    let child = self.nodes.len();
-                    self.nodes.push(SizeNode::default());
-                    self.nodes[node].children.insert(key, child);
-                    child
-                }
-            };
+            let fresh = self.nodes.len();
+            // One search: a new child goes where it ended (node 0, the root, is no child).
+            let slot = self.nodes[node].children.get_or_insert_with(&key, || key.clone());
+            if *slot == 0 {
+                *slot = fresh;
+            }
+            node = *slot;
+            if node == fresh {
+                self.nodes.push(SizeNode::default());
+            }
+            if i == 0 {
+                self.guids.get_mut(&address).expect("recorded above").2 = node;
+            }
         }
         node
     }
@@ -174,6 +181,8 @@ pub fn profiled_functions(binary: &Binary, counters: &ContextCounters) -> Vec<Fu
         .par_chunks(run)
         .flat_map_iter(|run| {
             let mut funcs = Vec::new();
+            // Each function pushed once, in the order first met.
+            let mut seen = vec![false; binary.functions().len()];
             // A context's addresses mostly fall in the function of the one before: that one is
             // pushed already, and needs no search.
             let mut last: Option<(&FuncRange, std::ops::Range<Vaddr>)> = None;
@@ -182,7 +191,9 @@ pub fn profiled_functions(binary: &Binary, counters: &ContextCounters) -> Vec<Fu
                     return;
                 }
                 last = binary.func_range_span(a);
-                if let Some((r, _)) = &last {
+                if let Some((r, _)) = &last
+                    && !std::mem::replace(&mut seen[r.func.0 as usize], true)
+                {
                     funcs.push(r.func);
                 }
             };
@@ -196,8 +207,6 @@ pub fn profiled_functions(binary: &Binary, counters: &ContextCounters) -> Vec<Fu
                     add(dst);
                 }
             }
-            funcs.sort_unstable();
-            funcs.dedup();
             funcs
         })
         .collect();
