@@ -10,12 +10,10 @@
 use super::lbr::lbr_counters;
 use super::parallel::{NeededInput, aggregate_in_parallel};
 use super::pga::{self, Aggregate};
-use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats, key};
+use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats};
 use super::traces::{FunctionTable, ProcessFunctions, TemporalTraces, TraceCollector};
 use super::unsymbolized::{self, UnsymbolizedOptions};
-use super::unwinder::{
-    MAX_BRANCHES, NormalizeStats, StackOrder, UnwindOptions, UnwindStats, unwind_all_with,
-};
+use super::unwinder::{MAX_BRANCHES, NormalizeStats, UnwindOptions, UnwindStats, unwind_all_with};
 use super::weighting::{LbrWeighting, Weighting, event_unit};
 use super::{ContextCounters, ContextKey};
 use crate::binary::Binary;
@@ -886,7 +884,7 @@ fn samples_to_counters(
         return out;
     }
     let normalize = &samples.normalize;
-    let entries = in_stack_order(samples.entries());
+    let entries = samples.in_stack_order();
     let probe_based = binary.probes().is_some();
     let mut context = opts.context;
     if probe_based && opts.max_unsymbolized_context_depth != -1 {
@@ -897,15 +895,8 @@ fn samples_to_counters(
     }
     let opts =
         UnwindOptions { probe_based, context, tail_call_frames: !opts.sample.llvm_compatible };
-    let (mut counters, unwind) = unwind_all_with(
-        binary,
-        &entries,
-        |(k, n), out| {
-            key::decode_into(k, out);
-            *n
-        },
-        opts,
-    );
+    let (mut counters, unwind) =
+        unwind_all_with(binary, &entries, |stack, out| stack.decode_into(out), opts);
     counters.weights = samples.weights;
     report.normalize = normalize.clone();
     report.unwind = unwind;
@@ -913,21 +904,6 @@ fn samples_to_counters(
     report.unwind.deep_stacks = samples.weights.scale(report.unwind.deep_stacks);
     add_unwind_warnings(report, counters.by_context.len());
     counters
-}
-
-/// The aggregated samples in [`StackOrder`] (found in parallel).
-fn in_stack_order(entries: Vec<(&[u8], u64)>) -> Vec<(&[u8], u64)> {
-    use rayon::prelude::*;
-    let mut order: Vec<(StackOrder, usize)> = entries
-        .par_iter()
-        .enumerate()
-        .map_init(Vec::new, |stack, (i, (k, _))| {
-            key::callchain_into(k, stack);
-            (StackOrder::of(stack), i)
-        })
-        .collect();
-    order.par_sort_unstable();
-    order.into_iter().map(|(_, i)| entries[i]).collect()
 }
 
 /// The samples not unwound and llvm-profgen's warning lines, from the normalisation and unwinder

@@ -5,7 +5,7 @@
 //! a map from an encoded sample to its count. Memory grows with the number of distinct samples,
 //! not with the input.
 
-use super::unwinder::{HybridSample, NormalizeStats, normalize_into};
+use super::unwinder::{HybridSample, NormalizeStats, StackOrder, normalize_into};
 use super::weighting::{
     CycleWeights, RangeWeights, SpanCache, Weighting, external_span, window_weight,
 };
@@ -337,14 +337,16 @@ impl Stacks {
         self.len() == 0
     }
 
+    #[cfg(test)]
     fn iter(&self) -> impl Iterator<Item = (&[u8], u64)> {
         let chunks = self.shards.iter().flat_map(|s| &s.chunks);
         chunks.flat_map(|c| records(c).map(|(_, _, count, key)| (key, count)))
     }
 
-    /// Sets every count to `f` of it.
-    fn map_counts(&mut self, f: impl Fn(u64) -> u64) {
-        for chunk in self.shards.iter_mut().flat_map(|s| &mut s.chunks) {
+    /// Sets every count to `f` of it, the shards in parallel.
+    fn map_counts(&mut self, f: impl Fn(u64) -> u64 + Sync) {
+        use rayon::prelude::*;
+        self.shards.par_iter_mut().flat_map_iter(|s| &mut s.chunks).for_each(|chunk| {
             let mut at = 0;
             while at < chunk.len() {
                 let (_, count, key) = record(chunk, at);
@@ -352,14 +354,67 @@ impl Stacks {
                 chunk[at + 8..at + 16].copy_from_slice(&f(count).to_le_bytes());
                 at = next;
             }
-        }
+        });
     }
 
-    /// Adds the keys and counts of `other`.
-    fn merge(&mut self, other: Stacks) {
-        for (into, from) in self.shards.iter_mut().zip(other.shards) {
-            into.merge(from);
+    /// Adds the keys and counts of `others`, shard by shard in parallel (a key is in the same
+    /// shard of every map).
+    fn merge(&mut self, others: Vec<Stacks>) {
+        use rayon::prelude::*;
+        let mut from: Vec<Vec<KeyShard>> = (0..Self::SHARDS).map(|_| Vec::new()).collect();
+        for other in others {
+            for (i, shard) in other.shards.into_iter().enumerate() {
+                from[i].push(shard);
+            }
         }
+        self.shards.par_iter_mut().zip(from).for_each(|(into, from)| {
+            for shard in from {
+                into.merge(shard);
+            }
+        });
+    }
+
+    /// The records of every shard, in [`StackOrder`], each found by its order and its record (see
+    /// [`OrderedStack`]); the call stacks are decoded and the order sorted in parallel.
+    fn ordered<'s>(shards: &[&'s KeyShard]) -> Vec<OrderedStack<'s>> {
+        use rayon::prelude::*;
+        let none = OrderedStack { order: StackOrder::of(&[]), record: &[] };
+        let mut out = vec![none; shards.iter().map(|s| s.index.len()).sum()];
+        let mut rest = &mut out[..];
+        let mut parts = Vec::with_capacity(shards.len());
+        for s in shards {
+            let (part, tail) = std::mem::take(&mut rest).split_at_mut(s.index.len());
+            parts.push((s, part));
+            rest = tail;
+        }
+        parts.into_par_iter().for_each_init(Vec::new, |stack, (shard, part)| {
+            let records = shard.chunks.iter().flat_map(|c| {
+                records(c).map(move |(at, _, _, key)| (&c[at..at + HEAD + key.len()], key))
+            });
+            for (slot, (record, key)) in part.iter_mut().zip(records) {
+                key::callchain_into(key, stack);
+                *slot = OrderedStack { order: StackOrder::of(stack), record };
+            }
+        });
+        out.par_sort_unstable_by_key(|s| s.order);
+        out
+    }
+}
+
+/// A stored stack and its place in the order unwinding takes them ([`StackOrder`]).
+#[derive(Clone, Copy)]
+pub struct OrderedStack<'s> {
+    order: StackOrder,
+    /// The whole record: hash, count, length, key.
+    record: &'s [u8],
+}
+
+impl OrderedStack<'_> {
+    /// The stack's sample, into `out`; returns its count.
+    pub fn decode_into(&self, out: &mut HybridSample) -> u64 {
+        let (_, count, key) = record(self.record, 0);
+        key::decode_into(key, out);
+        count
     }
 }
 
@@ -449,9 +504,16 @@ impl AggregatedSamples {
     fn maps(&self) -> impl Iterator<Item = &Stacks> {
         std::iter::once(&self.stacks).chain(&self.merged)
     }
-    /// The stored keys (see [`key`]) and counts, for decoding in parallel.
+    /// The stored keys (see [`key`]) and counts.
+    #[cfg(test)]
     pub fn entries(&self) -> Vec<(&[u8], u64)> {
         self.maps().flat_map(Stacks::iter).collect()
+    }
+    /// The stored stacks in the order they are best unwound in ([`StackOrder`]), found in
+    /// parallel.
+    pub fn in_stack_order(&self) -> Vec<OrderedStack<'_>> {
+        let shards: Vec<&KeyShard> = self.maps().flat_map(|m| &m.shards).collect();
+        Stacks::ordered(&shards)
     }
     fn add(&mut self, key: &[u8], count: u64) {
         self.stacks.add(key, count);
@@ -483,8 +545,9 @@ impl AggregatedSamples {
     /// stack depends on scheduling, so without this the number of distinct stacks and the
     /// unwinder's per-stack warnings would vary from run to run at two threads or more.
     pub fn merge_worker_maps(&mut self) {
-        for m in std::mem::take(&mut self.merged) {
-            self.stacks.merge(m);
+        let merged = std::mem::take(&mut self.merged);
+        if !merged.is_empty() {
+            self.stacks.merge(merged);
         }
     }
     pub fn merge(&mut self, mut other: AggregatedSamples) {
