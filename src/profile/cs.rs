@@ -641,11 +641,11 @@ struct Frame {
 }
 
 impl Frame {
-    /// Appends the frame's [`FrameKey`] bytes.
-    fn encode(&self, key: &mut Vec<u8>) {
-        key.extend_from_slice(&self.name.to_be_bytes());
-        key.extend_from_slice(&self.loc.line_offset.to_be_bytes());
-        key.extend_from_slice(&self.loc.discriminator.to_be_bytes());
+    /// Writes the frame's [`FrameKey`] bytes into `bytes` ([`FRAME_BYTES`] of them).
+    fn write(&self, bytes: &mut [u8]) {
+        bytes[0..4].copy_from_slice(&self.name.to_be_bytes());
+        bytes[4..8].copy_from_slice(&self.loc.line_offset.to_be_bytes());
+        bytes[8..12].copy_from_slice(&self.loc.discriminator.to_be_bytes());
     }
 
     /// The frame of [`FRAME_BYTES`] key bytes.
@@ -1002,7 +1002,12 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
     fn context_slot(&mut self, frames: &[Frame], was_inlined: bool) -> usize {
         let mut key = std::mem::take(&mut self.key);
         key.clear();
-        frames.iter().for_each(|f| f.encode(&mut key));
+        // Sized once and written in place: contexts are tens of frames, a push per field
+        // checks the capacity each time.
+        key.resize(frames.len() * FRAME_BYTES, 0);
+        for (bytes, f) in key.chunks_exact_mut(FRAME_BYTES).zip(frames) {
+            f.write(bytes);
+        }
         let slot = self.key_slot(&key, was_inlined);
         self.key = key;
         slot

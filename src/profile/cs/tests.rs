@@ -538,9 +538,9 @@ fn probe_cs_unknown_callsite_resets_context_and_missing_desc_is_counted() {
 #[test]
 fn a_context_continues_the_next_only_as_its_callers_context() {
     let key = |frames: &[(u32, u32, u32)]| {
-        let mut key = Vec::new();
-        for &(name, line, discr) in frames {
-            Frame { name, loc: LineLocation::new(line, discr) }.encode(&mut key);
+        let mut key = vec![0; frames.len() * FRAME_BYTES];
+        for (bytes, &(name, line, discr)) in key.chunks_exact_mut(FRAME_BYTES).zip(frames) {
+            Frame { name, loc: LineLocation::new(line, discr) }.write(bytes);
         }
         key
     };
