@@ -38,7 +38,7 @@ use std::ops::Range;
 use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 
 /// Samples per batch: large enough to make channel traffic negligible.
 const BATCH_SAMPLES: usize = 4096;
@@ -83,10 +83,6 @@ struct Batch {
     /// Samples the reading thread held, read under the map at `log_start`, for the worker to
     /// reduce (see [`BatchSender::hand_off`]).
     held: Option<HeldSamples>,
-    /// The input's last batch: its worker offers `held` to share (see [`LastHeld`]), and the
-    /// changes after its last sample, which no sample reads under, are not applied (their
-    /// worker's held samples stay under the map before them).
-    last: bool,
 }
 
 /// The batches handed out by position and not yet aggregated: `(seq, span)`.
@@ -238,19 +234,15 @@ impl Batch {
             agg.reduce_held(&replica.map, held);
         }
         let (mut next, mut at) = (0, (0, 0));
-        let n = self.heads.len();
         for (i, change) in &self.changes {
             let i = *i as usize;
-            if self.last && i == n {
-                break;
-            }
             self.add_samples(next..i, &mut at, agg, &replica.map, bodies);
             next = next.max(i);
             agg.flush(&replica.map);
             replica.map.apply(change);
             replica.applied += 1;
         }
-        self.add_samples(next..n, &mut at, agg, &replica.map, bodies);
+        self.add_samples(next..self.heads.len(), &mut at, agg, &replica.map, bodies);
     }
 
     /// Adds samples `range` under `map`; `at` is where the first one's call chain and branches
@@ -407,13 +399,9 @@ impl BatchSender<'_, '_> {
     /// having seen every event.
     pub fn finish(&mut self, mapper: &mut AddressMapper) {
         self.take_changes(mapper);
-        self.batch.last = true;
         self.flush(mapper.map());
-        // Every batch is sent: closing the channel lets the workers go on to their own held
-        // samples after the queued batches, while this thread reduces its own.
-        drop(std::mem::replace(&mut self.tx, sync_channel(0).0));
-        // Not sent yet: the last batch was aggregated here, without a change (see `flush`), so
-        // the map is still the one they were read under.
+        // Not sent yet: the last batch had no change (see `flush`), so the map is still the one
+        // they were read under, and the workers have the queued batches to aggregate.
         if let Some(held) = self.handoff.take().and_then(|b| b.held) {
             self.worker.agg.reduce_held(mapper.map(), &held);
         }
@@ -438,8 +426,7 @@ impl BatchSender<'_, '_> {
 
     /// Sends the batch to the workers; `map` is the mapper's, with every change taken.
     fn flush(&mut self, map: &AddressMap) {
-        let b = &self.batch;
-        if b.heads.is_empty() && b.changes.is_empty() && !(b.last && self.handoff.is_some()) {
+        if self.batch.heads.is_empty() && self.batch.changes.is_empty() {
             return;
         }
         let seq = self.batch.seq + 1;
@@ -454,7 +441,7 @@ impl BatchSender<'_, '_> {
             seq,
             ..Batch::default()
         };
-        let mut full = std::mem::replace(&mut self.batch, next);
+        let full = std::mem::replace(&mut self.batch, next);
         if let (Some(span), Ok(mut in_flight)) = (full.span.clone(), self.needed.in_flight.lock()) {
             in_flight.push((full.seq, span));
         }
@@ -466,14 +453,7 @@ impl BatchSender<'_, '_> {
             log.changes.extend(full.changes.iter().map(|(_, c)| c.clone()));
         }
         // Held samples handed off go before any batch with changes: they were read under the
-        // map before those. The last batch takes them along, read under the map at its start
-        // (a batch that a change ended would have sent them), for its worker to share.
-        if full.last
-            && let Some(held) = self.handoff.take()
-        {
-            debug_assert_eq!(held.log_start, full.log_start);
-            full.held = held.held;
-        }
+        // map before those.
         if let Some(held) = self.handoff.take() {
             match self.tx.try_send(held) {
                 Err(TrySendError::Full(held)) if full.changes.is_empty() => {
@@ -489,7 +469,7 @@ impl BatchSender<'_, '_> {
         // running. A batch with changes waits: this thread keeps no map of the past. `send`
         // fails only once every worker has ended, by a panic that the scope re-raises.
         match self.tx.try_send(full) {
-            Err(TrySendError::Full(full)) if full.changes.is_empty() && full.held.is_none() => {
+            Err(TrySendError::Full(full)) if full.changes.is_empty() => {
                 self.worker.aggregate_unchanged(&full, map, &self.needed, self.pages);
                 self.hand_off(map);
             }
@@ -517,89 +497,6 @@ impl BatchSender<'_, '_> {
     }
 }
 
-/// The samples the workers hold at the end of the input, which the reading thread, done with its
-/// own, helps reduce: each worker holds up to 16 MiB of raw samples then (and the last batch brings
-/// those the reading thread had not handed off yet), 5-20 ms of work while the reading thread
-/// would wait at the join. A worker offers them with its copy of the map, the state they were
-/// read under; either thread reduces any part of them into its own aggregator, and the counts
-/// merge to the same sums whichever thread took which part.
-#[derive(Default)]
-struct LastHeld {
-    /// One per worker that has ended its batches (`None`: nothing to share).
-    offers: Mutex<Vec<Option<Arc<SharedHeld>>>>,
-    offered: Condvar,
-}
-
-/// Held samples that several threads reduce, a part at a time, under `map`.
-struct SharedHeld {
-    held: Vec<HeldSamples>,
-    /// `(i, range)`: distinct samples `range` of `held[i]`.
-    parts: Vec<(usize, Range<usize>)>,
-    next: AtomicUsize,
-    map: AddressMap,
-}
-
-impl SharedHeld {
-    /// Distinct samples in a part: about 0.2 ms of work.
-    const PART: usize = 64;
-
-    fn new(held: Vec<HeldSamples>, map: AddressMap) -> Self {
-        let parts = (held.iter().enumerate())
-            .flat_map(|(i, h)| {
-                let n = h.distinct();
-                (0..n).step_by(Self::PART).map(move |s| (i, s..n.min(s + Self::PART)))
-            })
-            .collect();
-        SharedHeld { held, parts, next: AtomicUsize::new(0), map }
-    }
-
-    /// Reduces the parts no thread has taken yet into `agg`.
-    fn reduce(&self, agg: &mut Aggregator<'_>) {
-        while let Some((i, part)) = self.parts.get(self.next.fetch_add(1, Relaxed)) {
-            agg.reduce_held_part(&self.map, &self.held[*i], part.clone());
-        }
-    }
-}
-
-impl LastHeld {
-    /// A worker's last held samples, read under `map`: shared with the reading thread.
-    fn offer(&self, held: Vec<HeldSamples>, map: AddressMap) -> Option<Arc<SharedHeld>> {
-        let shared = (!held.is_empty()).then(|| Arc::new(SharedHeld::new(held, map)));
-        self.push(shared.clone());
-        shared
-    }
-
-    /// A worker ended without offering (a panic): the reading thread is not left waiting.
-    fn withdraw(&self) {
-        self.push(None);
-    }
-
-    fn push(&self, offer: Option<Arc<SharedHeld>>) {
-        let mut offers = self.offers.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        offers.push(offer);
-        self.offered.notify_all();
-    }
-
-    /// Reduces into `agg` the parts of the `workers` offers that no worker has taken yet, as the
-    /// offers come.
-    fn help(&self, workers: usize, agg: &mut Aggregator<'_>) {
-        for i in 0..workers {
-            let offer = {
-                let Ok(mut offers) = self.offers.lock() else { return };
-                while offers.len() <= i {
-                    let Ok(next) = self.offered.wait(offers) else { return };
-                    offers = next;
-                }
-                offers[i].clone()
-            };
-            if let Some(shared) = offer {
-                agg.forget_translations();
-                shared.reduce(agg);
-            }
-        }
-    }
-}
-
 /// The receiving end of the batches, shared by the workers; the last worker to end drops it, so
 /// that a reader waiting for room (see [`BatchSender::flush`]) is not left waiting if the
 /// workers panic.
@@ -609,15 +506,10 @@ type Batches = Mutex<Option<Receiver<Batch>>>;
 struct Running<'a> {
     count: &'a AtomicUsize,
     rx: &'a Batches,
-    last: &'a LastHeld,
-    offered: bool,
 }
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        if !self.offered {
-            self.last.withdraw();
-        }
         if self.count.fetch_sub(1, Relaxed) == 1 {
             let mut rx = self.rx.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             drop(rx.take());
@@ -625,25 +517,18 @@ impl Drop for Running<'_> {
     }
 }
 
-/// Aggregates batches until the channel closes; returns the held samples the last batch brought
-/// (see [`LastHeld`]).
 fn work(
     rx: &Batches,
     log: &Mutex<ChangeLog>,
     needed: &NeededInput,
     pages: Option<&PageReleaser<'_>>,
     (w, replica): (&mut Worker<'_, '_>, &mut Replica),
-) -> Vec<HeldSamples> {
+) {
     // A poisoned lock means another worker panicked; the scope re-raises that panic.
     let next = || rx.lock().ok()?.as_ref()?.recv().ok();
-    let mut last = Vec::new();
-    while let Some(mut batch) = next() {
-        if batch.last {
-            last.extend(batch.held.take());
-        }
+    while let Some(batch) = next() {
         w.aggregate(&batch, replica, log, needed, pages);
     }
-    last
 }
 
 /// Runs `read` on this thread with a [`BatchSender`] while `threads - 1` workers aggregate the
@@ -677,7 +562,6 @@ pub fn aggregate_in_parallel<'b, T>(
         consumed: AtomicUsize::new(0),
         dropped_at: AtomicUsize::new(0),
     });
-    let last = LastHeld::default();
     let pages = by_position.map(|(_, pages)| pages);
     let worker = |agg| Worker {
         agg,
@@ -689,16 +573,11 @@ pub fn aggregate_in_parallel<'b, T>(
             .map(|i| {
                 let mut w = worker(Aggregator::new(binary, opts));
                 let mut replica = Replica { map: initial_map.clone(), worker: i, applied: 0 };
-                let (rx, log, needed, running, last) = (&rx, &*log, &*needed, &running, &last);
+                let (rx, log, needed, running) = (&rx, &*log, &*needed, &running);
                 scope.spawn(move || {
-                    let mut running = Running { count: running, rx, last, offered: false };
-                    let mut held = work(rx, log, needed, pages, (&mut w, &mut replica));
-                    held.extend(w.agg.take_all_held());
-                    let shared = last.offer(held, replica.map);
-                    running.offered = true;
-                    if let Some(shared) = shared {
-                        shared.reduce(&mut w.agg);
-                    }
+                    let _running = Running { count: running, rx };
+                    work(rx, log, needed, pages, (&mut w, &mut replica));
+                    w.agg.flush(&replica.map);
                     w
                 })
             })
@@ -717,9 +596,8 @@ pub fn aggregate_in_parallel<'b, T>(
         };
         let out = read(&mut sender);
         debug_assert!(sender.finished, "read ends with BatchSender::finish");
-        let BatchSender { tx, worker: mut reader, .. } = sender;
+        let BatchSender { tx, worker: reader, .. } = sender;
         drop(tx);
-        last.help(workers, &mut reader.agg);
         let mut samples = AggregatedSamples::default();
         let mut stats = SampleStats::default();
         let joined = handles.into_iter().map(|h| match h.join() {

@@ -16,7 +16,6 @@ use crate::input::{RawBranch, RawWord, Sample};
 use crate::mapping::{AddressMap, ProcessView};
 use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 use std::hash::BuildHasher;
-use std::ops::Range;
 use std::sync::OnceLock;
 
 /// How samples are to be read.
@@ -878,13 +877,6 @@ pub struct HeldSamples {
     generation: u64,
 }
 
-impl HeldSamples {
-    /// The distinct samples held: what [`Aggregator::reduce_held_part`] takes parts of.
-    pub fn distinct(&self) -> usize {
-        self.held.len()
-    }
-}
-
 /// One distinct held sample: where its words are, and the counts of the samples alike.
 struct Held {
     hash: u64,
@@ -1210,34 +1202,12 @@ impl<'b> Aggregator<'b> {
         (self.pending.held, self.pending.words) = (held.held, held.words);
     }
 
-    /// All the held samples, for this aggregator and others to share the reduction of (see
-    /// [`HeldSamples::part`]) under the map they were read under.
-    pub fn take_all_held(&mut self) -> Option<HeldSamples> {
-        (!self.pending.held.is_empty()).then(|| self.pending.take())
-    }
-
-    /// Forgets the translations cached under the map's states (by their stamps), before this
-    /// aggregator reduces samples under another copy of the map, whose stamps may name other
-    /// states (a copy replays only the changes that changed something, the original also counted
-    /// those that did not). The LBR-only entries' slots keep theirs: reducing held samples does
-    /// not use them.
-    pub fn forget_translations(&mut self) {
-        self.cache.slots.fill((0, 0, 0));
-        self.leaves.slots.fill((0, 0, 0));
-        self.pairs.slots.fill([0; 5]);
-    }
-
     /// Reduces samples held raw (here or by another aggregator), under `map`: the state of the
     /// map they were read under.
     pub fn reduce_held(&mut self, map: &AddressMap, held: &HeldSamples) {
-        self.reduce_held_part(map, held, 0..held.held.len());
-    }
-
-    /// Reduces the distinct held samples `part` of `held` (see [`reduce_held`](Self::reduce_held)).
-    pub fn reduce_held_part(&mut self, map: &AddressMap, held: &HeldSamples, part: Range<usize>) {
         debug_assert_eq!(held.generation, map.generation(), "map changed unflushed");
         let le = |w: &RawWord| u64::from_le_bytes(*w);
-        for h in &held.held[part] {
+        for h in &held.held {
             let key = &held.words[h.start..h.start + h.len];
             let [pid, n_callers, leaf] = [le(&key[0]), le(&key[1]), le(&key[2])];
             let pid = (pid != u64::MAX).then_some(pid as u32 as i32);
@@ -1725,59 +1695,6 @@ mod tests {
         };
         let (handed, entries, stats, weights) = run(true);
         assert!(handed >= 2, "handed off {handed} times");
-        assert_eq!((0, entries, stats, weights), run(false));
-    }
-
-    /// Held samples reduced a part at a time by two aggregators (the other one, which counted
-    /// samples of its own, with its translations forgotten) count as reduced at once by one.
-    #[test]
-    fn held_samples_reduced_in_parts_count_as_reduced_at_once() {
-        let (binary, mapper, insts) = fixture();
-        let plain: Vec<Vaddr> =
-            insts.iter().copied().filter(|&a| !binary.is_prolog_or_epilog(a)).collect();
-        let ret = insts.windows(2).find(|w| binary.inst_kind(w[0]) == Some(InstKind::Call));
-        let ret = ret.unwrap()[1];
-        let run = |in_parts: bool| {
-            let mut agg = Aggregator::new(&binary, SampleOptions::default());
-            let mut other = Aggregator::new(&binary, SampleOptions::default());
-            for i in (0..90).map(|i| i / 3 % 23) {
-                let (from, to) = (plain[i % plain.len()], plain[(i + 1) % plain.len()]);
-                let branches = [BranchStack::entry(
-                    Branch { source: RuntimeAddr(from.0), target: RuntimeAddr(to.0) },
-                    0,
-                )];
-                let callchain = [plain[0].0.to_le_bytes(), ret.0.to_le_bytes()];
-                let s = Sample::with_stacks(&callchain, &branches);
-                agg.add(mapper.map(), &s);
-                other.add(mapper.map(), &s);
-                other.flush(mapper.map());
-            }
-            let mut parts = 0;
-            if in_parts {
-                let held = agg.take_all_held().unwrap();
-                let n = held.distinct();
-                other.forget_translations();
-                for (k, start) in (0..n).step_by(4).enumerate() {
-                    let part = start..n.min(start + 4);
-                    let by = if k % 2 == 0 { &mut agg } else { &mut other };
-                    by.reduce_held_part(mapper.map(), &held, part);
-                    parts += 1;
-                }
-            } else {
-                agg.flush(mapper.map());
-            }
-            let (mut samples, mut stats) = agg.finish();
-            let (other_samples, other_stats) = other.finish();
-            samples.merge(other_samples);
-            stats.merge(&other_stats);
-            samples.merge_worker_maps();
-            let mut entries: Vec<(Vec<u8>, u64)> =
-                samples.entries().into_iter().map(|(k, n)| (k.to_vec(), n)).collect();
-            entries.sort();
-            (parts, entries, stats, samples.weights)
-        };
-        let (parts, entries, stats, weights) = run(true);
-        assert!(parts >= 4, "{parts} parts");
         assert_eq!((0, entries, stats, weights), run(false));
     }
 
