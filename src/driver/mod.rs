@@ -182,7 +182,7 @@ pub fn finish_profile(
         || opts.zero_count_anchors.then(|| postpass::anchored_functions(&profile)),
     );
     let prepared = prepared?;
-    let (_, anchors) = rayon::join(
+    let ((_, spent), anchors) = rayon::join(
         || postpass::apply(&mut profile, prepared, &opts.postpass),
         || wanted.map(|wanted| binary.anchors(&|name| wanted.contains(name))),
     );
@@ -208,7 +208,13 @@ pub fn finish_profile(
     }
     let bytes = writer::encode_profile_file(&profile, opts.format, &opts.write, &opts.path)?;
     // The profile is freed on the other worker while its bytes are written and synced.
-    rayon::join(move || drop(profile), || writer::write_bytes_atomically(&bytes, &opts.path)).1
+    let written =
+        rayon::join(move || drop(profile), || writer::write_bytes_atomically(&bytes, &opts.path)).1;
+    // The pre-inliner's spent trie is freed last, by a worker nobody waits for: freed any
+    // earlier, it slowed the passes and the encoding beside it (they contend for the cores and
+    // the allocator), and the process may exit before it is done.
+    rayon::spawn(move || drop(spent));
+    written
 }
 
 /// Why a profile came out empty, for the warning that says so.
