@@ -200,8 +200,16 @@ impl<K: Ord, V> VecMap<K, V> {
     ) where
         V: Default,
     {
+        // Mostly both hold the same keys: add pairwise while they match, one compare an entry.
         let mut i = 0;
-        let mut rest = other.0.iter();
+        for ((m, v), (k, w)) in self.0.iter_mut().zip(&other.0) {
+            if *m != *k {
+                break;
+            }
+            add(v, w);
+            i += 1;
+        }
+        let mut rest = other.0[i..].iter();
         let first_new = 'keys: loop {
             let Some(e) = rest.next() else { return };
             let (k, w) = e;
