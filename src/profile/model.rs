@@ -250,11 +250,12 @@ impl<K: Ord, V> VecMap<K, V> {
         merged.extend(mine);
         self.0 = merged;
     }
-    /// Gives each of `other`'s keys an entry, `V::default()` under `key(theirs)` where absent;
-    /// present values stay. For a small map taking a large one's keys: the runs of new keys
-    /// between two of mine (found by binary search) are made in one go, with no per-key compare.
-    pub fn ensure_keys<W>(&mut self, other: &VecMap<K, W>, key: impl Fn(&K) -> K)
+    /// Gives each of `other`'s keys an entry, `V::default()` where absent; present values stay.
+    /// For a small map taking a large one's keys: the runs of new keys between two of mine
+    /// (found by binary search) are made in one go, with no per-key compare.
+    pub fn ensure_keys<W>(&mut self, other: &VecMap<K, W>)
     where
+        K: Clone,
         V: Default,
     {
         let present = self.0.iter().filter(|(m, _)| other.find(m).is_ok()).count();
@@ -265,14 +266,14 @@ impl<K: Ord, V> VecMap<K, V> {
         let mut theirs = &other.0[..];
         for (m, v) in std::mem::take(&mut self.0) {
             let before = theirs.partition_point(|(k, _)| *k < m);
-            merged.extend(theirs[..before].iter().map(|(k, _)| (key(k), V::default())));
+            merged.extend(theirs[..before].iter().map(|(k, _)| (k.clone(), V::default())));
             theirs = &theirs[before..];
             if theirs.first().is_some_and(|(k, _)| *k == m) {
                 theirs = &theirs[1..];
             }
             merged.push((m, v));
         }
-        merged.extend(theirs.iter().map(|(k, _)| (key(k), V::default())));
+        merged.extend(theirs.iter().map(|(k, _)| (k.clone(), V::default())));
         self.0 = merged;
     }
     /// The first entry whose key is greater than `after` (the first of all with `None`).
@@ -520,7 +521,7 @@ impl FunctionSamples {
     }
     /// A body sample at each of `locs`, with count 0 where absent.
     pub fn ensure_bodies(&mut self, locs: &VecMap<LineLocation, ()>) {
-        self.body.ensure_keys(locs, |l| *l);
+        self.body.ensure_keys(locs);
     }
     pub fn add_body(&mut self, loc: LineLocation, n: u64) {
         let b = self.body_mut(loc);
@@ -683,22 +684,22 @@ mod tests {
         let keys = |k: &[u32]| -> VecMap<u32, ()> { k.iter().map(|&k| (k, ())).collect() };
         let entries = |m: &VecMap<u32, u64>| m.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>();
         let mut m = map(&[(3, 1), (7, 2), (20, 3)]);
-        m.ensure_keys(&keys(&[1, 3, 5, 6, 7, 9, 30]), |k| *k);
+        m.ensure_keys(&keys(&[1, 3, 5, 6, 7, 9, 30]));
         let want = [(1, 0), (3, 1), (5, 0), (6, 0), (7, 2), (9, 0), (20, 3), (30, 0)];
         assert_eq!(entries(&m), want);
-        m.ensure_keys(&keys(&[1, 20, 30]), |k| *k);
+        m.ensure_keys(&keys(&[1, 20, 30]));
         assert_eq!(entries(&m), want);
         let mut empty = VecMap::default();
-        empty.ensure_keys(&keys(&[4, 8]), |k| *k);
+        empty.ensure_keys(&keys(&[4, 8]));
         assert_eq!(entries(&empty), [(4, 0), (8, 0)]);
-        empty.ensure_keys(&keys(&[]), |k| *k);
+        empty.ensure_keys(&keys(&[]));
         assert_eq!(entries(&empty), [(4, 0), (8, 0)]);
         // Against a B-tree, with mine before, among and after theirs.
         let mut big = map(&(0..50).map(|k| (k * 7, u64::from(k) + 1)).collect::<Vec<_>>());
         let mut model: std::collections::BTreeMap<u32, u64> =
             big.iter().map(|(k, v)| (*k, *v)).collect();
         for ks in [vec![0, 1, 2, 3], (100..140).collect(), vec![343, 344, 400, 1000]] {
-            big.ensure_keys(&keys(&ks), |k| *k);
+            big.ensure_keys(&keys(&ks));
             for k in ks {
                 model.entry(k).or_default();
             }
