@@ -380,8 +380,9 @@ pub struct AddressMapper {
     path_build_ids: HashMap<String, Vec<u8>>,
     pid_filter: Option<i32>,
     /// Executable mappings of other files, keyed like the binary's mappings: to attribute
-    /// samples to them when none lands in the binary.
-    others_by_pid: HashMap<Option<i32>, Intervals<OtherMapping>>,
+    /// samples to them when none lands in the binary. `None` once a sample has landed in it
+    /// (see [`stop_noting_unused_samples`](Self::stop_noting_unused_samples)).
+    others_by_pid: Option<HashMap<Option<i32>, Intervals<OtherMapping>>>,
     /// Samples carry no pid (perf script text): every mapping applies to every sample, the last
     /// one mapped winning, as in llvm-profgen.
     perf_script: bool,
@@ -407,7 +408,7 @@ impl AddressMapper {
             changes: None,
             path_build_ids: HashMap::new(),
             pid_filter,
-            others_by_pid: HashMap::new(),
+            others_by_pid: Some(HashMap::new()),
             perf_script: false,
             kernel: false,
             stats: MappingStats::default(),
@@ -495,8 +496,10 @@ impl AddressMapper {
         let end = RuntimeAddr(ev.start.0.saturating_add(ev.len));
         // The kernel is mapped in every process.
         let key = if self.perf_script || self.kernel { None } else { ev.pid };
-        let others = self.others_by_pid.entry(key).or_default();
-        others.remove_overlapping(start.0, end.0);
+        let mut others = self.others_by_pid.as_mut().map(|o| o.entry(key).or_default());
+        if let Some(others) = &mut others {
+            others.remove_overlapping(start.0, end.0);
+        }
         match matched {
             Some(MatchedBy::BuildId) => self.stats.matched_by_build_id += 1,
             Some(MatchedBy::FileName) => self.stats.matched_by_name += 1,
@@ -512,7 +515,9 @@ impl AddressMapper {
                     if other.build_id.is_none() {
                         other.build_id = known_id.cloned();
                     }
-                    others.insert(start.0, end.0, Arc::from(ev.path.as_str()));
+                    if let Some(others) = others {
+                        others.insert(start.0, end.0, Arc::from(ev.path.as_str()));
+                    }
                 }
             }
         }
@@ -531,14 +536,18 @@ impl AddressMapper {
             return; // a new thread shares the process's mappings
         }
         self.change(MapChange::Fork { pid, ppid });
-        let inherited = self.others_by_pid.get(&Some(ppid)).cloned().unwrap_or_default();
-        self.others_by_pid.insert(Some(pid), inherited);
+        if let Some(others) = &mut self.others_by_pid {
+            let inherited = others.get(&Some(ppid)).cloned().unwrap_or_default();
+            others.insert(Some(pid), inherited);
+        }
     }
 
     /// exec replaces the process image: its old mappings are gone.
     pub fn on_exec(&mut self, pid: i32) {
         self.change(MapChange::Clear { pid });
-        self.others_by_pid.remove(&Some(pid));
+        if let Some(others) = &mut self.others_by_pid {
+            others.remove(&Some(pid));
+        }
     }
 
     /// The process ended (its main thread exited): its mappings are gone, as in perf, and memory
@@ -551,7 +560,9 @@ impl AddressMapper {
     /// to say where the samples are when none lands in the binary. The driver calls it only until
     /// the first sample lands in the binary, which keeps the lookup off the common path.
     pub fn note_unused_sample(&mut self, pid: Option<i32>, ip: RuntimeAddr) {
-        let others = self.others_by_pid.get(&pid).or_else(|| self.others_by_pid.get(&None));
+        debug_assert!(self.others_by_pid.is_some(), "a sample was noted after one landed");
+        let others_by_pid = self.others_by_pid.as_ref();
+        let others = others_by_pid.and_then(|o| o.get(&pid).or_else(|| o.get(&None)));
         let path = others.and_then(|maps| maps.find(ip.0)).map(|(_, path)| path);
         match path.and_then(|p| self.stats.other_executables.get_mut(&**p)) {
             Some(other) => other.unused_samples = other.unused_samples.saturating_add(1),
@@ -560,6 +571,14 @@ impl AddressMapper {
                     self.stats.unused_samples_in_no_file.saturating_add(1)
             }
         }
+    }
+
+    /// A sample has landed in the binary, and no more will be given to
+    /// [`note_unused_sample`](Self::note_unused_sample): the other files' mappings are no longer
+    /// kept (their counts in `stats` still are). With many processes, keeping them cost a map
+    /// entry made and removed per process.
+    pub fn stop_noting_unused_samples(&mut self) {
+        self.others_by_pid = None;
     }
 
     /// Whether any mapping of the binary has been seen.
@@ -709,6 +728,18 @@ mod tests {
              /bin/other (build id ee, 1 samples); 2 samples are in no mapped file (kernel, anonymous or JIT code)"
         );
         assert!(!m.stats.binary_mapped());
+    }
+
+    #[test]
+    fn other_files_are_still_counted_once_samples_land_in_the_binary() {
+        let mut m = AddressMapper::new(identity(), None);
+        m.stop_noting_unused_samples();
+        m.on_mmap(&mmap(1, 0x1000_0000, 0, "/bin/other", Some(vec![0xee])));
+        m.on_fork(2, 1);
+        m.on_exec(2);
+        m.on_mmap(&mmap(2, 0x2000_0000, 0, "/bin/other", None));
+        let other = &m.stats.other_executables["/bin/other"];
+        assert_eq!((other.mappings, other.build_id.as_deref()), (2, Some(&[0xee][..])));
     }
 
     #[test]

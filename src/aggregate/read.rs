@@ -507,7 +507,10 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
                 }
                 if !self.ip_in_binary {
                     match self.mapper.to_vaddr(s.pid, s.ip) {
-                        Some(_) => self.ip_in_binary = true,
+                        Some(_) => {
+                            self.ip_in_binary = true;
+                            self.mapper.stop_noting_unused_samples();
+                        }
                         None => self.mapper.note_unused_sample(s.pid, s.ip),
                     }
                 }
