@@ -26,29 +26,46 @@ pub enum MatchedBy {
 
 /// Non-overlapping address intervals `[start, end)`, each with a value, by start. A new interval
 /// replaces whatever it overlaps (munmap + mmap), in time proportional to what it replaces, so
-/// that a process (or a pid-less input) with many mappings costs no rescan per mmap.
+/// that a process (or a pid-less input) with many mappings costs no rescan per mmap. Most
+/// processes map a file once: a single interval is kept in place, and the map is made only for a
+/// second one (a recording of many short processes made and freed a map per process).
 #[derive(Clone, Debug)]
-struct Intervals<T> {
-    by_start: BTreeMap<u64, (u64, T)>,
+enum Intervals<T> {
+    /// No interval or one: `(start, end, value)`.
+    One(Option<(u64, u64, T)>),
+    Many(BTreeMap<u64, (u64, T)>),
 }
 
 impl<T> Default for Intervals<T> {
     fn default() -> Self {
-        Intervals { by_start: BTreeMap::new() }
+        Intervals::One(None)
     }
 }
 
 impl<T> Intervals<T> {
     /// Removes the intervals overlapping `[start, end)`; true if there were any.
     fn remove_overlapping(&mut self, start: u64, end: u64) -> bool {
+        let by_start = match self {
+            Intervals::One(one) => {
+                // As below: it starts before `start` and reaches into the range, or inside it.
+                let overlaps =
+                    |&(s, e, _): &(u64, u64, T)| if s < start { e > start } else { s < end };
+                let doomed = one.as_ref().is_some_and(overlaps);
+                if doomed {
+                    *one = None;
+                }
+                return doomed;
+            }
+            Intervals::Many(by_start) => by_start,
+        };
         // Intervals are disjoint and sorted, so only the last one starting before `start` can
         // reach into the range, and every one starting inside it overlaps.
-        let before = self.by_start.range(..start).next_back();
+        let before = by_start.range(..start).next_back();
         let mut doomed: Vec<u64> =
             before.filter(|(_, (e, _))| *e > start).map(|(&s, _)| s).into_iter().collect();
-        doomed.extend(self.by_start.range(start..end.max(start)).map(|(&s, _)| s));
+        doomed.extend(by_start.range(start..end.max(start)).map(|(&s, _)| s));
         for s in &doomed {
-            self.by_start.remove(s);
+            by_start.remove(s);
         }
         !doomed.is_empty()
     }
@@ -56,19 +73,38 @@ impl<T> Intervals<T> {
     /// Adds `[start, end)` (empty intervals are never found, so they are not kept).
     fn insert(&mut self, start: u64, end: u64, value: T) {
         self.remove_overlapping(start, end);
-        if end > start {
-            self.by_start.insert(start, (end, value));
+        if end <= start {
+            return;
+        }
+        match self {
+            Intervals::One(one) => match one.take() {
+                None => *one = Some((start, end, value)),
+                Some((s, e, v)) => {
+                    *self = Intervals::Many(BTreeMap::from([(s, (e, v)), (start, (end, value))]))
+                }
+            },
+            Intervals::Many(by_start) => {
+                by_start.insert(start, (end, value));
+            }
         }
     }
 
     /// The interval containing `a`: its start and value.
     fn find(&self, a: u64) -> Option<(u64, &T)> {
-        let (&start, (end, v)) = self.by_start.range(..=a).next_back()?;
-        (a < *end).then_some((start, v))
+        let (start, end, v) = match self {
+            Intervals::One(one) => one.as_ref().map(|(s, e, v)| (*s, *e, v))?,
+            Intervals::Many(by_start) => {
+                by_start.range(..=a).next_back().map(|(&s, (e, v))| (s, *e, v))?
+            }
+        };
+        (start <= a && a < end).then_some((start, v))
     }
 
     fn len(&self) -> usize {
-        self.by_start.len()
+        match self {
+            Intervals::One(one) => usize::from(one.is_some()),
+            Intervals::Many(by_start) => by_start.len(),
+        }
     }
 }
 
@@ -740,6 +776,41 @@ mod tests {
         m.on_mmap(&mmap(2, 0x2000_0000, 0, "/bin/other", None));
         let other = &m.stats.other_executables["/bin/other"];
         assert_eq!((other.mappings, other.build_id.as_deref()), (2, Some(&[0xee][..])));
+    }
+
+    #[test]
+    fn one_interval_kept_in_place_overlaps_as_in_the_map() {
+        let cases = [
+            (0x800, 0x1000),
+            (0x800, 0x1001),
+            (0x1000, 0x1000),
+            (0x1800, 0x1800),
+            (0xfff, 0xfff),
+            (0x1fff, 0x3000),
+            (0x2000, 0x3000),
+            (0x3000, 0x800),
+        ];
+        for (start, end) in cases {
+            let mut one = Intervals::One(Some((0x1000, 0x2000, 'a')));
+            let mut many = Intervals::Many(BTreeMap::from([(0x1000, (0x2000, 'a'))]));
+            let removed = one.remove_overlapping(start, end);
+            assert_eq!(removed, many.remove_overlapping(start, end), "{start:#x}..{end:#x}");
+            assert_eq!((one.len(), many.len()), (usize::from(!removed), usize::from(!removed)));
+        }
+        let mut iv = Intervals::default();
+        iv.insert(0x1000, 0x2000, 'a');
+        assert!(matches!(iv, Intervals::One(_)));
+        assert_eq!(
+            (iv.find(0xfff), iv.find(0x1000), iv.find(0x2000)),
+            (None, Some((0x1000, &'a')), None)
+        );
+        iv.insert(0x1800, 0x2800, 'b');
+        assert_eq!((iv.len(), iv.find(0x17ff), iv.find(0x2000)), (1, None, Some((0x1800, &'b'))));
+        iv.insert(0x3000, 0x4000, 'c');
+        assert_eq!(
+            (iv.len(), iv.find(0x1800), iv.find(0x3000)),
+            (2, Some((0x1800, &'b')), Some((0x3000, &'c')))
+        );
     }
 
     #[test]
