@@ -131,9 +131,30 @@ pub mod key {
         len
     };
 
+    /// The value bits of an `n`-byte value (n < [`MAX_LEN`]): `7 * n` of them.
+    const VALUE_MASK: [u64; MAX_LEN] = {
+        let mut mask = [0; MAX_LEN];
+        let mut n = 1;
+        while n < MAX_LEN {
+            mask[n] = u64::MAX >> (64 - 7 * n);
+            n += 1;
+        }
+        mask
+    };
+
     /// The value [`put`] wrote at `*at`, moving `*at` past it; `None` at the end of `key`.
     #[inline(always)]
     fn get(key: &[u8], at: &mut usize) -> Option<u64> {
+        // Most values: a whole word left to read, and at most eight bytes (the first byte is not
+        // 0, so the word's trailing zeros are the first byte's).
+        if let Some(w) = key.get(*at..).and_then(|r| r.first_chunk::<8>()) {
+            let w = u64::from_le_bytes(*w);
+            let n = w.trailing_zeros() as usize + 1;
+            if n < MAX_LEN {
+                *at += n;
+                return Some((w >> n) & VALUE_MASK[n]);
+            }
+        }
         let rest = key.get(*at..)?;
         let &first = rest.first()?;
         let le = |bytes: &[u8]| bytes.iter().rev().fold(0, |w, &b| w << 8 | u64::from(b));
@@ -156,6 +177,10 @@ pub mod key {
     pub fn decode_into(key: &[u8], out: &mut HybridSample) {
         let mut r = Reader::new(key, &mut out.callchain);
         out.branches.clear();
+        while let Some((source, target)) = r.next_pair() {
+            out.branches.push(Branch { source, target });
+        }
+        // The last entries (less than 16 bytes left), or after a value of nine bytes.
         while let (Some(source), Some(target)) = (r.next(), r.next()) {
             out.branches.push(Branch { source, target });
         }
@@ -190,9 +215,37 @@ pub mod key {
         #[inline]
         fn next(&mut self) -> Option<Vaddr> {
             let z = get(self.key, &mut self.at)?;
-            let d = unzigzag(z);
-            self.prev = self.prev.wrapping_add(d as u64);
-            Some(Vaddr(self.prev))
+            Some(self.add(z))
+        }
+
+        /// The next two addresses, when 16 bytes are left and each takes at most eight: read
+        /// from one 16-byte window, with no end check per value. `None` (nothing read)
+        /// otherwise.
+        #[inline(always)]
+        fn next_pair(&mut self) -> Option<(Vaddr, Vaddr)> {
+            let window = self.key.get(self.at..)?.first_chunk::<16>()?;
+            let x = u128::from_le_bytes(*window);
+            // A first byte of 0 (nine bytes) has eight trailing zeros or more.
+            let first = x as u64;
+            let n1 = first.trailing_zeros() as usize + 1;
+            if n1 >= MAX_LEN {
+                return None;
+            }
+            let second = (x >> (8 * n1)) as u64;
+            let n2 = second.trailing_zeros() as usize + 1;
+            if n2 >= MAX_LEN {
+                return None;
+            }
+            self.at += n1 + n2;
+            let source = self.add((first >> n1) & VALUE_MASK[n1]);
+            Some((source, self.add((second >> n2) & VALUE_MASK[n2])))
+        }
+
+        /// The address `z` (a zigzag delta) leads to from the last one.
+        #[inline(always)]
+        fn add(&mut self, z: u64) -> Vaddr {
+            self.prev = self.prev.wrapping_add(unzigzag(z) as u64);
+            Vaddr(self.prev)
         }
     }
 
@@ -230,6 +283,29 @@ pub mod key {
             encode(&near, &mut k);
             assert_eq!(k.len(), 1 + 4 + 1 + 1);
             assert_eq!(decode(&k), near);
+        }
+
+        #[test]
+        fn long_samples_round_trip_with_values_of_every_size() {
+            // Entries read in pairs from 16-byte windows, then one by one: values of one to
+            // nine bytes, a nine-byte one as either value of a pair and near the end.
+            let deltas = [3u64, 1 << 10, 1 << 20, 1 << 40, 1 << 55, 1 << 60, 7, u64::MAX / 3];
+            for shift in 0..deltas.len() {
+                let mut a = 0x40_0000u64;
+                let mut next = |i: usize| {
+                    a = a.wrapping_add(deltas[(i + shift) % deltas.len()]);
+                    Vaddr(a)
+                };
+                let h = HybridSample {
+                    callchain: (0..5).map(&mut next).collect(),
+                    branches: (0..40)
+                        .map(|i| Branch { source: next(2 * i), target: next(2 * i + 1) })
+                        .collect(),
+                };
+                let mut k = Vec::new();
+                encode(&h, &mut k);
+                assert_eq!(decode(&k), h, "shift {shift}");
+            }
         }
 
         #[test]
