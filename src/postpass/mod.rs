@@ -179,17 +179,17 @@ pub fn prepare(
         || {
             let trie = ContextTrie::of_contexts(&profile.functions);
             let profiles = trie.profiles_of(profile);
-            // The pre-inliner's call counts read the profiles once more: beside the merge,
+            // The pre-inliner's call graph reads the profiles once more: beside the merge,
             // whose sequential end (the summary) leaves a core idle.
-            let (thresholds, weights) = rayon::join(
+            let (thresholds, graph) = rayon::join(
                 || {
                     let merged = context_less_merge(profile, &trie, &profiles);
                     thresholds(binary, &merged, summary)
                 },
-                || opts.preinliner.then(|| preinliner::edge_weights(&trie, |s| profiles[s])),
+                || opts.preinliner.then(|| preinliner::call_graph(&trie, |s| profiles[s])),
             );
             let thresholds = thresholds?;
-            let plan = weights.map(|w| preinliner::plan(trie, &w, opts, &thresholds));
+            let plan = graph.map(|g| preinliner::plan(trie, &g, opts, &thresholds));
             Ok::<_, Error>((thresholds, plan))
         },
         || profiled.map(|profiled| context_size::context_sizes(binary, &profiled)),

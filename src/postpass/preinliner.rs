@@ -2,7 +2,7 @@
 //! the compiler's top-down inlining from the context profile, keeps the contexts it would inline
 //! (marked ShouldBeInlined) and merges every other context into its function's base profile.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use rayon::prelude::*;
 
@@ -29,39 +29,76 @@ pub(crate) struct Plan {
 }
 
 /// The [`Plan`] of a flat CS profile whose contexts `trie` holds ([`ContextTrie::of_contexts`]),
-/// `weights` the [`edge_weights`] of its profiles: read only, so it can be made beside other
+/// `graph` the [`call_graph`] of its profiles: read only, so it can be made beside other
 /// readers of the fresh profile.
 pub(crate) fn plan(
     trie: ContextTrie,
-    weights: &[u64],
+    graph: &CallGraph,
     opts: &PostPassOptions,
     thresholds: &Thresholds,
 ) -> Plan {
-    let order = top_down_order(&trie, weights, thresholds.cold, opts.sort_profiled_scc_member);
+    let order = top_down_order(graph, thresholds.cold, opts.sort_profiled_scc_member);
     Plan { trie, order }
 }
 
-/// The call count ([`edge_weight`]) of the trie edge into each node, by node id, for
-/// [`top_down_order`]: 0 where the node or its caller has no profile (the root's children
-/// included). `profile` gives the profile of a sample id. Each edge reads two profiles, mostly
-/// cache misses, and no other edge: the nodes are taken in parallel.
-pub(crate) fn edge_weights<'a>(
+/// The profiled call graph (`ProfiledCallGraph`) before its cold edges are trimmed: functions
+/// in name order (LLVM's `std::set`s are keyed by name), each with its callees in that order and
+/// the weight of each call edge summed over every trie edge between the two.
+pub(crate) struct CallGraph {
+    /// Function ids by rank in name order.
+    by_name: Vec<FuncId>,
+    /// By caller rank: (callee rank + 1, weight), by callee rank (graph node 0 is the root).
+    edges: Vec<Vec<(usize, u64)>>,
+}
+
+/// The [`CallGraph`] of `trie` and its profiles, `profile` giving the profile of a sample id.
+/// Each trie edge below the root's children weighs its call count ([`edge_weight`]), 0 where
+/// the caller or the callee has no profile. Each edge reads two profiles, mostly cache misses,
+/// and no other edge: the nodes are taken in parallel, and the weights summed by sorting the
+/// edges (saturating sums of counts do not depend on the order: every one is the sum capped at
+/// `u64::MAX`).
+pub(crate) fn call_graph<'a>(
     trie: &ContextTrie,
     profile: impl Fn(SampleId) -> &'a FunctionSamples + Sync,
-) -> Vec<u64> {
-    (0..trie.node_count())
+) -> CallGraph {
+    let mut by_name: Vec<FuncId> = (0..trie.func_count() as FuncId).collect();
+    by_name.par_sort_unstable_by(|&a, &b| trie.name(a).cmp(trie.name(b)));
+    let mut rank = vec![0u32; by_name.len()];
+    for (r, &f) in by_name.iter().enumerate() {
+        rank[f as usize] = r as u32;
+    }
+    // Every node below a root child is the callee of one trie edge: (caller rank, callee rank)
+    // as one key, and the edge's weight; other nodes sort last.
+    const NO_EDGE: u64 = u64::MAX;
+    let mut calls: Vec<(u64, u64)> = (0..trie.node_count())
         .into_par_iter()
         .with_min_len(4096)
         .map(|n| {
             let node = trie.node(n);
-            match (node.parent.and_then(|p| trie.node(p).samples), node.samples) {
+            let Some(caller) = node.parent.filter(|&p| p != ROOT) else {
+                return (NO_EDGE, 0);
+            };
+            let caller_node = trie.node(caller);
+            let weight = match (caller_node.samples, node.samples) {
                 (Some(caller), Some(callee)) => {
                     edge_weight(profile(caller), profile(callee), node.callsite)
                 }
                 _ => 0,
-            }
+            };
+            let key = u64::from(rank[caller_node.func as usize]) << 32
+                | u64::from(rank[node.func as usize]);
+            (key, weight)
         })
-        .collect()
+        .collect();
+    calls.par_sort_unstable_by_key(|&(key, _)| key);
+    let edges_end = calls.partition_point(|&(key, _)| key != NO_EDGE);
+    let mut edges: Vec<Vec<(usize, u64)>> = vec![Vec::new(); by_name.len()];
+    for group in calls[..edges_end].chunk_by(|a, b| a.0 == b.0) {
+        let weight = group.iter().fold(0u64, |w, &(_, e)| w.saturating_add(e));
+        let (caller, callee) = ((group[0].0 >> 32) as usize, group[0].0 as u32 as usize);
+        edges[caller].push((callee + 1, weight));
+    }
+    CallGraph { by_name, edges }
 }
 
 /// `CSPreInliner::run` on a flat CS profile; leaves a flat CS profile with `preinlined` set.
@@ -86,8 +123,7 @@ pub(crate) fn run_preinliner(
     let order = match order {
         Some(order) => order,
         None => top_down_order(
-            &trie,
-            &edge_weights(&trie, |s| &trie.samples[s].fs),
+            &call_graph(&trie, |s| &trie.samples[s].fs),
             thresholds.cold,
             opts.sort_profiled_scc_member,
         ),
@@ -320,44 +356,20 @@ pub(crate) fn head_samples_estimate(fs: &FunctionSamples) -> u64 {
     if count > 0 { count } else { u64::from(fs.total_samples > 0) }
 }
 
-/// `CSPreInliner::buildTopDownOrder` on the profiled call graph (`ProfiledCallGraph` built
-/// from the context trie, each edge's weight from `weights` ([`edge_weights`]), edges up to the
-/// cold threshold trimmed): Tarjan SCCs from a synthetic
-/// root, nodes and edges visited in function-name order (LLVM's `std::set`s are keyed by name),
-/// members of each SCC optionally ordered by `scc_member_iterator`, whole order reversed.
-fn top_down_order(
-    trie: &ContextTrie,
-    weights: &[u64],
-    cold_threshold: u64,
-    sort_scc: bool,
-) -> Vec<FuncId> {
-    // Graph node 0 is the root; function `f` is node `rank[f] + 1`, ranks in name order.
-    let mut by_name: Vec<FuncId> = (0..trie.func_count() as FuncId).collect();
-    by_name.sort_by(|&a, &b| trie.name(a).cmp(trie.name(b)));
-    let mut rank = vec![0usize; by_name.len()];
-    for (r, &f) in by_name.iter().enumerate() {
-        rank[f as usize] = r;
-    }
-
-    // Edge weights, accumulated over every trie edge between the two functions.
-    let mut edges: Vec<BTreeMap<usize, u64>> = vec![BTreeMap::new(); by_name.len()];
-    let mut queue: VecDeque<NodeId> = trie.children(ROOT).collect();
-    while let Some(caller) = queue.pop_front() {
-        for callee in trie.children(caller) {
-            queue.push_back(callee);
-            let weight = weights[callee];
-            let w = edges[rank[trie.node(caller).func as usize]]
-                .entry(rank[trie.node(callee).func as usize] + 1)
-                .or_insert(0);
-            *w = w.saturating_add(weight);
-        }
-    }
+/// `CSPreInliner::buildTopDownOrder` on the profiled call graph (`graph`, edges up to the cold
+/// threshold trimmed): Tarjan SCCs from a synthetic root, nodes and edges visited in
+/// function-name order, members of each SCC optionally ordered by `scc_member_iterator`, whole
+/// order reversed.
+fn top_down_order(graph: &CallGraph, cold_threshold: u64, sort_scc: bool) -> Vec<FuncId> {
+    let by_name = &graph.by_name;
+    // Graph node 0 is the root; the function of rank `r` is node `r + 1`.
     let mut adj: Vec<Vec<(usize, u64)>> = vec![(1..=by_name.len()).map(|n| (n, 0)).collect()];
-    for callees in edges {
+    for callees in &graph.edges {
         // Trimming stabilises the order from run to run; a threshold of 0 trims nothing.
         adj.push(
             callees
-                .into_iter()
+                .iter()
+                .copied()
                 .filter(|&(_, w)| cold_threshold == 0 || w > cold_threshold)
                 .collect(),
         );
