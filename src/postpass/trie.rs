@@ -451,12 +451,15 @@ impl ContextTrie {
     ///
     /// A node's context shares the frames of one made for an ancestor when the node lies on the
     /// ancestor's first-child line, which the ancestor's frames run down to; so a chain of nested
-    /// contexts costs its depth, not depth²/2.
+    /// contexts costs its depth, not depth²/2. The contexts are made in [`Context`] order
+    /// ([`ContextTrie::in_context_order`]), so that the map is built from them in one pass
+    /// rather than by an insert (a search from the top) each.
     pub fn move_profiles_into(&mut self, profile: &mut Profile) {
         // For each node on a line made so far: the line's context and the node's depth on it.
         let mut on_line: Vec<Option<(usize, usize)>> = vec![None; self.nodes.len()];
         let mut lines: Vec<Context> = Vec::new();
-        for node in self.bfs() {
+        let mut moved: Vec<(Context, FunctionSamples)> = Vec::new();
+        for node in self.in_context_order() {
             let Some(s) = self.nodes[node].samples else { continue };
             let (line, depth) = match on_line[node] {
                 Some(at) => at,
@@ -480,8 +483,47 @@ impl ContextTrie {
                 }
             };
             let fs = std::mem::take(&mut self.samples[s].fs);
-            profile.functions.insert(lines[line].prefix(depth), fs);
+            moved.push((lines[line].prefix(depth), fs));
         }
+        // Sorted already, so the map checks the order in one pass and builds its nodes in
+        // another (it would sort them were they not).
+        let mut moved: BTreeMap<Context, FunctionSamples> = moved.into_iter().collect();
+        profile.functions.append(&mut moved);
+    }
+
+    /// Every node but the root, parents before children and in the order their contexts
+    /// ([`ContextTrie::context_of`]) compare: contexts compare frame by frame, each frame by
+    /// function name and then by the call site into the next frame (the leaf's is (0, 0)), so a
+    /// node's context comes before its descendants' and siblings order by (call site, name);
+    /// the root's children, whose call site is not in their contexts, by name.
+    fn in_context_order(&self) -> Vec<NodeId> {
+        let mut order = Vec::with_capacity(self.nodes.len());
+        let mut stack: Vec<NodeId> = Vec::new();
+        let mut siblings: Vec<NodeId> = Vec::new();
+        let visit = |node: NodeId, stack: &mut Vec<NodeId>, siblings: &mut Vec<NodeId>| {
+            siblings.clear();
+            siblings.extend(self.children(node));
+            if node == ROOT {
+                siblings.sort_by(|&a, &b| {
+                    self.name(self.nodes[a].func).cmp(self.name(self.nodes[b].func))
+                });
+            } else {
+                siblings.sort_by(|&a, &b| {
+                    let (a, b) = (&self.nodes[a], &self.nodes[b]);
+                    a.callsite
+                        .cmp(&b.callsite)
+                        .then_with(|| self.name(a.func).cmp(self.name(b.func)))
+                });
+            }
+            // Popped last to first.
+            stack.extend(siblings.iter().rev());
+        };
+        visit(ROOT, &mut stack, &mut siblings);
+        while let Some(node) = stack.pop() {
+            order.push(node);
+            visit(node, &mut stack, &mut siblings);
+        }
+        order
     }
 }
 
@@ -680,6 +722,29 @@ mod tests {
                 ("f:3 @ h:0".to_string(), 4, 4)
             ]
         );
+    }
+
+    /// Nodes come out of [`ContextTrie::in_context_order`] in the order of their contexts, which
+    /// the trie's own child order (by call-site hash) does not follow, so that
+    /// `move_profiles_into` builds the map from sorted contexts.
+    #[test]
+    fn nodes_in_context_order() {
+        let mut p = profile(&[
+            (&[("main", 0)], 1),
+            (&[("main", 1), ("f", 0)], 1),
+            (&[("main", 1), ("f", 2), ("g", 0)], 1),
+            (&[("main", 1), ("f", 2), ("b", 0)], 1),
+            (&[("main", 1), ("a", 0)], 1),
+            (&[("main", 3), ("f", 0)], 1),
+            (&[("main", 2), ("z", 0)], 1),
+            (&[("b", 0)], 1),
+            (&[("b", 7), ("c", 0)], 1),
+        ]);
+        let trie = ContextTrie::from_profile(&mut p);
+        let contexts: Vec<Context> =
+            trie.in_context_order().into_iter().map(|n| Context::new(trie.context_of(n))).collect();
+        assert_eq!(contexts.len(), trie.node_count() - 1);
+        assert!(contexts.windows(2).all(|w| w[0] < w[1]), "{contexts:?}");
     }
 
     /// The trie is sized from the contexts: a node per distinct path, whether contexts share
