@@ -12,7 +12,7 @@
 //! than one already released ("late") is delivered with the next release, and counted so that the
 //! reader can say time order was approximate.
 
-use super::bytes::{Loc, prefetch_lines};
+use super::bytes::{Loc, prefetch_lines, u64_at};
 
 /// Past this much queued data without a usable round the queue is released early (perf's
 /// ordered_events does the same when it runs out of its memory budget).
@@ -26,15 +26,35 @@ const PREFETCHED_LEN: usize = 192;
 /// How many records ahead of the one being released its lines are prefetched.
 pub(super) const PREFETCH_RECORDS: usize = 4;
 
+/// A queued record. Small, since releases sort the queue and move what stays: records with
+/// equal timestamps keep their arrival order by the sort's stability (the records still queued
+/// from earlier rounds lie before the newer ones, in order), not by a sequence number; and a
+/// record's [`Loc`] is its input position, or lies in the arena before the record.
 struct Queued {
     time: u64,
-    /// Arrival order, so records with equal timestamps keep their file order.
-    seq: u64,
+    start: usize,
+    len: u16,
     /// Whether `start` indexes the caller's input rather than the arena.
     in_input: bool,
-    start: usize,
-    len: usize,
-    loc: Loc,
+}
+
+/// Bytes before each record in the arena: its [`Loc`], as the offset, then 0 (no decompressed
+/// offset) or 1 and the decompressed offset.
+const ARENA_LOC: usize = 24;
+
+fn loc_bytes(loc: Loc) -> [u8; ARENA_LOC] {
+    let mut b = [0; ARENA_LOC];
+    b[..8].copy_from_slice(&loc.offset.to_le_bytes());
+    if let Some(d) = loc.decompressed {
+        b[8] = 1;
+        b[16..].copy_from_slice(&d.to_le_bytes());
+    }
+    b
+}
+
+fn loc_from(b: &[u8]) -> Loc {
+    let word = |at| u64_at(b, at).unwrap_or(0);
+    Loc { offset: word(0), decompressed: (word(8) == 1).then(|| word(16)) }
 }
 
 #[derive(Default)]
@@ -44,7 +64,6 @@ pub(super) struct TimeOrder {
     spare: Vec<u8>,
     next_flush: u64,
     max_time: u64,
-    seq: u64,
     /// Bytes of all queued records, copied or not (bounds both memory and the input range that
     /// must stay mapped).
     queued_len: usize,
@@ -58,11 +77,17 @@ pub(super) struct TimeOrder {
 }
 
 impl TimeOrder {
-    /// Queues `rec`; `input_pos` is its position in the input when it lies there (not copied).
+    /// Queues `rec` (at most 64 KiB, its size being a u16); `input_pos` is its position in the
+    /// input when it lies there (not copied), and then `loc` is that position.
+    #[inline]
     pub(super) fn push(&mut self, time: u64, rec: &[u8], input_pos: Option<usize>, loc: Loc) {
         let (in_input, start) = match input_pos {
-            Some(pos) => (true, pos),
+            Some(pos) => {
+                debug_assert!(loc.offset == pos as u64 && loc.decompressed.is_none());
+                (true, pos)
+            }
             None => {
+                self.arena.extend_from_slice(&loc_bytes(loc));
                 self.arena.extend_from_slice(rec);
                 (false, self.arena.len() - rec.len())
             }
@@ -70,8 +95,7 @@ impl TimeOrder {
         if time < self.released_time {
             self.late += 1;
         }
-        self.queue.push(Queued { time, seq: self.seq, in_input, start, len: rec.len(), loc });
-        self.seq += 1;
+        self.queue.push(Queued { time, start, len: rec.len() as u16, in_input });
         self.queued_len += rec.len();
         self.max_time = self.max_time.max(time);
     }
@@ -97,10 +121,10 @@ impl TimeOrder {
         if self.rounds || self.queued_len <= NO_ROUNDS_WINDOW {
             return None;
         }
-        self.queue.sort_unstable_by_key(|q| (q.time, q.seq));
+        self.queue.sort_by_key(|q| q.time);
         let mut bytes = 0;
         let half = self.queue.iter().position(|q| {
-            bytes += q.len;
+            bytes += usize::from(q.len);
             bytes >= self.queued_len / 2
         })?;
         let limit = self.queue[half].time;
@@ -108,10 +132,10 @@ impl TimeOrder {
         Some(limit)
     }
 
-    /// Sorts the queue and returns how many records (from the front) have `time <= limit`
-    /// (all of them without a limit).
+    /// Sorts the queue (stably: records of equal time in arrival order) and returns how many
+    /// records (from the front) have `time <= limit` (all of them without a limit).
     pub(super) fn ready(&mut self, limit: Option<u64>) -> usize {
-        self.queue.sort_unstable_by_key(|q| (q.time, q.seq));
+        self.queue.sort_by_key(|q| q.time);
         match limit {
             Some(limit) => self.queue.partition_point(|q| q.time <= limit),
             None => self.queue.len(),
@@ -122,9 +146,14 @@ impl TimeOrder {
     /// `push` positions refer to).
     pub(super) fn get<'s>(&'s self, input: &'s [u8], i: usize) -> (&'s [u8], Option<usize>, Loc) {
         let q = &self.queue[i];
-        let from = if q.in_input { input } else { &self.arena };
-        let rec = from.get(q.start..q.start + q.len).unwrap_or_default();
-        (rec, q.in_input.then_some(q.start), q.loc)
+        let end = q.start + usize::from(q.len);
+        if q.in_input {
+            let rec = input.get(q.start..end).unwrap_or_default();
+            return (rec, Some(q.start), Loc::plain(q.start as u64));
+        }
+        let rec = self.arena.get(q.start..end).unwrap_or_default();
+        let loc = self.arena.get(q.start - ARENA_LOC..q.start).unwrap_or_default();
+        (rec, None, loc_from(loc))
     }
 
     /// Prefetches the first lines of the `i`th queued record (its fixed fields and, in the usual
@@ -134,19 +163,19 @@ impl TimeOrder {
     pub(super) fn prefetch(&self, input: &[u8], i: usize) {
         if let Some(q) = self.queue.get(i) {
             let from = if q.in_input { input } else { &self.arena };
-            prefetch_lines(from, q.start..q.start + q.len.min(PREFETCHED_LEN));
+            prefetch_lines(from, q.start..q.start + usize::from(q.len).min(PREFETCHED_LEN));
         }
     }
 
     /// Drops the first `n` (released) records and compacts the arena around the rest.
     pub(super) fn retire(&mut self, n: usize) {
-        self.queued_len -= self.queue[..n].iter().map(|q| q.len).sum::<usize>();
+        self.queued_len -= self.queue[..n].iter().map(|q| usize::from(q.len)).sum::<usize>();
         self.queue.drain(..n);
         self.spare.clear();
         for q in self.queue.iter_mut().filter(|q| !q.in_input) {
-            let start = self.spare.len();
-            self.spare.extend_from_slice(&self.arena[q.start..q.start + q.len]);
-            q.start = start;
+            self.spare
+                .extend_from_slice(&self.arena[q.start - ARENA_LOC..q.start + usize::from(q.len)]);
+            q.start = self.spare.len() - usize::from(q.len);
         }
         std::mem::swap(&mut self.arena, &mut self.spare);
     }
