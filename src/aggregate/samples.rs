@@ -142,18 +142,24 @@ pub mod key {
         mask
     };
 
+    /// The length and value of a value of at most eight bytes, from the word it starts;
+    /// `None` for a nine-byte one (its first byte is 0, so the word has eight trailing zeros or
+    /// more). A value's first byte is otherwise not 0, so the word's trailing zeros are its.
+    #[inline(always)]
+    fn short_value(word: u64) -> Option<(usize, u64)> {
+        let n = word.trailing_zeros() as usize + 1;
+        (n < MAX_LEN).then(|| (n, (word >> n) & VALUE_MASK[n]))
+    }
+
     /// The value [`put`] wrote at `*at`, moving `*at` past it; `None` at the end of `key`.
     #[inline(always)]
     fn get(key: &[u8], at: &mut usize) -> Option<u64> {
-        // Most values: a whole word left to read, and at most eight bytes (the first byte is not
-        // 0, so the word's trailing zeros are the first byte's).
-        if let Some(w) = key.get(*at..).and_then(|r| r.first_chunk::<8>()) {
-            let w = u64::from_le_bytes(*w);
-            let n = w.trailing_zeros() as usize + 1;
-            if n < MAX_LEN {
-                *at += n;
-                return Some((w >> n) & VALUE_MASK[n]);
-            }
+        // Most values: a whole word left to read, and at most eight bytes.
+        if let Some(w) = key.get(*at..).and_then(|r| r.first_chunk::<8>())
+            && let Some((n, z)) = short_value(u64::from_le_bytes(*w))
+        {
+            *at += n;
+            return Some(z);
         }
         let rest = key.get(*at..)?;
         let &first = rest.first()?;
@@ -162,14 +168,11 @@ pub mod key {
             *at += MAX_LEN;
             return rest.get(1..MAX_LEN).map(le);
         }
+        // The last values of a key: fewer than eight bytes left.
         let n = first.trailing_zeros() as usize + 1;
-        let word = match rest.first_chunk::<8>() {
-            Some(w) => u64::from_le_bytes(*w),
-            // The last values of a key: fewer than eight bytes left.
-            None => le(rest.get(..n)?),
-        };
+        let (n, z) = short_value(le(rest.get(..n)?))?;
         *at += n;
-        Some((word >> n) & (u64::MAX >> (64 - 7 * n)))
+        Some(z)
     }
 
     /// The sample [`encode`] stored, into `out`, whose vectors keep their capacity from sample to
@@ -225,20 +228,11 @@ pub mod key {
         fn next_pair(&mut self) -> Option<(Vaddr, Vaddr)> {
             let window = self.key.get(self.at..)?.first_chunk::<16>()?;
             let x = u128::from_le_bytes(*window);
-            // A first byte of 0 (nine bytes) has eight trailing zeros or more.
-            let first = x as u64;
-            let n1 = first.trailing_zeros() as usize + 1;
-            if n1 >= MAX_LEN {
-                return None;
-            }
-            let second = (x >> (8 * n1)) as u64;
-            let n2 = second.trailing_zeros() as usize + 1;
-            if n2 >= MAX_LEN {
-                return None;
-            }
+            let (n1, z1) = short_value(x as u64)?;
+            let (n2, z2) = short_value((x >> (8 * n1)) as u64)?;
             self.at += n1 + n2;
-            let source = self.add((first >> n1) & VALUE_MASK[n1]);
-            Some((source, self.add((second >> n2) & VALUE_MASK[n2])))
+            let source = self.add(z1);
+            Some((source, self.add(z2)))
         }
 
         /// The address `z` (a zigzag delta) leads to from the last one.
