@@ -264,6 +264,14 @@ impl Batch {
                 bodies.prefetch(&d);
             }
             let (cn, bn) = (h.callchain_len as usize, h.branches_len as usize);
+            // Built once, with the stacks read in place or from the batch.
+            let (callchain, branches) = match (bodies.as_mut(), &h.record) {
+                (Some(bodies), Some(d)) => bodies.stacks(d),
+                _ => (
+                    CallChain(&self.callchains[*c..*c + cn]),
+                    BranchStack(&self.branches[*b..*b + bn]),
+                ),
+            };
             let s = Sample {
                 pid: h.pid,
                 tid: h.tid,
@@ -272,15 +280,12 @@ impl Batch {
                 ip: h.ip,
                 period: h.period,
                 repeat: h.repeat,
-                callchain: CallChain(&self.callchains[*c..*c + cn]),
-                branches: BranchStack(&self.branches[*b..*b + bn]),
+                callchain,
+                branches,
                 has_callchain: h.has_callchain,
-                record: h.record,
+                record: None,
             };
-            match bodies.as_mut() {
-                Some(bodies) if s.record.is_some() => agg.add(map, &bodies.complete(&s)),
-                _ => agg.add(map, &s),
-            }
+            agg.add(map, &s);
             *c += cn;
             *b += bn;
         }

@@ -673,18 +673,21 @@ impl SampleBodies<'_> {
     /// (the reading thread checked that they lie there); `s` itself when it was not deferred.
     pub fn complete<'s>(&'s mut self, s: &Sample<'s>) -> Sample<'s> {
         let Some(d) = s.record else { return s.clone() };
+        let (callchain, branches) = self.stacks(&d);
+        Sample { callchain, branches, record: None, ..s.clone() }
+    }
+
+    /// The call chain and branch stack of the deferred sample `d`, read in place (what
+    /// [`complete`](Self::complete) adds to its sample).
+    #[inline]
+    pub fn stacks(&mut self, d: &Deferred) -> (CallChain<'_>, BranchStack<'_>) {
         let at = |(offset, n): (u16, u16), size: usize| {
             let start = d.record + usize::from(offset);
             self.bytes.get(start..start + usize::from(n) * size).unwrap_or_default()
         };
         let (ips, entries) = (at(d.callchain, 8), at(d.branches, 24));
         let callchain = decode::user_frames(ips.as_chunks::<8>().0, d.user, &mut self.copy);
-        Sample {
-            callchain: CallChain(callchain),
-            branches: BranchStack(entries.as_chunks::<24>().0),
-            record: None,
-            ..s.clone()
-        }
+        (CallChain(callchain), BranchStack(entries.as_chunks::<24>().0))
     }
 }
 

@@ -82,24 +82,23 @@ impl Loc {
     }
 }
 
-/// Asks the CPU to start loading the cache line of `data[pos]` (nothing when `pos` lies outside
-/// `data`).
-#[inline(always)]
-pub(super) fn prefetch(data: &[u8], pos: usize) {
-    #[cfg(target_arch = "x86_64")]
-    if pos < data.len() {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        // SAFETY: a prefetch is a hint that never faults; the address lies in `data`.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(data.as_ptr().add(pos).cast()) };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (data, pos);
-}
-
-/// [`prefetch`] of every cache line that holds a byte of `data[bytes]`.
+/// Asks the CPU to start loading every cache line that holds a byte of `data[bytes]` (of those
+/// inside `data`). The range is cut to `data` once, not tested per line: a sample's record spans a dozen lines,
+/// and a `step_by` loop with a test per line cost twice the instructions.
 #[inline(always)]
 pub(super) fn prefetch_lines(data: &[u8], bytes: std::ops::Range<usize>) {
-    for line in (bytes.start & !63..bytes.end).step_by(64) {
-        prefetch(data, line);
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let base = data.as_ptr() as usize;
+        let end = base + bytes.end.min(data.len());
+        let mut line = (base + bytes.start) & !63;
+        while line < end {
+            // SAFETY: a prefetch is a hint that never faults, whatever the address.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(line as *const i8) };
+            line += 64;
+        }
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (data, bytes);
 }
