@@ -51,9 +51,13 @@ fuzz_target!(|data: &[u8]| {
             let opts = ProfileOptions::default();
             let mut profile = profile::generate(binary, &counters, &opts, &mut Vec::new());
             let summary = SummaryOptions::default();
-            let Ok(prepared) =
-                postpass::prepare(binary, counters.clone(), &profile, &post, &summary)
-            else {
+            let Ok(prepared) = postpass::prepare(
+                binary,
+                postpass::sampled(binary, &counters, &post),
+                &profile,
+                &post,
+                &summary,
+            ) else {
                 continue;
             };
             postpass::apply(&mut profile, prepared, &post);

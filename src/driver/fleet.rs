@@ -279,13 +279,20 @@ fn generate_store(cfg: &Config) -> Result<Vec<BinaryReport>, Error> {
         counters.apply_weights();
         report.warnings.append(&mut inputs.warnings);
         report.inputs = inputs;
-        let profile = profile::generate(&binary, &counters, &cfg.profile, &mut report.warnings);
+        let (profile, sampled) = profile::generate_beside(
+            &binary,
+            &counters,
+            &cfg.profile,
+            &mut report.warnings,
+            || crate::postpass::sampled(&binary, &counters, &cfg.output.postpass),
+        );
+        drop(counters);
         let name = match id {
             Some(id) => format!("{}-{}.prof", entry.file_name, hex(id)),
             None => format!("{}.prof", entry.file_name),
         };
         let output = OutputOptions { path: out_dir.join(name), ..cfg.output.clone() };
-        finish_profile(&binary, counters, profile, &output, &mut report)?;
+        finish_profile(&binary, sampled, profile, &output, &mut report)?;
         reports.push(BinaryReport { name: output.path.display().to_string(), report });
     }
     Ok(reports)

@@ -44,6 +44,10 @@ impl FuncName {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+    /// Whether both hold the same shared text (then they are equal without reading it).
+    pub fn same(&self, other: &FuncName) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 impl std::ops::Deref for FuncName {

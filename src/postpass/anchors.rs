@@ -14,8 +14,8 @@
 //! CS contexts (a call site that has a callee context is already an anchor there).
 
 use crate::binary::anchors::CodeAnchors;
-use crate::llvm::{ContextFrame, canonical_fn_name};
-use crate::profile::{FunctionSamples, Profile};
+use crate::llvm::{ContextFrame, FuncName, canonical_fn_name};
+use crate::profile::{Context, FunctionSamples, Profile};
 use rayon::prelude::*;
 use std::collections::BTreeSet;
 
@@ -50,22 +50,49 @@ pub fn add_zero_count_anchors(profile: &mut Profile, anchors: &CodeAnchors) -> u
 pub fn anchored_functions(profile: &Profile) -> BTreeSet<String> {
     type Names<'a> = hashbrown::HashSet<&'a str>;
     fn walk<'a>(fs: &'a FunctionSamples, seen: &mut Names<'a>, out: &mut Names<'a>) {
-        if seen.insert(&fs.name) {
-            out.insert(canonical_fn_name(&fs.name));
-        }
         for callee in fs.callsites.values().flat_map(|c| c.values()) {
+            if seen.insert(&callee.name) {
+                out.insert(canonical_fn_name(&callee.name));
+            }
             walk(callee, seen, out);
         }
     }
+    fn note<'a>(func: &'a FuncName, seen: &mut hashbrown::HashSet<usize>, out: &mut Names<'a>) {
+        if seen.insert(func.as_ptr() as usize) {
+            out.insert(canonical_fn_name(func));
+        }
+    }
     // A CS profile repeats each function in thousands of contexts: each name is canonicalised
-    // once (a context frame's shared text looked at once), and borrowed until the end.
+    // once (a context frame's shared text looked at once), and borrowed until the end. Contexts
+    // in order share their roots with the one before: its frames are not looked at again, those
+    // of a context it extends (the same frames, see `Context::extends`) or else the callers
+    // holding the same shared names at the same depths.
     let (mut seen, mut out) = (Names::new(), Names::new());
     let mut seen_frames: hashbrown::HashSet<usize> = hashbrown::HashSet::new();
+    let mut previous: Option<&Context> = None;
     for (ctx, fs) in &profile.functions {
-        for (func, _) in ctx.named_frames() {
-            if seen_frames.insert(func.as_ptr() as usize) {
-                out.insert(canonical_fn_name(func));
+        if !ctx.is_empty() {
+            let callers = ctx.callers();
+            let known = match previous {
+                Some(p) if ctx.extends(p) => p.len(),
+                Some(p) => callers
+                    .iter()
+                    .zip(p.callers())
+                    .take_while(|(a, b)| a.func.same(&b.func))
+                    .count(),
+                None => 0,
+            };
+            for frame in callers.get(known..).unwrap_or_default() {
+                note(&frame.func, &mut seen_frames, &mut out);
             }
+            if known < ctx.len() {
+                note(ctx.leaf(), &mut seen_frames, &mut out);
+            }
+            previous = Some(ctx);
+        }
+        // A profile's function is its context's leaf (noted above) unless it is not.
+        if (ctx.is_empty() || fs.name != ctx.leaf_name()) && seen.insert(&fs.name) {
+            out.insert(canonical_fn_name(&fs.name));
         }
         walk(fs, &mut seen, &mut out);
     }
@@ -154,6 +181,24 @@ mod tests {
         p.functions.insert(baz, FunctionSamples::new("baz"));
         let names: Vec<String> = anchored_functions(&p).into_iter().collect();
         assert_eq!(names, ["bar", "baz", "foo", "main"]);
+    }
+
+    /// Contexts that share frames with the one before (a caller's context cut from its callee's,
+    /// or the same roots) still name all their frames; a profile whose function is not its
+    /// context's leaf names its function too.
+    #[test]
+    fn anchored_functions_name_frames_shared_with_the_previous_context() {
+        let frame = |f: &str, l| ContextFrame { func: f.into(), loc: LineLocation::new(l, 0) };
+        let mut p = Profile::default();
+        p.kind.context_sensitive = true;
+        let long = Context::new(vec![frame("main", 1), frame("foo", 2), frame("bar", 0)]);
+        let main = long.callers()[0].clone();
+        let other = Context::new(vec![main, frame("baz", 3), frame("qux", 0)]);
+        p.functions.insert(long.prefix(2), FunctionSamples::new("foo"));
+        p.functions.insert(long, FunctionSamples::new("bar"));
+        p.functions.insert(other, FunctionSamples::new("quux.llvm.7"));
+        let names: Vec<String> = anchored_functions(&p).into_iter().collect();
+        assert_eq!(names, ["bar", "baz", "foo", "main", "quux", "qux"]);
     }
 
     #[test]

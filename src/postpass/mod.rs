@@ -32,7 +32,7 @@ use trie::{ContextTrie, context_less_merge};
 pub use trim::{trim_and_merge_cold_contexts, trim_cold_profiles};
 
 use crate::aggregate::ContextCounters;
-use crate::binary::{Binary, FuncSource};
+use crate::binary::{Binary, FuncId, FuncSource};
 use crate::error::Error;
 use crate::llvm::canonical_fn_name;
 use crate::profile::Profile;
@@ -148,31 +148,41 @@ pub struct Prepared {
     plan: Option<Plan>,
 }
 
-/// The inputs of the post-passes of `profile`, built from `counters` of `binary`: thresholds
-/// from the profile summary (of the context-less merge for CS profiles) and the pre-inliner's
-/// context sizes from the binary when it uses them. Only reads the profile, so other readers of
-/// the fresh profile may run beside it.
-///
-/// The counters are dropped as soon as they are read, so that the post-passes reuse their
-/// memory instead of adding to the peak.
+/// What the post-passes read of the counters, taken by [`sampled`]: the counters can be dropped
+/// (and their memory reused by the post-passes) once it is.
+pub struct Sampled {
+    context_sensitive: bool,
+    /// The profiled functions, when the pre-inliner's context costs use them.
+    profiled: Option<Vec<FuncId>>,
+}
+
+/// What the post-passes as `opts` say read of `counters` of `binary` (see [`prepare`]). Needs
+/// only the counters: it can run while the profile is built from them.
+pub fn sampled(binary: &Binary, counters: &ContextCounters, opts: &PostPassOptions) -> Sampled {
+    let context_sensitive = counters.context_sensitive;
+    // The pre-inliner's context costs need every instruction of the profiled functions
+    // symbolized; only pay for it when they are used.
+    let context_cost = context_sensitive && opts.preinliner && opts.use_context_cost;
+    let profiled = context_cost.then(|| context_size::profiled_functions(binary, counters));
+    Sampled { context_sensitive, profiled }
+}
+
+/// The inputs of the post-passes of `profile`, built from it and what they read of its counters
+/// of `binary` ([`sampled`]): thresholds from the profile summary (of the context-less merge for
+/// CS profiles) and the pre-inliner's context sizes from the binary when it uses them. Only reads
+/// the profile, so other readers of the fresh profile may run beside it.
 pub fn prepare(
     binary: &Binary,
-    counters: ContextCounters,
+    sampled: Sampled,
     profile: &Profile,
     opts: &PostPassOptions,
     summary: &SummaryOptions,
 ) -> Result<Prepared, Error> {
-    let context_sensitive = counters.context_sensitive;
+    let Sampled { context_sensitive, profiled } = sampled;
     if !context_sensitive {
-        drop(counters);
         let thresholds = thresholds(binary, profile, summary)?;
         return Ok(Prepared { context_sensitive, thresholds, sizes: None, plan: None });
     }
-    // The pre-inliner's context costs need every instruction of the profiled functions
-    // symbolized; only pay for it when they are used.
-    let context_cost = opts.preinliner && opts.use_context_cost;
-    let profiled = context_cost.then(|| context_size::profiled_functions(binary, &counters));
-    drop(counters);
     // Independent, each partly sequential: side by side. The trie is the pre-inliner's
     // too: built here, beside the context sizes, rather than on the pre-inliner's one thread.
     let (read, sizes) = rayon::join(

@@ -418,6 +418,23 @@ where
     C: CodeView + Sync + ?Sized,
     P: ProbeView + Sync + ?Sized,
 {
+    let (profile, stats, ()) = generate_probe_cs_beside(code, probes, counters, opts, || ());
+    (profile, stats)
+}
+
+/// [`generate_probe_cs`], running `beside` on the other worker while the profile's map is built
+/// (sequential, at the end).
+pub fn generate_probe_cs_beside<C, P, R: Send>(
+    code: &C,
+    probes: &P,
+    counters: &ContextCounters,
+    opts: &CsOptions,
+    beside: impl FnOnce() -> R + Send,
+) -> (Profile, ProbeCsStats, R)
+where
+    C: CodeView + Sync + ?Sized,
+    P: ProbeView + Sync + ?Sized,
+{
     let (mut inferrer, keys) = rayon::join(
         || {
             let infer = opts.infer_missing_frames;
@@ -538,8 +555,8 @@ where
         fs_discriminator: false,
     };
     let names = shared_names.into_inner().unwrap_or_else(|e| e.into_inner()).names;
-    let profile = profiles.finish(&names, kind, opts.update_total_samples);
-    (profile, stats)
+    let (profile, r) = profiles.finish(&names, kind, opts.update_total_samples, beside);
+    (profile, stats, r)
 }
 
 /// Contexts per block of [`generate_probe_cs`]: bounds the sampled probes held at once.
@@ -1138,13 +1155,14 @@ type SharedNames = std::sync::Mutex<NameIndex>;
 
 impl ContextProfiles<FrameKey> {
     /// The profile by [`Context`]s, updated ([`Self::update`]) and sorted on rayon's current
-    /// pool. `names`: the frames' names by index.
-    fn finish(
+    /// pool. `names`: the frames' names by index. `beside` runs while the map is built.
+    fn finish<R: Send>(
         mut self,
         names: &[FuncName],
         kind: ProfileKind,
         update_total_samples: bool,
-    ) -> Profile {
+        beside: impl FnOnce() -> R + Send,
+    ) -> (Profile, R) {
         self.update(update_total_samples);
         // Names by text: frames with names replaced by their ranks order as the contexts do.
         let mut by_text: Vec<u32> = (0..names.len() as u32).collect();
@@ -1195,8 +1213,10 @@ impl ContextProfiles<FrameKey> {
             })
             .collect();
         drop(built);
-        // Contexts are distinct: the BTreeMap then only checks the order.
-        Profile { kind, functions: profiles.into_iter().collect(), symbol_list: None }
+        // Contexts are distinct: the BTreeMap then only checks the order. That is sequential:
+        // `beside` keeps the other core busy.
+        let (functions, r) = rayon::join(|| profiles.into_iter().collect(), beside);
+        (Profile { kind, functions, symbol_list: None }, r)
     }
 }
 

@@ -42,19 +42,32 @@ pub fn generate(
     opts: &ProfileOptions,
     warnings: &mut Vec<String>,
 ) -> Profile {
+    generate_beside(binary, counters, opts, warnings, || ()).0
+}
+
+/// [`generate`], and `beside`'s result: `beside` runs on the other worker while the profile is
+/// built (for a probe CS profile, while its map is, which leaves a core idle).
+pub fn generate_beside<R: Send>(
+    binary: &Binary,
+    counters: &ContextCounters,
+    opts: &ProfileOptions,
+    warnings: &mut Vec<String>,
+    beside: impl FnOnce() -> R + Send,
+) -> (Profile, R) {
     if counters.context_sensitive {
         return match binary.probes() {
             Some(probes) => {
-                let (profile, stats) = cs::generate_probe_cs(binary, probes, counters, &opts.cs);
+                let (profile, stats, r) =
+                    cs::generate_probe_cs_beside(binary, probes, counters, &opts.cs, beside);
                 if stats.probes_without_desc > 0 {
                     warnings.push(format!(
                         "{} probes skipped: a function on their inline chain has no .pseudo_probe_desc entry",
                         stats.probes_without_desc
                     ));
                 }
-                profile
+                (profile, r)
             }
-            None => cs::generate_line_cs(binary, counters, &opts.cs),
+            None => rayon::join(|| cs::generate_line_cs(binary, counters, &opts.cs), beside),
         };
     }
     let empty = Default::default();
@@ -73,7 +86,7 @@ pub fn generate(
         None => line::build(binary, c, line),
     };
     update::update_function_samples(&mut profile, opts.update_total_samples);
-    profile
+    (profile, beside())
 }
 
 /// The extbinary profile symbol list (`--populate-profile-symbol-list`): every function of the

@@ -376,6 +376,10 @@ impl Context {
         self.len == 0
     }
     pub fn leaf_name(&self) -> &str {
+        self.leaf()
+    }
+    /// The leaf's function, its shared name.
+    pub fn leaf(&self) -> &FuncName {
         &self.frames[..self.len].last().expect("a context has a leaf frame").func
     }
     /// Every frame but the leaf, root first, each at its call site.
