@@ -1253,6 +1253,13 @@ impl<'b> Aggregator<'b> {
         self
     }
 
+    /// Lowers the limit of held samples to a sixteenth, for the end of the input: the samples
+    /// still held when the input ends are reduced by one thread while the others wait, so they
+    /// should be few. The next sample reduces those held past the new limit.
+    pub fn hold_less(&mut self) {
+        self.pending.limit = self.pending.limit.min(Pending::MAX_WORDS / 16);
+    }
+
     /// The held samples, once past the limit, for another aggregator to reduce
     /// ([`reduce_held`](Self::reduce_held)) under the map they were read under.
     pub fn take_held(&mut self) -> Option<HeldSamples> {

@@ -243,6 +243,11 @@ impl<'m> PageReleaser<'m> {
         PageReleaser { map, released: Mutex::new(0) }
     }
 
+    /// The length of the mapped input.
+    pub fn mapped_len(&self) -> usize {
+        self.map.len()
+    }
+
     /// Releases the pages before `upto`.
     pub fn release_before(&self, upto: usize) {
         self.release_before_except(upto, &mut []);
