@@ -91,17 +91,22 @@ impl ContextCounters {
     }
     /// Scales weighted counts so that their total is the plain count's (hot and cold thresholds
     /// keep their meaning); counts that round to 0 are dropped. Plain counters are unchanged.
+    /// Contexts are scaled in parallel, on rayon's current pool (a 128-bit division per count:
+    /// on one thread it left the other core idle between unwinding and profile generation);
+    /// each count's scaling depends on it alone, so the result is the same.
     pub fn apply_weights(&mut self) {
+        use rayon::prelude::*;
         let w = std::mem::take(&mut self.weights);
         if w.weighted == 0 {
             return;
         }
-        for c in self.by_context.values_mut() {
+        let contexts: Vec<&mut Counters> = self.by_context.values_mut().collect();
+        contexts.into_par_iter().for_each(|c| {
             for map in [&mut c.ranges, &mut c.branches] {
                 map.values_mut().for_each(|n| *n = w.scale(*n));
                 map.retain(|_, n| *n > 0);
             }
-        }
+        });
         self.by_context.retain(|_, c| !c.is_empty());
     }
     pub fn merge(&mut self, other: ContextCounters) {

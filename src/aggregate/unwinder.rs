@@ -921,17 +921,29 @@ impl ContextShards {
         let shard = (hash >> 40) as usize % SHARDS;
         add_context(&mut self.shards[shard], hash, key, c);
     }
-    /// Adds `other`'s counters (shards made with the same hasher).
-    fn merge(&mut self, other: ContextShards) {
+    /// The sums of `all`'s counters (shards made with `hasher`), shard by shard in parallel:
+    /// each shard's counters are added into the largest one's.
+    fn merge_all(hasher: hashbrown::DefaultHashBuilder, all: Vec<ContextShards>) -> Self {
         use rayon::prelude::*;
-        self.shards.par_iter_mut().zip(other.shards).for_each(|(mine, mut theirs)| {
-            if mine.len() < theirs.len() {
-                std::mem::swap(mine, &mut theirs);
+        let mut by_shard: Vec<Vec<_>> =
+            (0..SHARDS).map(|_| Vec::with_capacity(all.len())).collect();
+        for c in all {
+            for (i, shard) in c.shards.into_iter().enumerate() {
+                by_shard[i].push(shard);
             }
-            for (hash, key, c) in theirs {
-                add_context(mine, hash, key, c);
-            }
-        });
+        }
+        let shards = by_shard
+            .into_par_iter()
+            .map(|mut tables| {
+                let largest = (0..tables.len()).max_by_key(|&i| tables[i].len());
+                let mut mine = largest.map(|i| tables.swap_remove(i)).unwrap_or_default();
+                for (hash, key, c) in tables.into_iter().flatten() {
+                    add_context(&mut mine, hash, key, c);
+                }
+                mine
+            })
+            .collect();
+        ContextShards { hasher, shards }
     }
     fn into_counters(self) -> ContextCounters {
         let mut out = ContextCounters { context_sensitive: true, ..Default::default() };
@@ -1262,21 +1274,24 @@ pub fn unwind_all_with<C: CodeView + Sync + ?Sized, T: Sync>(
             u.unwind(s, n);
         }
     });
-    let unwinders: Vec<Unwinder<C>> = slots
-        .into_iter()
-        .filter_map(|m| m.into_inner().unwrap_or_else(|e| e.into_inner()))
-        .map(|(u, _)| u)
-        .collect();
+    // Each thread turns the unwinder it filled into contexts (a broadcast, not a parallel
+    // iterator that may hand a thread the other's): that frees the counters merged into a context
+    // met before on the thread that allocated them, without taking another thread's allocator
+    // lock (taken for every such free when the threads were crossed, half of the conversion's
+    // time at two threads), and no thread waits to be woken for its share.
+    // The slots are those of the threads of the pool the chunks ran on, which broadcasts.
     let hasher = hashbrown::DefaultHashBuilder::default();
-    let (contexts, mut stats) =
-        unwinders.into_par_iter().map(|u| u.into_contexts(hasher.clone())).reduce(
-            || (ContextShards::new(hasher.clone()), UnwindStats::default()),
-            |(mut c1, mut s1), (c2, s2)| {
-                c1.merge(c2);
-                s1.merge(&s2);
-                (c1, s1)
-            },
-        );
+    let converted = rayon::broadcast(|ctx| {
+        let slot =
+            slots.get(ctx.index()).map(|m| m.lock().unwrap_or_else(|e| e.into_inner()).take());
+        slot.flatten().map(|(u, _)| u.into_contexts(hasher.clone()))
+    });
+    let (mut all, mut stats) = (Vec::new(), UnwindStats::default());
+    for (c, s) in converted.into_iter().flatten() {
+        all.push(c);
+        stats.merge(&s);
+    }
+    let contexts = ContextShards::merge_all(hasher, all);
     // Which thread met a bogus trace varies: listed in one order.
     stats.bogus_traces.sort_unstable();
     (contexts.into_counters(), stats)
