@@ -159,6 +159,16 @@ impl MappingStats {
         }
     }
 
+    /// How the binary was recognised: by build id if any mapping was (see
+    /// [`AddressMapper::on_mmap`]).
+    pub fn matched_by(&self) -> Option<MatchedBy> {
+        if self.matched_by_build_id > 0 {
+            Some(MatchedBy::BuildId)
+        } else {
+            (self.matched_by_name > 0).then_some(MatchedBy::FileName)
+        }
+    }
+
     /// Whether any mmap event mapped the binary.
     pub fn binary_mapped(&self) -> bool {
         self.matched_by_build_id > 0 || self.matched_by_name > 0
@@ -235,6 +245,40 @@ pub enum MapChange {
     Clear { pid: i32 },
     /// See [`AddressMapper::assume_preferred_base`].
     AssumePreferredBase,
+}
+
+/// An event a mapper that defers events (see [`AddressMapper::defer_events`]) logs for its
+/// copies to apply, as it came: the copies match it against the binary and count it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MapEvent {
+    /// An executable mapping (of any file) in a process `--pid` keeps; `path` indexes the paths
+    /// logged before it (see [`MapEvent::Path`]).
+    Mmap {
+        pid: Option<i32>,
+        start: RuntimeAddr,
+        len: u64,
+        pgoff: FileOffset,
+        path: u32,
+        build_id: Option<Vec<u8>>,
+    },
+    /// A path mapped for the first time: the next path index. Mappings name their paths by
+    /// index, so that the reading thread does not allocate a path per mapping for another
+    /// thread to free (with many processes, most map the same few files).
+    Path(Box<str>),
+    /// A new process (not a thread).
+    Fork { pid: i32, ppid: i32 },
+    /// exec or the end of a process.
+    Clear { pid: i32 },
+    /// A sample without a pid (see [`AddressMapper::pidless_sample`]).
+    PidlessSample,
+}
+
+/// One entry of a mapper's log of changes (see [`AddressMapper::log_changes`]): a change it
+/// applied, or an event it deferred.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MapStep {
+    Applied(MapChange),
+    Deferred(MapEvent),
 }
 
 /// The translation state at one point of the input. Translations of a process stay valid while
@@ -402,6 +446,31 @@ impl AddressMap {
     }
 }
 
+/// An mmap event as the mapper reads it: from the input, or replayed from another mapper's log.
+struct MmapView<'e> {
+    pid: Option<i32>,
+    start: RuntimeAddr,
+    len: u64,
+    pgoff: FileOffset,
+    executable: bool,
+    path: &'e str,
+    build_id: Option<&'e [u8]>,
+}
+
+impl<'e> MmapView<'e> {
+    fn of(ev: &'e MmapEvent) -> Self {
+        MmapView {
+            pid: ev.pid,
+            start: ev.start,
+            len: ev.len,
+            pgoff: ev.pgoff,
+            executable: ev.executable,
+            path: &ev.path,
+            build_id: ev.build_id.as_deref(),
+        }
+    }
+}
+
 /// An executable mapping of another file, kept to attribute unused samples to it. The path is
 /// shared: forks copy every mapping of their parent.
 type OtherMapping = Arc<str>;
@@ -409,9 +478,18 @@ type OtherMapping = Arc<str>;
 /// Tracks the binary's mappings per process through the input's events.
 pub struct AddressMapper {
     map: AddressMap,
-    /// The changes applied to `map` since the last [`take_changes`](Self::take_changes), when
-    /// [`log_changes`](Self::log_changes) asked for them.
-    changes: Option<Vec<MapChange>>,
+    /// The changes applied to `map` (and the events deferred) since the last
+    /// [`take_changes`](Self::take_changes), when [`log_changes`](Self::log_changes) asked for
+    /// them.
+    changes: Option<Vec<MapStep>>,
+    /// See [`defer_events`](Self::defer_events).
+    defers: bool,
+    /// Replaying a [`MapEvent::PidlessSample`] made this copy assume the preferred base.
+    assumed_on_replay: bool,
+    /// The indices of the paths logged in [`MapEvent::Path`]s, when deferring events.
+    path_ids: HashMap<String, u32>,
+    /// The paths of the [`MapEvent::Path`]s replayed, by index.
+    paths: Vec<Box<str>>,
     /// Build ids perf recorded for paths (perf.data build-id table).
     path_build_ids: HashMap<String, Vec<u8>>,
     pid_filter: Option<i32>,
@@ -442,6 +520,10 @@ impl AddressMapper {
         AddressMapper {
             map: AddressMap::new(identity),
             changes: None,
+            defers: false,
+            assumed_on_replay: false,
+            path_ids: HashMap::new(),
+            paths: Vec::new(),
             path_build_ids: HashMap::new(),
             pid_filter,
             others_by_pid: Some(HashMap::new()),
@@ -473,9 +555,11 @@ impl AddressMapper {
     }
 
     /// The changes logged since the last call, in order (moved into `out`).
-    pub fn take_changes(&mut self, out: &mut Vec<MapChange>) {
-        if let Some(c) = &mut self.changes {
-            out.append(c);
+    pub fn take_changes(&mut self, out: &mut Vec<MapStep>) {
+        match &mut self.changes {
+            Some(c) if out.is_empty() => std::mem::swap(out, c),
+            Some(c) => out.append(c),
+            None => {}
         }
     }
 
@@ -488,8 +572,107 @@ impl AddressMapper {
         if self.map.apply(&change)
             && let Some(log) = &mut self.changes
         {
-            log.push(change);
+            log.push(MapStep::Applied(change));
         }
+    }
+
+    /// From now on, logs the events that may change the map ([`MapEvent`]s) instead of
+    /// applying them: the map stays as it is, and copies of it apply them
+    /// ([`replay`](Self::replay)), with their counts in the copies' stats. For a reading thread
+    /// that has more to do than the threads keeping copies; once it no longer notes unused
+    /// samples (the copies do not keep the other files' mappings). Needs
+    /// [`log_changes`](Self::log_changes).
+    pub fn defer_events(&mut self) {
+        debug_assert!(self.changes.is_some() && self.others_by_pid.is_none());
+        self.defers = true;
+    }
+
+    /// Whether events are deferred (see [`defer_events`](Self::defer_events)).
+    pub fn defers_events(&self) -> bool {
+        self.defers
+    }
+
+    /// Logs `event` when deferring events; false when it is to be applied here.
+    fn deferred(&mut self, event: impl FnOnce() -> MapEvent) -> bool {
+        match &mut self.changes {
+            Some(log) if self.defers => {
+                log.push(MapStep::Deferred(event()));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A mapper that follows this one by replaying its log from this point on: the same
+    /// binary, build ids and rules, the map as it is now, no stats yet.
+    pub fn replica(&self) -> AddressMapper {
+        AddressMapper {
+            map: self.map.clone(),
+            changes: None,
+            defers: false,
+            assumed_on_replay: false,
+            path_ids: HashMap::new(),
+            paths: Vec::new(),
+            path_build_ids: self.path_build_ids.clone(),
+            pid_filter: self.pid_filter,
+            others_by_pid: None,
+            perf_script: self.perf_script,
+            kernel: self.kernel,
+            stats: MappingStats::default(),
+        }
+    }
+
+    /// Applies a step of another mapper's log: a change as it was applied there, an event as
+    /// it would have been (counted in this mapper's stats).
+    pub fn replay(&mut self, step: &MapStep) {
+        match step {
+            MapStep::Applied(change) => {
+                self.map.apply(change);
+            }
+            MapStep::Deferred(MapEvent::Mmap { pid, start, len, pgoff, path, build_id }) => {
+                let paths = std::mem::take(&mut self.paths);
+                let ev = MmapView {
+                    pid: *pid,
+                    start: *start,
+                    len: *len,
+                    pgoff: *pgoff,
+                    executable: true,
+                    path: &paths[*path as usize],
+                    build_id: build_id.as_deref(),
+                };
+                self.apply_mmap(&ev);
+                self.paths = paths;
+            }
+            MapStep::Deferred(MapEvent::Path(path)) => self.paths.push(path.clone()),
+            MapStep::Deferred(MapEvent::Fork { pid, ppid }) => self.on_fork(*pid, *ppid),
+            MapStep::Deferred(MapEvent::Clear { pid }) => self.on_exec(*pid),
+            MapStep::Deferred(MapEvent::PidlessSample) => {
+                self.assumed_on_replay |= self.pidless_sample();
+            }
+        }
+    }
+
+    /// Whether replaying a [`MapEvent::PidlessSample`] made this mapper assume the preferred
+    /// base (see [`pidless_sample`](Self::pidless_sample)).
+    pub fn assumed_preferred_base_on_replay(&self) -> bool {
+        self.assumed_on_replay
+    }
+
+    /// A sample without a pid: with no mapping of the binary known (and none assumed before),
+    /// addresses are taken as vaddrs from now on ([`assume_preferred_base`]); true when this
+    /// made that assumption. A mapper that defers events logs the sample for its copies to
+    /// decide, and answers false.
+    ///
+    /// [`assume_preferred_base`]: Self::assume_preferred_base
+    pub fn pidless_sample(&mut self) -> bool {
+        if self.deferred(|| MapEvent::PidlessSample)
+            || self.map.assume_preferred_base
+            || self.any_mapping()
+        {
+            return false;
+        }
+        self.assume_preferred_base();
+        true
     }
 
     /// Registers the perf.data build-id table (`path → build id`).
@@ -504,27 +687,58 @@ impl AddressMapper {
     }
 
     /// Whether `ev` maps the profiled binary, and how that was decided.
-    pub fn matches(&self, ev: &MmapEvent) -> Option<MatchedBy> {
+    fn matches(&self, ev: &MmapView<'_>) -> Option<MatchedBy> {
         if self.kernel {
             let kernel = matches!(
-                ev.path.as_str(),
+                ev.path,
                 "[kernel.kallsyms]" | "[kernel.kallsyms]_text" | "[kernel.kallsyms]_stext"
             );
             return kernel.then_some(MatchedBy::FileName);
         }
-        let known_id =
-            ev.build_id.as_deref().or_else(|| self.path_build_ids.get(&ev.path).map(|v| &v[..]));
+        let known_id = ev.build_id.or_else(|| self.path_build_ids.get(ev.path).map(|v| &v[..]));
         let ours = &self.map.identity;
         match (known_id, ours.build_id.as_deref()) {
             (Some(seen), Some(id)) => build_ids_equal(seen, id).then_some(MatchedBy::BuildId),
-            _ => (base_name(&ev.path) == ours.file_name).then_some(MatchedBy::FileName),
+            _ => (base_name(ev.path) == ours.file_name).then_some(MatchedBy::FileName),
         }
+    }
+
+    /// Whether an mmap event can change anything: an executable mapping of a process `--pid`
+    /// keeps (the kernel's applies to all).
+    fn keeps(&self, ev: &MmapView<'_>) -> bool {
+        let other_pid = self.pid_filter.is_some_and(|p| ev.pid != Some(p)) && !self.kernel;
+        ev.executable && !other_pid
+    }
+
+    /// Applies an mmap event, or logs it when deferring events (see
+    /// [`defer_events`](Self::defer_events); then it answers `None`).
+    pub fn on_mmap_event(&mut self, ev: MmapEvent) -> Option<MatchedBy> {
+        if !self.defers {
+            return self.on_mmap(&ev);
+        }
+        if self.keeps(&MmapView::of(&ev)) {
+            let path = match self.path_ids.get(ev.path.as_str()) {
+                Some(&id) => id,
+                None => {
+                    let id = self.path_ids.len() as u32;
+                    self.deferred(|| MapEvent::Path(ev.path.as_str().into()));
+                    self.path_ids.insert(ev.path, id);
+                    id
+                }
+            };
+            let MmapEvent { pid, start, len, pgoff, build_id, .. } = ev;
+            self.deferred(|| MapEvent::Mmap { pid, start, len, pgoff, path, build_id });
+        }
+        None
     }
 
     /// Applies an mmap event. Returns how it matched when it maps the binary.
     pub fn on_mmap(&mut self, ev: &MmapEvent) -> Option<MatchedBy> {
-        let other_pid = self.pid_filter.is_some_and(|p| ev.pid != Some(p)) && !self.kernel;
-        if !ev.executable || other_pid {
+        self.apply_mmap(&MmapView::of(ev))
+    }
+
+    fn apply_mmap(&mut self, ev: &MmapView<'_>) -> Option<MatchedBy> {
+        if !self.keeps(ev) {
             return None;
         }
         let matched = self.matches(ev);
@@ -540,19 +754,24 @@ impl AddressMapper {
             Some(MatchedBy::BuildId) => self.stats.matched_by_build_id += 1,
             Some(MatchedBy::FileName) => self.stats.matched_by_name += 1,
             None => {
-                if base_name(&ev.path) == self.map.identity.file_name {
+                if base_name(ev.path) == self.map.identity.file_name {
                     self.stats.name_match_wrong_build_id += 1;
                 }
                 if !ev.path.starts_with('[') && !ev.path.starts_with("//anon") {
                     let known_id =
-                        ev.build_id.as_ref().or_else(|| self.path_build_ids.get(&ev.path));
-                    let other = self.stats.other_executables.entry(ev.path.clone()).or_default();
+                        ev.build_id.or_else(|| self.path_build_ids.get(ev.path).map(|v| &v[..]));
+                    let other = match self.stats.other_executables.get_mut(ev.path) {
+                        Some(other) => other,
+                        None => {
+                            self.stats.other_executables.entry(ev.path.to_string()).or_default()
+                        }
+                    };
                     other.mappings = other.mappings.saturating_add(1);
                     if other.build_id.is_none() {
-                        other.build_id = known_id.cloned();
+                        other.build_id = known_id.map(<[u8]>::to_vec);
                     }
                     if let Some(others) = others {
-                        others.insert(start.0, end.0, Arc::from(ev.path.as_str()));
+                        others.insert(start.0, end.0, Arc::from(ev.path));
                     }
                 }
             }
@@ -568,7 +787,7 @@ impl AddressMapper {
 
     /// A forked child starts with its parent's mappings.
     pub fn on_fork(&mut self, pid: i32, ppid: i32) {
-        if pid == ppid {
+        if pid == ppid || self.deferred(|| MapEvent::Fork { pid, ppid }) {
             return; // a new thread shares the process's mappings
         }
         self.change(MapChange::Fork { pid, ppid });
@@ -580,6 +799,9 @@ impl AddressMapper {
 
     /// exec replaces the process image: its old mappings are gone.
     pub fn on_exec(&mut self, pid: i32) {
+        if self.deferred(|| MapEvent::Clear { pid }) {
+            return;
+        }
         self.change(MapChange::Clear { pid });
         if let Some(others) = &mut self.others_by_pid {
             others.remove(&Some(pid));
@@ -837,7 +1059,7 @@ mod tests {
     fn a_copy_replaying_the_changes_translates_like_the_original() {
         let mut m = AddressMapper::new(identity(), None);
         m.log_changes();
-        let mut copy = m.map().clone();
+        let mut copy = m.replica();
         m.on_mmap(&mmap(1, 0x1000_0000, 0x800, "/x/app", None));
         m.on_fork(2, 1);
         m.on_mmap(&mmap(2, 0x1000_0000, 0, "/lib/other.so", None)); // replaces pid 2's app
@@ -848,16 +1070,83 @@ mod tests {
         assert_eq!(changes.len(), 5);
         assert!(!m.has_changes());
         for c in &changes {
-            assert!(copy.apply(c));
+            assert!(matches!(c, MapStep::Applied(_)));
+            copy.replay(c);
         }
         for (pid, addr) in [(1, 0x1000_0004), (2, 0x1000_0004), (3, 0x3000_0004), (4, 0x1000_0004)]
         {
-            let (a, b) = (m.map().process(Some(pid)), copy.process(Some(pid)));
+            let (a, b) = (m.map().process(Some(pid)), copy.map().process(Some(pid)));
             assert_eq!(a.to_vaddr(RuntimeAddr(addr)), b.to_vaddr(RuntimeAddr(addr)));
         }
         assert_eq!(copy.to_vaddr(Some(1), RuntimeAddr(0x1000_0004)), Some(Vaddr(0x1804)));
         assert_eq!(copy.to_vaddr(Some(2), RuntimeAddr(0x1000_0004)), None);
         assert_eq!(copy.to_vaddr(Some(3), RuntimeAddr(0x3000_0004)), None, "exited");
+        assert_eq!(copy.map().generation(), m.map().generation());
+    }
+
+    /// Events one mapper defers, replayed by a copy, map and count as they would have there.
+    #[test]
+    fn a_copy_replaying_deferred_events_maps_and_counts_like_the_original() {
+        let events = |m: &mut AddressMapper| {
+            m.on_mmap_event(mmap(1, 0x1000_0000, 0x800, "/x/app", None));
+            m.on_fork(2, 1);
+            m.on_fork(2, 2); // a thread: nothing to log
+            m.on_mmap_event(mmap(2, 0x1000_0000, 0, "/lib/other.so", Some(vec![0xee])));
+            m.on_mmap_event(MmapEvent { executable: false, ..mmap(1, 0x5000, 0, "/x/app", None) });
+            m.on_mmap_event(mmap(3, 0x3000_0000, 0x800, "/x/app", Some(vec![0xab, 0xcd])));
+            m.on_exit(3);
+            assert!(!m.pidless_sample(), "the binary is mapped, or deferred");
+        };
+        let mut direct = AddressMapper::new(identity(), None);
+        direct.stop_noting_unused_samples();
+        events(&mut direct);
+        let mut deferring = AddressMapper::new(identity(), None);
+        deferring.log_changes();
+        deferring.stop_noting_unused_samples();
+        let mut copy = deferring.replica();
+        deferring.defer_events();
+        events(&mut deferring);
+        assert!(!deferring.any_mapping() && deferring.stats.matched_by().is_none());
+        let mut steps = Vec::new();
+        deferring.take_changes(&mut steps);
+        // Each path is logged once, before its first mapping.
+        assert_eq!(steps.len(), 8);
+        assert_eq!(steps[0], MapStep::Deferred(MapEvent::Path("/x/app".into())));
+        for s in &steps {
+            assert!(matches!(s, MapStep::Deferred(_)));
+            copy.replay(s);
+        }
+        for (pid, addr) in [(1, 0x1000_0004), (2, 0x1000_0004), (3, 0x3000_0004)] {
+            let (a, b) = (direct.map().process(Some(pid)), copy.map().process(Some(pid)));
+            assert_eq!(a.to_vaddr(RuntimeAddr(addr)), b.to_vaddr(RuntimeAddr(addr)));
+        }
+        assert_eq!(copy.to_vaddr(Some(1), RuntimeAddr(0x1000_0004)), Some(Vaddr(0x1804)));
+        let (d, c) = (&direct.stats, &copy.stats);
+        assert_eq!((c.matched_by_name, c.matched_by_build_id), (1, 1));
+        assert_eq!((d.matched_by_name, d.matched_by_build_id), (1, 1));
+        assert_eq!(c.other_executables, d.other_executables);
+        assert_eq!(c.matched_by(), Some(MatchedBy::BuildId));
+        assert!(!copy.assumed_preferred_base_on_replay());
+    }
+
+    /// A sample without a pid, deferred: the copy decides at that point of the log whether
+    /// addresses are taken as vaddrs.
+    #[test]
+    fn a_deferred_pidless_sample_assumes_the_preferred_base_in_the_copy() {
+        let mut m = AddressMapper::new(identity(), None);
+        m.log_changes();
+        m.stop_noting_unused_samples();
+        let mut copy = m.replica();
+        m.defer_events();
+        assert!(!m.pidless_sample());
+        let mut steps = Vec::new();
+        m.take_changes(&mut steps);
+        assert_eq!(steps, [MapStep::Deferred(MapEvent::PidlessSample)]);
+        copy.replay(&steps[0]);
+        assert!(copy.assumed_preferred_base_on_replay());
+        assert_eq!(copy.to_vaddr(None, RuntimeAddr(0x1810)), Some(Vaddr(0x1810)));
+        // Once assumed, a later pid-less sample assumes nothing new.
+        assert!(!copy.pidless_sample());
     }
 
     #[test]

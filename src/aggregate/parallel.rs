@@ -6,16 +6,20 @@
 //! and branch stack lie, and the worker reads them in place ([`SampleBodies`]), so the per-entry
 //! work is spread over the workers. Other samples (compressed records, streams, perf script) are copied into the batch.
 //!
-//! Every worker keeps its own copy of the address map and replays the reading thread's map
-//! changes ([`MapChange`]s, in a shared log) up to the point where each sample was read, so the
-//! result equals a sequential run's whatever the scheduling, and a change costs what it changes
-//! (not a copy of the whole map: a system-wide recording maps thousands of processes).
+//! Every worker keeps its own copy of the address map and replays the reading thread's mapper's
+//! log ([`MapStep`]s, shared) up to the point where each sample was read, so the result equals a
+//! sequential run's whatever the scheduling, and a change costs what it changes (not a copy of
+//! the whole map: a system-wide recording maps thousands of processes). Once a sample has landed
+//! in the binary the mapper defers its events (see [`AddressMapper::defer_events`]): the copies
+//! match and apply them, so that with many processes the mapping is not the reading thread's
+//! work.
 //!
 //! The reading thread aggregates the batches the channel has no room for itself, so that
 //! `--threads N` is N threads (the reader and N - 1 workers) that never wait while there is work.
-//! It keeps no copy of the map: it takes only batches read under one state of the map (no change
-//! between their samples), which is the state of its own map when the batch is full, and reduces
-//! its held samples before its map changes ([`BatchSender::before_change`]). A batch with changes
+//! It takes only batches read under one state of the map (no change between their samples),
+//! which is the state of its mapper's map when the batch is full, and reduces its held samples
+//! before its map changes ([`BatchSender::before_change`]); once the mapper defers events, that
+//! state is the reading thread's own copy, caught up from the log then. A batch with changes
 //! waits for room in the channel instead (with many processes, replaying every change into a
 //! copy of the reader's own made two threads slower than one). The samples it holds past its
 //! limit go to a worker to reduce ([`BatchSender::hand_off`]), read under the map at their log
@@ -32,7 +36,7 @@ use crate::addr::RuntimeAddr;
 use crate::binary::Binary;
 use crate::input::perf_data::{PageReleaser, SampleBodies};
 use crate::input::{BranchStack, CallChain, Deferred, RawBranch, RawWord, Sample};
-use crate::mapping::{AddressMap, AddressMapper, MapChange};
+use crate::mapping::{AddressMap, AddressMapper, MapStep};
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::AtomicUsize;
@@ -50,6 +54,10 @@ const BATCH_SPAN: usize = 1 << 20;
 /// of a round, so consecutive samples may lie a round apart in the input (whose pages the reorder
 /// queue holds anyway); without a floor, a multi-CPU recording's batches would be a few samples.
 const MIN_SPAN_BATCH_SAMPLES: usize = 256;
+/// Steps of the mapper's log a batch holds before it is sent: an input of many processes logs
+/// a few per sample, and a vector of steps past 1 MiB would be a fresh mapping per batch (see
+/// [`crate::aggregate::read::map_large_allocations`]), its pages faulted in by the reading thread.
+const BATCH_STEPS: usize = (1 << 19) / size_of::<MapStep>();
 /// Batches the channel holds per thread: enough for the reader to run ahead of a worker's batch.
 const QUEUED_PER_THREAD: usize = 2;
 
@@ -74,8 +82,10 @@ struct Batch {
     branches: Vec<RawBranch>,
     /// The log position at which the batch starts: changes before it are in the shared log.
     log_start: u64,
-    /// The map changes made while the batch was filled: `(i, change)` came before sample `i`.
-    changes: Vec<(u32, MapChange)>,
+    /// The mapper's log while the batch was filled (shared with the [`ChangeLog`]), and before
+    /// which sample each step came.
+    changes: Arc<Vec<MapStep>>,
+    change_at: Vec<u32>,
     /// Sequence number, and the input its records handed out by position lie in (see
     /// [`InFlight`]).
     seq: u64,
@@ -184,51 +194,64 @@ impl NeededInput {
     }
 }
 
-/// The map changes of the reading thread, in order, that some worker's copy of the map has not
-/// applied yet.
+/// The reading thread's mapper's log (map changes, and the events it defers), in order, that
+/// some copy of the map has not applied yet.
 struct ChangeLog {
-    /// Position (counted from the start of the input) of `changes[0]`.
+    /// Position (counted from the start of the input) of the first step of `chunks[0]`.
     first: u64,
-    changes: VecDeque<MapChange>,
-    /// How far each worker's copy of the map has applied the log.
+    /// The steps, in the vectors the batches that were filled with them hold.
+    chunks: VecDeque<Arc<Vec<MapStep>>>,
+    /// How far each copy of the map has applied the log: the workers', then the reading
+    /// thread's (`u64::MAX` while it keeps none).
     applied: Vec<u64>,
 }
 
 impl ChangeLog {
-    /// Drops the changes every copy has applied.
+    /// Drops the steps every copy has applied.
     fn trim(&mut self) {
         let done = self.applied.iter().copied().min().unwrap_or(0);
-        while self.first < done && self.changes.pop_front().is_some() {
-            self.first += 1;
+        while let Some(c) = self.chunks.front()
+            && self.first + c.len() as u64 <= done
+        {
+            self.first += c.len() as u64;
+            self.chunks.pop_front();
         }
+    }
+
+    /// The steps from log position `from` to `to`.
+    fn steps(&self, from: u64, to: u64) -> impl Iterator<Item = &MapStep> {
+        let all = self.chunks.iter().flat_map(|c| c.iter());
+        all.skip((from - self.first) as usize).take((to - from) as usize)
     }
 }
 
-/// A worker's copy of the address map and how far it has replayed the log.
+/// How far the reading thread's copy of the map (`BatchSender::copy`) may fall behind the
+/// log before it is dropped: the log keeps what the copy has not applied.
+const READER_LAG: u64 = 1 << 12;
+
+/// A copy of the address map (a mapper replaying the log) and how far it has replayed the log.
 struct Replica {
-    map: AddressMap,
+    mapper: AddressMapper,
+    /// Its entry in [`ChangeLog::applied`].
     worker: usize,
     applied: u64,
 }
 
 impl Replica {
-    /// Brings the map up to log position `to` with changes other workers' batches made, first
-    /// reducing `agg`'s held samples under the map they were read with.
+    /// Brings the map up to log position `to` with steps other batches made, first reducing
+    /// `agg`'s held samples under the map they were read with.
     fn catch_up(&mut self, agg: &mut Aggregator<'_>, log: &Mutex<ChangeLog>, to: u64) {
         if self.applied >= to {
             return;
         }
-        agg.flush(&self.map);
+        agg.flush(self.mapper.map());
         // A poisoned lock means another thread panicked; the scope re-raises that panic.
         let Ok(mut log) = log.lock() else { return };
-        let from = (self.applied - log.first) as usize;
-        let n = (to - self.applied) as usize;
-        for c in log.changes.range(from..from + n) {
-            self.map.apply(c);
+        for step in log.steps(self.applied, to) {
+            self.mapper.replay(step);
         }
         self.applied = to;
-        let worker = self.worker;
-        log.applied[worker] = to;
+        log.applied[self.worker] = to;
     }
 }
 
@@ -244,18 +267,26 @@ impl Batch {
     ) {
         replica.catch_up(agg, log, self.log_start);
         if let Some(held) = &self.held {
-            agg.reduce_held(&replica.map, held);
+            agg.reduce_held(replica.mapper.map(), held);
         }
         let (mut next, mut at) = (0, (0, 0));
-        for (i, change) in &self.changes {
-            let i = *i as usize;
-            self.add_samples(next..i, &mut at, agg, &replica.map, bodies);
+        for (&i, step) in self.change_at.iter().zip(self.changes.iter()) {
+            let i = i as usize;
+            self.add_samples(next..i, &mut at, agg, replica.mapper.map(), bodies);
             next = next.max(i);
-            agg.flush(&replica.map);
-            replica.map.apply(change);
+            agg.flush(replica.mapper.map());
+            replica.mapper.replay(step);
             replica.applied += 1;
         }
-        self.add_samples(next..self.heads.len(), &mut at, agg, &replica.map, bodies);
+        self.add_samples(next..self.heads.len(), &mut at, agg, replica.mapper.map(), bodies);
+        if !self.changes.is_empty()
+            && let Ok(mut log) = log.lock()
+        {
+            // Trimmed here, so that the steps are freed by this thread when it drops the batch
+            // (unless another copy still needs them), not by the reading thread.
+            log.applied[replica.worker] = replica.applied;
+            log.trim();
+        }
     }
 
     /// Adds samples `range` under `map`; `at` is where the first one's call chain and branches
@@ -311,9 +342,17 @@ pub struct BatchSender<'b, 's> {
     tx: SyncSender<Batch>,
     batch: Batch,
     log: Arc<Mutex<ChangeLog>>,
-    /// Log position after the changes taken so far.
+    /// Log position after the steps taken so far.
     log_end: u64,
-    taken: Vec<MapChange>,
+    /// The steps taken while the batch being filled was (moved into it when it is sent).
+    changes: Vec<MapStep>,
+    /// The mapper defers its events (see [`AddressMapper::defer_events`]).
+    deferring: bool,
+    /// Once the mapper defers its events, the reading thread's own copy of its map, for the
+    /// batches it aggregates itself: caught up from the log only then (few inputs change their
+    /// maps after their first samples), and dropped once [`READER_LAG`] steps behind (an input
+    /// of many processes changes its maps all along; its batches all have changes).
+    copy: Option<Replica>,
     needed: Arc<NeededInput>,
     /// The input's pages, dropped once no batch needs them (with samples handed out by position).
     pages: Option<&'s PageReleaser<'s>>,
@@ -324,6 +363,8 @@ pub struct BatchSender<'b, 's> {
     handoff: Option<Batch>,
     /// [`finish`](Self::finish) was called.
     finished: bool,
+    /// The reading thread's entry in [`ChangeLog::applied`].
+    reader: usize,
 }
 
 /// What a thread that aggregates batches keeps (a worker thread, or the reading thread for the
@@ -402,8 +443,8 @@ impl BatchSender<'_, '_> {
         b.branches.extend_from_slice(s.branches.0);
         let spans_enough = b.heads.len() >= MIN_SPAN_BATCH_SAMPLES
             && b.span.as_ref().is_some_and(|s| s.len() >= BATCH_SPAN);
-        if b.heads.len() >= BATCH_SAMPLES || spans_enough {
-            self.flush(mapper.map());
+        if b.heads.len() >= BATCH_SAMPLES || spans_enough || self.changes.len() >= BATCH_STEPS {
+            self.flush(mapper);
         }
     }
 
@@ -417,13 +458,16 @@ impl BatchSender<'_, '_> {
     /// having seen every event.
     pub fn finish(&mut self, mapper: &mut AddressMapper) {
         self.take_changes(mapper);
-        self.flush(mapper.map());
+        self.flush(mapper);
         // Not sent yet: the last batch had no change (see `flush`), so the map is still the one
-        // they were read under, and the workers have the queued batches to aggregate.
+        // they were read under, and the workers have the queued batches to aggregate. Once the
+        // mapper defers events, that map is the reading thread's copy (if it dropped it, it
+        // holds nothing).
+        let map = self.copy.as_ref().map_or(mapper.map(), |c| c.mapper.map());
         if let Some(held) = self.handoff.take().and_then(|b| b.held) {
-            self.worker.agg.reduce_held(mapper.map(), &held);
+            self.worker.agg.reduce_held(map, &held);
         }
-        self.worker.agg.flush(mapper.map());
+        self.worker.agg.flush(map);
         self.finished = true;
     }
 
@@ -432,19 +476,42 @@ impl BatchSender<'_, '_> {
         self.needed.clone()
     }
 
-    /// Moves the mapper's changes since the last sample into the batch, before its next sample.
+    /// Moves the mapper's steps since the last sample into the batch, before its next sample.
     fn take_changes(&mut self, mapper: &mut AddressMapper) {
+        if mapper.defers_events() && !self.deferring {
+            // It began deferring after the last sample it had a step before: its map is the
+            // state at `log_end`, and stays so.
+            self.deferring = true;
+            let copy = Replica { mapper: mapper.replica(), worker: self.reader, applied: 0 };
+            self.copy = Some(Replica { applied: self.log_end, ..copy });
+            if let Ok(mut log) = self.log.lock() {
+                log.applied[self.reader] = self.log_end;
+            }
+        }
         if mapper.has_changes() {
-            mapper.take_changes(&mut self.taken);
+            let before = self.changes.len();
+            mapper.take_changes(&mut self.changes);
             let at = self.batch.heads.len() as u32;
-            self.log_end += self.taken.len() as u64;
-            self.batch.changes.extend(self.taken.drain(..).map(|c| (at, c)));
+            let taken = self.changes.len() - before;
+            self.log_end += taken as u64;
+            self.batch.change_at.resize(self.changes.len(), at);
         }
     }
 
-    /// Sends the batch to the workers; `map` is the mapper's, with every change taken.
-    fn flush(&mut self, map: &AddressMap) {
-        if self.batch.heads.is_empty() && self.batch.changes.is_empty() {
+    /// Drops the reading thread's copy of the map once it is too far behind, reducing the
+    /// samples held under it first.
+    fn drop_lagging_copy(&mut self) {
+        if let Some(copy) = self.copy.take_if(|c| self.log_end - c.applied > READER_LAG) {
+            self.worker.agg.flush(copy.mapper.map());
+            if let Ok(mut log) = self.log.lock() {
+                log.applied[self.reader] = u64::MAX;
+            }
+        }
+    }
+
+    /// Sends the batch to the workers; `mapper` has every step taken.
+    fn flush(&mut self, mapper: &AddressMapper) {
+        if self.batch.heads.is_empty() && self.changes.is_empty() {
             return;
         }
         let seq = self.batch.seq + 1;
@@ -459,16 +526,18 @@ impl BatchSender<'_, '_> {
             seq,
             ..Batch::default()
         };
-        let full = std::mem::replace(&mut self.batch, next);
+        let mut full = std::mem::replace(&mut self.batch, next);
         if let (Some(span), Ok(mut in_flight)) = (full.span.clone(), self.needed.in_flight.lock()) {
             in_flight.push((full.seq, span));
         }
         self.needed.clear_open();
-        if !full.changes.is_empty()
-            && let Ok(mut log) = self.log.lock()
-        {
-            log.trim();
-            log.changes.extend(full.changes.iter().map(|(_, c)| c.clone()));
+        if !self.changes.is_empty() {
+            let next = Vec::with_capacity(self.changes.len());
+            full.changes = Arc::new(std::mem::replace(&mut self.changes, next));
+            if let Ok(mut log) = self.log.lock() {
+                log.trim();
+                log.chunks.push_back(full.changes.clone());
+            }
         }
         // Held samples handed off go before any batch with changes: they were read under the
         // map before those.
@@ -488,12 +557,29 @@ impl BatchSender<'_, '_> {
         // fails only once every worker has ended, by a panic that the scope re-raises.
         match self.tx.try_send(full) {
             Err(TrySendError::Full(full)) if full.changes.is_empty() => {
-                self.worker.aggregate_unchanged(&full, map, &self.needed, self.pages);
-                self.hand_off(map);
+                // Once the mapper defers events, the map is the reading thread's copy, brought
+                // up to `log_end` (if it keeps one).
+                let mut copy = self.copy.take();
+                let map = match &mut copy {
+                    Some(c) => {
+                        c.catch_up(&mut self.worker.agg, &self.log, self.log_end);
+                        Some(c.mapper.map())
+                    }
+                    None => (!self.deferring).then(|| mapper.map()),
+                };
+                match map {
+                    Some(map) => {
+                        self.worker.aggregate_unchanged(&full, map, &self.needed, self.pages);
+                        self.hand_off(map);
+                    }
+                    None => drop(self.tx.send(full)),
+                }
+                self.copy = copy;
             }
             Err(TrySendError::Full(full)) => drop(self.tx.send(full)),
             _ => {}
         }
+        self.drop_lagging_copy();
     }
 
     /// Hands the reading thread's held samples to the workers once past the limit, instead of
@@ -566,18 +652,18 @@ pub fn aggregate_in_parallel<'b, T>(
     binary: &'b Binary,
     opts: SampleOptions,
     threads: usize,
-    initial_map: &AddressMap,
+    initial: &AddressMapper,
     by_position: Option<(&SampleBodies<'_>, &PageReleaser<'_>)>,
     read: impl FnOnce(&mut BatchSender<'b, '_>) -> T,
-) -> (T, AggregatedSamples, SampleStats) {
+) -> (T, AggregatedSamples, SampleStats, AddressMapper) {
     let workers = threads.max(2) - 1;
     let (tx, rx) = sync_channel::<Batch>(threads.max(2) * QUEUED_PER_THREAD);
     let rx: Batches = Mutex::new(Some(rx));
     let running = AtomicUsize::new(workers);
     let log = Arc::new(Mutex::new(ChangeLog {
         first: 0,
-        changes: VecDeque::new(),
-        applied: vec![0; workers],
+        chunks: VecDeque::new(),
+        applied: (0..=workers).map(|w| if w < workers { 0 } else { u64::MAX }).collect(),
     }));
     let needed = Arc::new(NeededInput {
         open: (AtomicUsize::new(0), AtomicUsize::new(0)),
@@ -596,13 +682,13 @@ pub fn aggregate_in_parallel<'b, T>(
         let handles: Vec<_> = (0..workers)
             .map(|i| {
                 let mut w = worker(Aggregator::new(binary, opts));
-                let mut replica = Replica { map: initial_map.clone(), worker: i, applied: 0 };
+                let mut replica = Replica { mapper: initial.replica(), worker: i, applied: 0 };
                 let (rx, log, needed, running) = (&rx, &*log, &*needed, &running);
                 scope.spawn(move || {
                     let _running = Running { count: running, rx };
                     work(rx, log, needed, pages, (&mut w, &mut replica));
-                    w.agg.flush(&replica.map);
-                    w
+                    w.agg.flush(replica.mapper.map());
+                    (w, replica.mapper)
                 })
             })
             .collect();
@@ -611,7 +697,10 @@ pub fn aggregate_in_parallel<'b, T>(
             batch: Batch::default(),
             log: log.clone(),
             log_end: 0,
-            taken: Vec::new(),
+            changes: Vec::new(),
+            deferring: false,
+            copy: None,
+            reader: workers,
             needed: needed.clone(),
             pages,
             worker: worker(Aggregator::new(binary, opts).handing_off_held()),
@@ -624,8 +713,12 @@ pub fn aggregate_in_parallel<'b, T>(
         drop(tx);
         let mut samples = AggregatedSamples::default();
         let mut stats = SampleStats::default();
+        let mut replayed = None;
         let joined = handles.into_iter().map(|h| match h.join() {
-            Ok(w) => w,
+            Ok((w, mapper)) => {
+                replayed.get_or_insert(mapper);
+                w
+            }
             Err(panic) => std::panic::resume_unwind(panic),
         });
         for w in std::iter::once(reader).chain(joined) {
@@ -633,6 +726,8 @@ pub fn aggregate_in_parallel<'b, T>(
             stats.merge(&agg_stats);
             samples.merge(agg_samples);
         }
-        (out, samples, stats)
+        // Every worker's copy replayed the deferred events; the first one's counts are theirs.
+        let replayed = replayed.expect("at least one worker");
+        (out, samples, stats, replayed)
     })
 }

@@ -444,15 +444,31 @@ struct EventFront<'c, N> {
     /// Whether a sample IP has landed in the binary; until then every sample is attributed to the
     /// executable it is in, to say what the input holds when none lands in the binary.
     ip_in_binary: bool,
+    /// Once a sample lands in the binary, the mapper defers its events to the workers' copies
+    /// of the map (see [`AddressMapper::defer_events`]): with many processes, mapping was a
+    /// fifth of the reading thread's work.
+    defer_when_in_binary: bool,
     traces: Option<TraceCollector<'c>>,
 }
 
 impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
+    /// No mapping of the binary is known for a sample without a pid: addresses are taken as
+    /// vaddrs from now on.
+    fn warn_no_mmap(&mut self) {
+        self.warned_no_mmap = true;
+        self.warnings.push(format!(
+            "No relevant mmap event is matched for {}, will use preferred address ({:#x}) as the base loading address!",
+            self.mapper.binary_file_name(),
+            self.binary.preferred_base().0
+        ));
+    }
+
     /// Whether handling `ev` may change the mapper's map: held samples are reduced under the map
     /// they were read with, so before such an event (a sample without mappings may make the map
     /// assume the preferred base).
     fn may_change_map(&self, ev: &PerfEvent<'_>) -> bool {
-        !matches!(ev, PerfEvent::Sample(_)) || !self.mapper.any_mapping()
+        let sample = matches!(ev, PerfEvent::Sample(_));
+        !self.mapper.defers_events() && (!sample || !self.mapper.any_mapping())
     }
 
     /// Applies `ev`; samples that pass the filters go to `add` with the current address map.
@@ -460,9 +476,11 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
         let opts = self.opts;
         match ev {
             PerfEvent::Mmap(m) => {
-                if let Some(how) = self.mapper.on_mmap(&m) {
-                    if opts.show_mmap_events {
-                        println!("Mmap: Binary {} loaded at {:#x}: ", m.path, m.start.0);
+                let (path, start) =
+                    opts.show_mmap_events.then(|| (m.path.clone(), m.start.0)).unzip();
+                if let Some(how) = self.mapper.on_mmap_event(m) {
+                    if let (Some(path), Some(start)) = (path, start) {
+                        println!("Mmap: Binary {path} loaded at {start:#x}: ");
                     }
                     self.matched = Some(self.matched.map_or(how, |h| h.min(how)));
                 }
@@ -496,19 +514,14 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
                         return;
                     }
                 }
-                if s.pid.is_none() && !self.mapper.any_mapping() && !self.warned_no_mmap {
-                    self.warned_no_mmap = true;
-                    self.mapper.assume_preferred_base();
-                    self.warnings.push(format!(
-                        "No relevant mmap event is matched for {}, will use preferred address ({:#x}) as the base loading address!",
-                        self.mapper.binary_file_name(),
-                        self.binary.preferred_base().0
-                    ));
+                if s.pid.is_none() && !self.warned_no_mmap && self.mapper.pidless_sample() {
+                    self.warn_no_mmap();
                 }
+                let mut landed = false;
                 if !self.ip_in_binary {
                     match self.mapper.to_vaddr(s.pid, s.ip) {
                         Some(_) => {
-                            self.ip_in_binary = true;
+                            (self.ip_in_binary, landed) = (true, true);
                             self.mapper.stop_noting_unused_samples();
                         }
                         None => self.mapper.note_unused_sample(s.pid, s.ip),
@@ -518,6 +531,9 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
                     t.sample(self.mapper.map(), &s);
                 }
                 add(&mut self.mapper, &s);
+                if landed && self.defer_when_in_binary {
+                    self.mapper.defer_events();
+                }
             }
         }
     }
@@ -565,6 +581,7 @@ fn aggregate_events(
         warned_no_mmap: false,
         filtered: SampleStats::default(),
         ip_in_binary: false,
+        defer_when_in_binary: false,
         traces: functions
             .zip(opts.temporal_traces)
             .map(|(table, max_length)| TraceCollector::new(table, max_length)),
@@ -585,24 +602,39 @@ fn aggregate_events(
         (r, samples, stats)
     } else {
         front.mapper.log_changes();
-        let initial = front.mapper.map().clone();
+        front.defer_when_in_binary =
+            front.traces.is_none() && !opts.show_mmap_events && !perf_script;
+        let initial = front.mapper.replica();
         let by_position = by_position.filter(|_| front.traces.is_none());
         let by_position = by_position.as_ref().map(|(bodies, pages)| (bodies, *pages));
-        aggregate_in_parallel(binary, opts.sample, workers, &initial, by_position, |sender| {
-            let needed = sender.needed();
-            let deferral = by_position.is_some().then_some(&*needed);
-            let r = read(
-                &mut |ev| {
-                    if front.may_change_map(&ev) {
-                        sender.before_change(front.mapper.map());
-                    }
-                    front.handle(ev, &mut |mapper, s| sender.add(mapper, s))
-                },
-                deferral,
-            );
-            sender.finish(&mut front.mapper);
-            r
-        })
+        let parallel =
+            aggregate_in_parallel(binary, opts.sample, workers, &initial, by_position, |sender| {
+                let needed = sender.needed();
+                let deferral = by_position.is_some().then_some(&*needed);
+                let r = read(
+                    &mut |ev| {
+                        if front.may_change_map(&ev) {
+                            sender.before_change(front.mapper.map());
+                        }
+                        front.handle(ev, &mut |mapper, s| sender.add(mapper, s))
+                    },
+                    deferral,
+                );
+                sender.finish(&mut front.mapper);
+                r
+            });
+        let (r, samples, stats, replayed) = parallel;
+        // The events the mapper deferred were counted by the first worker's copy.
+        if replayed.assumed_preferred_base_on_replay() {
+            front.warn_no_mmap();
+        }
+        let how = replayed.stats.matched_by();
+        front.matched = match (front.matched, how) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        front.mapper.stats.merge(replayed.stats);
+        (r, samples, stats)
     };
     let mut warnings = front.warnings;
     warnings.extend(reader_warnings?);
