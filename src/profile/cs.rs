@@ -135,11 +135,16 @@ struct ContextProfiles<K> {
 impl<K: Eq + Hash> ContextProfiles<K> {
     /// Empty profiles hashing contexts with `hasher`.
     fn with_hasher(hasher: hashbrown::DefaultHashBuilder) -> Self {
+        Self::with_capacity_and_hasher(0, hasher)
+    }
+
+    /// Empty profiles hashing contexts with `hasher`, with room for `n` (no growth until then).
+    fn with_capacity_and_hasher(n: usize, hasher: hashbrown::DefaultHashBuilder) -> Self {
         ContextProfiles {
             hasher,
-            slots: Default::default(),
-            profiles: Vec::new(),
-            hashes: Vec::new(),
+            slots: hashbrown::HashTable::with_capacity(n),
+            profiles: Vec::with_capacity(n),
+            hashes: Vec::with_capacity(n),
         }
     }
 
@@ -516,7 +521,11 @@ where
                     g.body_samples(code, sites, inf, l);
                     g.boundary_samples(code, sites, inf, l);
                 }
-                let fresh = ContextProfiles::with_hasher(hasher.clone());
+                // A builder's next run is about as long as this one (or up to twice: blocks at
+                // most double): room for this one's profiles spares most of their tables' growth
+                // (capacity only: the same profiles).
+                let room = g.profiles.profiles.len();
+                let fresh = ContextProfiles::with_capacity_and_hasher(room, hasher.clone());
                 let run = (std::mem::replace(&mut g.profiles, fresh), std::mem::take(&mut g.stats));
                 idle.lock().unwrap_or_else(|e| e.into_inner()).push(g);
                 run
