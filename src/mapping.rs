@@ -458,7 +458,7 @@ struct MmapView<'e> {
 }
 
 impl<'e> MmapView<'e> {
-    fn of(ev: &'e MmapEvent) -> Self {
+    fn of(ev: &'e MmapEvent<'_>) -> Self {
         MmapView {
             pid: ev.pid,
             start: ev.start,
@@ -712,17 +712,17 @@ impl AddressMapper {
 
     /// Applies an mmap event, or logs it when deferring events (see
     /// [`defer_events`](Self::defer_events); then it answers `None`).
-    pub fn on_mmap_event(&mut self, ev: MmapEvent) -> Option<MatchedBy> {
+    pub fn on_mmap_event(&mut self, ev: MmapEvent<'_>) -> Option<MatchedBy> {
         if !self.defers {
             return self.on_mmap(&ev);
         }
         if self.keeps(&MmapView::of(&ev)) {
-            let path = match self.path_ids.get(ev.path.as_str()) {
+            let path = match self.path_ids.get(&*ev.path) {
                 Some(&id) => id,
                 None => {
                     let id = self.path_ids.len() as u32;
-                    self.deferred(|| MapEvent::Path(ev.path.as_str().into()));
-                    self.path_ids.insert(ev.path, id);
+                    self.deferred(|| MapEvent::Path(ev.path.as_ref().into()));
+                    self.path_ids.insert(ev.path.into_owned(), id);
                     id
                 }
             };
@@ -733,7 +733,7 @@ impl AddressMapper {
     }
 
     /// Applies an mmap event. Returns how it matched when it maps the binary.
-    pub fn on_mmap(&mut self, ev: &MmapEvent) -> Option<MatchedBy> {
+    pub fn on_mmap(&mut self, ev: &MmapEvent<'_>) -> Option<MatchedBy> {
         self.apply_mmap(&MmapView::of(ev))
     }
 
@@ -894,7 +894,13 @@ mod tests {
         }
     }
 
-    fn mmap(pid: i32, start: u64, pgoff: u64, path: &str, build_id: Option<Vec<u8>>) -> MmapEvent {
+    fn mmap(
+        pid: i32,
+        start: u64,
+        pgoff: u64,
+        path: &str,
+        build_id: Option<Vec<u8>>,
+    ) -> MmapEvent<'static> {
         MmapEvent {
             pid: Some(pid),
             tid: Some(pid),
@@ -902,7 +908,7 @@ mod tests {
             len: 0x1000,
             pgoff: FileOffset(pgoff),
             executable: true,
-            path: path.into(),
+            path: path.to_string().into(),
             build_id,
         }
     }

@@ -27,7 +27,7 @@ struct Collected {
 fn read_script(text: &[u8], path: &Path) -> (Collected, ScriptReport) {
     let mut c = Collected::default();
     let report = read_perf_script(text, path, &ScriptOptions::default(), |ev| match ev {
-        PerfEvent::Mmap(m) => c.mmaps.push((m.pid, m.start.0, m.pgoff.0, m.path)),
+        PerfEvent::Mmap(m) => c.mmaps.push((m.pid, m.start.0, m.pgoff.0, m.path.into_owned())),
         PerfEvent::Sample(s) => {
             assert!(s.pid.is_none());
             c.samples.push((

@@ -13,6 +13,7 @@ pub mod perf_script;
 
 use crate::addr::{Branch, FileOffset, RuntimeAddr};
 use crate::error::Error;
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 /// Reads a whole input file (perf script and unsymbolized profiles are parsed from memory).
@@ -39,7 +40,7 @@ impl InputFile {
 
 /// A mapping of a file (or anonymous memory) into a process.
 #[derive(Clone, PartialEq, Eq, Debug)]
-pub struct MmapEvent {
+pub struct MmapEvent<'a> {
     /// `None` when the input carries no process ids that apply to samples (perf script text).
     pub pid: Option<i32>,
     pub tid: Option<i32>,
@@ -48,9 +49,20 @@ pub struct MmapEvent {
     pub pgoff: FileOffset,
     /// Executable mapping (PROT_EXEC); perf script marks it with an `x` in the permissions.
     pub executable: bool,
-    pub path: String,
+    /// Borrowed from a perf.data record: the reader mostly only looks the path up.
+    pub path: Cow<'a, str>,
     /// Build id carried by MMAP2 records written with `PERF_RECORD_MISC_MMAP_BUILD_ID`.
     pub build_id: Option<Vec<u8>>,
+}
+
+#[cfg(test)]
+impl MmapEvent<'_> {
+    /// A copy that owns its path, to keep past the reader's callback.
+    pub(crate) fn into_owned(self) -> MmapEvent<'static> {
+        let MmapEvent { pid, tid, start, len, pgoff, executable, path, build_id } = self;
+        let path = Cow::Owned(path.into_owned());
+        MmapEvent { pid, tid, start, len, pgoff, executable, path, build_id }
+    }
 }
 
 /// A little-endian u64 as a perf record holds it. Records lie unaligned in the input, so call
@@ -181,17 +193,35 @@ pub struct Deferred {
     pub user: bool,
 }
 
+/// A COMM record's name field as it lies in the record (NUL-terminated, padded): decoded only
+/// when shown, since mapping never reads it.
+#[derive(Clone, Copy, Debug)]
+pub struct CommName<'a>(pub(crate) &'a [u8]);
+
+impl<'a> CommName<'a> {
+    /// The name up to its NUL; invalid UTF-8 replaced.
+    pub fn to_str(&self) -> Cow<'a, str> {
+        perf_data::c_str(self.0)
+    }
+}
+
+impl std::fmt::Display for CommName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_str())
+    }
+}
+
 /// Everything the later stages need from an input stream.
 #[derive(Clone, Debug)]
 pub enum PerfEvent<'a> {
-    Mmap(MmapEvent),
+    Mmap(MmapEvent<'a>),
     /// A thread got a (new) command name; `exec` is set when this was an exec, which replaces the
     /// process's mappings.
     Comm {
         pid: i32,
         tid: i32,
         exec: bool,
-        name: &'a str,
+        name: CommName<'a>,
     },
     Fork {
         pid: i32,

@@ -52,6 +52,7 @@ use std::sync::Mutex;
 
 use abi::{FILE_HEADER_SIZE, MAGIC};
 use attr::Attr;
+pub(crate) use bytes::c_str;
 use bytes::{Loc, prefetch_lines, u16_at, u32_at, u64_at};
 use decode::{Decoder, Sink, malformed};
 
@@ -544,8 +545,9 @@ impl<'a> PerfData<'a> {
         let mut on_event = |ev: PerfEvent<'_>| {
             if let PerfEvent::Mmap(m) = ev {
                 let named = !m.path.starts_with('[') && !m.path.starts_with("//anon");
-                if m.executable && named && seen.insert((m.path.clone(), m.build_id.clone())) {
-                    found.push(MappedFile { path: m.path, build_id: m.build_id });
+                let path = m.path.into_owned();
+                if m.executable && named && seen.insert((path.clone(), m.build_id.clone())) {
+                    found.push(MappedFile { path, build_id: m.build_id });
                 }
             }
         };

@@ -700,7 +700,7 @@ fn lbr_address(f: &[u8]) -> Option<PrefixedAddr<'_>> {
 /// `PERF_RECORD_MMAP2 <pid>/<tid>: [<0xaddr>(<0xlen>) @ <0xpgoff|0> <anything>]: <perm> <path>`
 /// or `PERF_RECORD_MMAP <pid>/<tid>: [<0xaddr>(<0xlen>) @ <0xpgoff|0>]: <perm> <path>`, found
 /// anywhere in the line; hex digits lowercase as llvm's patterns demand.
-fn parse_mmap(line: &[u8]) -> Option<MmapEvent> {
+fn parse_mmap(line: &[u8]) -> Option<MmapEvent<'static>> {
     let (mmap2, rest) = if let Some(i) = memmem::find(line, b"PERF_RECORD_MMAP2 ") {
         (true, &line[i + 18..])
     } else {
@@ -735,7 +735,7 @@ fn parse_mmap(line: &[u8]) -> Option<MmapEvent> {
         len,
         pgoff: FileOffset(pgoff),
         executable: perm.contains(&b'x'),
-        path: String::from_utf8_lossy(path).into_owned(),
+        path: String::from_utf8_lossy(path).into_owned().into(),
         build_id: None,
     })
 }
@@ -780,7 +780,7 @@ mod tests {
     /// Owned copy of an event, for assertions.
     #[derive(Debug, PartialEq, Eq)]
     enum Ev {
-        Mmap(MmapEvent),
+        Mmap(MmapEvent<'static>),
         Sample {
             ip: u64,
             repeat: u64,
@@ -795,7 +795,7 @@ mod tests {
         let mut evs = Vec::new();
         let report = read_perf_script(text.as_bytes(), Path::new("t.script"), opts, |ev| {
             evs.push(match ev {
-                PerfEvent::Mmap(m) => Ev::Mmap(m),
+                PerfEvent::Mmap(m) => Ev::Mmap(m.into_owned()),
                 PerfEvent::Sample(s) => Ev::Sample {
                     ip: s.ip.0,
                     repeat: s.repeat,
@@ -893,7 +893,7 @@ mod tests {
                 len,
                 pgoff: FileOffset(pgoff),
                 executable,
-                path: path.into(),
+                path: path.to_string().into(),
                 build_id: None,
             })
         };

@@ -57,7 +57,7 @@ pub(super) fn u64_at(data: &[u8], pos: usize) -> Option<u64> {
 }
 
 /// A NUL-terminated (and usually NUL-padded) string field; lossy so odd bytes never fail a read.
-pub(super) fn c_str(data: &[u8]) -> std::borrow::Cow<'_, str> {
+pub(crate) fn c_str(data: &[u8]) -> std::borrow::Cow<'_, str> {
     // `CStr` finds the NUL a word at a time; names are nearly always valid UTF-8, which
     // `from_utf8` checks in a fraction of the time `from_utf8_lossy` takes to walk its chunks.
     let s = std::ffi::CStr::from_bytes_until_nul(data).map_or(data, |s| s.to_bytes());

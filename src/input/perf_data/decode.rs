@@ -17,7 +17,7 @@ use super::{ReadReport, Truncation};
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::error::Error;
 use crate::input::{
-    BranchStack, CallChain, Deferred, MmapEvent, PerfEvent, RawBranch, RawWord, Sample,
+    BranchStack, CallChain, CommName, Deferred, MmapEvent, PerfEvent, RawBranch, RawWord, Sample,
 };
 
 // Record types (kernel: include/uapi/linux/perf_event.h; user: tools/lib/perf/include/perf/event.h).
@@ -247,9 +247,9 @@ impl<'p> Decoder<'p> {
                     .i32()
                     .zip(c.i32())
                     .ok_or_else(|| self.malformed(loc, 8, "COMM record too short for pid/tid"))?;
-                let name = c_str(&rec[16..]);
+                let name = CommName(&rec[16..]);
                 let exec = misc & MISC_COMM_EXEC != 0;
-                sink(PerfEvent::Comm { pid, tid, exec, name: &name });
+                sink(PerfEvent::Comm { pid, tid, exec, name });
             }
             RECORD_FORK | RECORD_EXIT => {
                 let mut c = Cursor::new(&rec[8..]);
@@ -357,7 +357,7 @@ impl<'p> Decoder<'p> {
             });
             (prot & PROT_EXEC != 0, build_id, 72)
         };
-        let path = c_str(rec.get(name_at..).unwrap_or_default()).into_owned();
+        let path = c_str(rec.get(name_at..).unwrap_or_default());
         sink(PerfEvent::Mmap(MmapEvent {
             pid: Some(pid),
             tid: Some(tid),

@@ -251,7 +251,7 @@ fn mmap_variants() {
     let mut mmaps = Vec::new();
     read_perf_data(&bytes, Path::new("t"), |e| {
         if let PerfEvent::Mmap(m) = e {
-            mmaps.push(m)
+            mmaps.push(m.into_owned())
         }
     })
     .unwrap();
