@@ -57,9 +57,7 @@ use bytes::{Loc, prefetch_lines, u16_at, u32_at, u64_at};
 use decode::{Decoder, Sink, malformed};
 
 use crate::error::Error;
-use crate::input::{
-    BranchStack, CallChain, Deferred, InputFile, InputInfo, PerfEvent, RawWord, Sample,
-};
+use crate::input::{BranchStack, CallChain, Deferred, InputFile, InputInfo, PerfEvent, RawWord};
 const PIPE_HEADER_SIZE: u64 = 16;
 /// How often (in input bytes) [`PerfData::decode_in_time_order_releasing`] reports progress:
 /// also how far the pages its caller releases lag behind.
@@ -676,16 +674,8 @@ impl SampleBodies<'_> {
         prefetch_lines(self.bytes, start..end);
     }
 
-    /// `s` with its call chain and branch stack, read in place where [`Sample::record`] says
-    /// (the reading thread checked that they lie there); `s` itself when it was not deferred.
-    pub fn complete<'s>(&'s mut self, s: &Sample<'s>) -> Sample<'s> {
-        let Some(d) = s.record else { return s.clone() };
-        let (callchain, branches) = self.stacks(&d);
-        Sample { callchain, branches, record: None, ..s.clone() }
-    }
-
-    /// The call chain and branch stack of the deferred sample `d`, read in place (what
-    /// [`complete`](Self::complete) adds to its sample).
+    /// The call chain and branch stack of the deferred sample `d`, read in place where
+    /// [`Sample::record`] says (the reading thread checked that they lie there).
     #[inline]
     pub fn stacks(&mut self, d: &Deferred) -> (CallChain<'_>, BranchStack<'_>) {
         let at = |(offset, n): (u16, u16), size: usize| {

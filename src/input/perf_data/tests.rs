@@ -7,7 +7,7 @@ use super::abi::*;
 use super::order::NO_ROUNDS_WINDOW;
 use super::*;
 use crate::addr::RuntimeAddr;
-use crate::input::MmapEvent;
+use crate::input::{MmapEvent, Sample};
 
 fn words(values: &[u64]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
@@ -433,8 +433,10 @@ fn deferred_samples_decode_in_place_to_the_whole_samples() {
                 &mut |e| match (e, bodies.as_mut()) {
                     (PerfEvent::Sample(s), Some(bodies)) => {
                         assert!(s.callchain.is_empty() && s.branches.is_empty());
-                        assert!(s.record.is_some());
-                        in_place.push(describe(&bodies.complete(&s)));
+                        let d = s.record.expect("a sample with its stacks in place");
+                        let (callchain, branches) = bodies.stacks(&d);
+                        let s = Sample { callchain, branches, record: None, ..s };
+                        in_place.push(describe(&s));
                     }
                     (PerfEvent::Sample(s), None) => {
                         assert_eq!(s.record, None);
