@@ -11,7 +11,8 @@
 
 use crate::addr::{FileOffset, RuntimeAddr, Vaddr};
 use crate::binary::{Segment, unpadded_build_id};
-use crate::input::MmapEvent;
+use crate::input::perf_data::SampleBodies;
+use crate::input::{MmapEvent, MmapPath};
 use hashbrown::HashMap;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -251,20 +252,13 @@ pub enum MapChange {
 /// copies to apply, as it came: the copies match it against the binary and count it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MapEvent {
-    /// An executable mapping (of any file) in a process `--pid` keeps; `path` indexes the paths
-    /// logged before it (see [`MapEvent::Path`]).
-    Mmap {
-        pid: Option<i32>,
-        start: RuntimeAddr,
-        len: u64,
-        pgoff: FileOffset,
-        path: u32,
-        build_id: Option<Vec<u8>>,
-    },
-    /// A path mapped for the first time: the next path index. Mappings name their paths by
-    /// index, so that the reading thread does not allocate a path per mapping for another
-    /// thread to free (with many processes, most map the same few files).
-    Path(Box<str>),
+    /// An executable mapping (of any file) in a process `--pid` keeps, by the position of its
+    /// record in the mapped input ([`MmapEvent::record`]): the copies read it there
+    /// ([`SampleBodies::mmap`]), so that the reading thread neither reads its path nor copies
+    /// the event.
+    MmapAt(usize),
+    /// The same, read from elsewhere (a compressed record, a stream).
+    Mmap(Box<LoggedMmap>),
     /// A new process (not a thread).
     Fork { pid: i32, ppid: i32 },
     /// exec or the end of a process.
@@ -273,13 +267,33 @@ pub enum MapEvent {
     PidlessSample,
 }
 
+/// An mmap event logged whole (see [`MapEvent::Mmap`]). Mappings name their paths by index, so
+/// that the reading thread does not allocate a path per mapping for another thread to free (with
+/// many processes, most map the same few files).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoggedMmap {
+    pub pid: Option<i32>,
+    pub start: RuntimeAddr,
+    pub len: u64,
+    pub pgoff: FileOffset,
+    /// Indexes the paths logged before (in `new_path`s).
+    pub path: u32,
+    /// The path, when mapped for the first time: it takes the next index.
+    pub new_path: Option<Box<str>>,
+    pub build_id: Option<Vec<u8>>,
+}
+
 /// One entry of a mapper's log of changes (see [`AddressMapper::log_changes`]): a change it
-/// applied, or an event it deferred.
+/// applied, or an event it deferred. Two words: an input of many processes logs a few per
+/// sample, and the reading thread writes them all. Changes are boxed: a mapper that defers
+/// events applies few (those before its first sample in the binary).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MapStep {
-    Applied(MapChange),
+    Applied(Box<MapChange>),
     Deferred(MapEvent),
 }
+
+const _: () = assert!(size_of::<MapStep>() == 16);
 
 /// The translation state at one point of the input. Translations of a process stay valid while
 /// its [`ProcessView::stamp`] stays the same, so callers can cache them per process.
@@ -430,6 +444,9 @@ impl AddressMap {
                 }
                 true
             }
+            // Without a lookup when no process has mappings (a recording of many short processes
+            // clears each on exec and on exit).
+            MapChange::Clear { .. } if self.by_pid.is_empty() => false,
             MapChange::Clear { pid } => match self.by_pid.remove(&Some(pid)) {
                 Some(old) => {
                     self.mappings -= old.maps.len();
@@ -446,28 +463,44 @@ impl AddressMap {
     }
 }
 
-/// An mmap event as the mapper reads it: from the input, or replayed from another mapper's log.
+/// An mmap event as the mapper reads it, its path decoded.
 struct MmapView<'e> {
     pid: Option<i32>,
     start: RuntimeAddr,
     len: u64,
     pgoff: FileOffset,
-    executable: bool,
     path: &'e str,
-    build_id: Option<&'e [u8]>,
+    /// The event's build id, else the one perf recorded for its path.
+    known_id: Option<&'e [u8]>,
 }
 
-impl<'e> MmapView<'e> {
-    fn of(ev: &'e MmapEvent<'_>) -> Self {
-        MmapView {
-            pid: ev.pid,
-            start: ev.start,
-            len: ev.len,
-            pgoff: ev.pgoff,
-            executable: ev.executable,
-            path: &ev.path,
-            build_id: ev.build_id.as_deref(),
-        }
+/// The path of the last mmap event a mapper applied, decoded, and the build id perf recorded for
+/// it: with many processes, most map the same few files, and a record's path field that holds
+/// these bytes needs no decoding or lookup.
+#[derive(Default)]
+struct LastPath {
+    path: String,
+    table_id: Option<Vec<u8>>,
+    /// How an event of `path` without a build id of its own matches, once one has.
+    table_match: Option<Option<MatchedBy>>,
+    /// Whether `path` and `table_id` are those of an event (not the empty start).
+    valid: bool,
+}
+
+impl LastPath {
+    /// Whether `p` is `path`. A record's field holds it when its bytes up to the NUL (or its end)
+    /// are `path`'s: `path` came from decoding a field, so it holds no NUL, and being valid
+    /// UTF-8, such a field decodes to it.
+    fn holds(&self, p: &MmapPath<'_>) -> bool {
+        let n = self.path.len();
+        self.valid
+            && match p {
+                MmapPath::Field(field) => {
+                    field.get(..n) == Some(self.path.as_bytes())
+                        && field.get(n).is_none_or(|&b| b == 0)
+                }
+                MmapPath::Text(text) => **text == self.path,
+            }
     }
 }
 
@@ -486,10 +519,12 @@ pub struct AddressMapper {
     defers: bool,
     /// Replaying a [`MapEvent::PidlessSample`] made this copy assume the preferred base.
     assumed_on_replay: bool,
-    /// The indices of the paths logged in [`MapEvent::Path`]s, when deferring events.
+    /// The indices of the paths logged in [`LoggedMmap`]s, when deferring events.
     path_ids: HashMap<String, u32>,
-    /// The paths of the [`MapEvent::Path`]s replayed, by index.
+    /// The paths of the [`LoggedMmap`]s replayed, by index.
     paths: Vec<Box<str>>,
+    /// See [`LastPath`].
+    last_path: LastPath,
     /// Build ids perf recorded for paths (perf.data build-id table).
     path_build_ids: HashMap<String, Vec<u8>>,
     pid_filter: Option<i32>,
@@ -524,6 +559,7 @@ impl AddressMapper {
             assumed_on_replay: false,
             path_ids: HashMap::new(),
             paths: Vec::new(),
+            last_path: LastPath::default(),
             path_build_ids: HashMap::new(),
             pid_filter,
             others_by_pid: Some(HashMap::new()),
@@ -563,16 +599,16 @@ impl AddressMapper {
         }
     }
 
-    /// Whether changes are waiting for [`take_changes`](Self::take_changes).
-    pub fn has_changes(&self) -> bool {
-        self.changes.as_ref().is_some_and(|c| !c.is_empty())
+    /// How many changes are waiting for [`take_changes`](Self::take_changes).
+    pub fn changes_logged(&self) -> usize {
+        self.changes.as_ref().map_or(0, Vec::len)
     }
 
     fn change(&mut self, change: MapChange) {
         if self.map.apply(&change)
             && let Some(log) = &mut self.changes
         {
-            log.push(MapStep::Applied(change));
+            log.push(MapStep::Applied(Box::new(change)));
         }
     }
 
@@ -613,6 +649,7 @@ impl AddressMapper {
             assumed_on_replay: false,
             path_ids: HashMap::new(),
             paths: Vec::new(),
+            last_path: LastPath::default(),
             path_build_ids: self.path_build_ids.clone(),
             pid_filter: self.pid_filter,
             others_by_pid: None,
@@ -623,27 +660,40 @@ impl AddressMapper {
     }
 
     /// Applies a step of another mapper's log: a change as it was applied there, an event as
-    /// it would have been (counted in this mapper's stats).
-    pub fn replay(&mut self, step: &MapStep) {
+    /// it would have been (counted in this mapper's stats). `records` reads the events logged
+    /// by position ([`MapEvent::MmapAt`]): the input that mapper's events came from.
+    pub fn replay(&mut self, step: &MapStep, records: Option<&SampleBodies<'_>>) {
         match step {
             MapStep::Applied(change) => {
                 self.map.apply(change);
             }
-            MapStep::Deferred(MapEvent::Mmap { pid, start, len, pgoff, path, build_id }) => {
+            MapStep::Deferred(MapEvent::MmapAt(at)) => {
+                let ev = records.and_then(|r| r.mmap(*at));
+                debug_assert!(ev.is_some(), "no mmap record at {at} of the input");
+                if let Some(ev) = ev {
+                    self.on_mmap(&ev);
+                }
+            }
+            MapStep::Deferred(MapEvent::Mmap(m)) => {
+                let LoggedMmap { pid, start, len, pgoff, path, ref new_path, ref build_id } = **m;
+                if let Some(p) = new_path {
+                    self.paths.push(p.clone());
+                }
                 let paths = std::mem::take(&mut self.paths);
-                let ev = MmapView {
-                    pid: *pid,
-                    start: *start,
-                    len: *len,
-                    pgoff: *pgoff,
+                let ev = MmapEvent {
+                    pid,
+                    tid: pid,
+                    start,
+                    len,
+                    pgoff,
                     executable: true,
-                    path: &paths[*path as usize],
-                    build_id: build_id.as_deref(),
+                    path: MmapPath::Text((&*paths[path as usize]).into()),
+                    build_id: build_id.clone(),
+                    record: None,
                 };
-                self.apply_mmap(&ev);
+                self.on_mmap(&ev);
                 self.paths = paths;
             }
-            MapStep::Deferred(MapEvent::Path(path)) => self.paths.push(path.clone()),
             MapStep::Deferred(MapEvent::Fork { pid, ppid }) => self.on_fork(*pid, *ppid),
             MapStep::Deferred(MapEvent::Clear { pid }) => self.on_exec(*pid),
             MapStep::Deferred(MapEvent::PidlessSample) => {
@@ -680,6 +730,7 @@ impl AddressMapper {
         for (path, id) in ids {
             self.path_build_ids.insert(path.clone(), id.clone());
         }
+        self.last_path.valid = false;
     }
 
     pub fn binary_file_name(&self) -> &str {
@@ -695,9 +746,8 @@ impl AddressMapper {
             );
             return kernel.then_some(MatchedBy::FileName);
         }
-        let known_id = ev.build_id.or_else(|| self.path_build_ids.get(ev.path).map(|v| &v[..]));
         let ours = &self.map.identity;
-        match (known_id, ours.build_id.as_deref()) {
+        match (ev.known_id, ours.build_id.as_deref()) {
             (Some(seen), Some(id)) => build_ids_equal(seen, id).then_some(MatchedBy::BuildId),
             _ => (base_name(ev.path) == ours.file_name).then_some(MatchedBy::FileName),
         }
@@ -705,9 +755,9 @@ impl AddressMapper {
 
     /// Whether an mmap event can change anything: an executable mapping of a process `--pid`
     /// keeps (the kernel's applies to all).
-    fn keeps(&self, ev: &MmapView<'_>) -> bool {
-        let other_pid = self.pid_filter.is_some_and(|p| ev.pid != Some(p)) && !self.kernel;
-        ev.executable && !other_pid
+    fn keeps(&self, pid: Option<i32>, executable: bool) -> bool {
+        let other_pid = self.pid_filter.is_some_and(|p| pid != Some(p)) && !self.kernel;
+        executable && !other_pid
     }
 
     /// Applies an mmap event, or logs it when deferring events (see
@@ -716,32 +766,64 @@ impl AddressMapper {
         if !self.defers {
             return self.on_mmap(&ev);
         }
-        if self.keeps(&MmapView::of(&ev)) {
-            let path = match self.path_ids.get(&*ev.path) {
-                Some(&id) => id,
-                None => {
-                    let id = self.path_ids.len() as u32;
-                    self.deferred(|| MapEvent::Path(ev.path.as_ref().into()));
-                    self.path_ids.insert(ev.path.into_owned(), id);
-                    id
-                }
-            };
-            let MmapEvent { pid, start, len, pgoff, build_id, .. } = ev;
-            self.deferred(|| MapEvent::Mmap { pid, start, len, pgoff, path, build_id });
+        if !self.keeps(ev.pid, ev.executable) {
+            return None;
         }
+        if let Some(at) = ev.record {
+            self.deferred(|| MapEvent::MmapAt(at));
+            return None;
+        }
+        let path = ev.path.as_str();
+        let (path, new_path) = match self.path_ids.get(&*path) {
+            Some(&id) => (id, None),
+            None => {
+                let id = self.path_ids.len() as u32;
+                self.path_ids.insert(path.to_string(), id);
+                (id, Some(path.into()))
+            }
+        };
+        let MmapEvent { pid, start, len, pgoff, build_id, .. } = ev;
+        let m = LoggedMmap { pid, start, len, pgoff, path, new_path, build_id };
+        self.deferred(|| MapEvent::Mmap(Box::new(m)));
         None
     }
 
     /// Applies an mmap event. Returns how it matched when it maps the binary.
     pub fn on_mmap(&mut self, ev: &MmapEvent<'_>) -> Option<MatchedBy> {
-        self.apply_mmap(&MmapView::of(ev))
-    }
-
-    fn apply_mmap(&mut self, ev: &MmapView<'_>) -> Option<MatchedBy> {
-        if !self.keeps(ev) {
+        if !self.keeps(ev.pid, ev.executable) {
             return None;
         }
-        let matched = self.matches(ev);
+        let mut last = std::mem::take(&mut self.last_path);
+        if !last.holds(&ev.path) {
+            last.path.clear();
+            last.path.push_str(&ev.path.as_str());
+            last.table_id = self.path_build_ids.get(&last.path).cloned();
+            last.table_match = None;
+            last.valid = true;
+        }
+        let view = MmapView {
+            pid: ev.pid,
+            start: ev.start,
+            len: ev.len,
+            pgoff: ev.pgoff,
+            path: &last.path,
+            known_id: ev.build_id.as_deref().or(last.table_id.as_deref()),
+        };
+        // Matching depends on the path and the build id alone.
+        let matched = match last.table_match.filter(|_| ev.build_id.is_none()) {
+            Some(m) => m,
+            None => self.matches(&view),
+        };
+        if ev.build_id.is_none() {
+            last.table_match = Some(matched);
+        }
+        self.apply_mmap(&view, matched);
+        self.last_path = last;
+        matched
+    }
+
+    /// Applies an mmap event that `matched` the binary, or not.
+    fn apply_mmap(&mut self, ev: &MmapView<'_>, matched: Option<MatchedBy>) {
         let start = ev.start;
         let end = RuntimeAddr(ev.start.0.saturating_add(ev.len));
         // The kernel is mapped in every process.
@@ -758,8 +840,6 @@ impl AddressMapper {
                     self.stats.name_match_wrong_build_id += 1;
                 }
                 if !ev.path.starts_with('[') && !ev.path.starts_with("//anon") {
-                    let known_id =
-                        ev.build_id.or_else(|| self.path_build_ids.get(ev.path).map(|v| &v[..]));
                     let other = match self.stats.other_executables.get_mut(ev.path) {
                         Some(other) => other,
                         None => {
@@ -768,7 +848,7 @@ impl AddressMapper {
                     };
                     other.mappings = other.mappings.saturating_add(1);
                     if other.build_id.is_none() {
-                        other.build_id = known_id.map(<[u8]>::to_vec);
+                        other.build_id = ev.known_id.map(<[u8]>::to_vec);
                     }
                     if let Some(others) = others {
                         others.insert(start.0, end.0, Arc::from(ev.path));
@@ -782,7 +862,6 @@ impl AddressMapper {
         } else {
             self.change(MapChange::Unmap { key, start, end });
         }
-        matched
     }
 
     /// A forked child starts with its parent's mappings.
@@ -910,6 +989,7 @@ mod tests {
             executable: true,
             path: path.to_string().into(),
             build_id,
+            record: None,
         }
     }
 
@@ -1074,10 +1154,10 @@ mod tests {
         let mut changes = Vec::new();
         m.take_changes(&mut changes);
         assert_eq!(changes.len(), 5);
-        assert!(!m.has_changes());
+        assert_eq!(m.changes_logged(), 0);
         for c in &changes {
             assert!(matches!(c, MapStep::Applied(_)));
-            copy.replay(c);
+            copy.replay(c, None);
         }
         for (pid, addr) in [(1, 0x1000_0004), (2, 0x1000_0004), (3, 0x3000_0004), (4, 0x1000_0004)]
         {
@@ -1115,12 +1195,15 @@ mod tests {
         assert!(!deferring.any_mapping() && deferring.stats.matched_by().is_none());
         let mut steps = Vec::new();
         deferring.take_changes(&mut steps);
-        // Each path is logged once, before its first mapping.
-        assert_eq!(steps.len(), 8);
-        assert_eq!(steps[0], MapStep::Deferred(MapEvent::Path("/x/app".into())));
+        // Each path is logged once, with its first mapping.
+        assert_eq!(steps.len(), 6);
+        let MapStep::Deferred(MapEvent::Mmap(first)) = &steps[0] else { panic!("{steps:?}") };
+        assert_eq!(first.new_path.as_deref(), Some("/x/app"));
+        let MapStep::Deferred(MapEvent::Mmap(third)) = &steps[3] else { panic!("{steps:?}") };
+        assert_eq!((third.path, third.new_path.as_deref()), (0, None));
         for s in &steps {
             assert!(matches!(s, MapStep::Deferred(_)));
-            copy.replay(s);
+            copy.replay(s, None);
         }
         for (pid, addr) in [(1, 0x1000_0004), (2, 0x1000_0004), (3, 0x3000_0004)] {
             let (a, b) = (direct.map().process(Some(pid)), copy.map().process(Some(pid)));
@@ -1148,7 +1231,7 @@ mod tests {
         let mut steps = Vec::new();
         m.take_changes(&mut steps);
         assert_eq!(steps, [MapStep::Deferred(MapEvent::PidlessSample)]);
-        copy.replay(&steps[0]);
+        copy.replay(&steps[0], None);
         assert!(copy.assumed_preferred_base_on_replay());
         assert_eq!(copy.to_vaddr(None, RuntimeAddr(0x1810)), Some(Vaddr(0x1810)));
         // Once assumed, a later pid-less sample assumes nothing new.

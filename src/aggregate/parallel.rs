@@ -73,6 +73,8 @@ struct SampleHead {
     has_callchain: bool,
     callchain_len: u32,
     branches_len: u32,
+    /// How many of the batch's steps of the log come before it.
+    steps: u32,
 }
 
 #[derive(Default)]
@@ -82,10 +84,9 @@ struct Batch {
     branches: Vec<RawBranch>,
     /// The log position at which the batch starts: changes before it are in the shared log.
     log_start: u64,
-    /// The mapper's log while the batch was filled (shared with the [`ChangeLog`]), and before
-    /// which sample each step came.
+    /// The mapper's log while the batch was filled (shared with the [`ChangeLog`]); each sample
+    /// says how many of these came before it ([`SampleHead::steps`]).
     changes: Arc<Vec<MapStep>>,
-    change_at: Vec<u32>,
     /// Sequence number, and the input its records handed out by position lie in (see
     /// [`InFlight`]).
     seq: u64,
@@ -239,8 +240,15 @@ struct Replica {
 
 impl Replica {
     /// Brings the map up to log position `to` with steps other batches made, first reducing
-    /// `agg`'s held samples under the map they were read with.
-    fn catch_up(&mut self, agg: &mut Aggregator<'_>, log: &Mutex<ChangeLog>, to: u64) {
+    /// `agg`'s held samples under the map they were read with; `records` reads the events
+    /// logged by position.
+    fn catch_up(
+        &mut self,
+        agg: &mut Aggregator<'_>,
+        log: &Mutex<ChangeLog>,
+        to: u64,
+        records: Option<&SampleBodies<'_>>,
+    ) {
         if self.applied >= to {
             return;
         }
@@ -248,7 +256,7 @@ impl Replica {
         // A poisoned lock means another thread panicked; the scope re-raises that panic.
         let Ok(mut log) = log.lock() else { return };
         for step in log.steps(self.applied, to) {
-            self.mapper.replay(step);
+            self.mapper.replay(step, records);
         }
         self.applied = to;
         log.applied[self.worker] = to;
@@ -265,23 +273,33 @@ impl Batch {
         log: &Mutex<ChangeLog>,
         bodies: &mut Option<SampleBodies<'_>>,
     ) {
-        replica.catch_up(agg, log, self.log_start);
+        replica.catch_up(agg, log, self.log_start, bodies.as_ref());
         if let Some(held) = &self.held {
             agg.reduce_held(replica.mapper.map(), held);
         }
-        let (mut next, mut at) = (0, (0, 0));
-        for (&i, step) in self.change_at.iter().zip(self.changes.iter()) {
-            let i = i as usize;
+        let all = 0..self.heads.len();
+        if self.changes.is_empty() {
+            self.add_samples(all, &mut (0, 0), agg, replica.mapper.map(), bodies);
+            return;
+        }
+        // The samples up to each one that comes after steps, then those steps.
+        let (mut next, mut at, mut applied) = (0, (0, 0), 0);
+        let steps_before = self.heads.iter().map(|h| h.steps as usize);
+        for (i, upto) in steps_before.chain([self.changes.len()]).enumerate() {
+            if upto == applied {
+                continue;
+            }
             self.add_samples(next..i, &mut at, agg, replica.mapper.map(), bodies);
-            next = next.max(i);
+            next = i;
             agg.flush(replica.mapper.map());
-            replica.mapper.replay(step);
-            replica.applied += 1;
+            for step in &self.changes[applied..upto] {
+                replica.mapper.replay(step, bodies.as_ref());
+            }
+            replica.applied += (upto - applied) as u64;
+            applied = upto;
         }
         self.add_samples(next..self.heads.len(), &mut at, agg, replica.mapper.map(), bodies);
-        if !self.changes.is_empty()
-            && let Ok(mut log) = log.lock()
-        {
+        if let Ok(mut log) = log.lock() {
             // Trimmed here, so that the steps are freed by this thread when it drops the batch
             // (unless another copy still needs them), not by the reading thread.
             log.applied[replica.worker] = replica.applied;
@@ -344,8 +362,6 @@ pub struct BatchSender<'b, 's> {
     log: Arc<Mutex<ChangeLog>>,
     /// Log position after the steps taken so far.
     log_end: u64,
-    /// The steps taken while the batch being filled was (moved into it when it is sent).
-    changes: Vec<MapStep>,
     /// The mapper defers its events (see [`AddressMapper::defer_events`]).
     deferring: bool,
     /// Once the mapper defers its events, the reading thread's own copy of its map, for the
@@ -438,12 +454,14 @@ impl BatchSender<'_, '_> {
             has_callchain: s.has_callchain,
             callchain_len: s.callchain.len() as u32,
             branches_len: s.branches.len() as u32,
+            steps: mapper.changes_logged() as u32,
         });
         b.callchains.extend_from_slice(s.callchain.0);
         b.branches.extend_from_slice(s.branches.0);
         let spans_enough = b.heads.len() >= MIN_SPAN_BATCH_SAMPLES
             && b.span.as_ref().is_some_and(|s| s.len() >= BATCH_SPAN);
-        if b.heads.len() >= BATCH_SAMPLES || spans_enough || self.changes.len() >= BATCH_STEPS {
+        let steps = mapper.changes_logged();
+        if b.heads.len() >= BATCH_SAMPLES || spans_enough || steps >= BATCH_STEPS {
             self.flush(mapper);
         }
     }
@@ -476,7 +494,8 @@ impl BatchSender<'_, '_> {
         self.needed.clone()
     }
 
-    /// Moves the mapper's steps since the last sample into the batch, before its next sample.
+    /// Counts the mapper's steps since the last sample as the batch's, before its next sample
+    /// (the mapper keeps them until the batch is sent: see [`flush`](Self::flush)).
     fn take_changes(&mut self, mapper: &mut AddressMapper) {
         if mapper.defers_events() && !self.deferring {
             // It began deferring after the last sample it had a step before: its map is the
@@ -488,14 +507,7 @@ impl BatchSender<'_, '_> {
                 log.applied[self.reader] = self.log_end;
             }
         }
-        if mapper.has_changes() {
-            let before = self.changes.len();
-            mapper.take_changes(&mut self.changes);
-            let at = self.batch.heads.len() as u32;
-            let taken = self.changes.len() - before;
-            self.log_end += taken as u64;
-            self.batch.change_at.resize(self.changes.len(), at);
-        }
+        self.log_end = self.batch.log_start + mapper.changes_logged() as u64;
     }
 
     /// Drops the reading thread's copy of the map once it is too far behind, reducing the
@@ -509,9 +521,11 @@ impl BatchSender<'_, '_> {
         }
     }
 
-    /// Sends the batch to the workers; `mapper` has every step taken.
-    fn flush(&mut self, mapper: &AddressMapper) {
-        if self.batch.heads.is_empty() && self.changes.is_empty() {
+    /// Sends the batch to the workers, with the steps `mapper` logged while it was filled (every
+    /// one taken).
+    fn flush(&mut self, mapper: &mut AddressMapper) {
+        let steps = mapper.changes_logged();
+        if self.batch.heads.is_empty() && steps == 0 {
             return;
         }
         let seq = self.batch.seq + 1;
@@ -531,9 +545,11 @@ impl BatchSender<'_, '_> {
             in_flight.push((full.seq, span));
         }
         self.needed.clear_open();
-        if !self.changes.is_empty() {
-            let next = Vec::with_capacity(self.changes.len());
-            full.changes = Arc::new(std::mem::replace(&mut self.changes, next));
+        if steps > 0 {
+            // The mapper logs the next batch's steps into a vector sized like this one's.
+            let mut taken = Vec::with_capacity(steps);
+            mapper.take_changes(&mut taken);
+            full.changes = Arc::new(taken);
             if let Ok(mut log) = self.log.lock() {
                 log.trim();
                 log.chunks.push_back(full.changes.clone());
@@ -562,7 +578,8 @@ impl BatchSender<'_, '_> {
                 let mut copy = self.copy.take();
                 let map = match &mut copy {
                     Some(c) => {
-                        c.catch_up(&mut self.worker.agg, &self.log, self.log_end);
+                        let records = self.worker.bodies.as_ref();
+                        c.catch_up(&mut self.worker.agg, &self.log, self.log_end, records);
                         Some(c.mapper.map())
                     }
                     None => (!self.deferring).then(|| mapper.map()),
@@ -697,7 +714,6 @@ pub fn aggregate_in_parallel<'b, T>(
             batch: Batch::default(),
             log: log.clone(),
             log_end: 0,
-            changes: Vec::new(),
             deferring: false,
             copy: None,
             reader: workers,

@@ -251,6 +251,7 @@ mod tests {
                 executable: true,
                 path: "/bin/prog".into(),
                 build_id: None,
+                record: None,
             });
         }
         m

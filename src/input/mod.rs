@@ -49,19 +49,76 @@ pub struct MmapEvent<'a> {
     pub pgoff: FileOffset,
     /// Executable mapping (PROT_EXEC); perf script marks it with an `x` in the permissions.
     pub executable: bool,
-    /// Borrowed from a perf.data record: the reader mostly only looks the path up.
-    pub path: Cow<'a, str>,
+    pub path: MmapPath<'a>,
     /// Build id carried by MMAP2 records written with `PERF_RECORD_MISC_MMAP_BUILD_ID`.
     pub build_id: Option<Vec<u8>>,
+    /// Where the record lies in the mapped input, when a deferred decode
+    /// ([`perf_data::PerfData::decode_in_time_order_deferred`]) read it there: another thread can
+    /// read the event again from it ([`perf_data::SampleBodies::mmap`]).
+    pub record: Option<usize>,
 }
 
 #[cfg(test)]
 impl MmapEvent<'_> {
     /// A copy that owns its path, to keep past the reader's callback.
     pub(crate) fn into_owned(self) -> MmapEvent<'static> {
-        let MmapEvent { pid, tid, start, len, pgoff, executable, path, build_id } = self;
-        let path = Cow::Owned(path.into_owned());
-        MmapEvent { pid, tid, start, len, pgoff, executable, path, build_id }
+        let MmapEvent { pid, tid, start, len, pgoff, executable, path, build_id, record } = self;
+        let path = MmapPath::Text(Cow::Owned(path.into_owned()));
+        MmapEvent { pid, tid, start, len, pgoff, executable, path, build_id, record }
+    }
+}
+
+/// The file a mapping maps: a perf.data record's NUL-terminated name field, decoded when read (a
+/// reading thread that leaves the mappings to other threads never reads it), or perf script text.
+#[derive(Clone, Debug)]
+pub enum MmapPath<'a> {
+    Field(&'a [u8]),
+    Text(Cow<'a, str>),
+}
+
+impl MmapPath<'_> {
+    /// The path; in a record's field, up to its NUL, invalid UTF-8 replaced.
+    pub fn as_str(&self) -> Cow<'_, str> {
+        match self {
+            MmapPath::Field(field) => perf_data::c_str(field),
+            MmapPath::Text(text) => Cow::Borrowed(text),
+        }
+    }
+
+    pub fn into_owned(self) -> String {
+        self.as_str().into_owned()
+    }
+}
+
+impl PartialEq for MmapPath<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for MmapPath<'_> {}
+
+impl PartialEq<&str> for MmapPath<'_> {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl From<&str> for MmapPath<'_> {
+    fn from(path: &str) -> Self {
+        MmapPath::Text(Cow::Owned(path.to_string()))
+    }
+}
+
+impl From<String> for MmapPath<'_> {
+    fn from(path: String) -> Self {
+        MmapPath::Text(Cow::Owned(path))
+    }
+}
+
+impl std::fmt::Display for MmapPath<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.as_str())
     }
 }
 

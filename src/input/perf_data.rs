@@ -57,7 +57,9 @@ use bytes::{Loc, prefetch_lines, u16_at, u32_at, u64_at};
 use decode::{Decoder, Sink, malformed};
 
 use crate::error::Error;
-use crate::input::{BranchStack, CallChain, Deferred, InputFile, InputInfo, PerfEvent, RawWord};
+use crate::input::{
+    BranchStack, CallChain, Deferred, InputFile, InputInfo, MmapEvent, PerfEvent, RawWord,
+};
 const PIPE_HEADER_SIZE: u64 = 16;
 /// How often (in input bytes) [`PerfData::decode_in_time_order_releasing`] reports progress:
 /// also how far the pages its caller releases lag behind.
@@ -542,8 +544,8 @@ impl<'a> PerfData<'a> {
         let mut seen = std::collections::HashSet::new();
         let mut on_event = |ev: PerfEvent<'_>| {
             if let PerfEvent::Mmap(m) = ev {
-                let named = !m.path.starts_with('[') && !m.path.starts_with("//anon");
                 let path = m.path.into_owned();
+                let named = !path.starts_with('[') && !path.starts_with("//anon");
                 if m.executable && named && seen.insert((path.clone(), m.build_id.clone())) {
                     found.push(MappedFile { path, build_id: m.build_id });
                 }
@@ -672,6 +674,19 @@ impl SampleBodies<'_> {
         let end = (d.record + usize::from(d.branches.0) + usize::from(d.branches.1) * 24)
             .max(d.record + usize::from(d.callchain.0) + usize::from(d.callchain.1) * 8);
         prefetch_lines(self.bytes, start..end);
+    }
+
+    /// The mmap event whose record lies at `record` (an [`MmapEvent::record`] of this input, whose
+    /// decode checked it); `None` if no MMAP record lies there.
+    pub fn mmap(&self, record: usize) -> Option<MmapEvent<'_>> {
+        let size = usize::from(u16_at(self.bytes, record.checked_add(6)?)?);
+        let rec = self.bytes.get(record..record.checked_add(size)?)?;
+        let rtype = u32_at(rec, 0)?;
+        if rtype != abi::RECORD_MMAP && rtype != abi::RECORD_MMAP2 {
+            return None;
+        }
+        let ev = decode::mmap_event(rec).ok()?;
+        Some(MmapEvent { record: Some(record), ..ev })
     }
 
     /// The call chain and branch stack of the deferred sample `d`, read in place where

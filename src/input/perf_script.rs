@@ -737,6 +737,7 @@ fn parse_mmap(line: &[u8]) -> Option<MmapEvent<'static>> {
         executable: perm.contains(&b'x'),
         path: String::from_utf8_lossy(path).into_owned().into(),
         build_id: None,
+        record: None,
     })
 }
 
@@ -895,6 +896,7 @@ mod tests {
                 executable,
                 path: path.to_string().into(),
                 build_id: None,
+                record: None,
             })
         };
         assert_eq!(

@@ -10,14 +10,15 @@ use hashbrown::HashMap;
 use zstd::stream::raw::Operation;
 
 use super::attr::*;
-use super::bytes::{Cursor, Loc, c_str, u16_at, u32_at, u64_at};
+use super::bytes::{Cursor, Loc, u16_at, u32_at, u64_at};
 use super::features;
 use super::order::{ARENA_LIMIT, NO_ROUNDS_WINDOW, PREFETCH_RECORDS, TimeOrder};
 use super::{ReadReport, Truncation};
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::error::Error;
 use crate::input::{
-    BranchStack, CallChain, CommName, Deferred, MmapEvent, PerfEvent, RawBranch, RawWord, Sample,
+    BranchStack, CallChain, CommName, Deferred, MmapEvent, MmapPath, PerfEvent, RawBranch, RawWord,
+    Sample,
 };
 
 // Record types (kernel: include/uapi/linux/perf_event.h; user: tools/lib/perf/include/perf/event.h).
@@ -240,7 +241,7 @@ impl<'p> Decoder<'p> {
                 let deferred = input_pos.filter(|_| self.defer_bodies);
                 self.sample(rec, misc, loc, deferred, sink)?
             }
-            RECORD_MMAP | RECORD_MMAP2 => self.mmap(rec, rtype, misc, loc, sink)?,
+            RECORD_MMAP | RECORD_MMAP2 => self.mmap(rec, input_pos, loc, sink)?,
             RECORD_COMM => {
                 let mut c = Cursor::new(&rec[8..]);
                 let (pid, tid) = c
@@ -336,38 +337,13 @@ impl<'p> Decoder<'p> {
     fn mmap(
         &mut self,
         rec: &[u8],
-        rtype: u32,
-        misc: u16,
+        input_pos: Option<usize>,
         loc: Loc,
         sink: &mut Sink<'_>,
     ) -> Result<(), Error> {
-        let mut c = Cursor::new(&rec[8..]);
-        let fixed = (|| Some((c.i32()?, c.i32()?, c.u64()?, c.u64()?, c.u64()?)))();
-        let (pid, tid, start, len, pgoff) = fixed
-            .ok_or_else(|| self.malformed(loc, 8, "MMAP record too short for its fixed fields"))?;
-        let (executable, build_id, name_at) = if rtype == RECORD_MMAP {
-            (misc & MISC_MMAP_DATA == 0, None, 40)
-        } else {
-            // MMAP2: 24 bytes of device/inode or build id, then prot and flags.
-            let prot = u32_at(rec, 64)
-                .ok_or_else(|| self.malformed(loc, 64, "MMAP2 record too short for prot"))?;
-            let build_id = (misc & MISC_MMAP_BUILD_ID != 0).then(|| {
-                let size = usize::from(rec[40]).min(20);
-                rec[44..44 + size].to_vec()
-            });
-            (prot & PROT_EXEC != 0, build_id, 72)
-        };
-        let path = c_str(rec.get(name_at..).unwrap_or_default());
-        sink(PerfEvent::Mmap(MmapEvent {
-            pid: Some(pid),
-            tid: Some(tid),
-            start: RuntimeAddr(start),
-            len,
-            pgoff: FileOffset(pgoff),
-            executable,
-            path,
-            build_id,
-        }));
+        let mut ev = mmap_event(rec).map_err(|(at, what)| self.malformed(loc, at, what))?;
+        ev.record = input_pos.filter(|_| self.defer_bodies);
+        sink(PerfEvent::Mmap(ev));
         Ok(())
     }
 
@@ -619,6 +595,43 @@ impl<'p> Decoder<'p> {
         }
         Ok(())
     }
+}
+
+/// An MMAP or MMAP2 record (`rec`, header included) as an event, its path left in the record;
+/// else where in the record it is malformed, and how.
+pub(super) fn mmap_event(rec: &[u8]) -> Result<MmapEvent<'_>, (usize, &'static str)> {
+    let (rtype, misc) = (u32_at(rec, 0).unwrap_or(0), u16_at(rec, 4).unwrap_or(0));
+    // pid, tid, start, len, pgoff: one bounds check (the copies of a deferring mapper read every
+    // mmap record again).
+    let fixed: &[u8; 32] = rec
+        .get(8..40)
+        .and_then(|f| f.try_into().ok())
+        .ok_or((8, "MMAP record too short for its fixed fields"))?;
+    let word = |i: usize| u64::from_le_bytes(fixed[i..i + 8].try_into().unwrap_or_default());
+    let (pid, tid) = (word(0) as u32 as i32, (word(0) >> 32) as u32 as i32);
+    let (start, len, pgoff) = (word(8), word(16), word(24));
+    let (executable, build_id, name_at) = if rtype == RECORD_MMAP {
+        (misc & MISC_MMAP_DATA == 0, None, 40)
+    } else {
+        // MMAP2: 24 bytes of device/inode or build id, then prot and flags.
+        let prot = u32_at(rec, 64).ok_or((64, "MMAP2 record too short for prot"))?;
+        let build_id = (misc & MISC_MMAP_BUILD_ID != 0).then(|| {
+            let size = usize::from(rec[40]).min(20);
+            rec[44..44 + size].to_vec()
+        });
+        (prot & PROT_EXEC != 0, build_id, 72)
+    };
+    Ok(MmapEvent {
+        pid: Some(pid),
+        tid: Some(tid),
+        start: RuntimeAddr(start),
+        len,
+        pgoff: FileOffset(pgoff),
+        executable,
+        path: MmapPath::Field(rec.get(name_at..).unwrap_or_default()),
+        build_id,
+        record: None,
+    })
 }
 
 /// The user-space frames of a call chain: frames before the first context marker belong to the

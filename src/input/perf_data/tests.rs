@@ -264,6 +264,7 @@ fn mmap_variants() {
         executable: true,
         path: "/bin/app".into(),
         build_id: Some(vec![0xab; 8]),
+        record: None,
     };
     let data =
         MmapEvent { executable: false, path: "/lib/data.so".into(), build_id: None, ..app.clone() };
@@ -276,8 +277,45 @@ fn mmap_variants() {
         executable: false,
         path: "/data/file".into(),
         build_id: None,
+        record: None,
     };
     assert_eq!(mmaps, [app, data, file]);
+}
+
+/// A deferred decode gives mmap events the position of their record, where another thread reads
+/// the same event again (the path and build id too).
+#[test]
+fn deferred_mmaps_read_again_from_their_records() {
+    let mut data = record(10, 1 << 14, &mmap2_body(Some(&[0xab; 8]), 5, "/bin/app"));
+    data.extend(record(10, 0, &mmap2_body(None, 1, "/lib/data.so")));
+    data.extend(record(10, 0, &mmap2_body(None, 5, "/bin/app")));
+    let bytes = file_mode(attr(64, SAMPLE_TID | SAMPLE_TIME, 0, 0, 0), &data);
+    let data = PerfData::parse(&bytes, Path::new("t.data")).unwrap();
+    let bodies = data.sample_bodies().unwrap();
+    let mut mmaps = Vec::new();
+    data.decode_in_time_order_deferred(
+        &mut |e| {
+            if let PerfEvent::Mmap(m) = e {
+                let again = bodies.mmap(m.record.expect("its record's position"));
+                assert_eq!(again.as_ref(), Some(&m));
+                mmaps.push(m.into_owned());
+            }
+        },
+        |_| {},
+    )
+    .unwrap();
+    let paths: Vec<_> = mmaps.iter().map(|m| m.path.to_string()).collect();
+    assert_eq!(paths, ["/bin/app", "/lib/data.so", "/bin/app"]);
+    assert_eq!(mmaps[0].build_id.as_deref(), Some(&[0xab; 8][..]));
+    let at = mmaps[0].record.unwrap();
+    assert_eq!(bodies.mmap(at + 16), None, "not a record");
+    // The decode that does not defer gives no positions.
+    data.decode_in_time_order(|e| {
+        if let PerfEvent::Mmap(m) = e {
+            assert_eq!(m.record, None);
+        }
+    })
+    .unwrap();
 }
 
 /// A minimal file-mode perf.data: header, one attr with ids, data, build-id + cmdline features.
