@@ -137,14 +137,14 @@ pub struct PostPassStats {
 
 /// What the post-passes read from a fresh profile, its counters and its binary ([`prepare`]),
 /// for [`apply`] to reshape that profile with: it is for this profile only, unchanged since
-/// (the pre-inliner's trie holds its contexts, its order follows its counts).
+/// (the pre-inliner's trie holds its contexts, its call graph follows its counts).
 pub struct Prepared {
     context_sensitive: bool,
     thresholds: Thresholds,
     /// The pre-inliner's context sizes from the binary, when it uses them.
     sizes: Option<context_size::ContextSizeTracker>,
-    /// The pre-inliner's trie and order of functions, when it runs (the trie built for the
-    /// context-less merge).
+    /// The pre-inliner's trie and call graph, when it runs (the trie built for the context-less
+    /// merge).
     plan: Option<Plan>,
 }
 
@@ -199,7 +199,7 @@ pub fn prepare(
                 || opts.preinliner.then(|| preinliner::call_graph(&trie, |s| profiles[s])),
             );
             let thresholds = thresholds?;
-            let plan = graph.map(|g| preinliner::plan(trie, &g, opts, &thresholds));
+            let plan = graph.map(|graph| Plan { trie, graph });
             Ok::<_, Error>((thresholds, plan))
         },
         || profiled.map(|profiled| context_size::context_sizes(binary, &profiled)),
@@ -222,13 +222,43 @@ pub fn apply(
     prepared: Prepared,
     opts: &PostPassOptions,
 ) -> (PostPassStats, Spent) {
+    let (stats, spent, ()) = apply_beside(profile, prepared, opts, || ());
+    (stats, spent)
+}
+
+/// [`apply`], running `beside` on another worker where the passes leave one idle: beside the
+/// pre-inliner's walk (one thread) when it runs, else beside all of them. Returns its result
+/// too.
+pub fn apply_beside<R: Send>(
+    profile: &mut Profile,
+    prepared: Prepared,
+    opts: &PostPassOptions,
+    beside: impl FnOnce() -> R + Send,
+) -> (PostPassStats, Spent, R) {
     let Prepared { context_sensitive, thresholds, sizes, plan } = prepared;
-    let (stats, trie) = match (context_sensitive, &sizes) {
-        (false, _) => (post_process_non_cs(profile, opts, &thresholds), None),
-        (true, Some(sizes)) => post_process_cs_with(profile, opts, &thresholds, sizes, plan),
-        (true, None) => post_process_cs_with(profile, opts, &thresholds, &NoContextSizes, plan),
+    let sizes: &dyn ContextSizeOracle = match &sizes {
+        Some(sizes) => sizes,
+        None => &NoContextSizes,
     };
-    (stats, Spent { _trie: trie })
+    let ((stats, trie), beside) = match (context_sensitive, opts.preinliner) {
+        (true, true) => {
+            let (stats, trie, beside) =
+                post_process_cs_with(profile, opts, &thresholds, sizes, plan, beside);
+            ((stats, trie), beside.expect("run beside the pre-inliner"))
+        }
+        (true, false) => rayon::join(
+            || {
+                let (stats, trie, _) =
+                    post_process_cs_with(profile, opts, &thresholds, sizes, plan, || ());
+                (stats, trie)
+            },
+            beside,
+        ),
+        (false, _) => {
+            rayon::join(|| (post_process_non_cs(profile, opts, &thresholds), None), beside)
+        }
+    };
+    (stats, Spent { _trie: trie }, beside)
 }
 
 /// Hot and cold count thresholds from the profile summary (`computeSummaryAndThreshold`) of a
@@ -269,25 +299,29 @@ pub fn post_process_cs(
     thresholds: &Thresholds,
     sizes: &dyn ContextSizeOracle,
 ) -> PostPassStats {
-    post_process_cs_with(profile, opts, thresholds, sizes, None).0
+    post_process_cs_with(profile, opts, thresholds, sizes, None, || ()).0
 }
 
 /// [`post_process_cs`], the pre-inliner's plan made from the profile when not given; also
-/// returns the pre-inliner's spent trie, unfreed.
-fn post_process_cs_with(
+/// returns the pre-inliner's spent trie, unfreed, and what `beside` returned when the
+/// pre-inliner ran it beside its walk (it runs only then).
+fn post_process_cs_with<R: Send>(
     profile: &mut Profile,
     opts: &PostPassOptions,
     thresholds: &Thresholds,
     sizes: &dyn ContextSizeOracle,
     plan: Option<Plan>,
-) -> (PostPassStats, Option<ContextTrie>) {
+    beside: impl FnOnce() -> R + Send,
+) -> (PostPassStats, Option<ContextTrie>, Option<R>) {
     let mut stats = PostPassStats::default();
     let mut merge_cold = opts.merge_cold_context.unwrap_or(true);
     let mut spent_trie = None;
+    let mut beside_result = None;
     if opts.preinliner {
-        let (preinlined, trie) = run_preinliner(profile, opts, thresholds, sizes, plan);
+        let (preinlined, trie, r) = run_preinliner(profile, opts, thresholds, sizes, plan, beside);
         stats.preinliner = Some(preinlined);
         spent_trie = Some(trie);
+        beside_result = Some(r);
         merge_cold = opts.merge_cold_context.unwrap_or(false);
     }
     if opts.trim_cold_profile || merge_cold {
@@ -313,7 +347,7 @@ fn post_process_cs_with(
         stats.nested = true;
     }
     stats.ambiguous_profiles_removed = filter_ambiguous_profiles(profile);
-    (stats, spent_trie)
+    (stats, spent_trie, beside_result)
 }
 
 /// `ProfileGenerator::postProcessProfiles` minus the summary (input) and density report.

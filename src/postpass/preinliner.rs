@@ -21,24 +21,14 @@ pub struct PreInlinerStats {
     pub contexts_dropped: usize,
 }
 
-/// What the pre-inliner reads from the flat profile before it changes it: the context trie and
-/// the top-down order of functions ([`plan`]).
+/// What the pre-inliner reads from the flat profile before it changes it: the context trie
+/// ([`ContextTrie::of_contexts`]) and the profiled call graph ([`call_graph`]) of its profiles,
+/// read only, so made beside other readers of the fresh profile. The top-down order (which
+/// needs the cold threshold) is made from the graph when the pre-inliner starts, beside the
+/// profiles' move into the trie.
 pub(crate) struct Plan {
-    trie: ContextTrie,
-    order: Vec<FuncId>,
-}
-
-/// The [`Plan`] of a flat CS profile whose contexts `trie` holds ([`ContextTrie::of_contexts`]),
-/// `graph` the [`call_graph`] of its profiles: read only, so it can be made beside other
-/// readers of the fresh profile.
-pub(crate) fn plan(
-    trie: ContextTrie,
-    graph: &CallGraph,
-    opts: &PostPassOptions,
-    thresholds: &Thresholds,
-) -> Plan {
-    let order = top_down_order(graph, thresholds.cold, opts.sort_profiled_scc_member);
-    Plan { trie, order }
+    pub trie: ContextTrie,
+    pub graph: CallGraph,
 }
 
 /// The profiled call graph (`ProfiledCallGraph`) before its cold edges are trimmed: functions
@@ -102,31 +92,36 @@ pub(crate) fn call_graph<'a>(
 }
 
 /// `CSPreInliner::run` on a flat CS profile; leaves a flat CS profile with `preinlined` set.
-/// `plan`, when given, is [`plan`] of this very profile, unchanged since: its trie and its order
-/// (which follows the counts) are used as they are.
+/// `plan`, when given, is [`Plan`] of this very profile, unchanged since: its trie and its call
+/// graph (which follows the counts) are used as they are. `beside` runs on another worker during
+/// the walk (which has one thread), its result returned.
 ///
-/// Also returns the spent context trie (its kept profiles moved back into `profile`), for the
-/// caller to free beside the passes that follow: its merged-away profiles take about as long to
-/// free as nesting takes.
-pub(crate) fn run_preinliner(
+/// Also returns the spent context trie (its kept profiles moved back into `profile`; it still
+/// holds the flat profile's contexts and every profile merged away), for the caller to free
+/// where nobody waits for it.
+pub(crate) fn run_preinliner<R: Send>(
     profile: &mut Profile,
     opts: &PostPassOptions,
     thresholds: &Thresholds,
     sizes: &dyn ContextSizeOracle,
     plan: Option<Plan>,
-) -> (PreInlinerStats, ContextTrie) {
+    beside: impl FnOnce() -> R + Send,
+) -> (PreInlinerStats, ContextTrie, R) {
+    let order =
+        |graph: &CallGraph| top_down_order(graph, thresholds.cold, opts.sort_profiled_scc_member);
     let (mut trie, order) = match plan {
-        Some(Plan { trie, order }) => (trie, Some(order)),
-        None => (ContextTrie::of_contexts(&profile.functions), None),
-    };
-    let contexts = trie.take_profiles(profile);
-    let order = match order {
-        Some(order) => order,
-        None => top_down_order(
-            &call_graph(&trie, |s| &trie.samples[s].fs),
-            thresholds.cold,
-            opts.sort_profiled_scc_member,
-        ),
+        Some(Plan { mut trie, graph }) => {
+            // The order (one thread) beside the move; the move first, so that the trie's
+            // profiles are allocated on this worker, which walks them.
+            let ((), order) = rayon::join(|| trie.take_profiles(profile), || order(&graph));
+            (trie, order)
+        }
+        None => {
+            let mut trie = ContextTrie::of_contexts(&profile.functions);
+            trie.take_profiles(profile);
+            let order = order(&call_graph(&trie, |s| &trie.samples[s].fs));
+            (trie, order)
+        }
     };
     let mut inliner = PreInliner {
         opts,
@@ -137,29 +132,20 @@ pub(crate) fn run_preinliner(
         limit_max: opts.inline_limit_max.unwrap_or(50000),
         stats: PreInlinerStats::default(),
     };
-    // The flat profile's contexts (their frames) are freed on another thread during the walk.
-    rayon::join(
+    let ((), beside) = rayon::join(
         || {
             for func in order {
                 inliner.process_function(&mut trie, func);
             }
         },
-        move || drop(contexts),
+        beside,
     );
-    // Contexts not inlined were merged into their base profile: drop them.
-    for node in trie.bfs() {
-        let n = trie.node(node);
-        if let Some(s) = n.samples
-            && n.parent != Some(ROOT)
-            && trie.samples[s].state & state::INLINED == 0
-        {
-            trie.clear_samples(node);
-            inliner.stats.contexts_dropped += 1;
-        }
-    }
-    trie.move_profiles_into(profile);
+    // Contexts not inlined were merged into their base profile: dropped, not moved back.
+    inliner.stats.contexts_dropped = trie.move_profiles_into(profile, |trie, node, sample| {
+        trie.node(node).parent == Some(ROOT) || trie.samples[sample].state & state::INLINED != 0
+    });
     profile.kind.preinlined = true;
-    (inliner.stats, trie)
+    (inliner.stats, trie, beside)
 }
 
 struct PreInliner<'a> {
@@ -591,8 +577,14 @@ mod tests {
             queries: Mutex::new(Vec::new()),
         };
         let thresholds = Thresholds { hot: 100, cold: 0, p10_min_count: 1000 };
-        let (stats, _) =
-            run_preinliner(&mut profile, &PostPassOptions::default(), &thresholds, &sizes, None);
+        let (stats, _, ()) = run_preinliner(
+            &mut profile,
+            &PostPassOptions::default(),
+            &thresholds,
+            &sizes,
+            None,
+            || (),
+        );
 
         assert_eq!(stats, PreInlinerStats { inlined: 1, not_inlined: 0, contexts_dropped: 0 });
         assert_eq!(

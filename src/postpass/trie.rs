@@ -60,7 +60,8 @@ pub(crate) struct ContextTrie {
     /// `FuncToCtxtProfiles`: every profile of a function, in breadth-first trie order.
     func_to_profiles: Vec<Vec<SampleId>>,
     /// The contexts the trie was built from (sample `i` is `contexts[i]`'s profile), sharing
-    /// their frames with the profile's keys, until the profiles move in.
+    /// their frames with the profile's keys; kept to be freed with the trie (freed during the
+    /// passes, they slowed them).
     contexts: Vec<Context>,
 }
 
@@ -69,7 +70,7 @@ impl ContextTrie {
     #[cfg(test)]
     pub fn from_profile(profile: &mut Profile) -> Self {
         let mut trie = ContextTrie::of_contexts(&profile.functions);
-        drop(trie.take_profiles(profile));
+        trie.take_profiles(profile);
         trie
     }
 
@@ -129,9 +130,7 @@ impl ContextTrie {
     /// Moves the profiles of `profile` into the trie [`ContextTrie::of_contexts`] built from its
     /// contexts: `profile` must be the one the trie was built from, unchanged since (checked in
     /// full by debug builds).
-    ///
-    /// Returns the contexts, no longer needed, for the caller to free where it suits.
-    pub fn take_profiles(&mut self, profile: &mut Profile) -> Vec<Context> {
+    pub fn take_profiles(&mut self, profile: &mut Profile) {
         let functions = std::mem::take(&mut profile.functions);
         // Equal contexts share their frames with the trie's copies: compared without reading.
         debug_assert!(
@@ -147,7 +146,6 @@ impl ContextTrie {
         );
         assert_eq!(samples.len(), self.contexts.len(), "the trie is built from this profile");
         self.samples = samples;
-        std::mem::take(&mut self.contexts)
     }
 
     /// The profiles of `profile`, whose contexts the trie was built from, by sample id.
@@ -441,26 +439,31 @@ impl ContextTrie {
         }
     }
 
-    /// Drops the profile of a node (the pre-inliner's final cleanup).
-    pub fn clear_samples(&mut self, node: NodeId) {
-        self.nodes[node].samples = None;
-    }
-
-    /// `convertToProfileMap`: every node with a profile becomes a flat context, its profile
-    /// moved there.
+    /// `convertToProfileMap`: every node with a profile that `keep` keeps (given the node and
+    /// its sample) becomes a flat context, its profile moved there. Returns how many profiles
+    /// `keep` dropped (left in the trie).
     ///
     /// A node's context shares the frames of one made for an ancestor when the node lies on the
     /// ancestor's first-child line, which the ancestor's frames run down to; so a chain of nested
     /// contexts costs its depth, not depth²/2. The contexts are made in [`Context`] order
     /// ([`ContextTrie::in_context_order`]), so that the map is built from them in one pass
     /// rather than by an insert (a search from the top) each.
-    pub fn move_profiles_into(&mut self, profile: &mut Profile) {
+    pub fn move_profiles_into(
+        &mut self,
+        profile: &mut Profile,
+        keep: impl Fn(&Self, NodeId, SampleId) -> bool,
+    ) -> usize {
+        let mut dropped = 0;
         // For each node on a line made so far: the line's context and the node's depth on it.
         let mut on_line: Vec<Option<(usize, usize)>> = vec![None; self.nodes.len()];
         let mut lines: Vec<Context> = Vec::new();
         let mut moved: Vec<(Context, FunctionSamples)> = Vec::new();
         for node in self.in_context_order() {
             let Some(s) = self.nodes[node].samples else { continue };
+            if !keep(self, node, s) {
+                dropped += 1;
+                continue;
+            }
             let (line, depth) = match on_line[node] {
                 Some(at) => at,
                 None => {
@@ -489,6 +492,7 @@ impl ContextTrie {
         // another (it would sort them were they not).
         let mut moved: BTreeMap<Context, FunctionSamples> = moved.into_iter().collect();
         profile.functions.append(&mut moved);
+        dropped
     }
 
     /// Every node but the root, parents before children and in the order their contexts
@@ -653,7 +657,7 @@ mod tests {
         let mut trie = ContextTrie::from_profile(&mut profile);
         let id = (0..trie.func_count() as FuncId).find(|&f| trie.name(f) == func).unwrap();
         trie.base_samples_for(id).expect("a base profile");
-        trie.move_profiles_into(&mut profile);
+        trie.move_profiles_into(&mut profile, |_, _, _| true);
         (profile.functions.iter())
             .map(|(c, fs)| {
                 let text: Vec<String> =
