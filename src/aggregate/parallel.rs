@@ -96,6 +96,37 @@ struct Batch {
     held: Option<HeldSamples>,
 }
 
+/// The emptied vectors of aggregated batches, for the reading thread's next batches: freed by a
+/// worker and allocated afresh, they were handed back to the system in between and faulted in
+/// again by the reading thread (with many processes, over a third of the run's page faults).
+#[derive(Default)]
+struct Spares {
+    heads: Vec<Vec<SampleHead>>,
+    steps: Vec<Vec<MapStep>>,
+}
+
+/// Spare vectors of each kind kept: the reading thread takes one per batch.
+const SPARES: usize = 2;
+
+impl Spares {
+    /// Keeps the vectors of `batch`, aggregated, if there is room (the steps once no other
+    /// batch or copy of the map holds them).
+    fn keep(&mut self, batch: Batch) {
+        let Batch { mut heads, changes, .. } = batch;
+        if self.heads.len() < SPARES && heads.capacity() > 0 {
+            heads.clear();
+            self.heads.push(heads);
+        }
+        if self.steps.len() < SPARES
+            && let Some(mut steps) = Arc::into_inner(changes)
+            && steps.capacity() > 0
+        {
+            steps.clear();
+            self.steps.push(steps);
+        }
+    }
+}
+
 /// The batches handed out by position and not yet aggregated: `(seq, span)`.
 type InFlight = Mutex<Vec<(u64, Range<usize>)>>;
 
@@ -370,6 +401,7 @@ pub struct BatchSender<'b, 's> {
     /// of many processes changes its maps all along; its batches all have changes).
     copy: Option<Replica>,
     needed: Arc<NeededInput>,
+    spares: Arc<Mutex<Spares>>,
     /// The input's pages, dropped once no batch needs them (with samples handed out by position).
     pages: Option<&'s PageReleaser<'s>>,
     /// The reading thread's own aggregation of the batches it finds no room for, under the
@@ -532,8 +564,10 @@ impl BatchSender<'_, '_> {
         // Sized like the batch before: growing the vectors sample by sample cost about a tenth
         // of the reading thread's work per sample.
         let b = &self.batch;
+        let mut heads = self.spares.lock().ok().and_then(|mut s| s.heads.pop()).unwrap_or_default();
+        heads.reserve(b.heads.len());
         let next = Batch {
-            heads: Vec::with_capacity(b.heads.len()),
+            heads,
             callchains: Vec::with_capacity(b.callchains.len()),
             branches: Vec::with_capacity(b.branches.len()),
             log_start: self.log_end,
@@ -547,7 +581,9 @@ impl BatchSender<'_, '_> {
         self.needed.clear_open();
         if steps > 0 {
             // The mapper logs the next batch's steps into a vector sized like this one's.
-            let mut taken = Vec::with_capacity(steps);
+            let spare = self.spares.lock().ok().and_then(|mut s| s.steps.pop());
+            let mut taken = spare.unwrap_or_default();
+            taken.reserve(steps);
             mapper.take_changes(&mut taken);
             full.changes = Arc::new(taken);
             if let Ok(mut log) = self.log.lock() {
@@ -588,6 +624,9 @@ impl BatchSender<'_, '_> {
                     Some(map) => {
                         self.worker.aggregate_unchanged(&full, map, &self.needed, self.pages);
                         self.hand_off(map);
+                        if let Ok(mut spares) = self.spares.lock() {
+                            spares.keep(full);
+                        }
                     }
                     None => drop(self.tx.send(full)),
                 }
@@ -640,7 +679,7 @@ impl Drop for Running<'_> {
 
 fn work(
     rx: &Batches,
-    log: &Mutex<ChangeLog>,
+    (log, spares): (&Mutex<ChangeLog>, &Mutex<Spares>),
     needed: &NeededInput,
     pages: Option<&PageReleaser<'_>>,
     (w, replica): (&mut Worker<'_, '_>, &mut Replica),
@@ -650,6 +689,9 @@ fn work(
     let mut ending = false;
     while let Some(batch) = next() {
         w.aggregate(&batch, replica, log, needed, pages);
+        if let Ok(mut spares) = spares.lock() {
+            spares.keep(batch);
+        }
         if !ending && needed.ending() {
             ending = true;
             w.agg.hold_less();
@@ -689,6 +731,7 @@ pub fn aggregate_in_parallel<'b, T>(
         dropped_at: AtomicUsize::new(0),
         len: by_position.map_or(0, |(_, pages)| pages.mapped_len()),
     });
+    let spares = Arc::new(Mutex::new(Spares::default()));
     let pages = by_position.map(|(_, pages)| pages);
     let worker = |agg| Worker {
         agg,
@@ -700,10 +743,11 @@ pub fn aggregate_in_parallel<'b, T>(
             .map(|i| {
                 let mut w = worker(Aggregator::new(binary, opts));
                 let mut replica = Replica { mapper: initial.replica(), worker: i, applied: 0 };
-                let (rx, log, needed, running) = (&rx, &*log, &*needed, &running);
+                let (rx, needed, running) = (&rx, &*needed, &running);
+                let shared = (&*log, &*spares);
                 scope.spawn(move || {
                     let _running = Running { count: running, rx };
-                    work(rx, log, needed, pages, (&mut w, &mut replica));
+                    work(rx, shared, needed, pages, (&mut w, &mut replica));
                     w.agg.flush(replica.mapper.map());
                     (w, replica.mapper)
                 })
@@ -718,6 +762,7 @@ pub fn aggregate_in_parallel<'b, T>(
             copy: None,
             reader: workers,
             needed: needed.clone(),
+            spares: spares.clone(),
             pages,
             worker: worker(Aggregator::new(binary, opts).handing_off_held()),
             handoff: None,
