@@ -20,7 +20,7 @@ use super::{collect_names, sorted_profiles};
 use crate::llvm::leb128::write_uleb128;
 use crate::llvm::md5_guid;
 use crate::llvm::sample_prof::{FORMAT_EXT_BINARY, UNIQ_SUFFIX, VERSION, flag, magic, sec};
-use crate::profile::model::{Context, FunctionSamples, Profile};
+use crate::profile::model::{Context, FunctionSamples, Profile, ProfileKind};
 use crate::profile::summary::ProfileSummary;
 
 /// `SectionHdrLayout` of `DefaultLayout`.
@@ -68,6 +68,8 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
 
     let mut hdrs = [SecHdr::default(); 7];
     let mut offsets: Vec<(&Context, u64)> = Vec::with_capacity(sorted.len());
+    // The metadata section, encoded beside the profiles (its records need only the indices).
+    let mut metadata = Vec::new();
     for layout_idx in WRITE_ORDER {
         let start = out.len();
         let mut flags = 0;
@@ -113,14 +115,25 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
             }
             sec::LBR_PROFILE => {
                 // Each profile encoded on the workers, then laid out in order.
-                let encoded: Vec<Vec<u8>> = (sorted.par_iter())
-                    .map(|&(ctx, fs)| {
-                        let mut bytes = Vec::new();
-                        write_uleb128(&mut bytes, fs.head_samples);
-                        write_body(&mut bytes, own_idx(ctx), fs, &name_idx);
-                        bytes
-                    })
-                    .collect();
+                let (encoded, ()) = rayon::join(
+                    || {
+                        (sorted.par_iter())
+                            .map(|&(ctx, fs)| {
+                                let mut bytes = Vec::new();
+                                write_uleb128(&mut bytes, fs.head_samples);
+                                write_body(&mut bytes, own_idx(ctx), fs, &name_idx);
+                                bytes
+                            })
+                            .collect::<Vec<Vec<u8>>>()
+                    },
+                    || {
+                        if metadata_flags(kind) != 0 {
+                            for (ctx, fs) in &profile.functions {
+                                write_metadata(&mut metadata, own_idx(ctx), fs, profile, &name_idx);
+                            }
+                        }
+                    },
+                );
                 let lbr_start = out.len();
                 for (&(ctx, _), bytes) in sorted.iter().zip(&encoded) {
                     offsets.push((ctx, (out.len() - lbr_start) as u64));
@@ -149,17 +162,8 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
                 }
             }
             sec::FUNC_METADATA => {
-                if kind.probe_based {
-                    flags |= flag::METADATA_IS_PROBE_BASED;
-                }
-                if cs || kind.preinlined {
-                    flags |= flag::METADATA_HAS_ATTRIBUTE;
-                }
-                if flags != 0 {
-                    for (ctx, fs) in &profile.functions {
-                        write_metadata(&mut out, own_idx(ctx), fs, profile, &name_idx);
-                    }
-                }
+                flags |= metadata_flags(kind);
+                out.extend_from_slice(&metadata);
             }
             _ => unreachable!("LAYOUT lists only known sections"),
         }
@@ -174,6 +178,18 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
         }
     }
     out
+}
+
+/// The metadata section's flags; its records are written only when there are any.
+fn metadata_flags(kind: ProfileKind) -> u64 {
+    let mut flags = 0;
+    if kind.probe_based {
+        flags |= flag::METADATA_IS_PROBE_BASED;
+    }
+    if kind.context_sensitive || kind.preinlined {
+        flags |= flag::METADATA_HAS_ATTRIBUTE;
+    }
+    flags
 }
 
 /// `writeFuncMetadata`: checksum (probe-based), attributes (CS or pre-inlined) and, for nested
