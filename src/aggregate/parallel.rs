@@ -605,8 +605,8 @@ impl BatchSender<'_, '_> {
         // A batch the channel has no room for is aggregated here when the map did not change
         // while it was read (every change is taken, so `map` is the state its samples were
         // read under): waiting for room would leave a core idle whenever a worker is not
-        // running. A batch with changes waits: this thread keeps no map of the past. `send`
-        // fails only once every worker has ended, by a panic that the scope re-raises.
+        // running. A batch with changes waits ([`wait_to_send`](Self::wait_to_send)): this
+        // thread keeps no map of the past.
         match self.tx.try_send(full) {
             Err(TrySendError::Full(full)) if full.changes.is_empty() => {
                 // Once the mapper defers events, the map is the reading thread's copy, brought
@@ -628,14 +628,27 @@ impl BatchSender<'_, '_> {
                             spares.keep(full);
                         }
                     }
-                    None => drop(self.tx.send(full)),
+                    None => self.wait_to_send(full),
                 }
                 self.copy = copy;
             }
-            Err(TrySendError::Full(full)) => drop(self.tx.send(full)),
+            Err(TrySendError::Full(full)) => self.wait_to_send(full),
             _ => {}
         }
         self.drop_lagging_copy();
+    }
+
+    /// Sends `batch`, waiting for room in the channel, and meanwhile drops the input's pages that
+    /// no batch needs: the workers drop them only every [`DROP_STEP`] of input, and while the
+    /// queued batches keep this thread waiting, the pages read since pile up (an input of many
+    /// processes, whose batches all change the map, waited so at every batch once the workers
+    /// had more to do than the reading thread). `send` fails only once every worker has ended,
+    /// by a panic that the scope re-raises.
+    fn wait_to_send(&mut self, batch: Batch) {
+        if let Some(pages) = self.pages {
+            self.needed.drop_pages(pages, DROP_STEP / 4, &mut self.worker.spans);
+        }
+        drop(self.tx.send(batch));
     }
 
     /// Hands the reading thread's held samples to the workers once past the limit, instead of
