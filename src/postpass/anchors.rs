@@ -33,10 +33,13 @@ pub fn add_zero_count_anchors(profile: &mut Profile, anchors: &CodeAnchors) -> u
         .functions
         .par_iter_mut()
         .map(|(ctx, fs)| {
+            // Nested and non-CS profiles have no callee contexts: no site to make and look up.
             annotate(fs, anchors, &|loc| {
-                let mut site = ctx.callers().to_vec();
-                site.push(ContextFrame { func: ctx.leaf_name().into(), loc });
-                called_from.contains(&site)
+                !called_from.is_empty() && {
+                    let mut site = ctx.callers().to_vec();
+                    site.push(ContextFrame { func: ctx.leaf_name().into(), loc });
+                    called_from.contains(&site)
+                }
             })
         })
         .sum()
