@@ -8,6 +8,7 @@ use std::collections::btree_map::Entry;
 
 use super::trie::merge_samples;
 use hashbrown::HashMap;
+use rayon::prelude::*;
 
 use crate::llvm::{FuncName, LineLocation, callsite_hash_from_guid, md5_guid};
 use crate::profile::{Context, FunctionSamples, Profile, attr};
@@ -20,7 +21,7 @@ struct FrameNode {
     callsite: LineLocation,
     func: FuncName,
     samples: Option<FunctionSamples>,
-    children: BTreeMap<(u64, FuncName, LineLocation), usize>,
+    children: BTreeMap<ChildKey, usize>,
 }
 
 impl FrameNode {
@@ -34,24 +35,99 @@ const ROOT: usize = 0;
 /// Converts a flat CS profile into a nested one (`context_sensitive` becomes false).
 /// `merged_base`: `--generate-merged-base-profiles`, also merge every nested profile into its
 /// function's top-level profile, marking the nested copy DuplicatedIntoBase.
+///
+/// The root's children (contexts by their outermost function, neighbours in context order)
+/// convert apart, in parallel: a subtree's nesting touches only its own nodes. What reaches the
+/// top level is recorded ([`ToTop`]) and replayed in the order of a walk of the whole trie
+/// (root children by key, each subtree's record in its order), which decides which profile of
+/// a name comes first there.
 pub fn convert_cs_to_nested(profile: &mut Profile, merged_base: bool) {
-    let mut nodes = vec![FrameNode::new(LineLocation::default(), "".into())];
-    // GUIDs by the address of the (shared) name's text, each name kept so the address stays
-    // its own: frames mostly share one name per function.
-    let mut guids: HashMap<usize, (FuncName, u64)> = HashMap::new();
     // An empty context has no function; it would land on the root and swallow every top-level
     // profile, so it is dropped.
+    let mut subtrees: Vec<Vec<(Context, FunctionSamples)>> = Vec::new();
     for (context, fs) in
         std::mem::take(&mut profile.functions).into_iter().filter(|(c, _)| !c.is_empty())
     {
+        match subtrees.last_mut() {
+            Some(last) if outermost(&last[0].0) == outermost(&context) => last.push((context, fs)),
+            _ => subtrees.push(vec![(context, fs)]),
+        }
+    }
+    // GUIDs by the address of the (shared) name's text, each name kept so the address stays
+    // its own: frames mostly share one name per function.
+    let mut guids: HashMap<usize, (FuncName, u64)> = HashMap::new();
+    for (context, _) in subtrees.iter().flatten() {
+        for (func, _) in context.named_frames() {
+            guids.entry(func.as_ptr() as usize).or_insert_with(|| (func.clone(), md5_guid(func)));
+        }
+    }
+    let guid = |func: &FuncName| guids[&(func.as_ptr() as usize)].1;
+    let mut converted: Vec<(ChildKey, Vec<ToTop>)> = subtrees
+        .into_par_iter()
+        .map(|contexts| {
+            let func = outermost(&contexts[0].0).clone();
+            let key = (
+                callsite_hash_from_guid(guid(&func), LineLocation::default()),
+                func,
+                LineLocation::default(),
+            );
+            (key, convert_subtree(contexts, &guid, merged_base))
+        })
+        .collect();
+    converted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut top_level: BTreeMap<String, FunctionSamples> = BTreeMap::new();
+    for to_top in converted.into_iter().flat_map(|(_, to_top)| to_top) {
+        match to_top {
+            ToTop::Move(func, fs) => match top_level.entry(func.to_string()) {
+                // The first profile of a name moves there when merging it into an empty profile
+                // would copy it as it is.
+                Entry::Vacant(e) if merges_as_is(&fs) => {
+                    e.insert(fs);
+                }
+                e => merge_samples(e.or_default(), &fs),
+            },
+            ToTop::Duplicate(func, fs) => {
+                merge_samples(top_level.entry(func.to_string()).or_default(), &fs)
+            }
+        }
+    }
+    profile.functions =
+        top_level.into_iter().map(|(name, fs)| (Context::base(&name), fs)).collect();
+    profile.kind.context_sensitive = false;
+}
+
+/// A child's key: LLVM orders children by call-site hash; name and location break ties.
+type ChildKey = (u64, FuncName, LineLocation);
+
+/// What a subtree's conversion does to the top level, in order.
+enum ToTop {
+    /// A profile whose parent has none goes to the top level (moved, or merged into the
+    /// profile of its name there).
+    Move(FuncName, FunctionSamples),
+    /// `merged_base`: a nested profile, as it was when nested, is merged into its name's
+    /// top-level profile.
+    Duplicate(FuncName, FunctionSamples),
+}
+
+/// The outermost function of a (non-empty) context.
+fn outermost(context: &Context) -> &FuncName {
+    context.named_frames().next().expect("a context has a frame").0
+}
+
+/// The root child of `contexts` (all of one outermost function, in order) with its subtree,
+/// converted: the trie built and walked as [`convert`] walks it.
+fn convert_subtree(
+    contexts: Vec<(Context, FunctionSamples)>,
+    guid: &impl Fn(&FuncName) -> u64,
+    merged_base: bool,
+) -> Vec<ToTop> {
+    let mut nodes =
+        vec![FrameNode::new(LineLocation::default(), outermost(&contexts[0].0).clone())];
+    for (context, fs) in contexts {
         let mut node = ROOT;
         let mut loc = LineLocation::default();
         for (func, frame_loc) in context.named_frames() {
-            let guid = guids
-                .entry(func.as_ptr() as usize)
-                .or_insert_with(|| (func.clone(), md5_guid(func)))
-                .1;
-            let key = (callsite_hash_from_guid(guid, loc), func.clone(), loc);
+            let key = (callsite_hash_from_guid(guid(func), loc), func.clone(), loc);
             let next = nodes.len();
             node = *nodes[node].children.entry(key).or_insert(next);
             if node == next {
@@ -61,20 +137,14 @@ pub fn convert_cs_to_nested(profile: &mut Profile, merged_base: bool) {
         }
         nodes[node].samples = Some(fs);
     }
-    let mut top_level: BTreeMap<String, FunctionSamples> = BTreeMap::new();
-    convert(&mut nodes, &mut top_level, merged_base);
-    profile.functions =
-        top_level.into_iter().map(|(name, fs)| (Context::base(&name), fs)).collect();
-    profile.kind.context_sensitive = false;
+    let mut to_top = Vec::new();
+    convert(&mut nodes, &mut to_top, merged_base);
+    to_top
 }
 
 /// Depth first from the root: once a child's subtree is converted, the child moves into its
 /// parent's profile as an inlinee (or to the top level when the parent has no profile).
-fn convert(
-    nodes: &mut [FrameNode],
-    top_level: &mut BTreeMap<String, FunctionSamples>,
-    merged_base: bool,
-) {
+fn convert(nodes: &mut [FrameNode], to_top: &mut Vec<ToTop>, merged_base: bool) {
     // (node, its children in order, index of the next one to visit)
     let children = |n: &FrameNode| n.children.values().copied().collect::<Vec<_>>();
     let mut todo: Vec<(usize, Vec<usize>, usize)> = vec![(ROOT, children(&nodes[ROOT]), 0)];
@@ -97,7 +167,7 @@ fn convert(
                 let removed = remove_call_target_and_body(parent, callsite, &func);
                 parent.total_samples = parent.total_samples.saturating_sub(removed);
                 if merged_base {
-                    merge_samples(top_level.entry(func.to_string()).or_default(), &child_fs);
+                    to_top.push(ToTop::Duplicate(func.clone(), child_fs.clone()));
                 }
                 let callees = parent.callsites.entry(callsite).or_default();
                 let nested = callees.entry(func.to_string()).or_insert(child_fs);
@@ -105,14 +175,7 @@ fn convert(
                     nested.attributes |= attr::DUPLICATED_INTO_BASE;
                 }
             }
-            None => match top_level.entry(func.to_string()) {
-                // The first profile of a name moves there when merging it into an empty profile
-                // would copy it as it is.
-                Entry::Vacant(e) if merges_as_is(&child_fs) => {
-                    e.insert(child_fs);
-                }
-                e => merge_samples(e.or_default(), &child_fs),
-            },
+            None => to_top.push(ToTop::Move(func, child_fs)),
         }
     }
 }
