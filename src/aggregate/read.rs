@@ -247,6 +247,9 @@ pub fn read_counters(
 /// frees in that thread's arena, for that thread to reuse: the reading workers' held raw samples
 /// and tables, the unwinding workers' maps, would stay resident through the later phases, which
 /// allocate on other threads (Lua CS at 2 threads: peak RSS 93-102 -> 75 MiB; 1 thread: 60 MiB).
+/// The profgen binary allocates through jemalloc (src/main.rs), which reuses freed pages across
+/// threads itself; there this and [`map_large_allocations`] touch only what C libraries (capstone,
+/// zstd) allocate through glibc. Library users on glibc get the effect described.
 pub fn release_freed_heap() {
     // SAFETY: malloc_trim only hands free pages of the allocator's arenas back to the system.
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
