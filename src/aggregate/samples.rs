@@ -1120,6 +1120,10 @@ pub struct Aggregator<'b> {
     /// and of LBR-only ones.
     ranges: RangeCache,
     entries: EntryCache,
+    /// Reused by every LBR-only window (lent out while it is walked): a fresh one per window
+    /// zeroed its 256 bytes through a memset call, 9% of an LBR-only run at one thread in the
+    /// jemalloc build's code.
+    found: Option<Box<FoundSlots>>,
     pending: Pending,
     /// Reused buffer: the sample's stack and LBR entries as translated addresses.
     translated: Vec<u64>,
@@ -1146,6 +1150,7 @@ impl<'b> Aggregator<'b> {
             spans: SpanCache::default(),
             ranges: RangeCache::new(),
             entries: EntryCache::new(),
+            found: None,
             pending: Pending::new(),
             translated: Vec::new(),
             hybrid: HybridSample { callchain: Vec::new(), branches: Vec::new() },
@@ -1455,10 +1460,12 @@ impl<'b> Aggregator<'b> {
             self.stats.outside_binary += u64::from(window.entries == 0);
             return;
         }
-        let mut found = FoundSlots::default();
+        let mut found = self.found.take().unwrap_or_default();
+        found.clear();
         let misses = self.entries.misses;
         let window = self.walk_lbr(process, branches.clone(), None, Some(&mut found));
         if window.entries == 0 {
+            self.found = Some(found);
             self.stats.outside_binary += 1;
             return;
         }
@@ -1483,6 +1490,7 @@ impl<'b> Aggregator<'b> {
             }
             self.samples.weights.add_window(w, count, weight, window.k);
         }
+        self.found = Some(found);
         self.stats.used += 1;
     }
 
@@ -1572,6 +1580,12 @@ impl Default for FoundSlots {
 
 impl FoundSlots {
     const MAX: usize = 64;
+
+    /// Empties it for the next window (the slots past `n` are never read).
+    fn clear(&mut self) {
+        self.n = 0;
+        self.complete = true;
+    }
 
     #[inline(always)]
     fn note(&mut self, i: usize) {
