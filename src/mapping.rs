@@ -553,7 +553,16 @@ impl AddressMapper {
 
     pub fn new(identity: BinaryIdentity, pid_filter: Option<i32>) -> Self {
         AddressMapper {
-            map: AddressMap::new(identity),
+            others_by_pid: Some(HashMap::new()),
+            ..Self::fresh(AddressMap::new(identity), pid_filter)
+        }
+    }
+
+    /// A mapper of `map` with nothing logged, deferred, replayed or counted yet, and none of
+    /// the options a caller sets after [`new`](Self::new).
+    fn fresh(map: AddressMap, pid_filter: Option<i32>) -> Self {
+        AddressMapper {
+            map,
             changes: None,
             defers: false,
             assumed_on_replay: false,
@@ -562,7 +571,7 @@ impl AddressMapper {
             last_path: LastPath::default(),
             path_build_ids: HashMap::new(),
             pid_filter,
-            others_by_pid: Some(HashMap::new()),
+            others_by_pid: None,
             perf_script: false,
             kernel: false,
             stats: MappingStats::default(),
@@ -643,19 +652,10 @@ impl AddressMapper {
     /// binary, build ids and rules, the map as it is now, no stats yet.
     pub fn replica(&self) -> AddressMapper {
         AddressMapper {
-            map: self.map.clone(),
-            changes: None,
-            defers: false,
-            assumed_on_replay: false,
-            path_ids: HashMap::new(),
-            paths: Vec::new(),
-            last_path: LastPath::default(),
             path_build_ids: self.path_build_ids.clone(),
-            pid_filter: self.pid_filter,
-            others_by_pid: None,
             perf_script: self.perf_script,
             kernel: self.kernel,
-            stats: MappingStats::default(),
+            ..Self::fresh(self.map.clone(), self.pid_filter)
         }
     }
 
