@@ -508,6 +508,71 @@ impl LastPath {
 /// shared: forks copy every mapping of their parent.
 type OtherMapping = Arc<str>;
 
+/// The pids that may have mappings of the binary in the copies of a deferring mapper's map (see
+/// [`AddressMapper::defer_events`]): an exec, exit or fork of any other pid changes nothing
+/// there, and is not logged (a recording of many short processes logs an exec and an exit per
+/// process, and each copy replays them). Direct-mapped by pid: a slot holds the one pid marked
+/// in it, or [`SHARED`](Self::SHARED) once two were (then every pid of the slot may have
+/// mappings, for good), so that an unmarked pid never has any, whatever the slots hold.
+struct PidMarks {
+    slots: Box<[u64; PidMarks::SLOTS]>,
+}
+
+impl PidMarks {
+    const SLOTS: usize = 1 << 12;
+    const EMPTY: u64 = 0;
+    const SHARED: u64 = 1;
+
+    /// The marks of the pids with mappings in `map`, the copies' map when the mapper begins
+    /// deferring.
+    fn of(map: &AddressMap) -> Self {
+        let mut marks = PidMarks { slots: Box::new([Self::EMPTY; Self::SLOTS]) };
+        for pid in map.by_pid.keys().flatten() {
+            marks.mark(*pid);
+        }
+        marks
+    }
+
+    /// The slot of `pid` and the value that says it holds `pid` (never EMPTY or SHARED).
+    #[inline]
+    fn slot(pid: i32) -> (usize, u64) {
+        let h = (pid as u32).wrapping_mul(0x9e37_79b9) >> (32 - Self::SLOTS.trailing_zeros());
+        (h as usize % Self::SLOTS, (1 << 32) | u64::from(pid as u32))
+    }
+
+    /// `pid` may have mappings from now on.
+    #[inline]
+    fn mark(&mut self, pid: i32) {
+        let (i, held) = Self::slot(pid);
+        let s = &mut self.slots[i];
+        if *s == Self::EMPTY {
+            *s = held;
+        } else if *s != held {
+            *s = Self::SHARED;
+        }
+    }
+
+    /// Whether `pid` may have mappings.
+    #[inline]
+    fn marked(&self, pid: i32) -> bool {
+        let (i, held) = Self::slot(pid);
+        let s = self.slots[i];
+        s == held || s == Self::SHARED
+    }
+
+    /// Whether `pid` may have mappings, which are cleared: it has none from now on.
+    #[inline]
+    fn clear(&mut self, pid: i32) -> bool {
+        let (i, held) = Self::slot(pid);
+        let s = &mut self.slots[i];
+        if *s == held {
+            *s = Self::EMPTY;
+            return true;
+        }
+        *s == Self::SHARED
+    }
+}
+
 /// Tracks the binary's mappings per process through the input's events.
 pub struct AddressMapper {
     map: AddressMap,
@@ -515,8 +580,9 @@ pub struct AddressMapper {
     /// [`take_changes`](Self::take_changes), when [`log_changes`](Self::log_changes) asked for
     /// them.
     changes: Option<Vec<MapStep>>,
-    /// See [`defer_events`](Self::defer_events).
-    defers: bool,
+    /// Set when deferring events (see [`defer_events`](Self::defer_events)): the pids that may
+    /// have mappings in the copies.
+    marks: Option<PidMarks>,
     /// Replaying a [`MapEvent::PidlessSample`] made this copy assume the preferred base.
     assumed_on_replay: bool,
     /// The indices of the paths logged in [`LoggedMmap`]s, when deferring events.
@@ -564,7 +630,7 @@ impl AddressMapper {
         AddressMapper {
             map,
             changes: None,
-            defers: false,
+            marks: None,
             assumed_on_replay: false,
             path_ids: HashMap::new(),
             paths: Vec::new(),
@@ -625,22 +691,23 @@ impl AddressMapper {
     /// applying them: the map stays as it is, and copies of it apply them
     /// ([`replay`](Self::replay)), with their counts in the copies' stats. For a reading thread
     /// that has more to do than the threads keeping copies; once it no longer notes unused
-    /// samples (the copies do not keep the other files' mappings). Needs
+    /// samples (the copies do not keep the other files' mappings). Execs, exits and forks that
+    /// change nothing in the copies are not logged (see [`PidMarks`]). Needs
     /// [`log_changes`](Self::log_changes).
     pub fn defer_events(&mut self) {
         debug_assert!(self.changes.is_some() && self.others_by_pid.is_none());
-        self.defers = true;
+        self.marks = Some(PidMarks::of(&self.map));
     }
 
     /// Whether events are deferred (see [`defer_events`](Self::defer_events)).
     pub fn defers_events(&self) -> bool {
-        self.defers
+        self.marks.is_some()
     }
 
     /// Logs `event` when deferring events; false when it is to be applied here.
     fn deferred(&mut self, event: impl FnOnce() -> MapEvent) -> bool {
         match &mut self.changes {
-            Some(log) if self.defers => {
+            Some(log) if self.marks.is_some() => {
                 log.push(MapStep::Deferred(event()));
                 true
             }
@@ -763,11 +830,15 @@ impl AddressMapper {
     /// Applies an mmap event, or logs it when deferring events (see
     /// [`defer_events`](Self::defer_events); then it answers `None`).
     pub fn on_mmap_event(&mut self, ev: MmapEvent<'_>) -> Option<MatchedBy> {
-        if !self.defers {
+        if self.marks.is_none() {
             return self.on_mmap(&ev);
         }
         if !self.keeps(ev.pid, ev.executable) {
             return None;
+        }
+        // It may map the binary for `pid` in the copies (pid-less mappings are not cleared).
+        if let (Some(marks), Some(pid)) = (&mut self.marks, ev.pid) {
+            marks.mark(pid);
         }
         if let Some(at) = ev.record {
             self.deferred(|| MapEvent::MmapAt(at));
@@ -866,8 +937,16 @@ impl AddressMapper {
 
     /// A forked child starts with its parent's mappings.
     pub fn on_fork(&mut self, pid: i32, ppid: i32) {
-        if pid == ppid || self.deferred(|| MapEvent::Fork { pid, ppid }) {
+        if pid == ppid {
             return; // a new thread shares the process's mappings
+        }
+        if let Some(marks) = &mut self.marks {
+            // A parent without mappings in the copies gives the child none there.
+            if marks.marked(ppid) {
+                marks.mark(pid);
+                self.deferred(|| MapEvent::Fork { pid, ppid });
+            }
+            return;
         }
         self.change(MapChange::Fork { pid, ppid });
         if let Some(others) = &mut self.others_by_pid {
@@ -878,7 +957,11 @@ impl AddressMapper {
 
     /// exec replaces the process image: its old mappings are gone.
     pub fn on_exec(&mut self, pid: i32) {
-        if self.deferred(|| MapEvent::Clear { pid }) {
+        if let Some(marks) = &mut self.marks {
+            // A process without mappings in the copies has nothing to clear there.
+            if marks.clear(pid) {
+                self.deferred(|| MapEvent::Clear { pid });
+            }
             return;
         }
         self.change(MapChange::Clear { pid });
@@ -1216,6 +1299,52 @@ mod tests {
         assert_eq!(c.other_executables, d.other_executables);
         assert_eq!(c.matched_by(), Some(MatchedBy::BuildId));
         assert!(!copy.assumed_preferred_base_on_replay());
+    }
+
+    /// A deferring mapper logs the execs, exits and forks that may change the copies' maps, and
+    /// only those: of pids with mappings there (when it began deferring, or mapped since), or
+    /// sharing a slot with one.
+    #[test]
+    fn a_deferring_mapper_logs_only_execs_exits_and_forks_that_change_the_copies() {
+        let mut m = AddressMapper::new(identity(), None);
+        m.log_changes();
+        m.stop_noting_unused_samples();
+        m.on_mmap(&mmap(1, 0x1000_0000, 0x800, "/x/app", None));
+        m.take_changes(&mut Vec::new());
+        let mut copy = m.replica();
+        m.defer_events();
+        m.on_exec(7); // nothing mapped: not logged
+        m.on_fork(8, 7); // the parent has nothing to inherit: not logged
+        m.on_fork(2, 1);
+        m.on_mmap_event(mmap(3, 0x3000_0000, 0x800, "/x/app", None));
+        m.on_exec(3);
+        m.on_exit(3); // cleared already: not logged
+        m.on_exit(2);
+        m.on_exit(1);
+        m.on_exit(1);
+        // Two pids marked in one slot: both may have mappings from then on.
+        let other = (9..).find(|&p| PidMarks::slot(p).0 == PidMarks::slot(3).0).unwrap();
+        m.on_mmap_event(mmap(3, 0x3000_0000, 0x800, "/x/app", None));
+        m.on_exit(other); // its slot holds 3: not logged
+        m.on_mmap_event(mmap(other, 0x3000_0000, 0x800, "/x/app", None));
+        m.on_exit(3);
+        m.on_exit(3);
+        m.on_exit(other);
+        let mut steps = Vec::new();
+        m.take_changes(&mut steps);
+        let clear = |pid| MapStep::Deferred(MapEvent::Clear { pid });
+        let mmaps = |s: &&MapStep| matches!(s, MapStep::Deferred(MapEvent::Mmap(_)));
+        let logged: Vec<_> = steps.iter().filter(|s| !mmaps(s)).cloned().collect();
+        let fork = MapStep::Deferred(MapEvent::Fork { pid: 2, ppid: 1 });
+        assert_eq!(logged, [fork, clear(3), clear(2), clear(1), clear(3), clear(3), clear(other)]);
+        for s in &steps {
+            copy.replay(s, None);
+        }
+        for pid in [1, 2, 3, 7, 8, other] {
+            for addr in [0x1000_0004, 0x3000_0004] {
+                assert_eq!(copy.to_vaddr(Some(pid), RuntimeAddr(addr)), None, "pid {pid}");
+            }
+        }
     }
 
     /// A sample without a pid, deferred: the copy decides at that point of the log whether
