@@ -1274,13 +1274,15 @@ impl MissingFrameInferrer {
         counters: &ContextCounters,
         max_depth: u32,
     ) -> Self {
-        let total = counters.by_context.values().map(|c| c.branches.len()).sum();
-        let mut branches: Vec<(Vaddr, Vaddr)> = Vec::with_capacity(total);
+        // The distinct branches, sorted: contexts repeat most of each other's (SQLite CS: 97K
+        // branches, 12K distinct), so they are gathered into a set and only the distinct ones
+        // sorted (sorting all of them was most of this function's time).
+        let mut distinct: hashbrown::HashSet<(Vaddr, Vaddr)> = hashbrown::HashSet::new();
         for c in counters.by_context.values() {
-            branches.extend(c.branches.keys().copied());
+            distinct.extend(c.branches.keys().copied());
         }
+        let mut branches: Vec<(Vaddr, Vaddr)> = distinct.into_iter().collect();
         branches.par_sort_unstable();
-        branches.dedup();
         let edges: Vec<(Vaddr, Edge)> = branches
             .par_iter()
             .filter_map(|&(from, to)| {
