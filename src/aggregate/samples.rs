@@ -964,6 +964,13 @@ impl Pending {
     const MAX_WORDS: usize = 2 << 20;
     /// Samples reduced at once after a flush found fewer than one in four alike.
     const BYPASS: u64 = 1 << 16;
+    /// Words held past the limit, presized for (more grow the words): by the sample that
+    /// crosses it (32 LBR entries take 64 words, a call stack of perf's default 127 frames as
+    /// many), or when handing off, by the rest of the batch that crossed it (the reading
+    /// thread's batches mostly span at most 1 MiB of records, and a sample's words take fewer
+    /// bytes than its record).
+    const SAMPLE_ROOM: usize = 1 << 10;
+    const HAND_OFF_ROOM: usize = (1 << 20) / size_of::<RawWord>();
 
     fn new() -> Self {
         Pending {
@@ -1019,6 +1026,14 @@ impl Pending {
         }
         let start = self.words.len();
         let words = &mut self.words;
+        if words.capacity() == 0 {
+            // Room for the limit at once (fresh, or taken along by a hand-off): grown sample by
+            // sample, the words were copied at every doubling into fresh pages (jemalloc moves a
+            // large block it grows, where glibc remapped it): a third more page faults on an
+            // input of distinct LBR stacks.
+            let room = if self.hands_off { Pending::HAND_OFF_ROOM } else { Pending::SAMPLE_ROOM };
+            words.reserve_exact(self.limit + room);
+        }
         words.reserve(head.len() + callers.len() + 2 * branches.len());
         words.extend(head.map(u64::to_le_bytes));
         words.extend_from_slice(callers);
