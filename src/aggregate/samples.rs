@@ -777,100 +777,192 @@ impl RangeCache {
     }
 }
 
-/// LBR entries of LBR-only samples, each with the source of the newer entry kept before it in
-/// its window: one direct-mapped slot holds the entry's translation, the instruction count of
-/// the range between the two, and one count for both the entry's branch and that range (a window
-/// adds its weight to both). An entry seen before after the same newer source costs one probe
-/// instead of two translations, a range lookup and two counts. Valid for the process state it
-/// was filled in ([`ProcessView::stamp`]); the count goes to the branch and range maps when
-/// another entry takes the slot, and at the end.
+/// LBR entries of LBR-only samples, two consecutive entries of a window to a slot (the window's
+/// first and second, third and fourth, …; a last odd one alone), with the source of the newer
+/// entry kept before them: one direct-mapped slot holds the two entries' translations, what
+/// they add to the window's measures (entries kept, ranges and their instructions), and one
+/// count for both entries' branches and ranges (a window adds its weight to all of them). Two
+/// entries seen before after the same newer source cost one probe instead of four
+/// translations, two range lookups and four counts, and a window half the probes of a slot per
+/// entry. Valid for the process state it was filled in ([`ProcessView::stamp`]); the count goes
+/// to the branch and range maps when other entries take the slot, and at the end. Exact: a
+/// slot is used only for the same stamp, raw entries and newer source it was filled for, and
+/// everything else it holds follows from those.
 struct EntryCache {
     slots: Box<[EntrySlot; Self::SLOTS]>,
     /// Slots taken over so far.
     misses: u64,
 }
 
-/// One cache line.
+/// One slot: what a probe reads first, then the entries' translations and the count.
 #[derive(Clone, Copy, Default)]
-#[repr(align(64))]
+#[repr(C, align(128))]
 struct EntrySlot {
     /// 0: empty (no process state has stamp 0).
     stamp: u64,
-    raw_from: u64,
-    raw_to: u64,
-    /// The translated source of the newer entry kept (external if none): the range's end.
+    /// The raw (source, target) of the newer entry and of the older one ((0, 0) if alone).
+    a: (u64, u64),
+    b: (u64, u64),
+    /// The translated source of the newer entry kept before the pair (external if none).
     newer: u64,
-    from: u64,
-    to: u64,
-    count: u64,
-    /// Instructions in `[to, newer]`, [`EntrySlot::UNKNOWN`] until asked for (and for spans
-    /// too large to hold: then counted each time).
+    /// The same after the pair: the source of its older entry kept, else of its newer one, else
+    /// `newer`.
+    newer_after: u64,
+    /// Instructions in the pair's ranges that count for the window's span (in the binary, not
+    /// reversed); [`EntrySlot::UNKNOWN`] if more than a u32 holds (then counted each time).
     span: u32,
+    /// Entries kept (not external at both ends), and ranges counted in `span`.
+    kept: u8,
+    ranges: u8,
+    /// [`EntrySlot::ALONE`] and the other flags.
+    flags: u8,
     /// Whether `count` was added to (a count of 0 still makes map entries).
     counted: bool,
+    from_a: u64,
+    to_a: u64,
+    from_b: u64,
+    to_b: u64,
+    count: u64,
 }
 
 impl EntrySlot {
     const UNKNOWN: u32 = u32::MAX;
+    /// The slot holds one entry (the window's last, of an odd count): part of the key.
+    const ALONE: u8 = 1;
+    /// The newer entry's target is external.
+    const A_TO_EXTERNAL: u8 = 2;
+    /// The older entry's source is external.
+    const B_FROM_EXTERNAL: u8 = 4;
+    /// The newer entry's source and the older one's target are external: instructions ran
+    /// outside the binary between them.
+    const EXTERNAL_BETWEEN: u8 = 8;
+    /// An entry's target is in the binary: the slot is counted.
+    const COUNTED: u8 = 16;
+
+    /// The newer source kept before the older entry.
+    fn newer_b(&self) -> u64 {
+        let ext = Vaddr::EXTERNAL.0;
+        if self.from_a != ext || self.to_a != ext { self.from_a } else { self.newer }
+    }
+
+    /// Instructions of the pair's ranges that count for the window's span.
+    fn count_span(&self, binary: &Binary) -> u64 {
+        let ext = Vaddr::EXTERNAL.0;
+        let range = |to: u64, newer: u64| {
+            if to != ext && newer != ext && to <= newer {
+                binary.inst_count(Vaddr(to), Vaddr(newer))
+            } else {
+                0
+            }
+        };
+        range(self.to_a, self.newer).wrapping_add(range(self.to_b, self.newer_b()))
+    }
 }
 
 impl EntryCache {
-    const SLOTS: usize = PAIR_SLOTS;
+    const SLOTS: usize = 1 << 12;
 
     fn new() -> Self {
         EntryCache { slots: slots(EntrySlot::default()), misses: 0 }
     }
 
-    /// The slot of entry `(raw_from, raw_to)` after the newer kept source `newer` in the process
-    /// state `stamp`, and the entry's translation (by `translate` if no slot held it: the slot is
-    /// taken over, its count moved to the maps). The slot is picked by the raw source of the
-    /// entry before, `newer_raw`, not by `newer`: that is a translation the previous probe
-    /// loaded, and hashing it would chain every probe of a window to the one before.
+    /// The slot of entries `a` (newer) and `b` (older, `None` if `a` is the window's last) after
+    /// the newer kept source `newer` in the process state `stamp` (filled by `translate` if no
+    /// slot held them: the slot is taken over, its count moved to the maps). The slot is picked
+    /// by the raw source of the entry before, `newer_raw`, not by `newer`: that is a translation
+    /// the previous probe loaded, and hashing it would chain every probe of a window to the one
+    /// before.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn slot(
         &mut self,
         raw: &mut Counters,
+        binary: &Binary,
         stamp: u64,
-        (raw_from, raw_to): (u64, u64),
+        a: (u64, u64),
+        b: Option<(u64, u64)>,
         (newer, newer_raw): (u64, u64),
         translate: impl FnMut(u64) -> u64,
-    ) -> (usize, u64, u64) {
-        let i = slot_of::<PAIR_SLOTS>(stamp ^ newer_raw.rotate_left(43) ^ raw_from, raw_to);
+    ) -> (usize, &EntrySlot) {
+        let (alone, b_key) = match b {
+            Some(b) => (0, b),
+            None => (EntrySlot::ALONE, (0, 0)),
+        };
+        let h = stamp ^ newer_raw.rotate_left(43) ^ a.0 ^ b_key.1.rotate_left(17);
+        let i = slot_of::<{ Self::SLOTS }>(h, a.1 ^ b_key.0.rotate_left(31));
         let s = &self.slots[i];
-        if s.raw_from == raw_from && s.raw_to == raw_to && s.newer == newer && s.stamp == stamp {
-            return (i, s.from, s.to);
+        if s.a == a
+            && s.b == b_key
+            && s.newer == newer
+            && s.stamp == stamp
+            && s.flags & EntrySlot::ALONE == alone
+        {
+            return (i, &self.slots[i]);
         }
-        self.take(raw, i, stamp, (raw_from, raw_to), newer, translate)
+        self.take(raw, binary, i, stamp, (a, b), newer, translate);
+        (i, &self.slots[i])
     }
 
     #[inline(never)]
+    #[allow(clippy::too_many_arguments)]
     fn take(
         &mut self,
         raw: &mut Counters,
+        binary: &Binary,
         i: usize,
         stamp: u64,
-        (raw_from, raw_to): (u64, u64),
+        (a, b): ((u64, u64), Option<(u64, u64)>),
         newer: u64,
         mut translate: impl FnMut(u64) -> u64,
-    ) -> (usize, u64, u64) {
+    ) {
         self.misses += 1;
-        let (from, to) = (translate(raw_from), translate(raw_to));
-        let span = EntrySlot::UNKNOWN;
-        let slot =
-            EntrySlot { stamp, raw_from, raw_to, newer, from, to, span, ..Default::default() };
+        let ext = Vaddr::EXTERNAL.0;
+        let (from_a, to_a) = (translate(a.0), translate(a.1));
+        let (from_b, to_b) = b.map_or((ext, ext), |b| (translate(b.0), translate(b.1)));
+        let mut slot = EntrySlot {
+            stamp,
+            a,
+            b: b.unwrap_or((0, 0)),
+            newer,
+            from_a,
+            to_a,
+            from_b,
+            to_b,
+            ..Default::default()
+        };
+        let newer_b = slot.newer_b();
+        let kept_b = from_b != ext || to_b != ext;
+        slot.newer_after = if kept_b { from_b } else { newer_b };
+        slot.kept = u8::from(from_a != ext || to_a != ext) + u8::from(kept_b);
+        slot.ranges = u8::from(to_a != ext && newer != ext && to_a <= newer)
+            + u8::from(to_b != ext && newer_b != ext && to_b <= newer_b);
+        slot.span = u32::try_from(slot.count_span(binary)).unwrap_or(EntrySlot::UNKNOWN);
+        let flag = |set: bool, f: u8| if set { f } else { 0 };
+        slot.flags = flag(b.is_none(), EntrySlot::ALONE)
+            | flag(to_a == ext, EntrySlot::A_TO_EXTERNAL)
+            | flag(b.is_some() && from_b == ext, EntrySlot::B_FROM_EXTERNAL)
+            | flag(b.is_some() && from_a == ext && to_b == ext, EntrySlot::EXTERNAL_BETWEEN)
+            | flag(to_a != ext || to_b != ext, EntrySlot::COUNTED);
         self.put(raw, i, slot);
-        (i, from, to)
     }
 
-    /// Fills slot `i`, moving the count it held to `raw`: to the branch if its target is in the
-    /// binary, and then to the range up to the newer source if that is too.
+    /// Fills slot `i`, moving the count it held to `raw`: for each of its entries, to the branch
+    /// if its target is in the binary, and then to the range up to the newer source if that is
+    /// too.
     fn put(&mut self, raw: &mut Counters, i: usize, slot: EntrySlot) {
         let old = std::mem::replace(&mut self.slots[i & (Self::SLOTS - 1)], slot);
+        if !old.counted {
+            return;
+        }
         let ext = Vaddr::EXTERNAL.0;
-        if old.counted && old.to != ext {
-            add_count(&mut raw.branches, (Vaddr(old.from), Vaddr(old.to)), old.count);
-            if old.newer != ext {
-                add_count(&mut raw.ranges, (Vaddr(old.to), Vaddr(old.newer)), old.count);
+        for (from, to, newer) in
+            [(old.from_a, old.to_a, old.newer), (old.from_b, old.to_b, old.newer_b())]
+        {
+            if to != ext {
+                add_count(&mut raw.branches, (Vaddr(from), Vaddr(to)), old.count);
+                if newer != ext {
+                    add_count(&mut raw.ranges, (Vaddr(to), Vaddr(newer)), old.count);
+                }
             }
         }
     }
@@ -881,18 +973,6 @@ impl EntryCache {
         let slot = &mut self.slots[i & (Self::SLOTS - 1)];
         slot.count = slot.count.saturating_add(n);
         slot.counted = true;
-    }
-
-    /// Instructions in the range of slot `i` (from its target to the newer source).
-    #[inline(always)]
-    fn span(&mut self, binary: &Binary, i: usize) -> u64 {
-        let slot = &mut self.slots[i & (Self::SLOTS - 1)];
-        if slot.span != EntrySlot::UNKNOWN {
-            return u64::from(slot.span);
-        }
-        let n = binary.inst_count(Vaddr(slot.to), Vaddr(slot.newer));
-        slot.span = u32::try_from(n).unwrap_or(EntrySlot::UNKNOWN);
-        n
     }
 
     /// Moves every held count into `raw`.
@@ -1516,51 +1596,59 @@ impl<'b> Aggregator<'b> {
     fn walk_lbr(
         &mut self,
         process: &ProcessView<'_>,
-        branches: impl Iterator<Item = (u64, u64)>,
+        mut branches: impl Iterator<Item = (u64, u64)>,
         weight: Option<u64>,
         mut found: Option<&mut FoundSlots>,
     ) -> LbrWindow {
-        let ext = Vaddr::EXTERNAL.0;
         let stamp = process.stamp();
         let binary = self.binary;
         let (cache, entries) = (&mut self.cache, &mut self.entries);
         let raw = &mut self.samples.raw;
         let mut translate = |a: u64| cache.translate(binary, process, stamp, RuntimeAddr(a));
         let mut window = LbrWindow::default();
-        let mut newer_raw = None;
+        // The raw source of the entry before (0 before the first), and whether it is external.
+        let (mut newer_raw, mut after_external) = (0, false);
         // The source of the newer entry kept.
-        let mut newer_source = ext;
-        for (raw_from, raw_to) in branches {
-            let newer = (newer_source, newer_raw.map_or(0, |(a, _)| a));
-            let (i, from, to) = entries.slot(raw, stamp, (raw_from, raw_to), newer, &mut translate);
-            if weight.is_none()
-                && let Some((newer, true)) = newer_raw
-                && to == ext
-            {
-                window.external = window.external.saturating_add(external_span(raw_to, newer));
+        let mut newer_source = Vaddr::EXTERNAL.0;
+        while let Some(a) = branches.next() {
+            let b = branches.next();
+            let newer = (newer_source, newer_raw);
+            let (i, s) = entries.slot(raw, binary, stamp, a, b, newer, &mut translate);
+            let (flags, kept, ranges, span) = (s.flags, s.kept, s.ranges, s.span);
+            newer_source = s.newer_after;
+            if weight.is_none() {
+                if after_external && flags & EntrySlot::A_TO_EXTERNAL != 0 {
+                    window.external = window.external.saturating_add(external_span(a.1, newer_raw));
+                }
+                if let Some(b) = b
+                    && flags & EntrySlot::EXTERNAL_BETWEEN != 0
+                {
+                    window.external = window.external.saturating_add(external_span(b.1, a.0));
+                }
             }
-            newer_raw = Some((raw_from, from == ext));
-            // External-to-external entries carry nothing (llvm-profgen drops them too).
-            if from == ext && to == ext {
-                continue;
-            }
-            window.entries += 1;
-            // The entry's branch and the range up to the newer source are counted in its slot.
-            if to != ext {
+            (newer_raw, after_external) = match b {
+                Some(b) => (b.0, flags & EntrySlot::B_FROM_EXTERNAL != 0),
+                None => (a.0, false),
+            };
+            window.entries += u64::from(kept);
+            // The entries' branches and the ranges up to their newer sources are counted in
+            // their slot.
+            if flags & EntrySlot::COUNTED != 0 {
                 match weight {
                     Some(n) => entries.add_at(i, n),
                     None => {
                         if let Some(f) = found.as_deref_mut() {
                             f.note(i);
                         }
-                        if newer_source != ext && to <= newer_source {
-                            window.k += 1;
-                            window.span = window.span.wrapping_add(entries.span(binary, i));
-                        }
+                        window.k += usize::from(ranges);
+                        let span = match span {
+                            EntrySlot::UNKNOWN => entries.slots[i].count_span(binary),
+                            n => u64::from(n),
+                        };
+                        window.span = window.span.wrapping_add(span);
                     }
                 }
             }
-            newer_source = from;
         }
         window
     }
@@ -1681,6 +1769,45 @@ mod tests {
         assert_eq!(sorted(&samples.raw.branches), want_branches);
         assert_eq!(sorted(&samples.raw.ranges), [(pair(0, 2), w), (pair(3, 5), w)]);
         assert_eq!(samples.weights, RangeWeights { plain: 4, weighted: 2 * u128::from(w) });
+    }
+
+    /// The same with an odd window, whose last entry takes a slot alone, and the
+    /// external-to-external entry second, in the slot of the first: here 1/8 (ranges of three,
+    /// three and two instructions).
+    #[test]
+    fn lbr_only_windows_of_odd_length_count_their_last_entry() {
+        let (binary, mapper, insts) = fixture();
+        let at = |i: usize| RuntimeAddr(insts[i].0);
+        let branches = [
+            Branch { source: at(5), target: at(6) },
+            Branch { source: RuntimeAddr(0x10), target: RuntimeAddr(0x20) },
+            Branch { source: at(2), target: at(3) },
+            Branch { source: at(1), target: at(0) },
+            Branch { source: at(6), target: at(0) },
+        ]
+        .map(|b| BranchStack::entry(b, 0));
+        let opts = SampleOptions { weighting: Weighting::Instructions, ..Default::default() };
+        let mut agg = Aggregator::new(&binary, opts);
+        for _ in 0..2 {
+            agg.add(mapper.map(), &Sample::with_stacks(&[], &branches));
+        }
+        let (samples, stats) = agg.finish();
+        assert_eq!((stats.read, stats.used), (2, 2));
+        let w = 2 * (super::super::weighting::ONE / 8);
+        let pair = |a: usize, b: usize| (insts[a], insts[b]);
+        let sorted = |m: &HashMap<(Vaddr, Vaddr), u64>| {
+            let mut v: Vec<_> = m.iter().map(|(&k, &n)| (k, n)).collect();
+            v.sort();
+            v
+        };
+        let mut want_branches =
+            vec![(pair(5, 6), w), (pair(2, 3), w), (pair(1, 0), w), (pair(6, 0), w)];
+        want_branches.sort();
+        assert_eq!(sorted(&samples.raw.branches), want_branches);
+        let mut want_ranges = vec![(pair(3, 5), w), (pair(0, 2), w), (pair(0, 1), w)];
+        want_ranges.sort();
+        assert_eq!(sorted(&samples.raw.ranges), want_ranges);
+        assert_eq!(samples.weights, RangeWeights { plain: 6, weighted: 3 * u128::from(w) });
     }
 
     #[test]
