@@ -528,6 +528,7 @@ impl BatchSender<'_, '_> {
 
     /// Counts the mapper's steps since the last sample as the batch's, before its next sample
     /// (the mapper keeps them until the batch is sent: see [`flush`](Self::flush)).
+    #[inline(always)]
     fn take_changes(&mut self, mapper: &mut AddressMapper) {
         if mapper.defers_events() && !self.deferring {
             // It began deferring after the last sample it had a step before: its map is the
