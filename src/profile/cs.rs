@@ -469,8 +469,10 @@ where
     // Sampled leaves and tail-call inference (sequential) of one block run while the block
     // before is built (parallel) and merged.
     let sample = |block: &[(&[Vaddr], &Counters)], inferrer: Option<&mut MissingFrameInferrer>| {
-        let leaves: Vec<SampledLeaves> =
-            block.par_iter().map(|&(_, c)| SampledLeaves::of(code, probes, c)).collect();
+        let leaves: Vec<SampledLeaves> = block
+            .par_iter()
+            .map_init(Vec::new, |found, &(_, c)| SampledLeaves::of(code, probes, c, found))
+            .collect();
         let inferred: Vec<InferredSites> = match inferrer {
             Some(inf) => block
                 .iter()
@@ -580,10 +582,17 @@ struct SampledLeaves {
 }
 
 impl SampledLeaves {
-    fn of<C: CodeView + ?Sized, P: ProbeView + ?Sized>(code: &C, probes: &P, c: &Counters) -> Self {
+    /// `found` is scratch space (left empty), reused from context to context: the block probes
+    /// are gathered there and copied out at their final size, rather than grown each time.
+    fn of<C: CodeView + ?Sized, P: ProbeView + ?Sized>(
+        code: &C,
+        probes: &P,
+        c: &Counters,
+        found: &mut Vec<(Probe, u64)>,
+    ) -> Self {
         // The segments are disjoint and ascending: each probe is met once, in order, with the
         // count of its segment. Only probes at instruction starts count.
-        let mut blocks = Vec::new();
+        let blocks = found;
         for (start, end, n) in disjoint_ranges(c.ranges.iter().map(|(&r, &n)| (r, n))) {
             // Zero counts come from gaps that belong to no range of this context.
             if n == 0 {
@@ -604,7 +613,9 @@ impl SampledLeaves {
             .into_iter()
             .filter_map(|(&(src, dst), &n)| Some((probes.call_probe_at(src)?, dst, n)))
             .collect();
-        SampledLeaves { blocks, calls }
+        let sampled = SampledLeaves { blocks: blocks.to_vec(), calls };
+        blocks.clear();
+        sampled
     }
 
     /// Tail-call inference for every leaf function, queried in the order the builder meets
