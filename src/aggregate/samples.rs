@@ -1735,10 +1735,37 @@ mod tests {
         (binary, mapper, insts)
     }
 
+    type CountsByPair = Vec<((Vaddr, Vaddr), u64)>;
+
+    fn sorted(mut counts: CountsByPair) -> CountsByPair {
+        counts.sort();
+        counts
+    }
+
+    /// Counts the LBR-only window `branches` twice, weighted by instructions: the branch and
+    /// range counts (sorted) and the range weights. The first sample takes over its slots, the
+    /// second finds them.
+    fn lbr_only_window_counted_twice(
+        binary: &Binary,
+        mapper: &AddressMapper,
+        branches: &[Branch<RuntimeAddr>],
+    ) -> (CountsByPair, CountsByPair, RangeWeights) {
+        let branches: Vec<_> = branches.iter().map(|&b| BranchStack::entry(b, 0)).collect();
+        let opts = SampleOptions { weighting: Weighting::Instructions, ..Default::default() };
+        let mut agg = Aggregator::new(binary, opts);
+        for _ in 0..2 {
+            agg.add(mapper.map(), &Sample::with_stacks(&[], &branches));
+        }
+        let (samples, stats) = agg.finish();
+        assert_eq!((stats.read, stats.used), (2, 2));
+        let counts =
+            |m: &HashMap<(Vaddr, Vaddr), u64>| sorted(m.iter().map(|(&k, &n)| (k, n)).collect());
+        (counts(&samples.raw.branches), counts(&samples.raw.ranges), samples.weights)
+    }
+
     /// An LBR-only window counts its branches with an internal target and the ranges between
     /// the entries it keeps (an external-to-external entry is dropped, so the entries around it
-    /// meet), each by the window's weight: here 1/6 (two ranges of three instructions). The
-    /// first sample takes over its slots, the second finds them.
+    /// meet), each by the window's weight: here 1/6 (two ranges of three instructions).
     #[test]
     fn lbr_only_windows_count_branches_and_ranges_by_their_weight() {
         let (binary, mapper, insts) = fixture();
@@ -1748,27 +1775,14 @@ mod tests {
             Branch { source: at(2), target: at(3) },
             Branch { source: RuntimeAddr(0x10), target: RuntimeAddr(0x20) },
             Branch { source: at(1), target: at(0) },
-        ]
-        .map(|b| BranchStack::entry(b, 0));
-        let opts = SampleOptions { weighting: Weighting::Instructions, ..Default::default() };
-        let mut agg = Aggregator::new(&binary, opts);
-        for _ in 0..2 {
-            agg.add(mapper.map(), &Sample::with_stacks(&[], &branches));
-        }
-        let (samples, stats) = agg.finish();
-        assert_eq!((stats.read, stats.used), (2, 2));
+        ];
+        let (branches, ranges, weights) =
+            lbr_only_window_counted_twice(&binary, &mapper, &branches);
         let w = 2 * (super::super::weighting::ONE / 6);
         let pair = |a: usize, b: usize| (insts[a], insts[b]);
-        let sorted = |m: &HashMap<(Vaddr, Vaddr), u64>| {
-            let mut v: Vec<_> = m.iter().map(|(&k, &n)| (k, n)).collect();
-            v.sort();
-            v
-        };
-        let mut want_branches = vec![(pair(5, 6), w), (pair(2, 3), w), (pair(1, 0), w)];
-        want_branches.sort();
-        assert_eq!(sorted(&samples.raw.branches), want_branches);
-        assert_eq!(sorted(&samples.raw.ranges), [(pair(0, 2), w), (pair(3, 5), w)]);
-        assert_eq!(samples.weights, RangeWeights { plain: 4, weighted: 2 * u128::from(w) });
+        assert_eq!(branches, sorted(vec![(pair(5, 6), w), (pair(2, 3), w), (pair(1, 0), w)]));
+        assert_eq!(ranges, sorted(vec![(pair(0, 2), w), (pair(3, 5), w)]));
+        assert_eq!(weights, RangeWeights { plain: 4, weighted: 2 * u128::from(w) });
     }
 
     /// The same with an odd window, whose last entry takes a slot alone, and the
@@ -1784,30 +1798,15 @@ mod tests {
             Branch { source: at(2), target: at(3) },
             Branch { source: at(1), target: at(0) },
             Branch { source: at(6), target: at(0) },
-        ]
-        .map(|b| BranchStack::entry(b, 0));
-        let opts = SampleOptions { weighting: Weighting::Instructions, ..Default::default() };
-        let mut agg = Aggregator::new(&binary, opts);
-        for _ in 0..2 {
-            agg.add(mapper.map(), &Sample::with_stacks(&[], &branches));
-        }
-        let (samples, stats) = agg.finish();
-        assert_eq!((stats.read, stats.used), (2, 2));
+        ];
+        let (branches, ranges, weights) =
+            lbr_only_window_counted_twice(&binary, &mapper, &branches);
         let w = 2 * (super::super::weighting::ONE / 8);
         let pair = |a: usize, b: usize| (insts[a], insts[b]);
-        let sorted = |m: &HashMap<(Vaddr, Vaddr), u64>| {
-            let mut v: Vec<_> = m.iter().map(|(&k, &n)| (k, n)).collect();
-            v.sort();
-            v
-        };
-        let mut want_branches =
-            vec![(pair(5, 6), w), (pair(2, 3), w), (pair(1, 0), w), (pair(6, 0), w)];
-        want_branches.sort();
-        assert_eq!(sorted(&samples.raw.branches), want_branches);
-        let mut want_ranges = vec![(pair(3, 5), w), (pair(0, 2), w), (pair(0, 1), w)];
-        want_ranges.sort();
-        assert_eq!(sorted(&samples.raw.ranges), want_ranges);
-        assert_eq!(samples.weights, RangeWeights { plain: 6, weighted: 3 * u128::from(w) });
+        let want = vec![(pair(5, 6), w), (pair(2, 3), w), (pair(1, 0), w), (pair(6, 0), w)];
+        assert_eq!(branches, sorted(want));
+        assert_eq!(ranges, sorted(vec![(pair(3, 5), w), (pair(0, 2), w), (pair(0, 1), w)]));
+        assert_eq!(weights, RangeWeights { plain: 6, weighted: 3 * u128::from(w) });
     }
 
     #[test]
