@@ -132,6 +132,12 @@ struct ContextProfiles<K> {
     hashes: Vec<u64>,
 }
 
+/// The shard (of `n`) of a context hashed to `hash`: bits the hash tables do not use for the
+/// bucket (low bits) or the tag (top 7), so that a shard's table spreads as an unsharded one.
+fn shard_of(hash: u64, n: usize) -> usize {
+    ((hash >> 32) % n as u64) as usize
+}
+
 impl<K: Eq + Hash> ContextProfiles<K> {
     /// Empty profiles hashing contexts with `hasher`.
     fn with_hasher(hasher: hashbrown::DefaultHashBuilder) -> Self {
@@ -202,26 +208,58 @@ impl<K: Eq + Hash> ContextProfiles<K> {
         &mut self.profiles[slot].1
     }
 
-    /// Adds the profiles built from later contexts (hashed by a clone of this hasher): counts
-    /// add up (saturating sums, in any order), a checksum they set replaces this one's, as the
-    /// later context's would have.
-    fn merge(&mut self, later: ContextProfiles<K>) {
-        if self.profiles.is_empty() {
-            *self = later;
-            return;
+    /// Reorders the profiles by [`shard_of`] their contexts' hashes into `n` shards, in place
+    /// (a run's contexts are distinct: their order does not matter); returns where each
+    /// shard's profiles end.
+    fn partition(&mut self, n: usize) -> Vec<usize> {
+        let mut sizes = vec![0; n];
+        for &hash in &self.hashes {
+            sizes[shard_of(hash, n)] += 1;
         }
-        for ((ctx, fs), hash) in later.profiles.into_iter().zip(later.hashes) {
-            match self.find(&ctx, hash) {
+        // Where each shard starts (its next place) and ends.
+        let (mut next, mut ends) = (Vec::with_capacity(n), Vec::with_capacity(n));
+        let mut at = 0;
+        for size in sizes {
+            next.push(at);
+            at += size;
+            ends.push(at);
+        }
+        // Each swap puts one profile in its shard's next place.
+        for s in 0..n {
+            while next[s] < ends[s] {
+                let i = next[s];
+                let t = shard_of(self.hashes[i], n);
+                if t != s {
+                    self.profiles.swap(i, next[t]);
+                    self.hashes.swap(i, next[t]);
+                }
+                next[t] += 1;
+            }
+        }
+        // The slots no longer match the profiles: the table is freed.
+        self.slots = hashbrown::HashTable::new();
+        ends
+    }
+
+    /// Adds the profiles built from later contexts (hashed by a clone of this hasher), taking
+    /// the new ones out of `later`: counts add up (saturating sums, in any order), a checksum
+    /// they set replaces this one's, as the later context's would have.
+    fn merge(&mut self, later: &mut [(K, FunctionSamples)], hashes: &[u64])
+    where
+        K: Default,
+    {
+        for ((ctx, fs), &hash) in later.iter_mut().zip(hashes) {
+            match self.find(ctx, hash) {
                 Some(slot) => {
                     let mine = &mut self.profiles[slot].1;
                     let checksum = fs.checksum.or(mine.checksum);
-                    mine.merge(&fs);
+                    mine.merge(fs);
                     mine.checksum = checksum;
                 }
                 None => {
                     let hashes = &self.hashes;
                     self.slots.insert_unique(hash, self.profiles.len(), |&i| hashes[i]);
-                    self.profiles.push((ctx, fs));
+                    self.profiles.push((std::mem::take(ctx), std::mem::take(fs)));
                     self.hashes.push(hash);
                 }
             }
@@ -459,9 +497,13 @@ where
             keys
         },
     );
-    // One hasher for the runs' profiles, so that their merge reuses their hashes.
+    // One hasher for the runs' profiles, so that their merge reuses their hashes. The merge is
+    // sharded by context hash, the shards merged in parallel: each context is in one shard,
+    // which merges its runs in order, and the shards' profiles are sorted when finished.
     let hasher = hashbrown::DefaultHashBuilder::default();
-    let mut profiles = ContextProfiles::with_hasher(hasher.clone());
+    let shard_count = rayon::current_num_threads();
+    let mut shards: Vec<ContextProfiles<FrameKey>> =
+        (0..shard_count).map(|_| ContextProfiles::with_hasher(hasher.clone())).collect();
     let mut stats = ProbeCsStats::default();
     let shared_names = SharedNames::default();
     let node_locs: Vec<OnceLock<VecMap<LineLocation, ()>>> =
@@ -488,52 +530,53 @@ where
     // names) are made once per worker rather than once per run. Exact: each cache
     // maps its key to one value whichever run asks.
     let idle: std::sync::Mutex<Vec<ProbeCsBuilder<P>>> = Default::default();
-    let build = |block: &[(&[Vaddr], &Counters)],
-                 leaves: &[SampledLeaves],
-                 inferred: &[InferredSites]| {
-        // Several runs per worker, for balance.
-        let run_len = block.len().div_ceil(4 * rayon::current_num_threads()).max(1);
-        block
-            .par_chunks(run_len)
-            .zip(leaves.par_chunks(run_len))
-            .zip(inferred.par_chunks(run_len))
-            .map(|((keys, leaves), inferred)| {
-                let taken = idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-                let mut g = taken.unwrap_or_else(|| ProbeCsBuilder {
-                    probes,
-                    opts,
-                    profiles: ContextProfiles::with_hasher(hasher.clone()),
-                    stats: ProbeCsStats::default(),
-                    resolved: ResolvedHere::new(probes.node_count()),
-                    shared_names: &shared_names,
-                    names: HashMap::new(),
-                    name_table: Vec::new(),
-                    key: Vec::new(),
-                    seen: Vec::new(),
-                    stamp: 0,
-                    inline_context_of: vec![0; probes.node_count()],
-                    inline_contexts: Vec::new(),
-                    buffers: Default::default(),
-                    bodies: Vec::new(),
-                    sums: VecMap::default(),
-                    node_locs: &node_locs,
-                });
-                for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
-                    g.resolved.clear();
-                    g.body_samples(code, sites, inf, l);
-                    g.boundary_samples(code, sites, inf, l);
-                }
-                // A builder's next run is about as long as this one (or up to twice: blocks at
-                // most double): room for this one's profiles spares most of their tables' growth
-                // (capacity only: the same profiles).
-                let room = g.profiles.profiles.len();
-                let fresh = ContextProfiles::with_capacity_and_hasher(room, hasher.clone());
-                let run = (std::mem::replace(&mut g.profiles, fresh), std::mem::take(&mut g.stats));
-                idle.lock().unwrap_or_else(|e| e.into_inner()).push(g);
-                run
-            })
-            .collect::<Vec<(ContextProfiles<FrameKey>, ProbeCsStats)>>()
-    };
+    let build =
+        |block: &[(&[Vaddr], &Counters)], leaves: &[SampledLeaves], inferred: &[InferredSites]| {
+            // Several runs per worker, for balance.
+            let run_len = block.len().div_ceil(4 * rayon::current_num_threads()).max(1);
+            block
+                .par_chunks(run_len)
+                .zip(leaves.par_chunks(run_len))
+                .zip(inferred.par_chunks(run_len))
+                .map(|((keys, leaves), inferred)| {
+                    let taken = idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+                    let mut g = taken.unwrap_or_else(|| ProbeCsBuilder {
+                        probes,
+                        opts,
+                        profiles: ContextProfiles::with_hasher(hasher.clone()),
+                        stats: ProbeCsStats::default(),
+                        resolved: ResolvedHere::new(probes.node_count()),
+                        shared_names: &shared_names,
+                        names: HashMap::new(),
+                        name_table: Vec::new(),
+                        key: Vec::new(),
+                        seen: Vec::new(),
+                        stamp: 0,
+                        inline_context_of: vec![0; probes.node_count()],
+                        inline_contexts: Vec::new(),
+                        buffers: Default::default(),
+                        bodies: Vec::new(),
+                        sums: VecMap::default(),
+                        node_locs: &node_locs,
+                    });
+                    for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
+                        g.resolved.clear();
+                        g.body_samples(code, sites, inf, l);
+                        g.boundary_samples(code, sites, inf, l);
+                    }
+                    // A builder's next run is about as long as this one (or up to twice: blocks
+                    // at most double): room for this one's profiles spares most of their tables'
+                    // growth (capacity only: the same profiles).
+                    let room = g.profiles.profiles.len();
+                    let fresh = ContextProfiles::with_capacity_and_hasher(room, hasher.clone());
+                    let mut run = std::mem::replace(&mut g.profiles, fresh);
+                    let stats = std::mem::take(&mut g.stats);
+                    idle.lock().unwrap_or_else(|e| e.into_inner()).push(g);
+                    let ends = run.partition(shard_count);
+                    (run, ends, stats)
+                })
+                .collect::<Vec<(ContextProfiles<FrameKey>, Vec<usize>, ProbeCsStats)>>()
+        };
     // The first block's sampling and inference overlap nothing: the blocks start small and
     // double up to KEY_BLOCK, each built while the next (at most twice as large) is sampled.
     let mut blocks: Vec<&[(&[Vaddr], &Counters)]> = Vec::new();
@@ -550,10 +593,26 @@ where
         let ((), next_sampled) = rayon::join(
             || {
                 // Merged in order: the profile does not depend on the number of runs.
-                for (run, s) in build(block, &leaves, &inferred) {
-                    profiles.merge(run);
+                let mut runs = build(block, &leaves, &inferred);
+                type Part<'r> = (&'r mut [(FrameKey, FunctionSamples)], &'r [u64]);
+                let mut by_shard: Vec<Vec<Part>> = Vec::new();
+                by_shard.resize_with(shard_count, Vec::new);
+                for (run, ends, s) in &mut runs {
                     stats.probes_without_desc += s.probes_without_desc;
+                    let (mut profiles, mut hashes) = (&mut run.profiles[..], &run.hashes[..]);
+                    let mut start = 0;
+                    for (shard, &end) in by_shard.iter_mut().zip(ends.iter()) {
+                        let (part, rest) = profiles.split_at_mut(end - start);
+                        let (part_hashes, rest_hashes) = hashes.split_at(end - start);
+                        shard.push((part, part_hashes));
+                        (profiles, hashes, start) = (rest, rest_hashes, end);
+                    }
                 }
+                shards.par_iter_mut().zip(by_shard).for_each(|(shard, parts)| {
+                    for (part, hashes) in parts {
+                        shard.merge(part, hashes);
+                    }
+                });
             },
             || next.map(|b| sample(b, inferrer.as_mut())),
         );
@@ -566,7 +625,13 @@ where
         fs_discriminator: false,
     };
     let names = shared_names.into_inner().unwrap_or_else(|e| e.into_inner()).names;
-    let (profile, r) = profiles.finish(&names, kind, opts.update_total_samples, beside);
+    let (profile, r) = ContextProfiles::<FrameKey>::finish(
+        shards,
+        &names,
+        kind,
+        opts.update_total_samples,
+        beside,
+    );
     (profile, stats, r)
 }
 
@@ -1174,16 +1239,17 @@ impl NameIndex {
 type SharedNames = std::sync::Mutex<NameIndex>;
 
 impl ContextProfiles<FrameKey> {
-    /// The profile by [`Context`]s, updated ([`Self::update`]) and sorted on rayon's current
-    /// pool. `names`: the frames' names by index. `beside` runs while the map is built.
+    /// The profile of the `shards` (distinct contexts) by [`Context`]s, updated
+    /// ([`Self::update`]) and sorted on rayon's current pool. `names`: the frames' names by
+    /// index. `beside` runs while the map is built.
     fn finish<R: Send>(
-        mut self,
+        mut shards: Vec<Self>,
         names: &[FuncName],
         kind: ProfileKind,
         update_total_samples: bool,
         beside: impl FnOnce() -> R + Send,
     ) -> (Profile, R) {
-        self.update(update_total_samples);
+        shards.par_iter_mut().for_each(|s| s.update(update_total_samples));
         // Names by text: frames with names replaced by their ranks order as the contexts do.
         let mut by_text: Vec<u32> = (0..names.len() as u32).collect();
         by_text.par_sort_unstable_by(|&a, &b| names[a as usize].cmp(&names[b as usize]));
@@ -1191,13 +1257,17 @@ impl ContextProfiles<FrameKey> {
         for (r, &id) in by_text.iter().enumerate() {
             rank[id as usize] = r as u32;
         }
-        let mut profiles = self.profiles;
-        profiles.par_iter_mut().for_each(|(key, _)| {
+        shards.par_iter_mut().flat_map(|s| s.profiles.par_iter_mut()).for_each(|(key, _)| {
             for frame in key.chunks_exact_mut(FRAME_BYTES) {
                 let name = Frame::decode(frame).name;
                 frame[..4].copy_from_slice(&rank[name as usize].to_be_bytes());
             }
         });
+        // The shards' profiles sorted in place through references: they are moved once, into
+        // the profile, rather than gathered into one vector first.
+        let total: usize = shards.iter().map(|s| s.profiles.len()).sum();
+        let mut profiles: Vec<&mut (FrameKey, FunctionSamples)> = Vec::with_capacity(total);
+        profiles.extend(shards.iter_mut().flat_map(|s| s.profiles.iter_mut()));
         profiles.par_sort_unstable_by(|a, b| a.0.cmp(&b.0));
         // A context whose next one continues it (a caller's context, then its callee's at that
         // call site) is made as a prefix of the next one's frames: fewer frames to build, and
@@ -1229,10 +1299,13 @@ impl ContextProfiles<FrameKey> {
             .zip(end)
             .map(|((key, fs), end)| {
                 let longest = built[end].as_ref().expect("a context ending its chain is built");
-                (longest.prefix(key.len() / FRAME_BYTES), fs)
+                // The key is freed here, as the profile is made.
+                let frames = std::mem::take(key).len() / FRAME_BYTES;
+                (longest.prefix(frames), std::mem::take(fs))
             })
             .collect();
         drop(built);
+        shards.into_par_iter().for_each(drop);
         // Contexts are distinct: the BTreeMap then only checks the order. That is sequential:
         // `beside` keeps the other core busy.
         let (functions, r) = rayon::join(|| profiles.into_iter().collect(), beside);
