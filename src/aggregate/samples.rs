@@ -839,21 +839,29 @@ impl EntrySlot {
     /// An entry's target is in the binary: the slot is counted.
     const COUNTED: u8 = 16;
 
+    /// Whether an entry translated to `(from, to)` is kept: external-to-external entries carry
+    /// nothing (llvm-profgen drops them too).
+    fn kept(from: u64, to: u64) -> bool {
+        let ext = Vaddr::EXTERNAL.0;
+        from != ext || to != ext
+    }
+
+    /// Whether the range from an entry's target `to` up to the newer source `newer` counts for
+    /// the window's span: both in the binary, not reversed.
+    fn spans(to: u64, newer: u64) -> bool {
+        let ext = Vaddr::EXTERNAL.0;
+        to != ext && newer != ext && to <= newer
+    }
+
     /// The newer source kept before the older entry.
     fn newer_b(&self) -> u64 {
-        let ext = Vaddr::EXTERNAL.0;
-        if self.from_a != ext || self.to_a != ext { self.from_a } else { self.newer }
+        if Self::kept(self.from_a, self.to_a) { self.from_a } else { self.newer }
     }
 
     /// Instructions of the pair's ranges that count for the window's span.
     fn count_span(&self, binary: &Binary) -> u64 {
-        let ext = Vaddr::EXTERNAL.0;
         let range = |to: u64, newer: u64| {
-            if to != ext && newer != ext && to <= newer {
-                binary.inst_count(Vaddr(to), Vaddr(newer))
-            } else {
-                0
-            }
+            if Self::spans(to, newer) { binary.inst_count(Vaddr(to), Vaddr(newer)) } else { 0 }
         };
         range(self.to_a, self.newer).wrapping_add(range(self.to_b, self.newer_b()))
     }
@@ -931,11 +939,11 @@ impl EntryCache {
             ..Default::default()
         };
         let newer_b = slot.newer_b();
-        let kept_b = from_b != ext || to_b != ext;
+        let kept_b = EntrySlot::kept(from_b, to_b);
         slot.newer_after = if kept_b { from_b } else { newer_b };
-        slot.kept = u8::from(from_a != ext || to_a != ext) + u8::from(kept_b);
-        slot.ranges = u8::from(to_a != ext && newer != ext && to_a <= newer)
-            + u8::from(to_b != ext && newer_b != ext && to_b <= newer_b);
+        slot.kept = u8::from(EntrySlot::kept(from_a, to_a)) + u8::from(kept_b);
+        slot.ranges =
+            u8::from(EntrySlot::spans(to_a, newer)) + u8::from(EntrySlot::spans(to_b, newer_b));
         slot.span = u32::try_from(slot.count_span(binary)).unwrap_or(EntrySlot::UNKNOWN);
         let flag = |set: bool, f: u8| if set { f } else { 0 };
         slot.flags = flag(b.is_none(), EntrySlot::ALONE)
