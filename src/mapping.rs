@@ -726,6 +726,18 @@ impl AddressMapper {
         }
     }
 
+    /// A copy of this replaying mapper as it stands, counts included: it replays the rest of the
+    /// log as this one would (another thread's copy of the map, whose counts then cover the
+    /// whole log).
+    pub fn replay_copy(&self) -> AddressMapper {
+        AddressMapper {
+            paths: self.paths.clone(),
+            assumed_on_replay: self.assumed_on_replay,
+            stats: self.stats.clone(),
+            ..self.replica()
+        }
+    }
+
     /// Applies a step of another mapper's log: a change as it was applied there, an event as
     /// it would have been (counted in this mapper's stats). `records` reads the events logged
     /// by position ([`MapEvent::MmapAt`]): the input that mapper's events came from.

@@ -23,7 +23,8 @@
 //! waits for room in the channel instead (with many processes, replaying every change into a
 //! copy of the reader's own made two threads slower than one). The samples it holds past its
 //! limit go to a worker to reduce ([`BatchSender::hand_off`]), read under the map at their log
-//! position like a batch.
+//! position like a batch. Once it has read the input, it aggregates the batches still queued
+//! beside the workers, under a copy of a worker's map ([`CopyRequest`]).
 //!
 //! Memory stays bounded: the channel holds at most two batches per thread, and the log drops
 //! the changes every copy of the map has applied. The reader keeps the pages of records handed
@@ -39,13 +40,17 @@ use crate::input::{BranchStack, CallChain, Deferred, RawBranch, RawWord, Sample}
 use crate::mapping::{AddressMap, AddressMapper, MapStep};
 use std::collections::VecDeque;
 use std::ops::Range;
-use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 
 /// Samples per batch: large enough to make channel traffic negligible.
 const BATCH_SAMPLES: usize = 4096;
+/// Samples the first batch holds: the workers wait for it (a full batch took the reading thread
+/// a twentieth of a 100,000-process input), so it is small, and each next one may hold twice as
+/// many, up to [`BATCH_SAMPLES`].
+const FIRST_BATCH_SAMPLES: usize = 256;
 /// Input a batch's records handed out by position may span before the batch is sent: the pages
 /// the reader keeps mapped for it (at 1 MiB a batch holds about a thousand 900-byte LBR +
 /// call-stack records, still far beyond the channel's cost).
@@ -413,6 +418,8 @@ pub struct BatchSender<'b, 's> {
     finished: bool,
     /// The reading thread's entry in [`ChangeLog::applied`].
     reader: usize,
+    /// Samples the batch being filled may hold (see [`FIRST_BATCH_SAMPLES`]).
+    limit: usize,
 }
 
 /// What a thread that aggregates batches keeps (a worker thread, or the reading thread for the
@@ -493,7 +500,7 @@ impl BatchSender<'_, '_> {
         let spans_enough = b.heads.len() >= MIN_SPAN_BATCH_SAMPLES
             && b.span.as_ref().is_some_and(|s| s.len() >= BATCH_SPAN);
         let steps = mapper.changes_logged();
-        if b.heads.len() >= BATCH_SAMPLES || spans_enough || steps >= BATCH_STEPS {
+        if b.heads.len() >= self.limit || spans_enough || steps >= BATCH_STEPS {
             self.flush(mapper);
         }
     }
@@ -562,6 +569,7 @@ impl BatchSender<'_, '_> {
             return;
         }
         let seq = self.batch.seq + 1;
+        self.limit = (2 * self.limit).min(BATCH_SAMPLES);
         // Sized like the batch before: growing the vectors sample by sample cost about a tenth
         // of the reading thread's work per sample.
         let b = &self.batch;
@@ -691,18 +699,56 @@ impl Drop for Running<'_> {
     }
 }
 
+/// The reading thread's request, once it has read the input, for a copy of a worker's map to
+/// aggregate the batches still queued with, beside the workers: with many processes every batch
+/// changes the map, so it cannot take them with a map of its own, and a channel's worth of
+/// batches was left to the workers while it waited for them to end (a fifth of the run).
+struct CopyRequest<'a> {
+    wanted: &'a AtomicBool,
+    /// Where the first worker to see `wanted` sends its copy; each worker drops its sender as it
+    /// ends, so that the reading thread stops waiting when none is left to answer.
+    to: SyncSender<Replica>,
+    /// The reading thread's entry in [`ChangeLog::applied`].
+    reader: usize,
+}
+
+impl CopyRequest<'_> {
+    /// Sends a copy of `replica`, which has aggregated a batch, if asked and not sent yet; the
+    /// log keeps the steps after it for the copy.
+    fn answer(&self, replica: &Replica, log: &Mutex<ChangeLog>) {
+        if !self.wanted.load(Relaxed) || !self.wanted.swap(false, Relaxed) {
+            return;
+        }
+        // Every copy's entry is at most `replica.applied` (its own), so nothing after it is
+        // trimmed yet.
+        let Ok(mut log) = log.lock() else { return };
+        log.applied[self.reader] = replica.applied;
+        drop(log);
+        let copy = Replica {
+            mapper: replica.mapper.replay_copy(),
+            worker: self.reader,
+            applied: replica.applied,
+        };
+        drop(self.to.try_send(copy));
+    }
+}
+
 fn work(
     rx: &Batches,
     (log, spares): (&Mutex<ChangeLog>, &Mutex<Spares>),
     needed: &NeededInput,
     pages: Option<&PageReleaser<'_>>,
     (w, replica): (&mut Worker<'_, '_>, &mut Replica),
+    request: Option<&CopyRequest<'_>>,
 ) {
     // A poisoned lock means another worker panicked; the scope re-raises that panic.
     let next = || rx.lock().ok()?.as_ref()?.recv().ok();
     let mut ending = false;
     while let Some(batch) = next() {
         w.aggregate(&batch, replica, log, needed, pages);
+        if let Some(request) = request {
+            request.answer(replica, log);
+        }
         if let Ok(mut spares) = spares.lock() {
             spares.keep(batch);
         }
@@ -718,8 +764,8 @@ fn work(
 /// [`BatchSender::before_change`] before each event that may change its mapper's map, and ends
 /// with [`BatchSender::finish`]. `by_position` decodes the samples that `read` hands out by
 /// position, and drops the input's pages once read. The reading thread aggregates a batch itself
-/// when the channel is full, so `threads` threads share the work without ever waiting for each
-/// other while there is work: a reader waiting for room on a core of its own would leave that
+/// when the channel is full, and the batches left queued once it has read the input, so `threads`
+/// threads share the work without ever waiting for each other while there is work: a reader waiting for room on a core of its own would leave that
 /// core idle, a third thread on two cores would have the scheduler take turns instead.
 pub fn aggregate_in_parallel<'b, T>(
     binary: &'b Binary,
@@ -747,6 +793,8 @@ pub fn aggregate_in_parallel<'b, T>(
     });
     let spares = Arc::new(Mutex::new(Spares::default()));
     let pages = by_position.map(|(_, pages)| pages);
+    let wanted = AtomicBool::new(false);
+    let (copy_tx, copy_rx) = sync_channel::<Replica>(1);
     let worker = |agg| Worker {
         agg,
         bodies: by_position.map(|(bodies, _)| bodies.fork()),
@@ -759,11 +807,12 @@ pub fn aggregate_in_parallel<'b, T>(
                 let mut replica = Replica { mapper: initial.replica(), worker: i, applied: 0 };
                 let (rx, needed, running) = (&rx, &*needed, &running);
                 let shared = (&*log, &*spares);
+                let request = CopyRequest { wanted: &wanted, to: copy_tx.clone(), reader: workers };
                 scope.spawn(move || {
                     let _running = Running { count: running, rx };
-                    work(rx, shared, needed, pages, (&mut w, &mut replica));
+                    work(rx, shared, needed, pages, (&mut w, &mut replica), Some(&request));
                     w.agg.flush(replica.mapper.map());
-                    (w, replica.mapper)
+                    (w, replica)
                 })
             })
             .collect();
@@ -781,17 +830,32 @@ pub fn aggregate_in_parallel<'b, T>(
             worker: worker(Aggregator::new(binary, opts).handing_off_held()),
             handoff: None,
             finished: false,
+            limit: FIRST_BATCH_SAMPLES,
         };
         let out = read(&mut sender);
         debug_assert!(sender.finished, "read ends with BatchSender::finish");
-        let BatchSender { tx, worker: reader, .. } = sender;
-        drop(tx);
+        let BatchSender { tx, worker: mut reader, .. } = sender;
+        // The batches still queued are aggregated beside the workers, under a copy of the map
+        // of the first one to finish a batch (its held samples were reduced in `finish`).
+        wanted.store(true, Relaxed);
+        drop((tx, copy_tx));
+        let mut helped = copy_rx.recv().ok();
+        if let Some(copy) = &mut helped {
+            reader.agg.reducing_held();
+            work(&rx, (&log, &spares), &needed, pages, (&mut reader, copy), None);
+            reader.agg.flush(copy.mapper.map());
+        }
         let mut samples = AggregatedSamples::default();
         let mut stats = SampleStats::default();
-        let mut replayed = None;
+        // The copy that replayed the whole log counts the events deferred to the copies: the
+        // one that aggregated the last batch (the helping copy took the counts of the worker it
+        // copied).
+        let mut replayed = helped;
         let joined = handles.into_iter().map(|h| match h.join() {
-            Ok((w, mapper)) => {
-                replayed.get_or_insert(mapper);
+            Ok((w, replica)) => {
+                if replayed.as_ref().is_none_or(|r| replica.applied > r.applied) {
+                    replayed = Some(replica);
+                }
                 w
             }
             Err(panic) => std::panic::resume_unwind(panic),
@@ -801,8 +865,7 @@ pub fn aggregate_in_parallel<'b, T>(
             stats.merge(&agg_stats);
             samples.merge(agg_samples);
         }
-        // Every worker's copy replayed the deferred events; the first one's counts are theirs.
-        let replayed = replayed.expect("at least one worker");
+        let replayed = replayed.expect("at least one worker").mapper;
         (out, samples, stats, replayed)
     })
 }

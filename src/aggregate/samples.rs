@@ -1368,6 +1368,14 @@ impl<'b> Aggregator<'b> {
         self.pending.limit = self.pending.limit.min(Pending::MAX_WORDS / 16);
     }
 
+    /// Stops handing off held samples (see [`handing_off_held`](Self::handing_off_held)): the
+    /// thread works through the last batches as the workers do, holding as few as they do then
+    /// ([`hold_less`](Self::hold_less)).
+    pub fn reducing_held(&mut self) {
+        self.pending.hands_off = false;
+        self.hold_less();
+    }
+
     /// The held samples, once past the limit, for another aggregator to reduce
     /// ([`reduce_held`](Self::reduce_held)) under the map they were read under.
     pub fn take_held(&mut self) -> Option<HeldSamples> {
