@@ -48,8 +48,8 @@ use std::sync::{Arc, Mutex};
 /// Samples per batch: large enough to make channel traffic negligible.
 const BATCH_SAMPLES: usize = 4096;
 /// Samples the first batch holds: the workers wait for it (a full batch took the reading thread
-/// a twentieth of a 100,000-process input), so it is small, and each next one may hold twice as
-/// many, up to [`BATCH_SAMPLES`].
+/// about a twentieth of a 100,000-process input), so it is small, and each next one may hold
+/// twice as many, up to [`BATCH_SAMPLES`].
 const FIRST_BATCH_SAMPLES: usize = 256;
 /// Input a batch's records handed out by position may span before the batch is sent: the pages
 /// the reader keeps mapped for it (at 1 MiB a batch holds about a thousand 900-byte LBR +
@@ -702,7 +702,8 @@ impl Drop for Running<'_> {
 /// The reading thread's request, once it has read the input, for a copy of a worker's map to
 /// aggregate the batches still queued with, beside the workers: with many processes every batch
 /// changes the map, so it cannot take them with a map of its own, and a channel's worth of
-/// batches was left to the workers while it waited for them to end (a fifth of the run).
+/// batches was left to the workers while it waited for them to end (an eighth of a
+/// 100,000-process run).
 struct CopyRequest<'a> {
     wanted: &'a AtomicBool,
     /// Where the first worker to see `wanted` sends its copy; each worker drops its sender as it
