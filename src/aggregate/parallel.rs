@@ -31,6 +31,8 @@
 //! out by position until their batch is aggregated ([`NeededInput`]), and only those: a batch
 //! ends once its records span [`BATCH_SPAN`] bytes of input, and a batch a worker is slow on (one
 //! that reduces its held samples) keeps its own span mapped, not all the input read after it.
+//! A worker without a batch maps the input the reading thread is about to read, a few MiB ahead
+//! ([`NeededInput::populate_ahead`]): the kernel's part of the reading thread's work.
 
 use super::samples::{AggregatedSamples, Aggregator, HeldSamples, SampleOptions, SampleStats};
 use crate::addr::RuntimeAddr;
@@ -156,6 +158,11 @@ pub struct NeededInput {
     consumed: AtomicUsize,
     /// `consumed` when pages were last dropped.
     dropped_at: AtomicUsize,
+    /// Every record before this input position has been read.
+    read: AtomicUsize,
+    /// The input before this is mapped ahead of the reading thread (see
+    /// [`populate_ahead`](Self::populate_ahead)).
+    populated: AtomicUsize,
     /// The length of the input (0: not known).
     len: usize,
 }
@@ -170,11 +177,32 @@ const ENDING: usize = 16 << 20;
 /// interrupts the other cores running the process (their TLBs are flushed), so not after every
 /// batch.
 const DROP_STEP: usize = 4 << 20;
+/// Input past the reading thread's position that an idle worker maps ahead of it: the reading
+/// thread sends batches only when a round ends, so a worker done with them maps the next rounds
+/// while the reading thread walks them (pages it would map a little later anyway: lbr's peak RSS
+/// is unchanged).
+const POPULATE_AHEAD: usize = 8 << 20;
+/// Input an idle worker maps at a time before it looks for a batch again.
+const POPULATE_STEP: usize = 1 << 20;
+
 /// Input read since pages were last dropped past which the reading thread drops them itself:
 /// inputs with few samples finish few batches.
 const DROP_BACKSTOP: usize = 8 << 20;
 
 impl NeededInput {
+    /// Nothing read yet of an input of `len` bytes (0: not known).
+    fn new(len: usize) -> Self {
+        NeededInput {
+            open: (AtomicUsize::new(0), AtomicUsize::new(0)),
+            in_flight: InFlight::default(),
+            consumed: AtomicUsize::new(0),
+            dropped_at: AtomicUsize::new(0),
+            read: AtomicUsize::new(0),
+            populated: AtomicUsize::new(0),
+            len,
+        }
+    }
+
     /// Sets `out` to the spans of input still needed.
     fn spans(&self, out: &mut Vec<Range<usize>>) {
         out.clear();
@@ -187,11 +215,12 @@ impl NeededInput {
         }
     }
 
-    /// The reading thread has read up to `upto` (every record before it is queued or handed
-    /// out); the pages no sample needs are dropped by the threads that finish batches, or here
-    /// when none has for a while.
-    pub fn consumed(&self, upto: usize, pages: &PageReleaser<'_>) {
+    /// The reading thread has read the records before `read`, and every record before `upto` is
+    /// queued or handed out; the pages no sample needs are dropped by the threads that finish
+    /// batches, or here when none has for a while.
+    pub fn consumed(&self, upto: usize, read: usize, pages: &PageReleaser<'_>) {
         self.consumed.store(upto, Relaxed);
+        self.read.store(read, Relaxed);
         self.drop_pages(pages, DROP_BACKSTOP, &mut Vec::new());
     }
 
@@ -206,6 +235,26 @@ impl NeededInput {
         if pages.release_before_except(upto, spans) {
             self.dropped_at.fetch_max(upto, Relaxed);
         }
+    }
+
+    /// Maps the next [`POPULATE_STEP`] of input within [`POPULATE_AHEAD`] of the reading thread,
+    /// unless mapped already: the kernel's work of the reading thread's page faults (a quarter of
+    /// its time on LBR-only input, where the worker waits for it), done by a worker that has no
+    /// batch. Returns whether there was any to map.
+    fn populate_ahead(&self, pages: &PageReleaser<'_>) -> bool {
+        let read = self.read.load(Relaxed);
+        let populated = self.populated.load(Relaxed);
+        let from = populated.max(read);
+        let to = (read + POPULATE_AHEAD).min(self.len);
+        if from >= to {
+            return false;
+        }
+        let end = to.min(from + POPULATE_STEP);
+        // Another worker took this step: look again.
+        if self.populated.compare_exchange(populated, end, Relaxed, Relaxed).is_ok() {
+            pages.populate(from..end);
+        }
+        true
     }
 
     fn set_open(&self, span: &Range<usize>) {
@@ -744,8 +793,18 @@ fn work(
 ) {
     // A poisoned lock means another worker panicked; the scope re-raises that panic.
     let next = || rx.lock().ok()?.as_ref()?.recv().ok();
+    let ready = || rx.lock().ok()?.as_ref()?.try_recv().ok();
     let mut ending = false;
-    while let Some(batch) = next() {
+    loop {
+        let batch = match ready() {
+            Some(batch) => batch,
+            // No batch yet: map input ahead of the reading thread meanwhile.
+            None if pages.is_some_and(|p| needed.populate_ahead(p)) => continue,
+            None => match next() {
+                Some(batch) => batch,
+                None => break,
+            },
+        };
         w.aggregate(&batch, replica, log, needed, pages);
         if let Some(request) = request {
             request.answer(replica, log);
@@ -785,13 +844,7 @@ pub fn aggregate_in_parallel<'b, T>(
         chunks: VecDeque::new(),
         applied: (0..=workers).map(|w| if w < workers { 0 } else { u64::MAX }).collect(),
     }));
-    let needed = Arc::new(NeededInput {
-        open: (AtomicUsize::new(0), AtomicUsize::new(0)),
-        in_flight: InFlight::default(),
-        consumed: AtomicUsize::new(0),
-        dropped_at: AtomicUsize::new(0),
-        len: by_position.map_or(0, |(_, pages)| pages.mapped_len()),
-    });
+    let needed = Arc::new(NeededInput::new(by_position.map_or(0, |(_, pages)| pages.mapped_len())));
     let spares = Arc::new(Mutex::new(Spares::default()));
     let pages = by_position.map(|(_, pages)| pages);
     let wanted = AtomicBool::new(false);
@@ -869,4 +922,39 @@ pub fn aggregate_in_parallel<'b, T>(
         let replayed = replayed.expect("at least one worker").mapper;
         (out, samples, stats, replayed)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An idle worker maps the input from the reading thread's position on, a step at a time, up
+    /// to [`POPULATE_AHEAD`] past it and no further than the input's end.
+    #[test]
+    fn idle_workers_map_the_input_ahead_of_the_reading_thread() {
+        let step = POPULATE_STEP;
+        let len = POPULATE_AHEAD + 2 * step + 100;
+        let path = std::env::temp_dir().join(format!("profgen-populate-{}", std::process::id()));
+        std::fs::File::create(&path).and_then(|f| f.set_len(len as u64)).unwrap();
+        let map = crate::input::perf_data::map_file(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let pages = PageReleaser::new(&map);
+        let mapped = |needed: &NeededInput| {
+            let populated = || needed.populated.load(Relaxed);
+            std::iter::from_fn(|| needed.populate_ahead(&pages).then(populated)).collect::<Vec<_>>()
+        };
+
+        let needed = NeededInput::new(len);
+        let window: Vec<_> = (1..=POPULATE_AHEAD / step).map(|i| i * step).collect();
+        assert_eq!(mapped(&needed), window);
+        needed.consumed(0, 3 * step + 5, &pages);
+        assert_eq!(mapped(&needed), [POPULATE_AHEAD + step, POPULATE_AHEAD + 2 * step, len]);
+        needed.consumed(0, len, &pages);
+        assert_eq!(mapped(&needed), Vec::<usize>::new());
+
+        // A reading thread past what was mapped: mapping starts where it is.
+        let needed = NeededInput::new(len);
+        needed.consumed(0, 2 * step + 7, &pages);
+        assert_eq!(mapped(&needed)[..2], [3 * step + 7, 4 * step + 7]);
+    }
 }

@@ -1068,10 +1068,10 @@ fn read_perf_data_file(
         data.sample_bodies().map(|bodies| (bodies, &pages)),
         |on_event, deferral| {
             let progress = opts.reporter.input(&path.display().to_string(), Some(map.len() as u64));
-            let consumed = |upto: usize| {
+            let consumed = |upto: usize, read: usize| {
                 match deferral {
                     // Records handed out by position are read again by the workers.
-                    Some(needed) => needed.consumed(upto, &pages),
+                    Some(needed) => needed.consumed(upto, read, &pages),
                     None => pages.release_before(upto),
                 }
                 progress.consumed(upto as u64);

@@ -268,6 +268,17 @@ impl<'m> PageReleaser<'m> {
         true
     }
 
+    /// Has the kernel map the pages of `range`, by reading a byte of each: its work of a first
+    /// read's page faults (it maps the pages around each fault), done by a thread with nothing
+    /// else to do rather than by the one that reads the records there. (`MADV_POPULATE_READ`
+    /// costs more: it walks the page tables page by page besides.)
+    pub fn populate(&self, range: Range<usize>) {
+        let to = range.end.min(self.map.len());
+        for at in (range.start..to).step_by(PAGE) {
+            std::hint::black_box(self.map[at]);
+        }
+    }
+
     /// Drops the pages of `[from, to)` (page-aligned).
     fn advise(&self, from: usize, to: usize) {
         let to = to.min(self.map.len() & !(PAGE - 1));
@@ -487,18 +498,19 @@ impl<'a> PerfData<'a> {
         &self,
         mut on_event: impl FnMut(PerfEvent<'_>),
     ) -> Result<ReadReport, Error> {
-        self.decode_range(self.data_range(), true, &mut on_event, &mut |_| {})
+        self.decode_range(self.data_range(), true, &mut on_event, &mut |_, _| {})
     }
 
-    /// [`decode_in_time_order`](Self::decode_in_time_order), also telling `on_consumed` from time
-    /// to time that the input before a position will not be read again, so a caller that mapped
-    /// the file can drop those pages and keep its memory flat. `on_event` is taken as the
-    /// decoder's own `&mut dyn` (a caller holding one passes it on, rather than through a second
-    /// indirect call that copies every event).
+    /// [`decode_in_time_order`](Self::decode_in_time_order), also telling `on_consumed(upto,
+    /// read)` from time to time that the input before `upto` will not be read again, so a caller
+    /// that mapped the file can drop those pages and keep its memory flat, and that the records
+    /// before `read` have been read. `on_event` is taken as the decoder's own `&mut dyn` (a caller
+    /// holding one passes it on, rather than through a second indirect call that copies every
+    /// event).
     pub fn decode_in_time_order_releasing(
         &self,
         on_event: &mut dyn FnMut(PerfEvent<'_>),
-        mut on_consumed: impl FnMut(usize),
+        mut on_consumed: impl FnMut(usize, usize),
     ) -> Result<ReadReport, Error> {
         self.decode_range(self.data_range(), true, on_event, &mut on_consumed)
     }
@@ -510,7 +522,7 @@ impl<'a> PerfData<'a> {
     pub fn decode_in_time_order_deferred(
         &self,
         on_event: &mut dyn FnMut(PerfEvent<'_>),
-        mut on_consumed: impl FnMut(usize),
+        mut on_consumed: impl FnMut(usize, usize),
     ) -> Result<ReadReport, Error> {
         let mut decoder = self.template.fork();
         decoder.defer_bodies = !self.is_pipe();
@@ -531,7 +543,7 @@ impl<'a> PerfData<'a> {
         range: Range<usize>,
         mut on_event: impl FnMut(PerfEvent<'_>),
     ) -> Result<ReadReport, Error> {
-        self.decode_range(range, false, &mut on_event, &mut |_| {})
+        self.decode_range(range, false, &mut on_event, &mut |_, _| {})
     }
 
     /// The executable files the input maps (MMAP/MMAP2 events with PROT_EXEC, anonymous and
@@ -554,7 +566,7 @@ impl<'a> PerfData<'a> {
         let mut decoder = self.template.fork();
         decoder.skip_samples = true;
         let report =
-            self.decode_with(decoder, self.data_range(), false, &mut on_event, &mut |_| {})?;
+            self.decode_with(decoder, self.data_range(), false, &mut on_event, &mut |_, _| {})?;
         for f in &mut found {
             if f.build_id.is_none() {
                 let known = report.info.build_ids.iter().find(|(p, _)| *p == f.path);
@@ -569,7 +581,7 @@ impl<'a> PerfData<'a> {
         range: Range<usize>,
         by_time: bool,
         sink: &mut Sink<'_>,
-        on_consumed: &mut dyn FnMut(usize),
+        on_consumed: &mut dyn FnMut(usize, usize),
     ) -> Result<ReadReport, Error> {
         self.decode_with(self.template.fork(), range, by_time, sink, on_consumed)
     }
@@ -581,7 +593,7 @@ impl<'a> PerfData<'a> {
         range: Range<usize>,
         by_time: bool,
         sink: &mut Sink<'_>,
-        on_consumed: &mut dyn FnMut(usize),
+        on_consumed: &mut dyn FnMut(usize, usize),
     ) -> Result<ReadReport, Error> {
         if by_time {
             decoder.order_by_time(self.bytes);
@@ -628,7 +640,8 @@ impl<'a> PerfData<'a> {
             pos += size;
             if pos - reported >= CONSUMED_STEP {
                 reported = pos;
-                on_consumed(decoder.oldest_queued_input_pos().unwrap_or(range.start + pos));
+                let read = range.start + pos;
+                on_consumed(decoder.oldest_queued_input_pos().unwrap_or(read), read);
             }
             let left = (data.len() - pos) as u64;
             if extra > left {

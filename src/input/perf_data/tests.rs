@@ -301,7 +301,7 @@ fn deferred_mmaps_read_again_from_their_records() {
                 mmaps.push(m.into_owned());
             }
         },
-        |_| {},
+        |_, _| {},
     )
     .unwrap();
     let paths: Vec<_> = mmaps.iter().map(|m| m.path.to_string()).collect();
@@ -482,7 +482,7 @@ fn deferred_samples_decode_in_place_to_the_whole_samples() {
                     }
                     _ => {}
                 },
-                |_| {},
+                |_, _| {},
             )
             .unwrap();
         assert_eq!(in_place, whole);
@@ -513,7 +513,7 @@ fn ips_and_release(bytes: &[u8]) -> (Vec<u64>, usize, ReadReport) {
                     ips.push(s.ip.0 - 0x1000);
                 }
             },
-            |upto| released = released.max(upto),
+            |upto, _| released = released.max(upto),
         )
         .unwrap();
     (ips, released, report)
