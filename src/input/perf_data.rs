@@ -40,6 +40,7 @@ mod attr;
 mod bytes;
 mod decode;
 mod features;
+mod layout;
 mod order;
 #[cfg(test)]
 mod tests;

@@ -12,6 +12,7 @@ use zstd::stream::raw::Operation;
 use super::attr::*;
 use super::bytes::{Cursor, Loc, u16_at, u32_at, u64_at};
 use super::features;
+use super::layout::{SampleFields, SampleLayout};
 use super::order::{ARENA_LIMIT, NO_ROUNDS_WINDOW, PREFETCH_RECORDS, TimeOrder};
 use super::{ReadReport, Truncation};
 use crate::addr::{FileOffset, RuntimeAddr};
@@ -52,6 +53,8 @@ pub(super) struct Decoder<'p> {
     /// The in-memory input whose records `record` may be given by position (empty for streams).
     input: &'p [u8],
     attrs: Vec<Attr>,
+    /// Each attr's fixed sample layout, if it has one.
+    layouts: Vec<Option<SampleLayout>>,
     ids: HashMap<u64, usize>,
     /// Where samples carry their event id (see [`sample_id_offset`]).
     id_offset: Option<usize>,
@@ -85,6 +88,7 @@ impl<'p> Decoder<'p> {
             path,
             input: &[],
             attrs: Vec::new(),
+            layouts: Vec::new(),
             ids: HashMap::new(),
             id_offset: None,
             time_offsets: (None, None),
@@ -104,6 +108,7 @@ impl<'p> Decoder<'p> {
     pub(super) fn fork(&self) -> Self {
         let mut d = Decoder::new(self.path);
         d.attrs = self.attrs.clone();
+        d.layouts = self.layouts.clone();
         d.ids = self.ids.clone();
         d.id_offset = self.id_offset;
         d.time_offsets = self.time_offsets;
@@ -123,6 +128,7 @@ impl<'p> Decoder<'p> {
         if branch_stack {
             info.branch_events.push((attr.kind, attr.config));
         }
+        self.layouts.push(SampleLayout::of(&attr));
         self.attrs.push(attr);
         for id in ids {
             self.ids.insert(id, index);
@@ -371,130 +377,48 @@ impl<'p> Decoder<'p> {
             r.samples_without_attr = r.samples_without_attr.saturating_add(1);
             return Ok(());
         };
-        let attr = self.attrs[attr_index];
-        let st = attr.sample_type;
-        let path = self.path;
-        let has = |bit| st & bit != 0;
-        let mut c = Cursor::new(body);
-        // Names the field a short body failed to hold.
-        let short = |c: &Cursor<'_>, field: &str| {
-            malformed(
-                path,
-                loc,
-                8 + c.pos(),
-                format!("SAMPLE record ends inside its {field} (sample_type {st:#x})"),
-            )
+        let f = match self.layouts[attr_index].and_then(|l| l.read(body)) {
+            Some(f) => f,
+            None => walk_sample(&self.attrs[attr_index], body, self.path, loc)?,
         };
-        macro_rules! field {
-            ($read:expr, $name:expr) => {
-                match $read {
-                    Some(v) => v,
-                    None => return Err(short(&c, $name)),
-                }
-            };
-        }
-        // A macro rather than a closure: inlined, a field the sample type lacks costs one test.
-        macro_rules! u64_if {
-            ($bit:expr, $name:expr) => {
-                if st & $bit == 0 { None } else { Some(field!(c.u64(), $name)) }
-            };
-        }
-        u64_if!(SAMPLE_IDENTIFIER, "identifier");
-        let ip = u64_if!(SAMPLE_IP, "ip").unwrap_or(0);
-        let (pid, tid) = match u64_if!(SAMPLE_TID, "pid/tid") {
-            Some(v) => (Some(v as u32 as i32), Some((v >> 32) as u32 as i32)),
-            None => (None, None),
-        };
-        let time = u64_if!(SAMPLE_TIME, "time");
-        u64_if!(SAMPLE_ADDR, "addr");
-        u64_if!(SAMPLE_ID, "id");
-        u64_if!(SAMPLE_STREAM_ID, "stream_id");
-        u64_if!(SAMPLE_CPU, "cpu");
-        let period = u64_if!(SAMPLE_PERIOD, "period").unwrap_or(1);
-        if has(SAMPLE_READ) {
-            field!(skip_read(&mut c, attr.read_format), "read values");
-        }
-
-        // Where the call chain and branch stack lie in the record: `array` checked that they
-        // do, so offsets and counts fit the record's u16 size.
-        let place = |c: &Cursor<'_>, nr: u64| ((8 + c.pos()) as u16, nr as u16);
-        let user = misc & MISC_CPUMODE_MASK == MISC_USER;
-        let (mut callchain, mut chain_at): (&[RawWord], _) = (&[], (0, 0));
-        if has(SAMPLE_CALLCHAIN) {
-            let nr = field!(c.u64(), "callchain length");
-            let at = place(&c, nr);
-            let ips = field!(array(&mut c, nr, 8), "callchain");
-            if deferred.is_none() {
-                callchain = user_frames(ips.as_chunks::<8>().0, user, &mut self.callchain);
-            }
-            chain_at = at;
-        }
-        if has(SAMPLE_RAW) {
-            let size = field!(c.u32(), "raw size");
-            field!(c.skip(u64::from(size)), "raw data");
-        }
-        let (mut branches, mut branches_at): (&[RawBranch], _) = (&[], (0, 0));
-        if has(SAMPLE_BRANCH_STACK) {
-            let nr = field!(c.u64(), "branch stack length");
-            if attr.branch_sample_type & BRANCH_HW_INDEX != 0 {
-                field!(c.u64(), "branch hw_idx");
-            }
-            let at = place(&c, nr);
-            let entries = field!(array(&mut c, nr, 24), "branch stack");
-            if deferred.is_none() {
-                branches = entries.as_chunks::<24>().0;
-            }
-            branches_at = at;
-            if attr.branch_sample_type & BRANCH_COUNTERS != 0 {
-                field!(array(&mut c, nr, 8), "branch counters");
-            }
-        }
-        if has(SAMPLE_REGS_USER) {
-            field!(skip_regs(&mut c, attr.sample_regs_user), "user registers");
-        }
-        if has(SAMPLE_STACK_USER) {
-            let size = field!(c.u64(), "user stack size");
-            field!(c.skip(size), "user stack");
-            if size != 0 {
-                field!(c.u64(), "user stack dyn_size");
-            }
-        }
-        u64_if!(SAMPLE_WEIGHT | SAMPLE_WEIGHT_STRUCT, "weight");
-        u64_if!(SAMPLE_DATA_SRC, "data_src");
-        u64_if!(SAMPLE_TRANSACTION, "transaction");
-        if has(SAMPLE_REGS_INTR) {
-            field!(skip_regs(&mut c, attr.sample_regs_intr), "interrupt registers");
-        }
-        u64_if!(SAMPLE_PHYS_ADDR, "phys_addr");
-        u64_if!(SAMPLE_CGROUP, "cgroup");
-        u64_if!(SAMPLE_DATA_PAGE_SIZE, "data_page_size");
-        u64_if!(SAMPLE_CODE_PAGE_SIZE, "code_page_size");
-        if has(SAMPLE_AUX) {
-            let size = field!(c.u64(), "aux size");
-            field!(c.skip(size), "aux data");
-        }
-
+        let has_callchain = self.attrs[attr_index].sample_type & SAMPLE_CALLCHAIN != 0;
         let r = &mut self.report;
         r.samples = r.samples.saturating_add(1);
-        if c.pos() != body.len() {
+        if f.end != body.len() {
             // Fields of a newer kernel, or a layout we got wrong: the decoded fields still stand.
             r.samples_with_unknown_tail = r.samples_with_unknown_tail.saturating_add(1);
         }
+        let user = misc & MISC_CPUMODE_MASK == MISC_USER;
+        let (mut callchain, mut branches): (&[RawWord], &[RawBranch]) = (&[], &[]);
+        if deferred.is_none() {
+            // The walk checked that both lie in the record.
+            let at = |(offset, n): (u16, u16), size: usize| {
+                let start = usize::from(offset);
+                rec.get(start..start + usize::from(n) * size).unwrap_or_default()
+            };
+            let ips = at(f.callchain, 8).as_chunks::<8>().0;
+            callchain = user_frames(ips, user, &mut self.callchain);
+            branches = at(f.branches, 24).as_chunks::<24>().0;
+        }
+        let (pid, tid) = match f.pid_tid {
+            Some(v) => (Some(v as u32 as i32), Some((v >> 32) as u32 as i32)),
+            None => (None, None),
+        };
         sink(PerfEvent::Sample(Sample {
             pid,
             tid,
-            time,
+            time: f.time,
             attr_index,
-            ip: RuntimeAddr(ip),
-            period,
+            ip: RuntimeAddr(f.ip),
+            period: f.period,
             repeat: 1,
             callchain: CallChain(callchain),
             branches: BranchStack(branches),
-            has_callchain: has(SAMPLE_CALLCHAIN),
+            has_callchain,
             record: deferred.map(|record| Deferred {
                 record,
-                callchain: chain_at,
-                branches: branches_at,
+                callchain: f.callchain,
+                branches: f.branches,
                 user,
             }),
         }));
@@ -634,6 +558,105 @@ pub(super) fn mmap_event(rec: &[u8]) -> Result<MmapEvent<'_>, (usize, &'static s
     })
 }
 
+/// A sample body's fields, walked in `attr`'s `sample_type` bit by bit: every layout, and the
+/// error naming the field a short record ends in (`loc`, `path`: where the record lies).
+pub(super) fn walk_sample(
+    attr: &Attr,
+    body: &[u8],
+    path: &Path,
+    loc: Loc,
+) -> Result<SampleFields, Error> {
+    let st = attr.sample_type;
+    let has = |bit| st & bit != 0;
+    let mut c = Cursor::new(body);
+    // Names the field a short body failed to hold.
+    let short = |c: &Cursor<'_>, field: &str| {
+        malformed(
+            path,
+            loc,
+            8 + c.pos(),
+            format!("SAMPLE record ends inside its {field} (sample_type {st:#x})"),
+        )
+    };
+    macro_rules! field {
+        ($read:expr, $name:expr) => {
+            match $read {
+                Some(v) => v,
+                None => return Err(short(&c, $name)),
+            }
+        };
+    }
+    // A macro rather than a closure: inlined, a field the sample type lacks costs one test.
+    macro_rules! u64_if {
+        ($bit:expr, $name:expr) => {
+            if st & $bit == 0 { None } else { Some(field!(c.u64(), $name)) }
+        };
+    }
+    u64_if!(SAMPLE_IDENTIFIER, "identifier");
+    let ip = u64_if!(SAMPLE_IP, "ip").unwrap_or(0);
+    let pid_tid = u64_if!(SAMPLE_TID, "pid/tid");
+    let time = u64_if!(SAMPLE_TIME, "time");
+    u64_if!(SAMPLE_ADDR, "addr");
+    u64_if!(SAMPLE_ID, "id");
+    u64_if!(SAMPLE_STREAM_ID, "stream_id");
+    u64_if!(SAMPLE_CPU, "cpu");
+    let period = u64_if!(SAMPLE_PERIOD, "period").unwrap_or(1);
+    if has(SAMPLE_READ) {
+        field!(skip_read(&mut c, attr.read_format), "read values");
+    }
+
+    // Where the call chain and branch stack lie in the record: `array` checked that they do, so
+    // offsets and counts fit the record's u16 size.
+    let place = |c: &Cursor<'_>, nr: u64| ((8 + c.pos()) as u16, nr as u16);
+    let mut callchain = (0, 0);
+    if has(SAMPLE_CALLCHAIN) {
+        let nr = field!(c.u64(), "callchain length");
+        callchain = place(&c, nr);
+        field!(array(&mut c, nr, 8), "callchain");
+    }
+    if has(SAMPLE_RAW) {
+        let size = field!(c.u32(), "raw size");
+        field!(c.skip(u64::from(size)), "raw data");
+    }
+    let mut branches = (0, 0);
+    if has(SAMPLE_BRANCH_STACK) {
+        let nr = field!(c.u64(), "branch stack length");
+        if attr.branch_sample_type & BRANCH_HW_INDEX != 0 {
+            field!(c.u64(), "branch hw_idx");
+        }
+        branches = place(&c, nr);
+        field!(array(&mut c, nr, 24), "branch stack");
+        if attr.branch_sample_type & BRANCH_COUNTERS != 0 {
+            field!(array(&mut c, nr, 8), "branch counters");
+        }
+    }
+    if has(SAMPLE_REGS_USER) {
+        field!(skip_regs(&mut c, attr.sample_regs_user), "user registers");
+    }
+    if has(SAMPLE_STACK_USER) {
+        let size = field!(c.u64(), "user stack size");
+        field!(c.skip(size), "user stack");
+        if size != 0 {
+            field!(c.u64(), "user stack dyn_size");
+        }
+    }
+    u64_if!(SAMPLE_WEIGHT | SAMPLE_WEIGHT_STRUCT, "weight");
+    u64_if!(SAMPLE_DATA_SRC, "data_src");
+    u64_if!(SAMPLE_TRANSACTION, "transaction");
+    if has(SAMPLE_REGS_INTR) {
+        field!(skip_regs(&mut c, attr.sample_regs_intr), "interrupt registers");
+    }
+    u64_if!(SAMPLE_PHYS_ADDR, "phys_addr");
+    u64_if!(SAMPLE_CGROUP, "cgroup");
+    u64_if!(SAMPLE_DATA_PAGE_SIZE, "data_page_size");
+    u64_if!(SAMPLE_CODE_PAGE_SIZE, "code_page_size");
+    if has(SAMPLE_AUX) {
+        let size = field!(c.u64(), "aux size");
+        field!(c.skip(size), "aux data");
+    }
+    Ok(SampleFields { ip, pid_tid, time, period, callchain, branches, end: c.pos() })
+}
+
 /// The user-space frames of a call chain: frames before the first context marker belong to the
 /// context the sample was taken in (`in_user`), each marker starts a context. They are one run
 /// of the record in the layouts perf writes for user-space samples (a PERF_CONTEXT_USER marker
@@ -696,6 +719,52 @@ fn skip_read(c: &mut Cursor<'_>, format: u64) -> Option<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every sample of the committed recordings (those outside compressed records) has the same
+    /// fields by its attr's fixed layout as by the walk, where the attr has one.
+    #[test]
+    fn fixed_layouts_read_the_committed_samples_as_the_walk_does() {
+        let mut files = Vec::new();
+        let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("perf-samples")];
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|e| e == "data") {
+                    files.push(path);
+                }
+            }
+        }
+        let (mut by_layout, mut walked) = (0, 0);
+        for path in &files {
+            let bytes = std::fs::read(path).unwrap();
+            let data = super::super::PerfData::parse(&bytes, path).unwrap();
+            let mut d = data.template.fork();
+            let (mut pos, end) = (data.data.start, data.data.end);
+            while let Some(size) = u16_at(&bytes, pos + 6).filter(|_| pos < end) {
+                let rec = &bytes[pos..pos + usize::from(size)];
+                let loc = Loc::plain(pos as u64);
+                match u32_at(rec, 0).unwrap() {
+                    HEADER_ATTR => d.header_attr(rec, loc).unwrap(),
+                    RECORD_SAMPLE => {
+                        let body = &rec[8..];
+                        let attr = d.sample_attr(body).unwrap();
+                        let walk = walk_sample(&d.attrs[attr], body, path, loc).unwrap();
+                        if let Some(layout) = d.layouts[attr] {
+                            assert_eq!(layout.read(body), Some(walk), "{path:?} at {pos}");
+                            by_layout += 1;
+                        }
+                        walked += 1;
+                    }
+                    _ => {}
+                }
+                pos += usize::from(size);
+            }
+        }
+        assert_eq!((files.len(), walked), (34, 72_338), "{files:?}");
+        assert_eq!(by_layout, walked);
+    }
 
     /// The user frames of every marker layout; the layouts perf writes for user-space samples
     /// are given in place.

@@ -176,6 +176,46 @@ fn short_sample_body_names_the_missing_field() {
     );
 }
 
+/// A layout read at fixed offsets (no field of variable size but the stacks) names the missing
+/// field of a short record as the walk does.
+#[test]
+fn short_fixed_layout_sample_names_the_missing_field() {
+    let st = SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_PERIOD | SAMPLE_BRANCH_STACK;
+    let branches = [2, 0x4010, 0x4020, 0, 0x4030, 0x4040, 0];
+    let body = |words_kept: usize| {
+        let mut w = vec![0x401000, (7u64 << 32) | 5, 1000, 4242];
+        w.extend(branches);
+        words(&w[..words_kept])
+    };
+    let run_body =
+        |b: Vec<u8>| run(&pipe(&[attr_record(attr(64, st, 0, 0, 0), &[]), record(9, 2, &b)]));
+    let (out, report) = run_body(body(11));
+    report.unwrap();
+    assert_eq!(
+        out,
+        [
+            "sample attr=0 ip=0x401000 pid=Some(5) tid=Some(7) time=Some(1000) period=4242 chain=[] lbr=[(4010, 4020), (4030, 4040)]"
+        ]
+    );
+    let errors: Vec<String> =
+        [3, 5, 10].map(|kept| run_body(body(kept)).1.unwrap_err().to_string()).into();
+    // pipe header 16 + attr record 72 + sample header 8: the body starts at 96.
+    assert_eq!(
+        errors,
+        [
+            format!(
+                "t.data: at byte offset 120: SAMPLE record ends inside its period (sample_type {st:#x})"
+            ),
+            format!(
+                "t.data: at byte offset 136: SAMPLE record ends inside its branch stack (sample_type {st:#x})"
+            ),
+            format!(
+                "t.data: at byte offset 136: SAMPLE record ends inside its branch stack (sample_type {st:#x})"
+            ),
+        ]
+    );
+}
+
 #[test]
 fn kernel_only_callchain_without_markers_follows_cpumode() {
     let st = SAMPLE_IP | SAMPLE_CALLCHAIN;

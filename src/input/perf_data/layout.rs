@@ -1,0 +1,261 @@
+//! Where a sample's fields lie in its record. Most events' `sample_type`s have no variable-sized
+//! field but the call chain and the branch stack, so every other field sits at an offset worked
+//! out once per attr ([`SampleLayout`]): a sample then costs a few loads and length checks
+//! instead of a test per `sample_type` bit. The field-by-field walk (`Decoder::sample`) stays for
+//! the other layouts, and for every record this one finds short: it names the field and offset.
+
+use super::abi::*;
+use super::attr::Attr;
+use super::bytes::u64_at;
+
+/// A sample's fields, its call chain and branch stack by place: the offset in the record (header
+/// included) of their first entry and the entry count, `(0, 0)` when absent. A record is at most
+/// 64 KiB, so both fit a u16.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct SampleFields {
+    pub ip: u64,
+    /// The TID field: pid in the low half, tid in the high half.
+    pub pid_tid: Option<u64>,
+    pub time: Option<u64>,
+    pub period: u64,
+    pub callchain: (u16, u16),
+    pub branches: (u16, u16),
+    /// The bytes of the body the fields take (a longer body has fields this reader does not know).
+    pub end: usize,
+}
+
+/// The fixed offsets of a sample body whose only variable-sized fields are the call chain and the
+/// branch stack (`sample_type` without READ, RAW, REGS_USER, STACK_USER, REGS_INTR and AUX).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SampleLayout {
+    /// Offsets in the body of the fixed fields before the call chain.
+    ip: Option<usize>,
+    tid: Option<usize>,
+    time: Option<usize>,
+    period: Option<usize>,
+    /// Bytes of the fixed fields before the call chain.
+    head: usize,
+    callchain: bool,
+    branch_stack: bool,
+    /// Bytes between the branch stack's count and its entries (hw_idx).
+    branch_skip: usize,
+    /// Bytes each branch takes (its entry, and its counters word when recorded).
+    branch_size: usize,
+    /// Bytes of the fixed fields after the branch stack.
+    tail: usize,
+}
+
+impl SampleLayout {
+    /// The layout of `attr`'s samples, if its fields lie at fixed offsets.
+    pub(super) fn of(attr: &Attr) -> Option<SampleLayout> {
+        let st = attr.sample_type;
+        let variable =
+            SAMPLE_READ | SAMPLE_RAW | SAMPLE_REGS_USER | SAMPLE_STACK_USER | SAMPLE_REGS_INTR;
+        if st & (variable | SAMPLE_AUX) != 0 {
+            return None;
+        }
+        // The fixed fields before the call chain in perf_event.h order, each a u64.
+        let mut head = 0;
+        let mut field = |bit: u64| {
+            (st & bit != 0).then(|| {
+                head += 8;
+                head - 8
+            })
+        };
+        field(SAMPLE_IDENTIFIER);
+        let ip = field(SAMPLE_IP);
+        let tid = field(SAMPLE_TID);
+        let time = field(SAMPLE_TIME);
+        field(SAMPLE_ADDR);
+        field(SAMPLE_ID);
+        field(SAMPLE_STREAM_ID);
+        field(SAMPLE_CPU);
+        let period = field(SAMPLE_PERIOD);
+        let after = [
+            SAMPLE_WEIGHT | SAMPLE_WEIGHT_STRUCT,
+            SAMPLE_DATA_SRC,
+            SAMPLE_TRANSACTION,
+            SAMPLE_PHYS_ADDR,
+            SAMPLE_CGROUP,
+            SAMPLE_DATA_PAGE_SIZE,
+            SAMPLE_CODE_PAGE_SIZE,
+        ];
+        let branch = |bit| attr.branch_sample_type & bit != 0;
+        Some(SampleLayout {
+            ip,
+            tid,
+            time,
+            period,
+            head,
+            callchain: st & SAMPLE_CALLCHAIN != 0,
+            branch_stack: st & SAMPLE_BRANCH_STACK != 0,
+            branch_skip: if branch(BRANCH_HW_INDEX) { 8 } else { 0 },
+            branch_size: if branch(BRANCH_COUNTERS) { 32 } else { 24 },
+            tail: 8 * after.iter().filter(|&&bits| st & bits != 0).count(),
+        })
+    }
+
+    /// The fields of `body` (a sample record's, after its header); `None` if a field does not fit
+    /// in it (the walk then names which).
+    #[inline]
+    pub(super) fn read(&self, body: &[u8]) -> Option<SampleFields> {
+        let word = |at: usize| u64_at(body, at);
+        if body.len() < self.head {
+            return None;
+        }
+        // Inside the head: these reads cannot fail.
+        let ip = self.ip.and_then(word).unwrap_or(0);
+        let pid_tid = self.tid.and_then(word);
+        let time = self.time.and_then(word);
+        let period = self.period.and_then(word).unwrap_or(1);
+        // The count of a stack's entries of `size` bytes at `pos`, and where they start; `pos`
+        // moved past them. Counts are checked against what is left before any use.
+        let stack = |pos: &mut usize, skip: usize, size: usize| {
+            let nr = word(*pos)?;
+            let at = *pos + 8 + skip;
+            let len = usize::try_from(nr).ok()?.checked_mul(size)?;
+            if body.len().checked_sub(at)? < len {
+                return None;
+            }
+            *pos = at + len;
+            Some(((8 + at) as u16, nr as u16))
+        };
+        let mut pos = self.head;
+        let callchain = if self.callchain { stack(&mut pos, 0, 8)? } else { (0, 0) };
+        let branches = if self.branch_stack {
+            stack(&mut pos, self.branch_skip, self.branch_size)?
+        } else {
+            (0, 0)
+        };
+        let end = pos + self.tail;
+        if end > body.len() {
+            return None;
+        }
+        Some(SampleFields { ip, pid_tid, time, period, callchain, branches, end })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::perf_data::bytes::Loc;
+    use crate::input::perf_data::decode::walk_sample;
+    use std::path::Path;
+
+    /// The sample_type bits of fixed-size fields and of the two stacks, in perf_event.h order.
+    const BITS: [u64; 19] = [
+        SAMPLE_IDENTIFIER,
+        SAMPLE_IP,
+        SAMPLE_TID,
+        SAMPLE_TIME,
+        SAMPLE_ADDR,
+        SAMPLE_ID,
+        SAMPLE_STREAM_ID,
+        SAMPLE_CPU,
+        SAMPLE_PERIOD,
+        SAMPLE_CALLCHAIN,
+        SAMPLE_BRANCH_STACK,
+        SAMPLE_WEIGHT,
+        SAMPLE_WEIGHT_STRUCT,
+        SAMPLE_DATA_SRC,
+        SAMPLE_TRANSACTION,
+        SAMPLE_PHYS_ADDR,
+        SAMPLE_CGROUP,
+        SAMPLE_DATA_PAGE_SIZE,
+        SAMPLE_CODE_PAGE_SIZE,
+    ];
+
+    /// A body of `attr`'s layout: each fixed field a distinct word, a call chain of 3 frames and
+    /// a branch stack of 2 entries.
+    fn body(attr: &Attr) -> Vec<u8> {
+        let has = |bit| attr.sample_type & bit != 0;
+        let branch = |bit| attr.branch_sample_type & bit != 0;
+        let mut words = Vec::new();
+        for (i, bit) in BITS.into_iter().enumerate() {
+            if bit == SAMPLE_WEIGHT_STRUCT && has(SAMPLE_WEIGHT) {
+                continue; // one word for either
+            }
+            if !has(bit) {
+                continue;
+            }
+            match bit {
+                SAMPLE_CALLCHAIN => words.extend([3, 0x10, 0x20, 0x30]),
+                SAMPLE_BRANCH_STACK => {
+                    words.push(2);
+                    if branch(BRANCH_HW_INDEX) {
+                        words.push(0x77);
+                    }
+                    words.extend([0x40, 0x41, 0x42, 0x50, 0x51, 0x52]);
+                    if branch(BRANCH_COUNTERS) {
+                        words.extend([0x61, 0x62]);
+                    }
+                }
+                _ => words.push(0x1000 + i as u64),
+            }
+        }
+        words.iter().flat_map(|w: &u64| w.to_le_bytes()).collect()
+    }
+
+    /// On layouts of every fixed field and stack (a spread of the 2^19 sample_types, with and
+    /// without hw_idx and branch counters), the fixed layout reads what the walk reads, and
+    /// refuses every body the walk finds short (whose error the walk then gives): cut at every
+    /// byte, with a word it does not know added, and with a count too large for the body.
+    #[test]
+    fn fixed_layouts_read_what_the_walk_reads() {
+        let (path, loc) = (Path::new("t.data"), Loc::plain(0));
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for i in 0..600 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let bits = if i == 0 { (1 << BITS.len()) - 1 } else { state };
+            let sample_type = BITS
+                .iter()
+                .enumerate()
+                .filter(|&(b, _)| bits & (1 << b) != 0)
+                .fold(0, |st, (_, bit)| st | bit);
+            let branch_sample_type = [0, BRANCH_HW_INDEX, BRANCH_COUNTERS][i % 3]
+                | if i % 5 == 0 { BRANCH_HW_INDEX } else { 0 };
+            let attr = Attr { sample_type, branch_sample_type, ..Attr::default() };
+            let layout = SampleLayout::of(&attr).unwrap();
+            let full = body(&attr);
+            let mut longer = full.clone();
+            longer.extend(9u64.to_le_bytes());
+            for body in [&full, &longer] {
+                let walk = walk_sample(&attr, body, path, loc).unwrap();
+                assert_eq!(layout.read(body), Some(walk), "sample_type {sample_type:#x}");
+                assert_eq!(walk.end, full.len());
+            }
+            for cut in 0..full.len() {
+                let body = &full[..cut];
+                assert!(walk_sample(&attr, body, path, loc).is_err(), "{sample_type:#x} {cut}");
+                assert_eq!(layout.read(body), None, "sample_type {sample_type:#x} cut at {cut}");
+            }
+            // The first stack's count (right after the head), larger than the body holds.
+            if layout.callchain || layout.branch_stack {
+                let mut huge = full.clone();
+                huge[layout.head..layout.head + 8].copy_from_slice(&(u64::MAX / 4).to_le_bytes());
+                assert!(walk_sample(&attr, &huge, path, loc).is_err());
+                assert_eq!(layout.read(&huge), None);
+            }
+        }
+    }
+
+    /// Fields of variable size other than the stacks leave the layout to the walk.
+    #[test]
+    fn variable_fields_have_no_fixed_layout() {
+        let st = SAMPLE_IP | SAMPLE_TID | SAMPLE_BRANCH_STACK;
+        assert!(SampleLayout::of(&Attr { sample_type: st, ..Attr::default() }).is_some());
+        for bit in [
+            SAMPLE_READ,
+            SAMPLE_RAW,
+            SAMPLE_REGS_USER,
+            SAMPLE_STACK_USER,
+            SAMPLE_REGS_INTR,
+            SAMPLE_AUX,
+        ] {
+            let attr = Attr { sample_type: st | bit, ..Attr::default() };
+            assert!(SampleLayout::of(&attr).is_none(), "{bit:#x}");
+        }
+    }
+}
