@@ -67,6 +67,9 @@ pub(super) struct TimeOrder {
     /// Bytes of all queued records, copied or not (bounds both memory and the input range that
     /// must stay mapped).
     queued_len: usize,
+    /// The lowest input position a queued record points into: kept as records come and go,
+    /// since the reader asks for it every MiB read and the queue holds thousands of records.
+    oldest_in_input: Option<usize>,
     /// Whether the queue has had to be released early (warned about once).
     pub(super) overflowed: bool,
     /// Whether a FINISHED_ROUND has been seen (else the queue is a bounded window).
@@ -84,6 +87,7 @@ impl TimeOrder {
         let (in_input, start) = match input_pos {
             Some(pos) => {
                 debug_assert!(loc.offset == pos as u64 && loc.decompressed.is_none());
+                self.oldest_in_input = Some(self.oldest_in_input.map_or(pos, |o| o.min(pos)));
                 (true, pos)
             }
             None => {
@@ -102,7 +106,7 @@ impl TimeOrder {
 
     /// The lowest input position a queued record still points into.
     pub(super) fn oldest_input_pos(&self) -> Option<usize> {
-        self.queue.iter().filter(|q| q.in_input).map(|q| q.start).min()
+        self.oldest_in_input
     }
 
     pub(super) fn queued_bytes(&self) -> usize {
@@ -172,11 +176,57 @@ impl TimeOrder {
         self.queued_len -= self.queue[..n].iter().map(|q| usize::from(q.len)).sum::<usize>();
         self.queue.drain(..n);
         self.spare.clear();
-        for q in self.queue.iter_mut().filter(|q| !q.in_input) {
+        self.oldest_in_input = None;
+        for q in self.queue.iter_mut() {
+            if q.in_input {
+                self.oldest_in_input =
+                    Some(self.oldest_in_input.map_or(q.start, |o| o.min(q.start)));
+                continue;
+            }
             self.spare
                 .extend_from_slice(&self.arena[q.start - ARENA_LOC..q.start + usize::from(q.len)]);
             q.start = self.spare.len() - usize::from(q.len);
         }
         std::mem::swap(&mut self.arena, &mut self.spare);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The oldest queued input position, kept as records are queued and retired, is the lowest
+    /// position of the records still queued (copied records count for nothing), after releases
+    /// that keep records from anywhere in the input.
+    #[test]
+    fn oldest_input_position_is_the_lowest_still_queued() {
+        let input = vec![0u8; 64 * 40];
+        let mut order = TimeOrder::default();
+        let scan = |o: &TimeOrder| o.queue.iter().filter(|q| q.in_input).map(|q| q.start).min();
+        // Rounds of 8 records in input order whose times interleave with the next round's; every
+        // third is a copy (as from compressed data).
+        let mut seen = Vec::new();
+        for round in 0..5u64 {
+            for i in 0..8u64 {
+                let pos = (round * 8 + i) as usize * 64;
+                let time = 1000 + round * 50 + (i * 37) % 80;
+                let rec = &input[pos..pos + 64];
+                if i % 3 == 2 {
+                    order.push(time, rec, None, Loc { offset: 0, decompressed: Some(pos as u64) });
+                } else {
+                    order.push(time, rec, Some(pos), Loc::plain(pos as u64));
+                }
+                assert_eq!(order.oldest_input_pos(), scan(&order));
+            }
+            let limit = order.end_round();
+            let n = order.ready(Some(limit));
+            order.retire(n);
+            assert_eq!(order.oldest_input_pos(), scan(&order));
+            seen.push(order.oldest_input_pos());
+        }
+        assert_eq!(seen, [0, 9, 17, 25, 33].map(|r| Some(r * 64)));
+        let n = order.ready(None);
+        order.retire(n);
+        assert_eq!(order.oldest_input_pos(), None);
     }
 }
