@@ -1264,7 +1264,10 @@ pub fn unwind_all_with<C: CodeView + Sync + ?Sized, T: Sync>(
     let slots: Vec<_> = (0..rayon::current_num_threads())
         .map(|_| Mutex::new(None::<(Unwinder<C>, HybridSample)>))
         .collect();
-    items.par_chunks(256).for_each(|chunk| {
+    // Every chunk a piece of its own: rayon runs a piece it has not split on one thread, and
+    // left to split as it likes, its last pieces were a quarter of the stacks each, which one
+    // thread unwound at the end while the other had nothing left to take.
+    items.par_chunks(256).with_max_len(1).for_each(|chunk| {
         let i = rayon::current_thread_index().unwrap_or(0) % slots.len();
         let mut slot = slots[i].lock().unwrap_or_else(|e| e.into_inner());
         let (u, s) =
