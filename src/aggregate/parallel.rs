@@ -857,13 +857,17 @@ pub fn aggregate_in_parallel<'b, T>(
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|i| {
-                let mut w = worker(Aggregator::new(binary, opts));
-                let mut replica = Replica { mapper: initial.replica(), worker: i, applied: 0 };
                 let (rx, needed, running) = (&rx, &*needed, &running);
                 let shared = (&*log, &*spares);
                 let request = CopyRequest { wanted: &wanted, to: copy_tx.clone(), reader: workers };
+                let worker = &worker;
                 scope.spawn(move || {
                     let _running = Running { count: running, rx };
+                    // Made here while the reading thread fills the first batch, rather than by
+                    // the reading thread before it starts: the aggregator's tables are a few
+                    // hundred pages written at creation.
+                    let mut w = worker(Aggregator::new(binary, opts));
+                    let mut replica = Replica { mapper: initial.replica(), worker: i, applied: 0 };
                     work(rx, shared, needed, pages, (&mut w, &mut replica), Some(&request));
                     w.agg.flush(replica.mapper.map());
                     (w, replica)
