@@ -350,21 +350,32 @@ impl Replica {
 
 impl Batch {
     /// Aggregates the batch into `agg`, first bringing `replica` up to the batch's start, then
-    /// replaying the batch's changes between its samples.
+    /// replaying the batch's changes between its samples. Answers `request` first, and again
+    /// before each sample and before reducing held samples (`replica` is the map at its log
+    /// position at each of these points).
     fn aggregate_into(
         &self,
         agg: &mut Aggregator<'_>,
         replica: &mut Replica,
         log: &Mutex<ChangeLog>,
         bodies: &mut Option<SampleBodies<'_>>,
+        request: Option<&CopyRequest<'_>>,
     ) {
+        let answer = |replica: &Replica| {
+            if let Some(request) = request {
+                request.answer(replica, log);
+            }
+        };
+        answer(replica);
         replica.catch_up(agg, log, self.log_start, bodies.as_ref());
         if let Some(held) = &self.held {
+            answer(replica);
             agg.reduce_held(replica.mapper.map(), held);
         }
         let all = 0..self.heads.len();
         if self.changes.is_empty() {
-            self.add_samples(all, &mut (0, 0), agg, replica.mapper.map(), bodies);
+            let map = replica.mapper.map();
+            self.add_samples(all, &mut (0, 0), agg, map, bodies, || answer(replica));
             return;
         }
         // The samples up to each one that comes after steps, then those steps.
@@ -374,7 +385,8 @@ impl Batch {
             if upto == applied {
                 continue;
             }
-            self.add_samples(next..i, &mut at, agg, replica.mapper.map(), bodies);
+            let map = replica.mapper.map();
+            self.add_samples(next..i, &mut at, agg, map, bodies, || answer(replica));
             next = i;
             agg.flush(replica.mapper.map());
             for step in &self.changes[applied..upto] {
@@ -383,7 +395,8 @@ impl Batch {
             replica.applied += (upto - applied) as u64;
             applied = upto;
         }
-        self.add_samples(next..self.heads.len(), &mut at, agg, replica.mapper.map(), bodies);
+        let (rest, map) = (next..self.heads.len(), replica.mapper.map());
+        self.add_samples(rest, &mut at, agg, map, bodies, || answer(replica));
         if let Ok(mut log) = log.lock() {
             // Trimmed here, so that the steps are freed by this thread when it drops the batch
             // (unless another copy still needs them), not by the reading thread.
@@ -392,8 +405,8 @@ impl Batch {
         }
     }
 
-    /// Adds samples `range` under `map`; `at` is where the first one's call chain and branches
-    /// start in the batch's vectors, moved past the last one's.
+    /// Adds samples `range` under `map`, calling `between` before each; `at` is where the first
+    /// one's call chain and branches start in the batch's vectors, moved past the last one's.
     fn add_samples(
         &self,
         range: Range<usize>,
@@ -401,9 +414,11 @@ impl Batch {
         agg: &mut Aggregator<'_>,
         map: &AddressMap,
         bodies: &mut Option<SampleBodies<'_>>,
+        between: impl Fn(),
     ) {
         let (c, b) = at;
         for i in range {
+            between();
             let h = &self.heads[i];
             if let (Some(bodies), Some(d)) =
                 (bodies.as_ref(), self.heads.get(i + 1).and_then(|n| n.record))
@@ -486,12 +501,12 @@ impl Worker<'_, '_> {
     fn aggregate(
         &mut self,
         batch: &Batch,
-        replica: &mut Replica,
+        (replica, request): (&mut Replica, Option<&CopyRequest<'_>>),
         log: &Mutex<ChangeLog>,
         needed: &NeededInput,
         pages: Option<&PageReleaser<'_>>,
     ) {
-        batch.aggregate_into(&mut self.agg, replica, log, &mut self.bodies);
+        batch.aggregate_into(&mut self.agg, replica, log, &mut self.bodies, request);
         self.done(batch, needed, pages);
     }
 
@@ -505,7 +520,7 @@ impl Worker<'_, '_> {
     ) {
         debug_assert!(batch.changes.is_empty());
         let all = 0..batch.heads.len();
-        batch.add_samples(all, &mut (0, 0), &mut self.agg, map, &mut self.bodies);
+        batch.add_samples(all, &mut (0, 0), &mut self.agg, map, &mut self.bodies, || {});
         self.done(batch, needed, pages);
     }
 
@@ -763,10 +778,19 @@ struct CopyRequest<'a> {
 }
 
 impl CopyRequest<'_> {
-    /// Sends a copy of `replica`, which has aggregated a batch, if asked and not sent yet; the
-    /// log keeps the steps after it for the copy.
+    /// Sends a copy of `replica` if asked and not sent yet; the log keeps the steps after it for
+    /// the copy. Called between a worker's samples (its map is exact at each), so that the
+    /// reading thread waits for no more than a sample.
+    #[inline]
     fn answer(&self, replica: &Replica, log: &Mutex<ChangeLog>) {
-        if !self.wanted.load(Relaxed) || !self.wanted.swap(false, Relaxed) {
+        if self.wanted.load(Relaxed) {
+            self.send_copy(replica, log);
+        }
+    }
+
+    #[cold]
+    fn send_copy(&self, replica: &Replica, log: &Mutex<ChangeLog>) {
+        if !self.wanted.swap(false, Relaxed) {
             return;
         }
         // Every copy's entry is at most `replica.applied` (its own), so nothing after it is
@@ -805,10 +829,7 @@ fn work(
                 None => break,
             },
         };
-        w.aggregate(&batch, replica, log, needed, pages);
-        if let Some(request) = request {
-            request.answer(replica, log);
-        }
+        w.aggregate(&batch, (replica, request), log, needed, pages);
         if let Ok(mut spares) = spares.lock() {
             spares.keep(batch);
         }
@@ -894,7 +915,8 @@ pub fn aggregate_in_parallel<'b, T>(
         debug_assert!(sender.finished, "read ends with BatchSender::finish");
         let BatchSender { tx, worker: mut reader, .. } = sender;
         // The batches still queued are aggregated beside the workers, under a copy of the map
-        // of the first one to finish a batch (its held samples were reduced in `finish`).
+        // of the first one to see the request (this thread's held samples were reduced in
+        // `finish`).
         wanted.store(true, Relaxed);
         drop((tx, copy_tx));
         let mut helped = copy_rx.recv().ok();
