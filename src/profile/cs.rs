@@ -555,8 +555,8 @@ where
                         inline_context_of: vec![0; probes.node_count()],
                         inline_contexts: Vec::new(),
                         buffers: Default::default(),
+                        sampled_nodes: Vec::new(),
                         bodies: Vec::new(),
-                        sums: VecMap::default(),
                         node_locs: &node_locs,
                     });
                     for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
@@ -663,10 +663,8 @@ impl SampledLeaves {
             if n == 0 {
                 continue;
             }
-            let mut insts = code.insts_in(start, end).peekable();
             for (a, at) in probes.probes_in(start, end) {
-                while insts.next_if(|&i| i < a).is_some() {}
-                if insts.peek() == Some(&a) {
+                if code.is_code(a) {
                     let block = at.iter().filter(|p| p.kind == ProbeType::Block);
                     blocks.extend(block.map(|&p| (p, n)));
                 }
@@ -800,9 +798,9 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     inline_contexts: Vec<Option<InlineContext>>,
     /// The call probes and frames of the context being resolved, reused.
     buffers: (Vec<Probe>, Vec<Frame>),
-    /// [`Self::body_samples`]' batch and a profile's sums from it, reused.
+    /// [`Self::body_samples`]' sampled function instances and body samples, reused.
+    sampled_nodes: Vec<(NodeId, usize)>,
     bodies: Vec<(usize, LineLocation, u64)>,
-    sums: VecMap<LineLocation, u64>,
     /// The locations of an inline node's probes, by node index, made once for all runs (the
     /// first run that needs one makes it).
     node_locs: &'a [OnceLock<VecMap<LineLocation, ()>>],
@@ -865,10 +863,13 @@ impl ResolvedHere {
 
 /// A probe's inline chain as context frames, root first, its own frame last (whose location
 /// is the probe's id, set on use). `resets`: an unknown call site (id 0) above the probe cut
-/// the chain, so the frames collected before it are dropped too.
+/// the chain, so the frames collected before it are dropped too. `checksum`: the CFG checksum
+/// of the probe's function (its `.pseudo_probe_desc` entry, found once per node rather than by
+/// a search over every descriptor per leaf resolved).
 struct InlineContext {
     resets: bool,
     frames: Vec<Frame>,
+    checksum: u64,
 }
 
 impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
@@ -880,9 +881,9 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         leaves: &SampledLeaves,
     ) {
         // (inline node, profile slot) of the sampled function instances.
-        let mut sampled_nodes: Vec<(NodeId, usize)> = Vec::new();
-        // (profile slot, location, count) of the body samples, added per profile in location
-        // order at the end: the probes come in address order.
+        let mut sampled_nodes = std::mem::take(&mut self.sampled_nodes);
+        sampled_nodes.clear();
+        // (profile slot, location, count) of the body samples, added at the end.
         let mut bodies = std::mem::take(&mut self.bodies);
         bodies.clear();
         for &(probe, n) in &leaves.blocks {
@@ -904,7 +905,7 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
                 let key = &self.profiles.profiles[leaf.slot].0;
                 if let (Some((_, inliner_hash)), true) = (inliner, key.len() >= 2 * FRAME_BYTES) {
                     let (callers, leaf_frame) = key.split_at(key.len() - FRAME_BYTES);
-                    let callee = self.name_text(Frame::decode(leaf_frame).name).to_string();
+                    let callee = Frame::decode(leaf_frame).name;
                     // The caller's context: its call site becomes its leaf, at (0, 0).
                     let mut parent = std::mem::take(&mut self.key);
                     parent.clear();
@@ -915,21 +916,23 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
                     parent[caller + 4..].fill(0);
                     let slot = self.key_slot(&parent, false);
                     self.key = parent;
-                    let p = self.profiles.at(slot);
+                    // The name's text read in place: no copy of it per call counted.
+                    let callee = self.name_table[callee as usize].as_ref();
+                    let p = &mut self.profiles.profiles[slot].1;
                     p.checksum = Some(inliner_hash);
                     p.add_body(callsite, n);
                     p.add_total(n);
-                    p.add_call_target(callsite, &callee, n);
+                    p.add_call_target(callsite, callee.expect("a name the builder met"), n);
                 }
             }
             sampled_nodes.push((probe.node, leaf.slot));
         }
         // Unsampled probes of a sampled function instance get explicit zeros, so the compiler
-        // can tell "not executed" from "optimized away". First, so that the sums below add in
-        // place (each of their locations is a probe of a node sampled in their profile).
+        // can tell "not executed" from "optimized away". First, so that the body samples below
+        // add in place (each of their locations is a probe of a node sampled in their profile).
         sampled_nodes.sort_unstable();
         sampled_nodes.dedup();
-        for (node, slot) in sampled_nodes {
+        for &(node, slot) in &sampled_nodes {
             let probes = self.probes;
             let locs = self.node_locs[node.0 as usize].get_or_init(|| {
                 let locs = probes.node_probes(node).iter();
@@ -937,18 +940,13 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
             });
             self.profiles.profiles[slot].1.ensure_bodies(locs);
         }
-        bodies.sort_unstable_by_key(|&(slot, loc, _)| (slot, loc));
-        let mut sums = std::mem::take(&mut self.sums);
-        for profile in bodies.chunk_by(|a, b| a.0 == b.0) {
-            // In location order: each insert appends.
-            sums.clear();
-            for same in profile.chunk_by(|a, b| a.1 == b.1) {
-                sums.insert(same[0].1, same.iter().fold(0u64, |sum, b| sum.saturating_add(b.2)));
-            }
-            self.profiles.at(profile[0].0).add_bodies(&sums);
+        // Each location is in its profile now: a search finds it, no insert (saturating sums
+        // do not depend on the order of their terms).
+        for &(slot, loc, n) in &bodies {
+            self.profiles.at(slot).add_body(loc, n);
         }
-        self.sums = sums;
         self.bodies = bodies;
+        self.sampled_nodes = sampled_nodes;
     }
 
     fn boundary_samples<C: CodeView + ?Sized>(
@@ -1058,7 +1056,7 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
                 expanded?;
             }
         }
-        self.push_inline_context(leaf, frames)?;
+        let checksum = self.push_inline_context(leaf, frames)?;
         let mut leaf_frame = frames.pop()?;
         leaf_frame.loc = LineLocation::default();
         // Most contexts repeat no function, so no frame: seen marks tell in one pass.
@@ -1077,7 +1075,6 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
             self.opts.context.apply_to_distinct(frames);
         }
         frames.push(leaf_frame);
-        let (_, checksum) = self.probes.func_desc(self.probes.node_guid(leaf.node))?;
         let was_inlined = self.probes.node_inline_site(leaf.node).is_some();
         Some(LeafProfile { slot: self.context_slot(frames, was_inlined), checksum })
     }
@@ -1125,14 +1122,11 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         })
     }
 
-    /// The text of a name the builder met.
-    fn name_text(&self, name: u32) -> &FuncName {
-        self.name_table[name as usize].as_ref().expect("a name the builder met")
-    }
-
     /// Appends the probe's inline chain, root first, ending with (probe's function, probe id).
-    /// An unknown call site (id 0) above the leaf clears everything collected so far.
-    fn push_inline_context(&mut self, probe: &Probe, out: &mut Vec<Frame>) -> Option<()> {
+    /// An unknown call site (id 0) above the leaf clears everything collected so far. Returns
+    /// the checksum of the probe's function; `None` (counted) when a function on the chain has
+    /// no `.pseudo_probe_desc`.
+    fn push_inline_context(&mut self, probe: &Probe, out: &mut Vec<Frame>) -> Option<u64> {
         let node = probe.node.0 as usize;
         if self.inline_context_of[node] == 0 {
             let expanded = self.inline_context(probe.node);
@@ -1148,7 +1142,7 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         }
         out.extend_from_slice(&ctx.frames);
         out.last_mut().expect("the probe's own frame").loc = LineLocation::new(probe.index, 0);
-        Some(())
+        Some(ctx.checksum)
     }
 
     /// The inline chain of a probe of `node` ([`InlineContext`]); `None` when a function on it
@@ -1169,7 +1163,10 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         if resolved.iter().any(|(n, _)| n.is_none()) {
             return None;
         }
-        let mut out = InlineContext { resets: false, frames: Vec::with_capacity(resolved.len()) };
+        // The node's name was found, so its descriptor is there.
+        let (_, checksum) = self.probes.func_desc(self.probes.node_guid(node))?;
+        let mut out =
+            InlineContext { resets: false, frames: Vec::with_capacity(resolved.len()), checksum };
         let last = resolved.len() - 1;
         for (i, (func, id)) in resolved.into_iter().enumerate() {
             if id == 0 && i != last {

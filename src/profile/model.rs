@@ -519,10 +519,6 @@ impl FunctionSamples {
     pub fn body_mut(&mut self, loc: LineLocation) -> &mut BodySample {
         self.body.get_or_insert_with(&loc, || loc)
     }
-    /// [`Self::add_body`] for each of `bodies`, in one walk over both.
-    pub fn add_bodies(&mut self, bodies: &VecMap<LineLocation, u64>) {
-        self.body.merge_from(bodies, |l| *l, |b, n| b.count = b.count.saturating_add(*n));
-    }
     /// A body sample at each of `locs`, with count 0 where absent.
     pub fn ensure_bodies(&mut self, locs: &VecMap<LineLocation, ()>) {
         self.body.ensure_keys(locs);
