@@ -24,7 +24,9 @@
 //! copy of the reader's own made two threads slower than one). The samples it holds past its
 //! limit go to a worker to reduce ([`BatchSender::hand_off`]), read under the map at their log
 //! position like a batch. Once it has read the input, it aggregates the batches still queued
-//! beside the workers, under a copy of a worker's map ([`CopyRequest`]).
+//! beside the workers, and its last ones the channel had no room for, under a copy of a
+//! worker's map ([`CopyRequest`]), after a share of the held samples that worker was reducing
+//! ([`Lump`]).
 //!
 //! Memory stays bounded: the channel holds at most two batches per thread, and the log drops
 //! the changes every copy of the map has applied. The reader keeps the pages of records handed
@@ -100,7 +102,7 @@ struct Batch {
     span: Option<Range<usize>>,
     /// Samples the reading thread held, read under the map at `log_start`, for the worker to
     /// reduce (see [`BatchSender::hand_off`]).
-    held: Option<HeldSamples>,
+    held: Option<Arc<Lump>>,
 }
 
 /// The emptied vectors of aggregated batches, for the reading thread's next batches: freed by a
@@ -351,8 +353,8 @@ impl Replica {
 impl Batch {
     /// Aggregates the batch into `agg`, first bringing `replica` up to the batch's start, then
     /// replaying the batch's changes between its samples. Answers `request` first, and again
-    /// before each sample and before reducing held samples (`replica` is the map at its log
-    /// position at each of these points).
+    /// before each sample and between the parts of the held samples it reduces ([`reduce_held`]:
+    /// `replica` is the map at its log position at each of these points).
     fn aggregate_into(
         &self,
         agg: &mut Aggregator<'_>,
@@ -361,21 +363,19 @@ impl Batch {
         bodies: &mut Option<SampleBodies<'_>>,
         request: Option<&CopyRequest<'_>>,
     ) {
-        let answer = |replica: &Replica| {
-            if let Some(request) = request {
-                request.answer(replica, log);
-            }
+        let reduce = |agg: &mut Aggregator<'_>, replica: &Replica, all| {
+            reduce_held(agg, replica, request, log, all);
         };
-        answer(replica);
+        // All of them if the map is to change (`catch_up` would reduce them at once).
+        reduce(agg, replica, self.log_start > replica.applied);
         replica.catch_up(agg, log, self.log_start, bodies.as_ref());
         if let Some(held) = &self.held {
-            answer(replica);
-            agg.reduce_held(replica.mapper.map(), held);
+            held.reduce_answering(agg, replica, request, log);
         }
         let all = 0..self.heads.len();
         if self.changes.is_empty() {
             let map = replica.mapper.map();
-            self.add_samples(all, &mut (0, 0), agg, map, bodies, || answer(replica));
+            self.add_samples(all, &mut (0, 0), agg, map, bodies, |agg| reduce(agg, replica, false));
             return;
         }
         // The samples up to each one that comes after steps, then those steps.
@@ -386,9 +386,9 @@ impl Batch {
                 continue;
             }
             let map = replica.mapper.map();
-            self.add_samples(next..i, &mut at, agg, map, bodies, || answer(replica));
+            self.add_samples(next..i, &mut at, agg, map, bodies, |agg| reduce(agg, replica, false));
             next = i;
-            agg.flush(replica.mapper.map());
+            reduce(agg, replica, true);
             for step in &self.changes[applied..upto] {
                 replica.mapper.replay(step, bodies.as_ref());
             }
@@ -396,7 +396,7 @@ impl Batch {
             applied = upto;
         }
         let (rest, map) = (next..self.heads.len(), replica.mapper.map());
-        self.add_samples(rest, &mut at, agg, map, bodies, || answer(replica));
+        self.add_samples(rest, &mut at, agg, map, bodies, |agg| reduce(agg, replica, false));
         if let Ok(mut log) = log.lock() {
             // Trimmed here, so that the steps are freed by this thread when it drops the batch
             // (unless another copy still needs them), not by the reading thread.
@@ -414,11 +414,11 @@ impl Batch {
         agg: &mut Aggregator<'_>,
         map: &AddressMap,
         bodies: &mut Option<SampleBodies<'_>>,
-        between: impl Fn(),
+        between: impl Fn(&mut Aggregator<'_>),
     ) {
         let (c, b) = at;
         for i in range {
-            between();
+            between(agg);
             let h = &self.heads[i];
             if let (Some(bodies), Some(d)) =
                 (bodies.as_ref(), self.heads.get(i + 1).and_then(|n| n.record))
@@ -478,8 +478,13 @@ pub struct BatchSender<'b, 's> {
     worker: Worker<'b, 's>,
     /// The reading thread's held samples, to go to the workers before any later batch.
     handoff: Option<Batch>,
-    /// [`finish`](Self::finish) was called.
+    /// [`finish`](Self::finish) was called: from then on, a batch the channel has no room for
+    /// goes to `left` instead of waiting for room.
     finished: bool,
+    /// The last batches, left for this thread to aggregate once it has a copy of a worker's
+    /// map, after the batches queued: waiting for room, it waited for a worker that could be
+    /// in the middle of reducing a [`Lump`] it could have helped with.
+    left: Vec<Batch>,
     /// The reading thread's entry in [`ChangeLog::applied`].
     reader: usize,
     /// Samples the batch being filled may hold (see [`FIRST_BATCH_SAMPLES`]).
@@ -520,7 +525,7 @@ impl Worker<'_, '_> {
     ) {
         debug_assert!(batch.changes.is_empty());
         let all = 0..batch.heads.len();
-        batch.add_samples(all, &mut (0, 0), &mut self.agg, map, &mut self.bodies, || {});
+        batch.add_samples(all, &mut (0, 0), &mut self.agg, map, &mut self.bodies, |_| {});
         self.done(batch, needed, pages);
     }
 
@@ -579,6 +584,7 @@ impl BatchSender<'_, '_> {
     /// having seen every event.
     pub fn finish(&mut self, mapper: &mut AddressMapper) {
         self.take_changes(mapper);
+        self.finished = true;
         self.flush(mapper);
         // Not sent yet: the last batch had no change (see `flush`), so the map is still the one
         // they were read under, and the workers have the queued batches to aggregate. Once the
@@ -586,10 +592,9 @@ impl BatchSender<'_, '_> {
         // holds nothing).
         let map = self.copy.as_ref().map_or(mapper.map(), |c| c.mapper.map());
         if let Some(held) = self.handoff.take().and_then(|b| b.held) {
-            self.worker.agg.reduce_held(map, &held);
+            held.reduce(&mut self.worker.agg, map, || {});
         }
         self.worker.agg.flush(map);
-        self.finished = true;
     }
 
     /// What the samples handed out by position still need of the input.
@@ -671,7 +676,7 @@ impl BatchSender<'_, '_> {
                 Err(TrySendError::Full(held)) if full.changes.is_empty() => {
                     self.handoff = Some(held);
                 }
-                Err(TrySendError::Full(held)) => drop(self.tx.send(held)),
+                Err(TrySendError::Full(held)) => self.wait_to_send(held),
                 _ => {}
             }
         }
@@ -679,8 +684,13 @@ impl BatchSender<'_, '_> {
         // while it was read (every change is taken, so `map` is the state its samples were
         // read under): waiting for room would leave a core idle whenever a worker is not
         // running. A batch with changes waits ([`wait_to_send`](Self::wait_to_send)): this
-        // thread keeps no map of the past.
-        match self.tx.try_send(full) {
+        // thread keeps no map of the past. Once a batch is left (see `finish`), so is every
+        // later one.
+        let sent = match self.left.is_empty() {
+            true => self.tx.try_send(full),
+            false => Err(TrySendError::Full(full)),
+        };
+        match sent {
             Err(TrySendError::Full(full)) if full.changes.is_empty() => {
                 // Once the mapper defers events, the map is the reading thread's copy, brought
                 // up to `log_end` (if it keeps one).
@@ -716,8 +726,13 @@ impl BatchSender<'_, '_> {
     /// queued batches keep this thread waiting, the pages read since pile up (an input of many
     /// processes, whose batches all change the map, waited so at every batch once the workers
     /// had more to do than the reading thread). `send` fails only once every worker has ended,
-    /// by a panic that the scope re-raises.
+    /// by a panic that the scope re-raises. Once [`finish`](Self::finish)ed, the batch is left
+    /// for this thread instead ([`BatchSender::left`]).
     fn wait_to_send(&mut self, batch: Batch) {
+        if self.finished {
+            self.left.push(batch);
+            return;
+        }
         if let Some(pages) = self.pages {
             self.needed.drop_pages(pages, DROP_STEP / 4, &mut self.worker.spans);
         }
@@ -734,9 +749,10 @@ impl BatchSender<'_, '_> {
         let Some(held) = self.worker.agg.take_held() else { return };
         // The workers have not taken the last ones yet: they have work enough.
         if let Some(earlier) = self.handoff.take().and_then(|b| b.held) {
-            self.worker.agg.reduce_held(map, &earlier);
+            earlier.reduce(&mut self.worker.agg, map, || {});
         }
-        let batch = Batch { log_start: self.log_end, held: Some(held), ..Batch::default() };
+        let batch =
+            Batch { log_start: self.log_end, held: Some(Lump::new(held)), ..Batch::default() };
         if let Err(TrySendError::Full(batch)) = self.tx.try_send(batch) {
             self.handoff = Some(batch);
         }
@@ -772,24 +788,32 @@ struct CopyRequest<'a> {
     wanted: &'a AtomicBool,
     /// Where the first worker to see `wanted` sends its copy; each worker drops its sender as it
     /// ends, so that the reading thread stops waiting when none is left to answer.
-    to: SyncSender<Replica>,
+    to: SyncSender<Help>,
     /// The reading thread's entry in [`ChangeLog::applied`].
     reader: usize,
 }
 
+/// A worker's answer to a [`CopyRequest`]: a copy of its map, and the held samples it is
+/// reducing under that map (if any), for the reading thread to take parts of first.
+struct Help {
+    copy: Replica,
+    lump: Option<Arc<Lump>>,
+}
+
 impl CopyRequest<'_> {
-    /// Sends a copy of `replica` if asked and not sent yet; the log keeps the steps after it for
-    /// the copy. Called between a worker's samples (its map is exact at each), so that the
-    /// reading thread waits for no more than a sample.
+    /// Sends a copy of `replica` if asked and not sent yet, with `lump`, held samples being
+    /// reduced under it; the log keeps the steps after it for the copy. Called between a
+    /// worker's samples (its map is exact at each) and between the parts of a lump, so that the
+    /// reading thread waits for no more than a sample or a part.
     #[inline]
-    fn answer(&self, replica: &Replica, log: &Mutex<ChangeLog>) {
+    fn answer(&self, replica: &Replica, log: &Mutex<ChangeLog>, lump: Option<&Arc<Lump>>) {
         if self.wanted.load(Relaxed) {
-            self.send_copy(replica, log);
+            self.send_copy(replica, log, lump);
         }
     }
 
     #[cold]
-    fn send_copy(&self, replica: &Replica, log: &Mutex<ChangeLog>) {
+    fn send_copy(&self, replica: &Replica, log: &Mutex<ChangeLog>, lump: Option<&Arc<Lump>>) {
         if !self.wanted.swap(false, Relaxed) {
             return;
         }
@@ -803,7 +827,83 @@ impl CopyRequest<'_> {
             worker: self.reader,
             applied: replica.applied,
         };
-        drop(self.to.try_send(copy));
+        drop(self.to.try_send(Help { copy, lump: lump.cloned() }));
+    }
+}
+
+/// Reduces the samples `agg` holds under `replica`'s map (all of them, or those past its limit),
+/// in parts ([`Lump`]), answering `request` before each part, and before the next sample if
+/// there are none.
+fn reduce_held(
+    agg: &mut Aggregator<'_>,
+    replica: &Replica,
+    request: Option<&CopyRequest<'_>>,
+    log: &Mutex<ChangeLog>,
+    all: bool,
+) {
+    match if all { agg.take_all_held() } else { agg.take_held() } {
+        Some(held) => {
+            let lump = Lump::new(held);
+            lump.reduce_answering(agg, replica, request, log);
+            if let Some(lump) = Arc::into_inner(lump) {
+                agg.reuse(lump.held);
+            }
+        }
+        None => {
+            if let Some(request) = request {
+                request.answer(replica, log, None);
+            }
+        }
+    }
+}
+
+/// Held samples reduced in parts, by the thread they were handed to (a worker, with its map in
+/// the state they were read under) and, once it has read the input, by the reading thread with
+/// a copy of that map ([`Help`]): a worker reduces up to 16 MiB of raw words at once (~25 ms on
+/// LBR + call-stack input), and one that began shortly before the input's end kept the reading
+/// thread waiting for it, a core idle, about one run in four.
+struct Lump {
+    held: HeldSamples,
+    /// The first distinct held sample no thread has taken yet.
+    next: AtomicUsize,
+}
+
+/// Distinct held samples taken from a [`Lump`] at a time (~0.1 ms of reducing).
+const LUMP_PART: usize = 64;
+
+impl Lump {
+    fn new(held: HeldSamples) -> Arc<Lump> {
+        Arc::new(Lump { held, next: AtomicUsize::new(0) })
+    }
+
+    /// Reduces parts of the lump into `agg` under `map` (the state its samples were read under)
+    /// until no part is left, calling `between` before each.
+    fn reduce(&self, agg: &mut Aggregator<'_>, map: &AddressMap, between: impl Fn()) {
+        let len = self.held.distinct();
+        loop {
+            between();
+            let from = self.next.fetch_add(LUMP_PART, Relaxed);
+            if from >= len {
+                return;
+            }
+            agg.reduce_held_part(map, &self.held, from..len.min(from + LUMP_PART));
+        }
+    }
+
+    /// Reduces the lump under `replica`'s map, answering `request` (with the lump) before each
+    /// part.
+    fn reduce_answering(
+        self: &Arc<Self>,
+        agg: &mut Aggregator<'_>,
+        replica: &Replica,
+        request: Option<&CopyRequest<'_>>,
+        log: &Mutex<ChangeLog>,
+    ) {
+        self.reduce(agg, replica.mapper.map(), || {
+            if let Some(request) = request {
+                request.answer(replica, log, Some(self));
+            }
+        });
     }
 }
 
@@ -869,7 +969,7 @@ pub fn aggregate_in_parallel<'b, T>(
     let spares = Arc::new(Mutex::new(Spares::default()));
     let pages = by_position.map(|(_, pages)| pages);
     let wanted = AtomicBool::new(false);
-    let (copy_tx, copy_rx) = sync_channel::<Replica>(1);
+    let (copy_tx, copy_rx) = sync_channel::<Help>(1);
     let worker = |agg| Worker {
         agg,
         bodies: by_position.map(|(bodies, _)| bodies.fork()),
@@ -887,10 +987,12 @@ pub fn aggregate_in_parallel<'b, T>(
                     // Made here while the reading thread fills the first batch, rather than by
                     // the reading thread before it starts: the aggregator's tables are a few
                     // hundred pages written at creation.
-                    let mut w = worker(Aggregator::new(binary, opts));
+                    let mut w = worker(Aggregator::new(binary, opts).reducing_held_in_parts());
                     let mut replica = Replica { mapper: initial.replica(), worker: i, applied: 0 };
                     work(rx, shared, needed, pages, (&mut w, &mut replica), Some(&request));
-                    w.agg.flush(replica.mapper.map());
+                    // The reading thread may still wait for the copy (the request is out once
+                    // the channel is closed): answered here at the latest.
+                    reduce_held(&mut w.agg, &replica, Some(&request), shared.0, true);
                     (w, replica)
                 })
             })
@@ -909,20 +1011,30 @@ pub fn aggregate_in_parallel<'b, T>(
             worker: worker(Aggregator::new(binary, opts).handing_off_held()),
             handoff: None,
             finished: false,
+            left: Vec::new(),
             limit: FIRST_BATCH_SAMPLES,
         };
         let out = read(&mut sender);
         debug_assert!(sender.finished, "read ends with BatchSender::finish");
-        let BatchSender { tx, worker: mut reader, .. } = sender;
+        let BatchSender { tx, worker: mut reader, left, .. } = sender;
         // The batches still queued are aggregated beside the workers, under a copy of the map
         // of the first one to see the request (this thread's held samples were reduced in
-        // `finish`).
+        // `finish`), after a share of the held samples that worker is reducing under it; then
+        // the batches left.
         wanted.store(true, Relaxed);
         drop((tx, copy_tx));
-        let mut helped = copy_rx.recv().ok();
+        let mut helped = copy_rx.recv().ok().map(|Help { copy, lump }| {
+            if let Some(lump) = lump {
+                lump.reduce(&mut reader.agg, copy.mapper.map(), || {});
+            }
+            copy
+        });
         if let Some(copy) = &mut helped {
             reader.agg.reducing_held();
             work(&rx, (&log, &spares), &needed, pages, (&mut reader, copy), None);
+            for batch in &left {
+                reader.aggregate(batch, (copy, None), &log, &needed, pages);
+            }
             reader.agg.flush(copy.mapper.map());
         }
         let mut samples = AggregatedSamples::default();

@@ -16,6 +16,7 @@ use crate::input::{RawBranch, RawWord, Sample};
 use crate::mapping::{AddressMap, ProcessView};
 use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 use std::hash::BuildHasher;
+use std::ops::Range;
 use std::sync::OnceLock;
 
 /// How samples are to be read.
@@ -1021,9 +1022,12 @@ struct Pending {
     bypass: u64,
     /// Raw words held before the samples are reduced.
     limit: usize,
-    /// Past the limit, the samples stay held until [`Aggregator::take_held`] takes them for
-    /// another aggregator to reduce.
-    hands_off: bool,
+    /// Past the limit, the samples stay held until [`Aggregator::take_held`] takes them (for
+    /// another aggregator to reduce, or for the owner to reduce in parts).
+    taken: bool,
+    /// Words presized for past the limit: [`Pending::SAMPLE_ROOM`] or
+    /// [`Pending::HAND_OFF_ROOM`].
+    room: usize,
 }
 
 /// Samples one aggregator held, taken for another to reduce under the same state of the map
@@ -1033,6 +1037,13 @@ pub struct HeldSamples {
     words: Vec<RawWord>,
     /// [`AddressMap::generation`] the samples were read under.
     generation: u64,
+}
+
+impl HeldSamples {
+    /// Distinct samples held.
+    pub fn distinct(&self) -> usize {
+        self.held.len()
+    }
 }
 
 /// One distinct held sample: where its words are, and the counts of the samples alike.
@@ -1070,7 +1081,8 @@ impl Pending {
             samples: 0,
             bypass: 0,
             limit: Pending::MAX_WORDS,
-            hands_off: false,
+            taken: false,
+            room: Pending::SAMPLE_ROOM,
         }
     }
 
@@ -1119,8 +1131,7 @@ impl Pending {
             // sample, the words were copied at every doubling into fresh pages (jemalloc moves a
             // large block it grows, where glibc remapped it): a third more page faults on an
             // input of distinct LBR stacks.
-            let room = if self.hands_off { Pending::HAND_OFF_ROOM } else { Pending::SAMPLE_ROOM };
-            words.reserve_exact(self.limit + room);
+            words.reserve_exact(self.limit + self.room);
         }
         words.reserve(head.len() + callers.len() + 2 * branches.len());
         words.extend(head.map(u64::to_le_bytes));
@@ -1346,7 +1357,7 @@ impl<'b> Aggregator<'b> {
         let pid = s.pid.map_or(u64::MAX, |pid| u64::from(pid as u32));
         let head = [pid, callers.len() as u64, leaf];
         p.hold(head, callers, s.branches.0, s.repeat, cycles);
-        if p.words.len() > p.limit && !p.hands_off {
+        if p.words.len() > p.limit && !p.taken {
             self.flush(map);
         }
     }
@@ -1357,13 +1368,25 @@ impl<'b> Aggregator<'b> {
     /// off are still in memory while it holds the next ones.
     pub fn handing_off_held(mut self) -> Self {
         self.pending.limit = Pending::MAX_WORDS / 4;
-        self.pending.hands_off = true;
+        self.pending.taken = true;
+        self.pending.room = Pending::HAND_OFF_ROOM;
+        self
+    }
+
+    /// Holds samples past the limit until [`take_held`](Self::take_held) takes them, at the
+    /// usual limit: for a thread that reduces them in parts ([`reduce_held_part`]), between
+    /// which another thread may join in.
+    ///
+    /// [`reduce_held_part`]: Self::reduce_held_part
+    pub fn reducing_held_in_parts(mut self) -> Self {
+        self.pending.taken = true;
         self
     }
 
     /// Lowers the limit of held samples to a sixteenth, for the end of the input: the samples
     /// still held when the input ends are reduced by one thread while the others wait, so they
-    /// should be few. The next sample reduces those held past the new limit.
+    /// should be few. The next sample reduces those held past the new limit (or
+    /// [`take_held`](Self::take_held) takes them).
     pub fn hold_less(&mut self) {
         self.pending.limit = self.pending.limit.min(Pending::MAX_WORDS / 16);
     }
@@ -1372,7 +1395,7 @@ impl<'b> Aggregator<'b> {
     /// thread works through the last batches as the workers do, holding as few as they do then
     /// ([`hold_less`](Self::hold_less)).
     pub fn reducing_held(&mut self) {
-        self.pending.hands_off = false;
+        self.pending.taken = false;
         self.hold_less();
     }
 
@@ -1382,25 +1405,44 @@ impl<'b> Aggregator<'b> {
         (self.pending.words.len() > self.pending.limit).then(|| self.pending.take())
     }
 
+    /// Every held sample (if any), to be reduced in parts ([`reduce_held_part`]).
+    ///
+    /// [`reduce_held_part`]: Self::reduce_held_part
+    pub fn take_all_held(&mut self) -> Option<HeldSamples> {
+        (!self.pending.held.is_empty()).then(|| self.pending.take())
+    }
+
     /// Reduces the samples held raw, under `map` (the map they were read under).
     pub fn flush(&mut self, map: &AddressMap) {
-        if self.pending.held.is_empty() {
-            return;
+        if let Some(held) = self.take_all_held() {
+            self.reduce_held(map, &held);
+            self.reuse(held);
         }
-        let mut held = self.pending.take();
-        self.reduce_held(map, &held);
-        // The buffers are kept for the next samples.
-        held.held.clear();
-        held.words.clear();
-        (self.pending.held, self.pending.words) = (held.held, held.words);
+    }
+
+    /// Keeps the buffers of `held`, reduced, for the next samples (unless it holds samples
+    /// in others already).
+    pub fn reuse(&mut self, mut held: HeldSamples) {
+        if self.pending.words.capacity() == 0 {
+            held.held.clear();
+            held.words.clear();
+            (self.pending.held, self.pending.words) = (held.held, held.words);
+        }
     }
 
     /// Reduces samples held raw (here or by another aggregator), under `map`: the state of the
     /// map they were read under.
     pub fn reduce_held(&mut self, map: &AddressMap, held: &HeldSamples) {
+        self.reduce_held_part(map, held, 0..held.distinct());
+    }
+
+    /// Reduces the distinct held samples `part` of `held` (see [`reduce_held`]).
+    ///
+    /// [`reduce_held`]: Self::reduce_held
+    pub fn reduce_held_part(&mut self, map: &AddressMap, held: &HeldSamples, part: Range<usize>) {
         debug_assert_eq!(held.generation, map.generation(), "map changed unflushed");
         let le = |w: &RawWord| u64::from_le_bytes(*w);
-        for h in &held.held {
+        for h in &held.held[part] {
             let key = &held.words[h.start..h.start + h.len];
             let [pid, n_callers, leaf] = [le(&key[0]), le(&key[1]), le(&key[2])];
             let pid = (pid != u64::MAX).then_some(pid as u32 as i32);
