@@ -101,7 +101,7 @@ fn read_text(text: &str) -> Profile {
             fs.add_body(loc, count);
             for t in tokens {
                 let (callee, n) = t.rsplit_once(':').unwrap();
-                fs.add_call_target(loc, callee, n.parse().unwrap());
+                fs.add_call_target(loc, &callee.into(), n.parse().unwrap());
             }
         } else {
             let (callee, total) = first.rsplit_once(':').unwrap();
@@ -140,7 +140,8 @@ fn context_str(ctx: &Context) -> String {
 fn write_text(profile: &Profile) -> String {
     fn write_fs(out: &mut String, fs: &FunctionSamples, indent: usize, probe: bool) {
         for (loc, b) in &fs.body {
-            let mut targets: Vec<(&String, &u64)> = b.call_targets.iter().collect();
+            let mut targets: Vec<(&profgen::llvm::FuncName, &u64)> =
+                b.call_targets.iter().collect();
             targets.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
             write!(out, "{}{}: {}", " ".repeat(indent + 1), loc_str(*loc), b.count).unwrap();
             for (t, n) in targets {

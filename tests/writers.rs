@@ -36,7 +36,7 @@ fn func(name: &str, total: u64, head: u64, body: Body) -> FunctionSamples {
         let loc = LineLocation::new(line, discr);
         fs.add_body(loc, count);
         for &(t, n) in targets {
-            fs.add_call_target(loc, t, n);
+            fs.add_call_target(loc, &t.into(), n);
         }
     }
     fs
@@ -155,7 +155,7 @@ fn random_samples(
         fs.add_body(loc, rng.count());
         for _ in 0..rng.below(4) {
             let (target, n) = (rng.pick(NAMES), rng.count());
-            fs.add_call_target(loc, target, n);
+            fs.add_call_target(loc, &target.into(), n);
         }
     }
     if depth < 3 {

@@ -163,7 +163,7 @@ impl Binary {
             let Some(&slot) = slot_of_guid.get(&p.guid) else { continue };
             let callee = match p.kind {
                 ProbeType::Block => None,
-                ProbeType::IndirectCall => Some(UNKNOWN_INDIRECT_CALLEE.to_string()),
+                ProbeType::IndirectCall => Some(UNKNOWN_INDIRECT_CALLEE.into()),
                 ProbeType::DirectCall => {
                     self.branch_target(p.addr).and_then(|t| self.callee_name(t))
                 }
@@ -247,7 +247,7 @@ impl Binary {
         let callee = match self.inst_kind(addr) {
             Some(super::InstKind::Call) => match self.branch_target(addr) {
                 Some(t) => self.callee_name(t),
-                None => Some(UNKNOWN_INDIRECT_CALLEE.to_string()),
+                None => Some(UNKNOWN_INDIRECT_CALLEE.into()),
             },
             Some(super::InstKind::DirectJump) => self
                 .branch_target(addr)

@@ -35,7 +35,7 @@ pub use disasm::DumpOptions;
 use crate::addr::{FileOffset, Vaddr};
 use crate::error::Error;
 use crate::llvm::discriminator::base_discriminator;
-use crate::llvm::{LineLocation, canonical_fn_name};
+use crate::llvm::{FuncName, LineLocation};
 use hashbrown::HashMap;
 use object::Object;
 use std::ops::Range;
@@ -438,9 +438,9 @@ impl Binary {
     /// The function a branch to `target` calls: the canonical name of the function whose entry
     /// `target` is (`getCalleeNameForAddress`); `None` for branches into the middle of code or
     /// into a `.cold` part.
-    pub fn callee_name(&self, target: Vaddr) -> Option<String> {
+    pub fn callee_name(&self, target: Vaddr) -> Option<FuncName> {
         let range = self.func_range_at_start(target).filter(|r| r.is_entry)?;
-        Some(canonical_fn_name(&self.function(range.func).name).to_string())
+        Some(FuncName::canonical(&self.function(range.func).name))
     }
     /// llvm-profgen's prolog/epilog set (reference §3.4).
     pub fn is_prolog_or_epilog(&self, a: Vaddr) -> bool {

@@ -6,6 +6,8 @@
 use std::fmt;
 use std::sync::Arc;
 
+use super::canonical_fn_name;
+
 /// `LineLocation`: line offset from the function's start line (or probe id) and discriminator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct LineLocation {
@@ -47,6 +49,14 @@ impl FuncName {
     /// Whether both hold the same shared text (then they are equal without reading it).
     pub fn same(&self, other: &FuncName) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
+    }
+    /// `name`'s canonical form ([`canonical_fn_name`]), sharing `name`'s text when that is
+    /// already canonical (most names are).
+    pub fn canonical(name: &Arc<str>) -> FuncName {
+        match canonical_fn_name(name) {
+            c if c.len() == name.len() => FuncName(name.clone()),
+            c => FuncName::from(c),
+        }
     }
 }
 

@@ -116,7 +116,7 @@ fn annotate(
                 || fs.callsites.get(&loc).is_some_and(|c| !c.is_empty())
                 || has_callee_context(loc);
             if !sampled {
-                fs.add_call_target(loc, callee, 0);
+                fs.add_call_target(loc, &callee.into(), 0);
                 added += 1;
             }
         }
@@ -154,7 +154,7 @@ mod tests {
     fn unsampled_direct_calls_get_zero_targets_at_every_level() {
         let mut main = FunctionSamples::new("main");
         main.add_body(LineLocation::new(1, 0), 5);
-        main.add_call_target(LineLocation::new(2, 0), "foo", 5);
+        main.add_call_target(LineLocation::new(2, 0), &"foo".into(), 5);
         main.callsite_mut(LineLocation::new(3, 0), "bar").total_samples = 4;
         main.callsite_mut(LineLocation::new(5, 0), "foo").add_body(LineLocation::new(1, 0), 3);
         let mut p = Profile::default();

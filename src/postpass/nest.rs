@@ -211,7 +211,7 @@ mod tests {
         fs.checksum = Some(7);
         fs.attributes = attr::SHOULD_BE_INLINED;
         fs.add_body(LineLocation::new(1, 0), count);
-        fs.add_call_target(LineLocation::new(2, 0), "g", count);
+        fs.add_call_target(LineLocation::new(2, 0), &"g".into(), count);
         fs
     }
 

@@ -545,7 +545,7 @@ mod tests {
         fs.add_body(LineLocation::new(1, 0), head);
         for &(line, callee, n) in calls {
             fs.add_body(LineLocation::new(line, 0), n);
-            fs.add_call_target(LineLocation::new(line, 0), callee, n);
+            fs.add_call_target(LineLocation::new(line, 0), &callee.into(), n);
         }
         fs
     }

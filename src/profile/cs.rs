@@ -19,7 +19,7 @@ use crate::aggregate::{ContextCounters, ContextKey, Counters};
 use crate::binary::probes::{NodeId, Probe, ProbeInfo, ProbeType};
 use crate::binary::{CodeView, FuncId, FuncRange, InstKind};
 use crate::llvm::discriminator::{base_discriminator, duplication_factor};
-use crate::llvm::{ContextFrame, ContextShape, FuncName, LineLocation, canonical_fn_name};
+use crate::llvm::{ContextFrame, ContextShape, FuncName, LineLocation};
 use crate::profile::model::attr;
 use crate::profile::ranges::disjoint_ranges;
 use crate::profile::{Context, FunctionSamples, Profile, ProfileKind, VecMap};
@@ -320,7 +320,7 @@ impl ContextProfiles<Context> {
                 if estimate == 0 && fs.body.is_empty() {
                     estimate = 1;
                 }
-                let callee = ctx.leaf_name().to_string();
+                let callee = ctx.leaf().clone();
                 let callsite = ctx.callers()[len - 2].loc;
                 let parent = ctx.parent().expect("at least two frames");
                 let p = self.get_or_create(&parent, false);
@@ -401,7 +401,7 @@ pub fn generate_line_cs<C: CodeView + ?Sized>(
         branches.sort();
         for (&(src, dst), &n) in branches {
             let Some(callee) = code.entry_func_name(dst) else { continue };
-            let callee = canonical_fn_name(&callee);
+            let callee = FuncName::canonical(&callee);
             let mut callsite = LineLocation::default();
             // A call from a context-less (external) source enters the callee's base context.
             if !ctx.is_empty()
@@ -410,7 +410,7 @@ pub fn generate_line_cs<C: CodeView + ?Sized>(
                 let base = base_discriminator(leaf.discriminator, fs_discr);
                 profiles.get_or_create(&context, false).add_call_target(
                     LineLocation::new(leaf.line_offset, base),
-                    callee,
+                    &callee,
                     n,
                 );
                 let discr =
@@ -421,7 +421,7 @@ pub fn generate_line_cs<C: CodeView + ?Sized>(
             if let Some(last) = callee_ctx.last_mut() {
                 last.loc = callsite;
             }
-            callee_ctx.push(ContextFrame { func: callee.into(), loc: LineLocation::default() });
+            callee_ctx.push(ContextFrame { func: callee, loc: LineLocation::default() });
             profiles.get_or_create(&Context::new(callee_ctx), false).add_head(n);
         }
     }
@@ -967,7 +967,7 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
             if let Some(callee) = code.entry_func_name(dst) {
                 fs.add_call_target(
                     LineLocation::new(call.index, call.discriminator),
-                    canonical_fn_name(&callee),
+                    &FuncName::canonical(&callee),
                     n,
                 );
             }

@@ -16,20 +16,22 @@ pub struct BodySample {
 
 /// The functions called from a source location, by name, with their counts. Most locations
 /// call nothing: the empty map is one null word, so a body sample takes 16 bytes, not 32
-/// (the body samples are the bulk of a CS profile's memory).
+/// (the body samples are the bulk of a CS profile's memory). Names are shared [`FuncName`]s:
+/// profiles built from one binary share each callee's text, so merges of their call targets
+/// (the pre-inliner's walk) compare pointers rather than reading the texts.
 #[derive(Clone, Default, PartialEq, Eq)]
-pub struct CallTargets(Option<Box<VecMap<String, u64>>>);
+pub struct CallTargets(Option<Box<VecMap<FuncName, u64>>>);
 
 impl CallTargets {
-    fn entries(&self) -> &[(String, u64)] {
+    fn entries(&self) -> &[(FuncName, u64)] {
         self.0.as_deref().map_or(&[], |m| &m.0)
     }
     pub fn get(&self, callee: &str) -> Option<&u64> {
         self.0.as_deref()?.get(callee)
     }
-    /// The count of `callee`, inserted as 0 under `make()`'s name if absent.
-    pub fn get_or_insert_with(&mut self, callee: &str, make: impl FnOnce() -> String) -> &mut u64 {
-        self.0.get_or_insert_with(Default::default).get_or_insert_with(callee, make)
+    /// The count of `callee`, inserted as 0 if absent.
+    pub fn get_or_insert(&mut self, callee: &FuncName) -> &mut u64 {
+        self.0.get_or_insert_with(Default::default).get_or_insert_with(callee, || callee.clone())
     }
     pub fn remove(&mut self, callee: &str) -> Option<u64> {
         let map = self.0.as_deref_mut()?;
@@ -47,9 +49,9 @@ impl CallTargets {
             self.merge_entries(theirs);
         }
     }
-    fn merge_entries(&mut self, theirs: &VecMap<String, u64>) {
+    fn merge_entries(&mut self, theirs: &VecMap<FuncName, u64>) {
         let mine = self.0.get_or_insert_with(Default::default);
-        mine.merge_from(theirs, String::clone, |n, m| *n = n.saturating_add(*m));
+        mine.merge_from(theirs, FuncName::clone, |n, m| *n = n.saturating_add(*m));
     }
     pub fn len(&self) -> usize {
         self.entries().len()
@@ -58,10 +60,10 @@ impl CallTargets {
         self.0.is_none()
     }
     /// Entries in name order.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&String, &u64)> + ExactSizeIterator {
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&FuncName, &u64)> + ExactSizeIterator {
         self.entries().iter().map(|(k, v)| (k, v))
     }
-    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator {
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &FuncName> + ExactSizeIterator {
         self.entries().iter().map(|(k, _)| k)
     }
     pub fn values(&self) -> impl DoubleEndedIterator<Item = &u64> + ExactSizeIterator {
@@ -82,18 +84,18 @@ impl std::ops::Index<&str> for CallTargets {
     }
 }
 
-impl FromIterator<(String, u64)> for CallTargets {
-    fn from_iter<I: IntoIterator<Item = (String, u64)>>(iter: I) -> Self {
-        let map: VecMap<String, u64> = iter.into_iter().collect();
+impl FromIterator<(FuncName, u64)> for CallTargets {
+    fn from_iter<I: IntoIterator<Item = (FuncName, u64)>>(iter: I) -> Self {
+        let map: VecMap<FuncName, u64> = iter.into_iter().collect();
         CallTargets((!map.is_empty()).then(|| Box::new(map)))
     }
 }
 
 impl<'a> IntoIterator for &'a CallTargets {
-    type Item = (&'a String, &'a u64);
+    type Item = (&'a FuncName, &'a u64);
     type IntoIter = std::iter::Map<
-        std::slice::Iter<'a, (String, u64)>,
-        fn(&'a (String, u64)) -> (&'a String, &'a u64),
+        std::slice::Iter<'a, (FuncName, u64)>,
+        fn(&'a (FuncName, u64)) -> (&'a FuncName, &'a u64),
     >;
     fn into_iter(self) -> Self::IntoIter {
         self.entries().iter().map(|(k, v)| (k, v))
@@ -533,8 +535,8 @@ impl FunctionSamples {
         let b = self.body_mut(loc);
         b.count = b.count.max(n);
     }
-    pub fn add_call_target(&mut self, loc: LineLocation, callee: &str, n: u64) {
-        let t = self.body_mut(loc).call_targets.get_or_insert_with(callee, || callee.to_string());
+    pub fn add_call_target(&mut self, loc: LineLocation, callee: &FuncName, n: u64) {
+        let t = self.body_mut(loc).call_targets.get_or_insert(callee);
         *t = t.saturating_add(n);
     }
     /// The nested profile of `callee` inlined at `loc`, created empty if absent.
@@ -636,14 +638,13 @@ mod tests {
         assert_eq!(std::mem::size_of::<BodySample>(), 16);
         let mut t = CallTargets::default();
         for (name, n) in [("m", 1), ("b", 2), ("m", 3)] {
-            *t.get_or_insert_with(name, || name.to_string()) += n;
+            *t.get_or_insert(&name.into()) += n;
         }
         let got: Vec<(&str, u64)> = t.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         assert_eq!((got, t.len(), t["m"]), (vec![("b", 2), ("m", 4)], 2, 4));
         assert_eq!((t.remove("b"), t.remove("x"), t.remove("m")), (Some(2), None, Some(4)));
         assert!(t.is_empty() && t == CallTargets::default() && t.get("m").is_none());
-        let collected: CallTargets =
-            [("z".to_string(), 1), ("a".to_string(), 2)].into_iter().collect();
+        let collected: CallTargets = [("z".into(), 1), ("a".into(), 2)].into_iter().collect();
         assert_eq!(collected.keys().collect::<Vec<_>>(), ["a", "z"]);
         assert!(std::iter::empty().collect::<CallTargets>().is_empty());
     }

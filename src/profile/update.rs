@@ -58,7 +58,7 @@ mod tests {
         for (l, d, n) in [(0, 0, 0), (2, 1, 15), (3, 0, 15), (3, 1, 15), (3, 2, 0), (4, 0, 0)] {
             foo.add_body(loc(l, d), n);
         }
-        foo.add_call_target(loc(3, 1), "bar", 15);
+        foo.add_call_target(loc(3, 1), &"bar".into(), 15);
         let mut bar = FunctionSamples::new("bar");
         bar.total_samples = 495;
         bar.head_samples = 15;
@@ -78,13 +78,13 @@ mod tests {
         let mut fs = FunctionSamples::new("main");
         fs.total_samples = 100;
         fs.add_body(loc(1, 0), 5);
-        fs.add_call_target(loc(1, 0), "a", 6);
-        fs.add_call_target(loc(1, 0), "b", 2);
+        fs.add_call_target(loc(1, 0), &"a".into(), 6);
+        fs.add_call_target(loc(1, 0), &"b".into(), 2);
         // An inlinee whose call targets also exceed its body count: LLVM 19 leaves it alone.
         let nested = fs.callsite_mut(loc(2, 0), "c");
         nested.total_samples = 3;
         nested.add_body(loc(1, 0), 3);
-        nested.add_call_target(loc(1, 0), "d", 9);
+        nested.add_call_target(loc(1, 0), &"d".into(), 9);
         let mut profile = Profile::default();
         profile.kind.context_sensitive = cs;
         profile.functions.insert(Context::base("main"), fs);

@@ -112,7 +112,7 @@ fn read_body(c: &mut Cursor, fs: &mut FunctionSamples, names: &[String], depth: 
         for _ in 0..targets {
             let name = c.name(names)?;
             let n = c.uleb("call target count")?;
-            fs.add_call_target(loc, name, n);
+            fs.add_call_target(loc, &name.into(), n);
         }
     }
     let inlinees = c.count("inlinee count")?;

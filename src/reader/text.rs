@@ -85,7 +85,7 @@ pub fn read_text(text: &str, path: &Path) -> Result<ProfileFile> {
             for t in tokens {
                 let (name, n) = t.rsplit_once(':').ok_or_else(|| bad("malformed call target"))?;
                 let n: u64 = n.parse().map_err(|_| bad("call target count is not a number"))?;
-                fs.add_call_target(loc, name, n);
+                fs.add_call_target(loc, &name.into(), n);
             }
         } else {
             let (name, total) = rest.rsplit_once(':').ok_or_else(|| bad("malformed inlinee"))?;

@@ -281,13 +281,13 @@ mod tests {
     #[test]
     fn profile_anchors_of_targets_and_inlinees() {
         let mut fs = FunctionSamples::new("f");
-        fs.add_call_target(l(1), "a", 5);
-        fs.add_call_target(l(2), "a", 5);
-        fs.add_call_target(l(2), "b", 1);
-        fs.add_call_target(l(3), "c", 0);
-        fs.add_call_target(l(3), "d", 4);
+        fs.add_call_target(l(1), &"a".into(), 5);
+        fs.add_call_target(l(2), &"a".into(), 5);
+        fs.add_call_target(l(2), &"b".into(), 1);
+        fs.add_call_target(l(3), &"c".into(), 0);
+        fs.add_call_target(l(3), &"d".into(), 4);
         fs.callsite_mut(l(4), "e").total_samples = 0;
-        fs.add_call_target(LineLocation::new(0x8001, 0), "z", 1);
+        fs.add_call_target(LineLocation::new(0x8001, 0), &"z".into(), 1);
         let a = profile_anchors(&fs);
         let got: Vec<(u32, &str)> = a.iter().map(|(l, n)| (l.line_offset, n.as_str())).collect();
         assert_eq!(got, [(1, "a"), (2, UNKNOWN_INDIRECT_CALLEE), (3, "d"), (4, "e")]);

@@ -485,7 +485,7 @@ fn all_names(p: &Profile) -> BTreeSet<String> {
     fn walk(fs: &FunctionSamples, out: &mut BTreeSet<String>) {
         out.insert(fs.name.clone());
         for b in fs.body.values() {
-            out.extend(b.call_targets.keys().cloned());
+            out.extend(b.call_targets.keys().map(|k| k.to_string()));
         }
         for callees in fs.callsites.values() {
             for c in callees.values() {
@@ -513,7 +513,7 @@ fn rename(p: &Profile, renames: &BTreeMap<String, String>) -> Profile {
         for (loc, b) in &fs.body {
             out.add_body(*loc, b.count);
             for (t, n) in &b.call_targets {
-                out.add_call_target(*loc, &new_name(t, renames), *n);
+                out.add_call_target(*loc, &new_name(t, renames).into(), *n);
             }
         }
         for (loc, callees) in &fs.callsites {
@@ -685,12 +685,12 @@ mod tests {
         let mut profile = Profile::default();
         let mut parse = FunctionSamples::new("_ZN3app5parse17h0123456789abcdefE");
         parse.add_body(loc(1), 10);
-        parse.add_call_target(loc(2), "_ZN3app4lex17h1111111111111111E", 5);
+        parse.add_call_target(loc(2), &"_ZN3app4lex17h1111111111111111E".into(), 5);
         profile.functions.insert(Context::base(&parse.name), parse);
         for (hash, callee) in [("aaaaaaaaaaaaaaaa", "a"), ("bbbbbbbbbbbbbbbb", "b")] {
             let mut drop = FunctionSamples::new(&format!("_ZN4core3ptr4drop17h{hash}E"));
             for l in 1..4 {
-                drop.add_call_target(loc(l), callee, 1);
+                drop.add_call_target(loc(l), &callee.into(), 1);
             }
             profile.functions.insert(Context::base(&drop.name), drop);
         }

@@ -96,7 +96,7 @@ mod tests {
         f.total_samples = 3;
         f.head_samples = 1;
         f.add_body(LineLocation::new(1, 0), 3);
-        f.add_call_target(LineLocation::new(1, 0), "g", 3);
+        f.add_call_target(LineLocation::new(1, 0), &"g".into(), 3);
         let mut p = Profile::default();
         p.functions.insert(Context::base("f"), f);
         let bytes = encode(&p);

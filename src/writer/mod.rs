@@ -18,6 +18,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::llvm::FuncName;
 use crate::profile::model::{Context, FunctionSamples, Profile};
 
 /// `--format` (`text`, `binary`, `extbinary`, `gcc`).
@@ -193,7 +194,7 @@ pub(crate) fn sorted_profiles(profile: &Profile) -> Vec<(&Context, &FunctionSamp
 pub(crate) fn collect_names(profile: &Profile) -> BTreeSet<&str> {
     fn add_names<'a>(fs: &'a FunctionSamples, names: &mut BTreeSet<&'a str>) {
         for b in fs.body.values() {
-            names.extend(b.call_targets.keys().map(String::as_str));
+            names.extend(b.call_targets.keys().map(FuncName::as_str));
         }
         for callees in fs.callsites.values() {
             for (name, callee) in callees {

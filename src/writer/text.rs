@@ -100,9 +100,9 @@ mod tests {
         foo.total_samples = 780;
         foo.add_body(LineLocation::new(0, 0), 0);
         foo.add_body(LineLocation::new(3, 1), 15);
-        foo.add_call_target(LineLocation::new(3, 1), "bar", 15);
-        foo.add_call_target(LineLocation::new(3, 1), "baz", 15);
-        foo.add_call_target(LineLocation::new(3, 1), "aaa", 2);
+        foo.add_call_target(LineLocation::new(3, 1), &"bar".into(), 15);
+        foo.add_call_target(LineLocation::new(3, 1), &"baz".into(), 15);
+        foo.add_call_target(LineLocation::new(3, 1), &"aaa".into(), 2);
         let inl = foo.callsite_mut(LineLocation::new(3, 2), "bar");
         inl.total_samples = 45;
         inl.add_body(LineLocation::new(1, 0), 45);

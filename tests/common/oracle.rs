@@ -166,7 +166,7 @@ pub fn read_cs_text(text: &str) -> BTreeMap<String, FunctionSamples> {
             fs.add_body(loc, parts.next().unwrap().parse().unwrap());
             for t in parts {
                 let (name, n) = t.rsplit_once(':').unwrap();
-                fs.add_call_target(loc, name, n.parse().unwrap());
+                fs.add_call_target(loc, &name.into(), n.parse().unwrap());
             }
         }
     }

@@ -3,6 +3,7 @@
 use super::*;
 use crate::aggregate::Counters;
 use crate::binary::code_view::{CodeMap, frame};
+use crate::llvm::canonical_fn_name;
 use crate::profile::BodySample;
 
 fn v(a: u64) -> Vaddr {
@@ -60,7 +61,7 @@ fn fs(
     for &(line, d, n, targets) in body {
         let b = BodySample {
             count: n,
-            call_targets: targets.iter().map(|(t, c)| (t.to_string(), *c)).collect(),
+            call_targets: targets.iter().map(|(t, c)| ((*t).into(), *c)).collect(),
         };
         f.body.insert(LineLocation::new(line, d), b);
     }
