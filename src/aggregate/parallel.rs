@@ -4,7 +4,10 @@
 //! merged at the end. A sample whose record lies in the mapped file is handed out by position
 //! ([`Sample::record`]): the reading thread only checks its layout and notes where its call chain
 //! and branch stack lie, and the worker reads them in place ([`SampleBodies`]), so the per-entry
-//! work is spread over the workers. Other samples (compressed records, streams, perf script) are copied into the batch.
+//! work is spread over the workers. Once the mapper defers its events, a sample whose fields lie
+//! at fixed offsets and fill its record is handed out by its place alone ([`PlacedHead`]): the
+//! reading thread reads only its stacks' counts, the worker the whole sample. Other samples
+//! (compressed records, streams, perf script) are copied into the batch.
 //!
 //! Every worker keeps its own copy of the address map and replays the reading thread's mapper's
 //! log ([`MapStep`]s, shared) up to the point where each sample was read, so the result equals a
@@ -86,15 +89,29 @@ struct SampleHead {
     steps: u32,
 }
 
+/// A sample handed out by its place alone ([`PerfEvent::Placed`](crate::input::PerfEvent::Placed)):
+/// the worker reads it whole ([`SampleBodies::sample`]).
+#[derive(Clone, Copy)]
+struct PlacedHead {
+    record: usize,
+    attr: u16,
+    /// The record's size.
+    len: u16,
+    /// As [`SampleHead::steps`].
+    steps: u32,
+}
+
+/// A batch holds samples of one kind: all [`PlacedHead`]s, or all [`SampleHead`]s.
 #[derive(Default)]
 struct Batch {
     heads: Vec<SampleHead>,
+    placed: Vec<PlacedHead>,
     callchains: Vec<RawWord>,
     branches: Vec<RawBranch>,
     /// The log position at which the batch starts: changes before it are in the shared log.
     log_start: u64,
     /// The mapper's log while the batch was filled (shared with the [`ChangeLog`]); each sample
-    /// says how many of these came before it ([`SampleHead::steps`]).
+    /// says how many of these came before it ([`SampleHead::steps`], [`PlacedHead::steps`]).
     changes: Arc<Vec<MapStep>>,
     /// Sequence number, and the input its records handed out by position lie in (see
     /// [`InFlight`]).
@@ -111,6 +128,7 @@ struct Batch {
 #[derive(Default)]
 struct Spares {
     heads: Vec<Vec<SampleHead>>,
+    placed: Vec<Vec<PlacedHead>>,
     steps: Vec<Vec<MapStep>>,
 }
 
@@ -121,10 +139,14 @@ impl Spares {
     /// Keeps the vectors of `batch`, aggregated, if there is room (the steps once no other
     /// batch or copy of the map holds them).
     fn keep(&mut self, batch: Batch) {
-        let Batch { mut heads, changes, .. } = batch;
+        let Batch { mut heads, mut placed, changes, .. } = batch;
         if self.heads.len() < SPARES && heads.capacity() > 0 {
             heads.clear();
             self.heads.push(heads);
+        }
+        if self.placed.len() < SPARES && placed.capacity() > 0 {
+            placed.clear();
+            self.placed.push(placed);
         }
         if self.steps.len() < SPARES
             && let Some(mut steps) = Arc::into_inner(changes)
@@ -351,6 +373,11 @@ impl Replica {
 }
 
 impl Batch {
+    /// Its samples (of either kind).
+    fn len(&self) -> usize {
+        self.heads.len() + self.placed.len()
+    }
+
     /// Aggregates the batch into `agg`, first bringing `replica` up to the batch's start, then
     /// replaying the batch's changes between its samples. Answers `request` first, and again
     /// before each sample and between the parts of the held samples it reduces ([`reduce_held`]:
@@ -372,7 +399,7 @@ impl Batch {
         if let Some(held) = &self.held {
             held.reduce_answering(agg, replica, request, log);
         }
-        let all = 0..self.heads.len();
+        let all = 0..self.len();
         if self.changes.is_empty() {
             let map = replica.mapper.map();
             self.add_samples(all, &mut (0, 0), agg, map, bodies, |agg| reduce(agg, replica, false));
@@ -380,7 +407,9 @@ impl Batch {
         }
         // The samples up to each one that comes after steps, then those steps.
         let (mut next, mut at, mut applied) = (0, (0, 0), 0);
-        let steps_before = self.heads.iter().map(|h| h.steps as usize);
+        // Of the one kind the batch holds.
+        let placed = self.placed.iter().map(|h| h.steps);
+        let steps_before = self.heads.iter().map(|h| h.steps).chain(placed).map(|s| s as usize);
         for (i, upto) in steps_before.chain([self.changes.len()]).enumerate() {
             if upto == applied {
                 continue;
@@ -395,7 +424,7 @@ impl Batch {
             replica.applied += (upto - applied) as u64;
             applied = upto;
         }
-        let (rest, map) = (next..self.heads.len(), replica.mapper.map());
+        let (rest, map) = (next..self.len(), replica.mapper.map());
         self.add_samples(rest, &mut at, agg, map, bodies, |agg| reduce(agg, replica, false));
         if let Ok(mut log) = log.lock() {
             // Trimmed here, so that the steps are freed by this thread when it drops the batch
@@ -416,6 +445,19 @@ impl Batch {
         bodies: &mut Option<SampleBodies<'_>>,
         between: impl Fn(&mut Aggregator<'_>),
     ) {
+        if let Some(bodies) = bodies.as_mut().filter(|_| !self.placed.is_empty()) {
+            for i in range {
+                between(agg);
+                if let Some(n) = self.placed.get(i + 1) {
+                    bodies.prefetch_record(n.record, n.len.into());
+                }
+                let h = self.placed[i];
+                if let Some(s) = bodies.sample(h.record, h.attr.into(), h.len.into()) {
+                    agg.add(map, &s);
+                }
+            }
+            return;
+        }
         let (c, b) = at;
         for i in range {
             between(agg);
@@ -489,6 +531,8 @@ pub struct BatchSender<'b, 's> {
     reader: usize,
     /// Samples the batch being filled may hold (see [`FIRST_BATCH_SAMPLES`]).
     limit: usize,
+    /// See [`placing`](Self::placing).
+    placing: Option<Arc<AtomicBool>>,
 }
 
 /// What a thread that aggregates batches keeps (a worker thread, or the reading thread for the
@@ -524,7 +568,7 @@ impl Worker<'_, '_> {
         pages: Option<&PageReleaser<'_>>,
     ) {
         debug_assert!(batch.changes.is_empty());
-        let all = 0..batch.heads.len();
+        let all = 0..batch.len();
         batch.add_samples(all, &mut (0, 0), &mut self.agg, map, &mut self.bodies, |_| {});
         self.done(batch, needed, pages);
     }
@@ -545,13 +589,11 @@ impl BatchSender<'_, '_> {
     /// mapper must log its changes: [`AddressMapper::log_changes`]).
     pub fn add(&mut self, mapper: &mut AddressMapper, s: &Sample<'_>) {
         self.take_changes(mapper);
-        let b = &mut self.batch;
-        if let Some(pos) = s.record.map(|d| d.record) {
-            let end = pos + MAX_RECORD;
-            let span = b.span.get_or_insert(pos..end);
-            *span = span.start.min(pos)..span.end.max(end);
-            self.needed.set_open(span);
+        // A batch holds one kind of sample.
+        if !self.batch.placed.is_empty() {
+            self.flush(mapper);
         }
+        let b = &mut self.batch;
         b.heads.push(SampleHead {
             record: s.record,
             pid: s.pid,
@@ -566,12 +608,46 @@ impl BatchSender<'_, '_> {
         });
         b.callchains.extend_from_slice(s.callchain.0);
         b.branches.extend_from_slice(s.branches.0);
-        let spans_enough = b.heads.len() >= MIN_SPAN_BATCH_SAMPLES
-            && b.span.as_ref().is_some_and(|s| s.len() >= BATCH_SPAN);
-        let steps = mapper.changes_logged();
-        if b.heads.len() >= self.limit || spans_enough || steps >= BATCH_STEPS {
+        self.queued(mapper, s.record.map(|d| d.record));
+    }
+
+    /// Queues the sample of a [`PerfEvent::Placed`](crate::input::PerfEvent::Placed) (`record`,
+    /// `attr`, `len`), as [`add`](Self::add) does a sample.
+    pub fn add_placed(&mut self, mapper: &mut AddressMapper, record: usize, attr: u16, len: u16) {
+        self.take_changes(mapper);
+        if !self.batch.heads.is_empty() {
             self.flush(mapper);
         }
+        let steps = mapper.changes_logged() as u32;
+        self.batch.placed.push(PlacedHead { record, attr, len, steps });
+        self.queued(mapper, Some(record));
+    }
+
+    /// The sample just queued lies at `record` in the input, if there: notes its span, and sends
+    /// the batch once full.
+    #[inline(always)]
+    fn queued(&mut self, mapper: &mut AddressMapper, record: Option<usize>) {
+        let b = &mut self.batch;
+        if let Some(pos) = record {
+            let end = pos + MAX_RECORD;
+            let span = b.span.get_or_insert(pos..end);
+            *span = span.start.min(pos)..span.end.max(end);
+            self.needed.set_open(span);
+        }
+        let len = b.len();
+        let spans_enough =
+            len >= MIN_SPAN_BATCH_SAMPLES && b.span.as_ref().is_some_and(|s| s.len() >= BATCH_SPAN);
+        if len >= self.limit || spans_enough || mapper.changes_logged() >= BATCH_STEPS {
+            self.flush(mapper);
+        }
+    }
+
+    /// The flag that has a deferred decode hand samples out by place alone
+    /// ([`PerfData::decode_in_time_order_deferred`](crate::input::perf_data::PerfData::decode_in_time_order_deferred)),
+    /// set once the mapper defers its events: from then on a sample needs nothing of this
+    /// thread's map. For a caller that filters no sample by its fields.
+    pub fn placing(&mut self) -> Arc<AtomicBool> {
+        self.placing.get_or_insert_default().clone()
     }
 
     /// Reduces the samples the reading thread holds under `map`, the mapper's map they were read
@@ -610,6 +686,9 @@ impl BatchSender<'_, '_> {
             // It began deferring after the last sample it had a step before: its map is the
             // state at `log_end`, and stays so.
             self.deferring = true;
+            if let Some(placing) = &self.placing {
+                placing.store(true, Relaxed);
+            }
             let copy = Replica { mapper: mapper.replica(), worker: self.reader, applied: 0 };
             self.copy = Some(Replica { applied: self.log_end, ..copy });
             if let Ok(mut log) = self.log.lock() {
@@ -634,7 +713,7 @@ impl BatchSender<'_, '_> {
     /// one taken).
     fn flush(&mut self, mapper: &mut AddressMapper) {
         let steps = mapper.changes_logged();
-        if self.batch.heads.is_empty() && steps == 0 {
+        if self.batch.len() == 0 && steps == 0 {
             return;
         }
         let seq = self.batch.seq + 1;
@@ -642,10 +721,15 @@ impl BatchSender<'_, '_> {
         // Sized like the batch before: growing the vectors sample by sample cost about a tenth
         // of the reading thread's work per sample.
         let b = &self.batch;
-        let mut heads = self.spares.lock().ok().and_then(|mut s| s.heads.pop()).unwrap_or_default();
+        let (mut heads, mut placed) = match self.spares.lock() {
+            Ok(mut s) => (s.heads.pop().unwrap_or_default(), s.placed.pop().unwrap_or_default()),
+            Err(_) => Default::default(),
+        };
         heads.reserve(b.heads.len());
+        placed.reserve(b.placed.len());
         let next = Batch {
             heads,
+            placed,
             callchains: Vec::with_capacity(b.callchains.len()),
             branches: Vec::with_capacity(b.branches.len()),
             log_start: self.log_end,
@@ -1016,6 +1100,7 @@ pub fn aggregate_in_parallel<'b, T>(
             finished: false,
             left: Vec::new(),
             limit: FIRST_BATCH_SAMPLES,
+            placing: None,
         };
         let out = read(&mut sender);
         debug_assert!(sender.finished, "read ends with BatchSender::finish");

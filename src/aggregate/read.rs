@@ -26,6 +26,8 @@ use crate::llvm::{ContextShape, MAX_CONTEXT_FRAMES};
 use crate::mapping::{AddressMapper, BinaryIdentity, MappingStats, MatchedBy, file_name_of, hex};
 use crate::progress::{Phase, Reporter};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 /// Where samples come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -503,6 +505,8 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
             }
             PerfEvent::Exit { .. } => {}
             PerfEvent::Comm { .. } => {}
+            // Only decoded for `aggregate_events`'s workers, which take them before this.
+            PerfEvent::Placed { .. } => unreachable!("a placed sample outside parallel reading"),
             PerfEvent::Sample(s) => {
                 if opts.pid.is_some_and(|p| s.pid.is_some_and(|sp| sp != p)) {
                     self.filtered.read += 1;
@@ -545,7 +549,9 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
 /// How `read` is to deliver samples: whole, or (when the workers can decode them from the
 /// mapped input) by position, telling [`NeededInput`] how far it has read (the threads that
 /// aggregate the batches drop the pages no sample needs any more).
-type Deferral<'n> = Option<&'n NeededInput>;
+/// With the flag that has it hand samples out by place alone
+/// ([`BatchSender::placing`]).
+type Deferral<'n> = Option<(&'n NeededInput, Option<Arc<AtomicBool>>)>;
 
 /// Feeds one input's events through a fresh mapper into aggregation: on this thread with one
 /// worker, else on `workers` threads fed in batches; with `by_position`, the workers decode the
@@ -613,9 +619,17 @@ fn aggregate_events(
         let parallel =
             aggregate_in_parallel(binary, opts.sample, workers, &initial, by_position, |sender| {
                 let needed = sender.needed();
-                let deferral = by_position.is_some().then_some(&*needed);
+                // A filter reads the sample's fields on this thread.
+                let unfiltered = opts.pid.is_none() && opts.perf_events.is_empty();
+                let placing = unfiltered.then(|| sender.placing());
+                let deferral = by_position.is_some().then_some((&*needed, placing));
                 let r = read(
                     &mut |ev| {
+                        // Read by the workers alone: what `handle` would do is only `add`.
+                        if let PerfEvent::Placed { record, attr, len } = ev {
+                            sender.add_placed(&mut front.mapper, record, attr, len);
+                            return;
+                        }
                         if front.may_change_map(&ev) {
                             sender.before_change(front.mapper.map());
                         }
@@ -1068,8 +1082,9 @@ fn read_perf_data_file(
         data.sample_bodies().map(|bodies| (bodies, &pages)),
         |on_event, deferral| {
             let progress = opts.reporter.input(&path.display().to_string(), Some(map.len() as u64));
+            let needed = deferral.as_ref().map(|(needed, _)| *needed);
             let consumed = |upto: usize, read: usize| {
-                match deferral {
+                match needed {
                     // Records handed out by position are read again by the workers.
                     Some(needed) => needed.consumed(upto, read, &pages),
                     None => pages.release_before(upto),
@@ -1077,7 +1092,9 @@ fn read_perf_data_file(
                 progress.consumed(upto as u64);
             };
             Ok(finish(match deferral {
-                Some(_) => data.decode_in_time_order_deferred(on_event, consumed)?,
+                Some((_, placing)) => {
+                    data.decode_in_time_order_deferred(on_event, consumed, placing)?
+                }
                 None => data.decode_in_time_order_releasing(on_event, consumed)?,
             }))
         },

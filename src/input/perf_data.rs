@@ -49,7 +49,8 @@ use std::fmt;
 use std::io::{self, Read};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
 use abi::{FILE_HEADER_SIZE, MAGIC};
 use attr::Attr;
@@ -57,9 +58,10 @@ pub(crate) use bytes::c_str;
 use bytes::{Loc, prefetch_lines, u16_at, u32_at, u64_at};
 use decode::{Decoder, Sink, malformed};
 
+use crate::addr::RuntimeAddr;
 use crate::error::Error;
 use crate::input::{
-    BranchStack, CallChain, Deferred, InputFile, InputInfo, MmapEvent, PerfEvent, RawWord,
+    BranchStack, CallChain, Deferred, InputFile, InputInfo, MmapEvent, PerfEvent, RawWord, Sample,
 };
 const PIPE_HEADER_SIZE: u64 = 16;
 /// How often (in input bytes) [`PerfData::decode_in_time_order_releasing`] reports progress:
@@ -519,21 +521,26 @@ impl<'a> PerfData<'a> {
     /// [`decode_in_time_order_releasing`](Self::decode_in_time_order_releasing), deferring sample
     /// bodies: samples come without their call chain and branch stack (checked, not copied), with
     /// [`Sample::record`] set, for [`SampleBodies`] to decode on other threads. Samples inside
-    /// compressed records, and all samples in pipe mode, are decoded whole.
+    /// compressed records, and all samples in pipe mode, are decoded whole. Once `placing` (if
+    /// given) is set, the samples whose fields fill their record and name its thread come as
+    /// [`PerfEvent::Placed`], only checked that far.
     pub fn decode_in_time_order_deferred(
         &self,
         on_event: &mut dyn FnMut(PerfEvent<'_>),
         mut on_consumed: impl FnMut(usize, usize),
+        placing: Option<Arc<AtomicBool>>,
     ) -> Result<ReadReport, Error> {
         let mut decoder = self.template.fork();
         decoder.defer_bodies = !self.is_pipe();
+        decoder.placing = placing;
         self.decode_with(decoder, self.data_range(), true, on_event, &mut on_consumed)
     }
 
     /// A decoder of the sample records that a deferred decode hands out by position; `None` in
     /// pipe mode, whose attrs arrive as records (its samples are not deferred).
     pub fn sample_bodies(&self) -> Option<SampleBodies<'a>> {
-        (!self.is_pipe()).then_some(SampleBodies { bytes: self.bytes, copy: Vec::new() })
+        let layouts = self.template.layouts().to_vec();
+        (!self.is_pipe()).then_some(SampleBodies { bytes: self.bytes, layouts, copy: Vec::new() })
     }
 
     /// Decodes the records in `range` (the whole [`data_range`](Self::data_range) or a piece from
@@ -667,6 +674,9 @@ impl<'a> PerfData<'a> {
 /// ([`PerfData::decode_in_time_order_deferred`]) handed out by position; one per worker thread.
 pub struct SampleBodies<'a> {
     bytes: &'a [u8],
+    /// The fixed layout of each attr's samples, if it has one: a worker reads such a sample
+    /// whole ([`sample`](Self::sample)).
+    layouts: Vec<Option<layout::SampleLayout>>,
     /// The user frames of a call chain that are not one run in its record, copied.
     copy: Vec<RawWord>,
 }
@@ -674,7 +684,7 @@ pub struct SampleBodies<'a> {
 impl SampleBodies<'_> {
     /// Another reader of the same input, for another thread.
     pub fn fork(&self) -> Self {
-        SampleBodies { bytes: self.bytes, copy: Vec::new() }
+        SampleBodies { bytes: self.bytes, layouts: self.layouts.clone(), copy: Vec::new() }
     }
 
     /// Asks the CPU to load the call chain and branch stack of the deferred sample `d`, a hint
@@ -688,6 +698,39 @@ impl SampleBodies<'_> {
         let end = (d.record + usize::from(d.branches.0) + usize::from(d.branches.1) * 24)
             .max(d.record + usize::from(d.callchain.0) + usize::from(d.callchain.1) * 8);
         prefetch_lines(self.bytes, start..end);
+    }
+
+    /// The `len` bytes of the record at `record`, a hint as in [`prefetch`](Self::prefetch).
+    #[inline]
+    pub fn prefetch_record(&self, record: usize, len: usize) {
+        prefetch_lines(self.bytes, record..record + len);
+    }
+
+    /// The sample of a [`PerfEvent::Placed`] (its `record`, `attr` and `len`), read by the
+    /// attr's layout: the reading thread checked that its fields fill the record, so it is
+    /// `None` only for one that is not such a sample.
+    #[inline]
+    pub fn sample(&mut self, record: usize, attr: usize, len: usize) -> Option<Sample<'_>> {
+        let layout = self.layouts.get(attr).copied().flatten()?;
+        let rec = self.bytes.get(record..record.checked_add(len)?)?;
+        let f = layout.read(rec.get(8..)?)?;
+        let user = u16_at(rec, 4)? & abi::MISC_CPUMODE_MASK == abi::MISC_USER;
+        let (callchain, branches) =
+            decode::stacks(rec, (f.callchain, f.branches), user, &mut self.copy);
+        let (pid, tid) = f.pid_tid();
+        Some(Sample {
+            pid,
+            tid,
+            time: f.time,
+            attr_index: attr,
+            ip: RuntimeAddr(f.ip),
+            period: f.period,
+            repeat: 1,
+            callchain,
+            branches,
+            has_callchain: layout.callchain,
+            record: None,
+        })
     }
 
     /// The mmap event whose record lies at `record` (an [`MmapEvent::record`] of this input, whose
@@ -707,13 +750,8 @@ impl SampleBodies<'_> {
     /// [`Sample::record`] says (the reading thread checked that they lie there).
     #[inline]
     pub fn stacks(&mut self, d: &Deferred) -> (CallChain<'_>, BranchStack<'_>) {
-        let at = |(offset, n): (u16, u16), size: usize| {
-            let start = d.record + usize::from(offset);
-            self.bytes.get(start..start + usize::from(n) * size).unwrap_or_default()
-        };
-        let (ips, entries) = (at(d.callchain, 8), at(d.branches, 24));
-        let callchain = decode::user_frames(ips.as_chunks::<8>().0, d.user, &mut self.copy);
-        (CallChain(callchain), BranchStack(entries.as_chunks::<24>().0))
+        let rec = self.bytes.get(d.record..).unwrap_or_default();
+        decode::stacks(rec, (d.callchain, d.branches), d.user, &mut self.copy)
     }
 }
 

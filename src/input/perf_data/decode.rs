@@ -5,6 +5,9 @@
 use super::abi::*;
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
 
 use hashbrown::HashMap;
 use zstd::stream::raw::Operation;
@@ -18,8 +21,7 @@ use super::{ReadReport, Truncation};
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::error::Error;
 use crate::input::{
-    BranchStack, CallChain, CommName, Deferred, MmapEvent, MmapPath, PerfEvent, RawBranch, RawWord,
-    Sample,
+    BranchStack, CallChain, CommName, Deferred, MmapEvent, MmapPath, PerfEvent, RawWord, Sample,
 };
 
 // Record types (kernel: include/uapi/linux/perf_event.h; user: tools/lib/perf/include/perf/event.h).
@@ -76,6 +78,10 @@ pub(super) struct Decoder<'p> {
     /// and branch stack (checked, not copied) and with [`Sample::record`] set, for a worker to
     /// decode in place ([`super::SampleBodies`]).
     pub(super) defer_bodies: bool,
+    /// Once set, deferred samples whose fields [fill their record](SampleLayout::fills) are
+    /// delivered as [`PerfEvent::Placed`], read no further (only set with `defer_bodies` and
+    /// without `skip_samples`).
+    pub(super) placing: Option<Arc<AtomicBool>>,
     pub(super) report: ReadReport,
 }
 
@@ -100,6 +106,7 @@ impl<'p> Decoder<'p> {
             pending_offset: 0,
             skip_samples: false,
             defer_bodies: false,
+            placing: None,
             report: ReadReport::default(),
         }
     }
@@ -114,6 +121,11 @@ impl<'p> Decoder<'p> {
         d.time_offsets = self.time_offsets;
         d.report = self.report.clone();
         d
+    }
+
+    /// The fixed layout of each attr's samples, if it has one.
+    pub(super) fn layouts(&self) -> &[Option<SampleLayout>] {
+        &self.layouts
     }
 
     pub(super) fn add_attr(&mut self, attr: Attr, ids: impl IntoIterator<Item = u64>) {
@@ -189,7 +201,7 @@ impl<'p> Decoder<'p> {
                 return Ok(0);
             }
         }
-        self.decode_record(rec, input_pos, loc, sink)
+        self.deliver(rec, input_pos, loc, sink)
     }
 
     /// The timestamp of a record that perf would order by time (kernel records with a time).
@@ -219,7 +231,7 @@ impl<'p> Decoder<'p> {
         for i in 0..ready {
             order.prefetch(self.input, i + PREFETCH_RECORDS);
             let (rec, input_pos, loc) = order.get(self.input, i);
-            if let Err(e) = self.decode_record(rec, input_pos, loc, sink) {
+            if let Err(e) = self.deliver(rec, input_pos, loc, sink) {
                 result = Err(e);
                 break;
             }
@@ -227,6 +239,34 @@ impl<'p> Decoder<'p> {
         order.retire(ready);
         self.order = Some(order);
         result
+    }
+
+    /// Delivers one whole record now: a sample as [`PerfEvent::Placed`] if it can be (see
+    /// [`Decoder::placing`]), else decoded. Kept apart from `decode_record`, whose frame (every
+    /// record type inlined) cost more than the check.
+    #[inline(always)]
+    fn deliver(
+        &mut self,
+        rec: &[u8],
+        input_pos: Option<usize>,
+        loc: Loc,
+        sink: &mut Sink<'_>,
+    ) -> Result<u64, Error> {
+        if let Some(record) = input_pos
+            && self.placing.as_ref().is_some_and(|p| p.load(Relaxed))
+            && u32_at(rec, 0) == Some(RECORD_SAMPLE)
+            && let Some(attr) = self.sample_attr(&rec[8..])
+            && self.layouts[attr].is_some_and(|l| l.fills(&rec[8..]))
+            && let Ok(attr) = u16::try_from(attr)
+        {
+            let r = &mut self.report;
+            r.records = r.records.saturating_add(1);
+            r.samples = r.samples.saturating_add(1);
+            // A record's size is a u16.
+            sink(PerfEvent::Placed { record, attr, len: rec.len() as u16 });
+            return Ok(0);
+        }
+        self.decode_record(rec, input_pos, loc, sink)
     }
 
     /// Decodes one whole record now.
@@ -389,21 +429,11 @@ impl<'p> Decoder<'p> {
             r.samples_with_unknown_tail = r.samples_with_unknown_tail.saturating_add(1);
         }
         let user = misc & MISC_CPUMODE_MASK == MISC_USER;
-        let (mut callchain, mut branches): (&[RawWord], &[RawBranch]) = (&[], &[]);
-        if deferred.is_none() {
-            // The walk checked that both lie in the record.
-            let at = |(offset, n): (u16, u16), size: usize| {
-                let start = usize::from(offset);
-                rec.get(start..start + usize::from(n) * size).unwrap_or_default()
-            };
-            let ips = at(f.callchain, 8).as_chunks::<8>().0;
-            callchain = user_frames(ips, user, &mut self.callchain);
-            branches = at(f.branches, 24).as_chunks::<24>().0;
-        }
-        let (pid, tid) = match f.pid_tid {
-            Some(v) => (Some(v as u32 as i32), Some((v >> 32) as u32 as i32)),
-            None => (None, None),
+        let (callchain, branches) = match deferred {
+            None => stacks(rec, (f.callchain, f.branches), user, &mut self.callchain),
+            Some(_) => (CallChain(&[]), BranchStack(&[])),
         };
+        let (pid, tid) = f.pid_tid();
         sink(PerfEvent::Sample(Sample {
             pid,
             tid,
@@ -412,8 +442,8 @@ impl<'p> Decoder<'p> {
             ip: RuntimeAddr(f.ip),
             period: f.period,
             repeat: 1,
-            callchain: CallChain(callchain),
-            branches: BranchStack(branches),
+            callchain,
+            branches,
             has_callchain,
             record: deferred.map(|record| Deferred {
                 record,
@@ -655,6 +685,24 @@ pub(super) fn walk_sample(
         field!(c.skip(size), "aux data");
     }
     Ok(SampleFields { ip, pid_tid, time, period, callchain, branches, end: c.pos() })
+}
+
+/// The call chain (its user frames) and branch stack of the sample record `rec` (or the input
+/// from it on) at `(callchain, branches)`, checked to lie in it as [`SampleFields`] says; `user`:
+/// taken in user mode (see [`user_frames`]).
+#[inline]
+pub(super) fn stacks<'r>(
+    rec: &'r [u8],
+    (callchain, branches): ((u16, u16), (u16, u16)),
+    user: bool,
+    copy: &'r mut Vec<RawWord>,
+) -> (CallChain<'r>, BranchStack<'r>) {
+    let at = |(offset, n): (u16, u16), size: usize| {
+        let start = usize::from(offset);
+        rec.get(start..start + usize::from(n) * size).unwrap_or_default()
+    };
+    let ips = at(callchain, 8).as_chunks::<8>().0;
+    (CallChain(user_frames(ips, user, copy)), BranchStack(at(branches, 24).as_chunks::<24>().0))
 }
 
 /// The user-space frames of a call chain: frames before the first context marker belong to the

@@ -24,6 +24,21 @@ pub(super) struct SampleFields {
     pub end: usize,
 }
 
+impl SampleFields {
+    /// The pid and tid of the TID field.
+    #[inline]
+    pub fn pid_tid(&self) -> (Option<i32>, Option<i32>) {
+        match self.pid_tid {
+            Some(v) => (Some(v as u32 as i32), Some((v >> 32) as u32 as i32)),
+            None => (None, None),
+        }
+    }
+}
+
+/// A sample's call chain and branch stack by place ([`SampleFields::callchain`],
+/// [`SampleFields::branches`]), and where its fields end ([`SampleFields::end`]).
+type Places = ((u16, u16), (u16, u16), usize);
+
 /// The fixed offsets of a sample body whose only variable-sized fields are the call chain and the
 /// branch stack (`sample_type` without READ, RAW, REGS_USER, STACK_USER, REGS_INTR and AUX).
 #[derive(Clone, Copy, Debug)]
@@ -35,7 +50,8 @@ pub(super) struct SampleLayout {
     period: Option<usize>,
     /// Bytes of the fixed fields before the call chain.
     head: usize,
-    callchain: bool,
+    /// Whether the samples record a call chain (see [`crate::input::Sample::has_callchain`]).
+    pub(super) callchain: bool,
     branch_stack: bool,
     /// Bytes between the branch stack's count and its entries (hw_idx).
     branch_skip: usize,
@@ -100,30 +116,34 @@ impl SampleLayout {
     #[inline]
     pub(super) fn read(&self, body: &[u8]) -> Option<SampleFields> {
         let word = |at: usize| u64_at(body, at);
-        if body.len() < self.head {
-            return None;
-        }
+        let (callchain, branches, end) = self.places(body)?;
         // Inside the head: these reads cannot fail.
         let ip = self.ip.and_then(word).unwrap_or(0);
         let pid_tid = self.tid.and_then(word);
         let time = self.time.and_then(word);
         let period = self.period.and_then(word).unwrap_or(1);
-        // The count of a stack's entries of `size` bytes at `pos`, and where they start; `pos`
-        // moved past them. Counts are checked against what is left before any use.
-        let stack = |pos: &mut usize, skip: usize, size: usize| {
-            let nr = word(*pos)?;
-            let at = *pos + 8 + skip;
-            let len = usize::try_from(nr).ok()?.checked_mul(size)?;
-            if body.len().checked_sub(at)? < len {
-                return None;
-            }
-            *pos = at + len;
-            Some(((8 + at) as u16, nr as u16))
-        };
+        Some(SampleFields { ip, pid_tid, time, period, callchain, branches, end })
+    }
+
+    /// Whether the fields of `body` fill it exactly and name the thread: then the sample can be
+    /// [read](Self::read) from its place alone, later, with nothing to count or report (see
+    /// [`crate::input::PerfEvent::Placed`]).
+    #[inline]
+    pub(super) fn fills(&self, body: &[u8]) -> bool {
+        self.tid.is_some() && self.places(body).is_some_and(|(.., end)| end == body.len())
+    }
+
+    /// Where the call chain and branch stack of `body` lie and where its fields end; `None` if a
+    /// field does not fit.
+    #[inline]
+    fn places(&self, body: &[u8]) -> Option<Places> {
+        if body.len() < self.head {
+            return None;
+        }
         let mut pos = self.head;
-        let callchain = if self.callchain { stack(&mut pos, 0, 8)? } else { (0, 0) };
+        let callchain = if self.callchain { stack(body, &mut pos, 0, 8)? } else { (0, 0) };
         let branches = if self.branch_stack {
-            stack(&mut pos, self.branch_skip, self.branch_size)?
+            stack(body, &mut pos, self.branch_skip, self.branch_size)?
         } else {
             (0, 0)
         };
@@ -131,8 +151,23 @@ impl SampleLayout {
         if end > body.len() {
             return None;
         }
-        Some(SampleFields { ip, pid_tid, time, period, callchain, branches, end })
+        Some((callchain, branches, end))
     }
+}
+
+/// The count of `body`'s stack entries of `size` bytes at `pos` and where they start in the
+/// record (see [`SampleFields::callchain`]); `pos` moved past them. The count is checked against
+/// what is left before any use.
+#[inline(always)]
+fn stack(body: &[u8], pos: &mut usize, skip: usize, size: usize) -> Option<(u16, u16)> {
+    let nr = u64_at(body, *pos)?;
+    let at = *pos + 8 + skip;
+    let len = usize::try_from(nr).ok()?.checked_mul(size)?;
+    if body.len().checked_sub(at)? < len {
+        return None;
+    }
+    *pos = at + len;
+    Some(((8 + at) as u16, nr as u16))
 }
 
 #[cfg(test)]
@@ -199,7 +234,8 @@ mod tests {
     /// On layouts of every fixed field and stack (a spread of the 2^19 sample_types, with and
     /// without hw_idx and branch counters), the fixed layout reads what the walk reads, and
     /// refuses every body the walk finds short (whose error the walk then gives): cut at every
-    /// byte, with a word it does not know added, and with a count too large for the body.
+    /// byte, with a word it does not know added, and with a count too large for the body. Only
+    /// a whole body with a TID field is one its fields fill.
     #[test]
     fn fixed_layouts_read_what_the_walk_reads() {
         let (path, loc) = (Path::new("t.data"), Loc::plain(0));
@@ -226,10 +262,13 @@ mod tests {
                 assert_eq!(layout.read(body), Some(walk), "sample_type {sample_type:#x}");
                 assert_eq!(walk.end, full.len());
             }
+            assert_eq!(layout.fills(&full), sample_type & SAMPLE_TID != 0, "{sample_type:#x}");
+            assert!(!layout.fills(&longer));
             for cut in 0..full.len() {
                 let body = &full[..cut];
                 assert!(walk_sample(&attr, body, path, loc).is_err(), "{sample_type:#x} {cut}");
                 assert_eq!(layout.read(body), None, "sample_type {sample_type:#x} cut at {cut}");
+                assert!(!layout.fills(body));
             }
             // The first stack's count (right after the head), larger than the body holds.
             if layout.callchain || layout.branch_stack {
@@ -237,6 +276,7 @@ mod tests {
                 huge[layout.head..layout.head + 8].copy_from_slice(&(u64::MAX / 4).to_le_bytes());
                 assert!(walk_sample(&attr, &huge, path, loc).is_err());
                 assert_eq!(layout.read(&huge), None);
+                assert!(!layout.fills(&huge));
             }
         }
     }

@@ -8,6 +8,7 @@ use super::order::NO_ROUNDS_WINDOW;
 use super::*;
 use crate::addr::RuntimeAddr;
 use crate::input::{MmapEvent, Sample};
+use std::sync::atomic::Ordering::Relaxed;
 
 fn words(values: &[u64]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
@@ -342,6 +343,7 @@ fn deferred_mmaps_read_again_from_their_records() {
             }
         },
         |_, _| {},
+        None,
     )
     .unwrap();
     let paths: Vec<_> = mmaps.iter().map(|m| m.path.to_string()).collect();
@@ -523,11 +525,100 @@ fn deferred_samples_decode_in_place_to_the_whole_samples() {
                     _ => {}
                 },
                 |_, _| {},
+                None,
             )
             .unwrap();
         assert_eq!(in_place, whole);
         assert_eq!(report.samples, whole.len() as u64);
     }
+}
+
+/// Once its flag is set, a deferred decode hands out by place alone the samples whose fields fill
+/// their record and name the thread; reading them there gives the whole samples, in the same
+/// order among the other events, with the same counts. A sample with a word after its fields
+/// still comes decoded (and counted as such), as do those before the flag and those without a
+/// TID field.
+#[test]
+fn placed_samples_read_from_their_place_to_the_whole_samples() {
+    let user = -512i64 as u64;
+    let events = |with_tid: bool| {
+        let tid = if with_tid { SAMPLE_TID } else { 0 };
+        let st = SAMPLE_IP | tid | SAMPLE_TIME | SAMPLE_PERIOD | SAMPLE_CALLCHAIN;
+        let st = st | SAMPLE_BRANCH_STACK;
+        let sample = |ip: u64, time: u64, tail: bool| {
+            let mut body = words(&[ip]);
+            if with_tid {
+                body.extend(words(&[(7u64 << 32) | 5]));
+            }
+            body.extend(words(&[time, 100 + time, 3, user, ip, 0x401234]));
+            body.extend(words(&[2, 0x4010, 0x4020, 0, 0x4030, 0x4040, 0]));
+            if tail {
+                body.extend(words(&[9]));
+            }
+            record(9, 2, &body)
+        };
+        let round = record(68, 0, &[]);
+        // Its sample_id (sample_id_all) gives its time.
+        let mut mmap = mmap2_body(None, 5, "/bin/app");
+        mmap.extend(words(if with_tid { &[(7u64 << 32) | 5, 2] } else { &[2] }));
+        let mut data = Vec::new();
+        for r in [
+            sample(0x401000, 1, false),
+            record(10, 0, &mmap),
+            sample(0x402000, 3, false),
+            sample(0x403000, 4, true),
+            sample(0x404000, 5, false),
+        ] {
+            data.extend(r);
+            data.extend(&round);
+        }
+        let bytes = file_mode(attr(64, st, 0, 0, 0), &data);
+        let data = PerfData::parse(&bytes, Path::new("t.data")).unwrap();
+        let mut whole = Vec::new();
+        let report = data
+            .decode_in_time_order(|e| match e {
+                PerfEvent::Sample(s) => whole.push(describe(&s)),
+                PerfEvent::Mmap(_) => whole.push("mmap".to_string()),
+                _ => {}
+            })
+            .unwrap();
+        let mut bodies = data.sample_bodies().unwrap();
+        let placing = Arc::new(AtomicBool::new(false));
+        let (mut kinds, mut in_place) = (Vec::new(), Vec::new());
+        let deferred = data
+            .decode_in_time_order_deferred(
+                &mut |e| match e {
+                    PerfEvent::Placed { record, attr, len } => {
+                        let s = bodies.sample(record, attr.into(), len.into()).unwrap();
+                        in_place.push(describe(&s));
+                        kinds.push("placed");
+                    }
+                    PerfEvent::Sample(s) => {
+                        let d = s.record.expect("a sample with its stacks in place");
+                        let (callchain, branches) = bodies.stacks(&d);
+                        let s = Sample { callchain, branches, record: None, ..s };
+                        in_place.push(describe(&s));
+                        kinds.push("sample");
+                        placing.store(true, Relaxed);
+                    }
+                    PerfEvent::Mmap(_) => {
+                        in_place.push("mmap".to_string());
+                        kinds.push("mmap");
+                    }
+                    _ => {}
+                },
+                |_, _| {},
+                Some(placing.clone()),
+            )
+            .unwrap();
+        assert_eq!(in_place, whole);
+        let counts = |r: &ReadReport| (r.records, r.samples, r.samples_with_unknown_tail);
+        assert_eq!(counts(&deferred), counts(&report));
+        assert_eq!(counts(&report), (10, 4, 1));
+        kinds
+    };
+    assert_eq!(events(true), ["sample", "mmap", "placed", "sample", "placed"]);
+    assert_eq!(events(false), ["sample", "mmap", "sample", "sample", "sample"]);
 }
 
 /// A round-less file of `times.len()` samples of ~64 KiB each (SAMPLE_RAW padding), in file order.
