@@ -13,7 +13,6 @@ use crate::profile::{Context, FunctionSamples, Profile, VecMap};
 /// `ContextStateMask` bits.
 pub(crate) mod state {
     pub const RAW: u32 = 1;
-    pub const SYNTHETIC: u32 = 2;
     pub const INLINED: u32 = 4;
     pub const MERGED: u32 = 8;
 }
@@ -349,8 +348,8 @@ impl ContextTrie {
     }
 
     /// `moveContextSamples`: copies the subtree under `to_parent` at `loc` (with `copy`; else
-    /// the new node takes over the children); its profiles now live there and become
-    /// synthetic.
+    /// a new node takes over the children); its profiles now live there. (LLVM also marks them
+    /// synthetic, which nothing here reads.)
     fn move_subtree(
         &mut self,
         from: NodeId,
@@ -358,33 +357,54 @@ impl ContextTrie {
         loc: LineLocation,
         copy: bool,
     ) -> NodeId {
-        let copy = if copy {
-            self.copy_subtree(from, loc)
-        } else {
-            let moved = self.nodes.len();
-            let children = std::mem::take(&mut self.nodes[from].children);
-            for &child in children.values() {
-                self.nodes[child].parent = Some(moved);
+        if copy {
+            let copy = self.copy_subtree(from, loc);
+            self.attach(to_parent, copy);
+            // Every profile of the subtree is now the copy's: the originals stay reachable
+            // until the promotion that copied them ends.
+            let mut queue = VecDeque::from([copy]);
+            while let Some(n) = queue.pop_front() {
+                if let Some(s) = self.nodes[n].samples {
+                    self.sample_node[s] = n;
+                }
+                queue.extend(self.children(n));
             }
-            self.nodes.push(Node {
-                func: self.nodes[from].func,
-                callsite: loc,
-                parent: None,
-                children,
-                samples: self.nodes[from].samples,
-            });
-            moved
-        };
-        self.attach(to_parent, copy);
-        let mut queue = VecDeque::from([copy]);
+            return copy;
+        }
+        // Only the moved node is new: the nodes below it keep their ids, and each is its
+        // profile's node already (a node shares its profile only with the originals of a copy,
+        // which no promotion without copying reaches).
+        let moved = self.nodes.len();
+        let children = std::mem::take(&mut self.nodes[from].children);
+        for &child in children.values() {
+            self.nodes[child].parent = Some(moved);
+        }
+        let samples = self.nodes[from].samples;
+        self.nodes.push(Node {
+            func: self.nodes[from].func,
+            callsite: loc,
+            parent: None,
+            children,
+            samples,
+        });
+        if let Some(s) = samples {
+            self.sample_node[s] = moved;
+        }
+        self.attach(to_parent, moved);
+        debug_assert!(self.profiles_point_here(moved), "a moved profile's node is its own");
+        moved
+    }
+
+    /// Whether every profile in the subtree of `node` has its node there.
+    fn profiles_point_here(&self, node: NodeId) -> bool {
+        let mut queue = VecDeque::from([node]);
         while let Some(n) = queue.pop_front() {
-            if let Some(s) = self.nodes[n].samples {
-                self.sample_node[s] = n;
-                self.samples[s].state |= state::SYNTHETIC;
+            if self.nodes[n].samples.is_some_and(|s| self.sample_node[s] != n) {
+                return false;
             }
             queue.extend(self.children(n));
         }
-        copy
+        true
     }
 
     fn copy_subtree(&mut self, node: NodeId, callsite: LineLocation) -> NodeId {
@@ -421,19 +441,18 @@ impl ContextTrie {
     fn merge_node(&mut self, from: NodeId, to: NodeId) {
         match (self.nodes[from].samples, self.nodes[to].samples) {
             (Some(f), Some(t)) => {
-                let from_fs = std::mem::take(&mut self.samples[f].fs);
-                merge_samples(&mut self.samples[t].fs, &from_fs);
-                self.samples[t].state |= state::SYNTHETIC;
-                self.samples[f].state |= state::MERGED;
-                if from_fs.attributes & crate::profile::attr::SHOULD_BE_INLINED != 0 {
-                    self.samples[t].fs.attributes |= crate::profile::attr::SHOULD_BE_INLINED;
+                // A node sharing its profile with the target (a copy's original, in recursion)
+                // leaves it as it is.
+                if let Ok([from, to]) = self.samples.get_disjoint_mut([f, t]) {
+                    merge_samples(&mut to.fs, &from.fs);
+                    to.fs.attributes |=
+                        from.fs.attributes & crate::profile::attr::SHOULD_BE_INLINED;
                 }
-                self.samples[f].fs = from_fs;
+                self.samples[f].state |= state::MERGED;
             }
             (Some(f), None) => {
                 self.nodes[to].samples = Some(f);
                 self.sample_node[f] = to;
-                self.samples[f].state |= state::SYNTHETIC;
             }
             _ => {}
         }
