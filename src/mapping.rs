@@ -249,16 +249,15 @@ pub enum MapChange {
 }
 
 /// An event a mapper that defers events (see [`AddressMapper::defer_events`]) logs for its
-/// copies to apply, as it came: the copies match it against the binary and count it.
+/// copies to apply, as it came.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MapEvent {
-    /// An executable mapping (of any file) in a process `--pid` keeps, by the position of its
-    /// record in the mapped input ([`MmapEvent::record`]): the copies read it there
-    /// ([`SampleBodies::mmap`]), so that the reading thread neither reads its path nor copies
-    /// the event.
-    MmapAt(usize),
-    /// The same, read from elsewhere (a compressed record, a stream).
-    Mmap(Box<LoggedMmap>),
+    /// An executable mapping in a process `--pid` keeps, matched (and counted) by the deferring
+    /// mapper, by the position of its record in the mapped input ([`MmapEvent::record`]): the
+    /// copies read its addresses there ([`SampleBodies::mmap`]) and map the binary there
+    /// (`binary`) or unmap it, so that the reading thread neither copies the event nor
+    /// allocates a change for another thread to free.
+    MmapAt { at: usize, binary: bool },
     /// A new process (not a thread).
     Fork { pid: i32, ppid: i32 },
     /// exec or the end of a process.
@@ -267,26 +266,12 @@ pub enum MapEvent {
     PidlessSample,
 }
 
-/// An mmap event logged whole (see [`MapEvent::Mmap`]). Mappings name their paths by index, so
-/// that the reading thread does not allocate a path per mapping for another thread to free (with
-/// many processes, most map the same few files).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LoggedMmap {
-    pub pid: Option<i32>,
-    pub start: RuntimeAddr,
-    pub len: u64,
-    pub pgoff: FileOffset,
-    /// Indexes the paths logged before (in `new_path`s).
-    pub path: u32,
-    /// The path, when mapped for the first time: it takes the next index.
-    pub new_path: Option<Box<str>>,
-    pub build_id: Option<Vec<u8>>,
-}
-
 /// One entry of a mapper's log of changes (see [`AddressMapper::log_changes`]): a change it
-/// applied, or an event it deferred. Two words: an input of many processes logs a few per
-/// sample, and the reading thread writes them all. Changes are boxed: a mapper that defers
-/// events applies few (those before its first sample in the binary).
+/// applied (or, deferring, made of an mmap event read elsewhere than the mapped input), or an
+/// event it deferred. Two words: an input of many processes logs a few per sample, and the
+/// reading thread writes them all. Changes are boxed: a mapper that defers events makes few
+/// (those before its first sample in the binary, and mmap events of compressed records or
+/// streams).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MapStep {
     Applied(Box<MapChange>),
@@ -472,6 +457,8 @@ struct MmapView<'e> {
     path: &'e str,
     /// The event's build id, else the one perf recorded for its path.
     known_id: Option<&'e [u8]>,
+    /// See [`MmapEvent::record`].
+    record: Option<usize>,
 }
 
 /// The path of the last mmap event a mapper applied, decoded, and the build id perf recorded for
@@ -585,10 +572,6 @@ pub struct AddressMapper {
     marks: Option<PidMarks>,
     /// Replaying a [`MapEvent::PidlessSample`] made this copy assume the preferred base.
     assumed_on_replay: bool,
-    /// The indices of the paths logged in [`LoggedMmap`]s, when deferring events.
-    path_ids: HashMap<String, u32>,
-    /// The paths of the [`LoggedMmap`]s replayed, by index.
-    paths: Vec<Box<str>>,
     /// See [`LastPath`].
     last_path: LastPath,
     /// Build ids perf recorded for paths (perf.data build-id table).
@@ -632,8 +615,6 @@ impl AddressMapper {
             changes: None,
             marks: None,
             assumed_on_replay: false,
-            path_ids: HashMap::new(),
-            paths: Vec::new(),
             last_path: LastPath::default(),
             path_build_ids: HashMap::new(),
             pid_filter,
@@ -689,10 +670,12 @@ impl AddressMapper {
 
     /// From now on, logs the events that may change the map ([`MapEvent`]s) instead of
     /// applying them: the map stays as it is, and copies of it apply them
-    /// ([`replay`](Self::replay)), with their counts in the copies' stats. For a reading thread
-    /// that has more to do than the threads keeping copies; once it no longer notes unused
-    /// samples (the copies do not keep the other files' mappings). Execs, exits and forks that
-    /// change nothing in the copies are not logged (see [`PidMarks`]). Needs
+    /// ([`replay`](Self::replay)). An mmap event is still matched here, once, and counted in
+    /// this mapper's stats (each copy matching it again cost a thread bounding a recording of
+    /// many processes more than it cost here); a sample without a pid is counted in the
+    /// copies'. For a reading thread that has more to do than the threads keeping copies; once
+    /// it no longer notes unused samples (the copies do not keep the other files' mappings).
+    /// Events that change nothing in the copies are not logged (see [`PidMarks`]). Needs
     /// [`log_changes`](Self::log_changes).
     pub fn defer_events(&mut self) {
         debug_assert!(self.changes.is_some() && self.others_by_pid.is_none());
@@ -716,62 +699,38 @@ impl AddressMapper {
     }
 
     /// A mapper that follows this one by replaying its log from this point on: the same
-    /// binary, build ids and rules, the map as it is now, no stats yet.
+    /// binary and rules, the map as it is now. It matches no mmap event (the log holds what
+    /// they change), so it needs no build ids and counts none.
     pub fn replica(&self) -> AddressMapper {
         AddressMapper {
-            path_build_ids: self.path_build_ids.clone(),
             perf_script: self.perf_script,
             kernel: self.kernel,
             ..Self::fresh(self.map.clone(), self.pid_filter)
         }
     }
 
-    /// A copy of this replaying mapper as it stands, counts included: it replays the rest of the
-    /// log as this one would (another thread's copy of the map, whose counts then cover the
-    /// whole log).
+    /// A copy of this replaying mapper as it stands: it replays the rest of the log as this one
+    /// would (another thread's copy of the map, which then stands for the whole log, the
+    /// preferred base it assumed included).
     pub fn replay_copy(&self) -> AddressMapper {
-        AddressMapper {
-            paths: self.paths.clone(),
-            assumed_on_replay: self.assumed_on_replay,
-            stats: self.stats.clone(),
-            ..self.replica()
-        }
+        AddressMapper { assumed_on_replay: self.assumed_on_replay, ..self.replica() }
     }
 
-    /// Applies a step of another mapper's log: a change as it was applied there, an event as
-    /// it would have been (counted in this mapper's stats). `records` reads the events logged
-    /// by position ([`MapEvent::MmapAt`]): the input that mapper's events came from.
+    /// Applies a step of another mapper's log: a change as it was applied (or made) there, an
+    /// event as it would have been (a sample without a pid counted in this mapper's stats).
+    /// `records` reads the mmap events logged by position ([`MapEvent::MmapAt`]): the input that
+    /// mapper's events came from.
     pub fn replay(&mut self, step: &MapStep, records: Option<&SampleBodies<'_>>) {
         match step {
             MapStep::Applied(change) => {
                 self.map.apply(change);
             }
-            MapStep::Deferred(MapEvent::MmapAt(at)) => {
+            MapStep::Deferred(MapEvent::MmapAt { at, binary }) => {
                 let ev = records.and_then(|r| r.mmap(*at));
                 debug_assert!(ev.is_some(), "no mmap record at {at} of the input");
                 if let Some(ev) = ev {
-                    self.on_mmap(&ev);
+                    self.map.apply(&self.mmap_change(ev.pid, ev.start, ev.len, ev.pgoff, *binary));
                 }
-            }
-            MapStep::Deferred(MapEvent::Mmap(m)) => {
-                let LoggedMmap { pid, start, len, pgoff, path, ref new_path, ref build_id } = **m;
-                if let Some(p) = new_path {
-                    self.paths.push(p.clone());
-                }
-                let paths = std::mem::take(&mut self.paths);
-                let ev = MmapEvent {
-                    pid,
-                    tid: pid,
-                    start,
-                    len,
-                    pgoff,
-                    executable: true,
-                    path: MmapPath::Text((&*paths[path as usize]).into()),
-                    build_id: build_id.clone(),
-                    record: None,
-                };
-                self.on_mmap(&ev);
-                self.paths = paths;
             }
             MapStep::Deferred(MapEvent::Fork { pid, ppid }) => self.on_fork(*pid, *ppid),
             MapStep::Deferred(MapEvent::Clear { pid }) => self.on_exec(*pid),
@@ -839,48 +798,8 @@ impl AddressMapper {
         executable && !other_pid
     }
 
-    /// Applies an mmap event, or logs it when deferring events (see
-    /// [`defer_events`](Self::defer_events); then it answers `None`). Inlined, like
-    /// [`on_exec`](Self::on_exec) and [`on_fork`](Self::on_fork): a reading thread that defers
-    /// events spent a third of their cost in the calls.
-    #[inline(always)]
-    pub fn on_mmap_event(&mut self, ev: MmapEvent<'_>) -> Option<MatchedBy> {
-        if self.marks.is_none() {
-            return self.on_mmap(&ev);
-        }
-        if !self.keeps(ev.pid, ev.executable) {
-            return None;
-        }
-        // It may map the binary for `pid` in the copies (pid-less mappings are not cleared).
-        if let (Some(marks), Some(pid)) = (&mut self.marks, ev.pid) {
-            marks.mark(pid);
-        }
-        match ev.record {
-            Some(at) => {
-                self.deferred(|| MapEvent::MmapAt(at));
-            }
-            None => self.defer_whole_mmap(ev),
-        }
-        None
-    }
-
-    /// Logs an mmap event read elsewhere than the mapped input, whole (its path by index).
-    fn defer_whole_mmap(&mut self, ev: MmapEvent<'_>) {
-        let path = ev.path.as_str();
-        let (path, new_path) = match self.path_ids.get(&*path) {
-            Some(&id) => (id, None),
-            None => {
-                let id = self.path_ids.len() as u32;
-                self.path_ids.insert(path.to_string(), id);
-                (id, Some(path.into()))
-            }
-        };
-        let MmapEvent { pid, start, len, pgoff, build_id, .. } = ev;
-        let m = LoggedMmap { pid, start, len, pgoff, path, new_path, build_id };
-        self.deferred(|| MapEvent::Mmap(Box::new(m)));
-    }
-
-    /// Applies an mmap event. Returns how it matched when it maps the binary.
+    /// Applies an mmap event (when deferring events, logs what it changes: see
+    /// [`defer_events`](Self::defer_events)). Returns how it matched when it maps the binary.
     pub fn on_mmap(&mut self, ev: &MmapEvent<'_>) -> Option<MatchedBy> {
         if !self.keeps(ev.pid, ev.executable) {
             return None;
@@ -900,6 +819,7 @@ impl AddressMapper {
             pgoff: ev.pgoff,
             path: &last.path,
             known_id: ev.build_id.as_deref().or(last.table_id.as_deref()),
+            record: ev.record,
         };
         // Matching depends on the path and the build id alone.
         let matched = match last.table_match.filter(|_| ev.build_id.is_none()) {
@@ -916,10 +836,12 @@ impl AddressMapper {
 
     /// Applies an mmap event that `matched` the binary, or not.
     fn apply_mmap(&mut self, ev: &MmapView<'_>, matched: Option<MatchedBy>) {
-        let start = ev.start;
-        let end = RuntimeAddr(ev.start.0.saturating_add(ev.len));
-        // The kernel is mapped in every process.
-        let key = if self.perf_script || self.kernel { None } else { ev.pid };
+        let change = self.mmap_change(ev.pid, ev.start, ev.len, ev.pgoff, matched.is_some());
+        let (MapChange::Map { key, start, end, .. } | MapChange::Unmap { key, start, end }) =
+            change
+        else {
+            unreachable!("an mmap maps or unmaps")
+        };
         let mut others = self.others_by_pid.as_mut().map(|o| o.entry(key).or_default());
         if let Some(others) = &mut others {
             others.remove_overlapping(start.0, end.0);
@@ -948,11 +870,42 @@ impl AddressMapper {
                 }
             }
         }
-        // A new mapping replaces whatever it overlaps (munmap + mmap, or exec reusing addresses).
-        if matched.is_some() {
-            self.change(MapChange::Map { key, start, end, pgoff: ev.pgoff });
-        } else {
-            self.change(MapChange::Unmap { key, start, end });
+        let Some(marks) = &mut self.marks else { return self.change(change) };
+        // Deferring: logged for the copies to apply if it may change their map (an unmarked pid
+        // has no mapping there to replace), by its record's position when it has one.
+        let logged = match key {
+            Some(pid) if matched.is_some() => {
+                marks.mark(pid);
+                true
+            }
+            Some(pid) => marks.marked(pid),
+            None => true,
+        };
+        if let (true, Some(log)) = (logged, &mut self.changes) {
+            log.push(match ev.record {
+                Some(at) => MapStep::Deferred(MapEvent::MmapAt { at, binary: matched.is_some() }),
+                None => MapStep::Applied(Box::new(change)),
+            });
+        }
+    }
+
+    /// The change an mmap of `[start, start + len)` in `pid` makes: the binary mapped there from
+    /// `pgoff` (`binary`), else the binary's mappings there gone. A new mapping replaces
+    /// whatever it overlaps (munmap + mmap, or exec reusing addresses); the kernel is mapped in
+    /// every process.
+    fn mmap_change(
+        &self,
+        pid: Option<i32>,
+        start: RuntimeAddr,
+        len: u64,
+        pgoff: FileOffset,
+        binary: bool,
+    ) -> MapChange {
+        let key = if self.perf_script || self.kernel { None } else { pid };
+        let end = RuntimeAddr(start.0.saturating_add(len));
+        match binary {
+            true => MapChange::Map { key, start, end, pgoff },
+            false => MapChange::Unmap { key, start, end },
         }
     }
 
@@ -1285,16 +1238,18 @@ mod tests {
         assert_eq!(copy.map().generation(), m.map().generation());
     }
 
-    /// Events one mapper defers, replayed by a copy, map and count as they would have there.
+    /// Events one mapper defers, replayed by a copy, map as they would have there; the
+    /// deferring mapper counts the mmap events it matched as it would have applying them.
     #[test]
-    fn a_copy_replaying_deferred_events_maps_and_counts_like_the_original() {
+    fn a_copy_replaying_deferred_events_maps_like_the_original() {
         let events = |m: &mut AddressMapper| {
-            m.on_mmap_event(mmap(1, 0x1000_0000, 0x800, "/x/app", None));
+            m.on_mmap(&mmap(1, 0x1000_0000, 0x800, "/x/app", None));
             m.on_fork(2, 1);
             m.on_fork(2, 2); // a thread: nothing to log
-            m.on_mmap_event(mmap(2, 0x1000_0000, 0, "/lib/other.so", Some(vec![0xee])));
-            m.on_mmap_event(MmapEvent { executable: false, ..mmap(1, 0x5000, 0, "/x/app", None) });
-            m.on_mmap_event(mmap(3, 0x3000_0000, 0x800, "/x/app", Some(vec![0xab, 0xcd])));
+            m.on_mmap(&mmap(2, 0x1000_0000, 0, "/lib/other.so", Some(vec![0xee])));
+            m.on_mmap(&MmapEvent { executable: false, ..mmap(1, 0x5000, 0, "/x/app", None) });
+            m.on_mmap(&mmap(4, 0x5000, 0, "/lib/other.so", None)); // nothing to unmap in pid 4
+            m.on_mmap(&mmap(3, 0x3000_0000, 0x800, "/x/app", Some(vec![0xab, 0xcd])));
             m.on_exit(3);
             assert!(!m.pidless_sample(), "the binary is mapped, or deferred");
         };
@@ -1307,17 +1262,23 @@ mod tests {
         let mut copy = deferring.replica();
         deferring.defer_events();
         events(&mut deferring);
-        assert!(!deferring.any_mapping() && deferring.stats.matched_by().is_none());
+        assert!(!deferring.any_mapping());
         let mut steps = Vec::new();
         deferring.take_changes(&mut steps);
-        // Each path is logged once, with its first mapping.
+        // Read elsewhere than a mapped input, each mmap event is logged as the change it makes.
+        let (start, end) = (RuntimeAddr(0x1000_0000), RuntimeAddr(0x1000_1000));
+        let pgoff = FileOffset(0x800);
+        let change = |c| MapStep::Applied(Box::new(c));
+        assert_eq!(
+            steps[..3],
+            [
+                change(MapChange::Map { key: Some(1), start, end, pgoff }),
+                MapStep::Deferred(MapEvent::Fork { pid: 2, ppid: 1 }),
+                change(MapChange::Unmap { key: Some(2), start, end }),
+            ]
+        );
         assert_eq!(steps.len(), 6);
-        let MapStep::Deferred(MapEvent::Mmap(first)) = &steps[0] else { panic!("{steps:?}") };
-        assert_eq!(first.new_path.as_deref(), Some("/x/app"));
-        let MapStep::Deferred(MapEvent::Mmap(third)) = &steps[3] else { panic!("{steps:?}") };
-        assert_eq!((third.path, third.new_path.as_deref()), (0, None));
         for s in &steps {
-            assert!(matches!(s, MapStep::Deferred(_)));
             copy.replay(s, None);
         }
         for (pid, addr) in [(1, 0x1000_0004), (2, 0x1000_0004), (3, 0x3000_0004)] {
@@ -1325,11 +1286,13 @@ mod tests {
             assert_eq!(a.to_vaddr(RuntimeAddr(addr)), b.to_vaddr(RuntimeAddr(addr)));
         }
         assert_eq!(copy.to_vaddr(Some(1), RuntimeAddr(0x1000_0004)), Some(Vaddr(0x1804)));
-        let (d, c) = (&direct.stats, &copy.stats);
-        assert_eq!((c.matched_by_name, c.matched_by_build_id), (1, 1));
+        let (d, m, c) = (&direct.stats, &deferring.stats, &copy.stats);
         assert_eq!((d.matched_by_name, d.matched_by_build_id), (1, 1));
-        assert_eq!(c.other_executables, d.other_executables);
-        assert_eq!(c.matched_by(), Some(MatchedBy::BuildId));
+        assert_eq!((m.matched_by_name, m.matched_by_build_id), (1, 1));
+        assert_eq!((c.matched_by_name, c.matched_by_build_id), (0, 0));
+        assert_eq!(d.other_executables["/lib/other.so"].mappings, 2);
+        assert_eq!(m.other_executables, d.other_executables);
+        assert_eq!(m.matched_by(), Some(MatchedBy::BuildId));
         assert!(!copy.assumed_preferred_base_on_replay());
     }
 
@@ -1348,7 +1311,7 @@ mod tests {
         m.on_exec(7); // nothing mapped: not logged
         m.on_fork(8, 7); // the parent has nothing to inherit: not logged
         m.on_fork(2, 1);
-        m.on_mmap_event(mmap(3, 0x3000_0000, 0x800, "/x/app", None));
+        m.on_mmap(&mmap(3, 0x3000_0000, 0x800, "/x/app", None));
         m.on_exec(3);
         m.on_exit(3); // cleared already: not logged
         m.on_exit(2);
@@ -1356,16 +1319,16 @@ mod tests {
         m.on_exit(1);
         // Two pids marked in one slot: both may have mappings from then on.
         let other = (9..).find(|&p| PidMarks::slot(p).0 == PidMarks::slot(3).0).unwrap();
-        m.on_mmap_event(mmap(3, 0x3000_0000, 0x800, "/x/app", None));
+        m.on_mmap(&mmap(3, 0x3000_0000, 0x800, "/x/app", None));
         m.on_exit(other); // its slot holds 3: not logged
-        m.on_mmap_event(mmap(other, 0x3000_0000, 0x800, "/x/app", None));
+        m.on_mmap(&mmap(other, 0x3000_0000, 0x800, "/x/app", None));
         m.on_exit(3);
         m.on_exit(3);
         m.on_exit(other);
         let mut steps = Vec::new();
         m.take_changes(&mut steps);
         let clear = |pid| MapStep::Deferred(MapEvent::Clear { pid });
-        let mmaps = |s: &&MapStep| matches!(s, MapStep::Deferred(MapEvent::Mmap(_)));
+        let mmaps = |s: &&MapStep| matches!(s, MapStep::Applied(_));
         let logged: Vec<_> = steps.iter().filter(|s| !mmaps(s)).cloned().collect();
         let fork = MapStep::Deferred(MapEvent::Fork { pid: 2, ppid: 1 });
         assert_eq!(logged, [fork, clear(3), clear(2), clear(1), clear(3), clear(3), clear(other)]);

@@ -103,6 +103,9 @@ fn hundred_thousand_processes_are_read_in_linear_time_at_any_worker_count() {
         assert_eq!(report.samples.read, 100_000);
         assert_eq!(report.samples.used, 100_000);
         assert_eq!(counters.by_context, runs[0].0.by_context);
+        // Matched on the reading thread once it defers the mapping to the workers' copies.
+        assert_eq!(report.matched_by, runs[0].1.matched_by);
+        assert!(report.matched_by.is_some());
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -14,8 +14,8 @@
 //! sequential run's whatever the scheduling, and a change costs what it changes (not a copy of
 //! the whole map: a system-wide recording maps thousands of processes). Once a sample has landed
 //! in the binary the mapper defers its events (see [`AddressMapper::defer_events`]): the copies
-//! match and apply them, so that with many processes the mapping is not the reading thread's
-//! work.
+//! apply them, so that with many processes the mapping is not the reading thread's work (it
+//! still matches each mmap event against the binary, once for all the copies).
 //!
 //! The reading thread aggregates the batches the channel has no room for itself, so that
 //! `--threads N` is N threads (the reader and N - 1 workers) that never wait while there is work.
@@ -1127,9 +1127,9 @@ pub fn aggregate_in_parallel<'b, T>(
         }
         let mut samples = AggregatedSamples::default();
         let mut stats = SampleStats::default();
-        // The copy that replayed the whole log counts the events deferred to the copies: the
-        // one that aggregated the last batch (the helping copy took the counts of the worker it
-        // copied).
+        // The copy that replayed the whole log decided the samples without a pid deferred to the
+        // copies: the one that aggregated the last batch (the helping copy took over from the
+        // worker it copied).
         let mut replayed = helped;
         let joined = handles.into_iter().map(|h| match h.join() {
             Ok((finished, replica)) => {

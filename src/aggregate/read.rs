@@ -483,7 +483,7 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
             PerfEvent::Mmap(m) => {
                 let (path, start) =
                     opts.show_mmap_events.then(|| (m.path.clone(), m.start.0)).unzip();
-                if let Some(how) = self.mapper.on_mmap_event(m) {
+                if let Some(how) = self.mapper.on_mmap(&m) {
                     if let (Some(path), Some(start)) = (path, start) {
                         println!("Mmap: Binary {path} loaded at {start:#x}: ");
                     }
@@ -641,16 +641,11 @@ fn aggregate_events(
                 r
             });
         let (r, samples, stats, replayed) = parallel;
-        // The events the mapper deferred were counted by the first worker's copy.
+        // The samples without a pid the mapper deferred were decided by the copy that replayed
+        // the whole log (the mmap events it deferred it matched and counted itself).
         if replayed.assumed_preferred_base_on_replay() {
             front.warn_no_mmap();
         }
-        let how = replayed.stats.matched_by();
-        front.matched = match (front.matched, how) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        front.mapper.stats.merge(replayed.stats);
         (r, samples, stats)
     };
     let mut warnings = front.warnings;
