@@ -307,6 +307,23 @@ impl DebugInfo {
         (a < end).then_some(node)
     }
 
+    /// [`node_at`](Self::node_at) of each of `addrs`, which ascend: one search for the first,
+    /// then a walk along the map (a function's instructions, each searched, cost more than the
+    /// rest of a walk over them).
+    pub fn nodes_at(&self, addrs: impl Iterator<Item = u64>) -> impl Iterator<Item = Option<u32>> {
+        // Entries starting at or before the last address: the last of them is node_at's.
+        let mut at: Option<usize> = None;
+        addrs.map(move |a| {
+            let map = &self.addr_map;
+            let i = at.get_or_insert_with(|| map.partition_point(|e| e.0 <= a));
+            while map.get(*i).is_some_and(|e| e.0 <= a) {
+                *i += 1;
+            }
+            let &(_, end, node) = map.get(i.checked_sub(1)?)?;
+            (a < end).then_some(node)
+        })
+    }
+
     /// The address-map entries `[start, end)` whose inline chain (the innermost subroutine DIE
     /// and the subroutines it is inlined into) has a DIE named `wanted` accepts (by canonical
     /// name): every address where such a function may have a frame. Sorted.
@@ -828,48 +845,57 @@ mod tests {
         UnitMap { first, ranges, map, regular }
     }
 
-    /// Whenever the units' maps merge, the result is the sequential map: random units of
-    /// nested, overlapping and out-of-order ranges, placed apart, touching or overlapping.
+    /// A random number below `n`, from `state`.
+    fn rand(state: &mut u64, n: u64) -> u64 {
+        *state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (*state >> 33) % n
+    }
+
+    /// Random units of nested, overlapping and out-of-order ranges, placed apart, touching or
+    /// overlapping (every third `case`).
+    fn random_units(case: u32, state: &mut u64) -> Vec<UnitMap> {
+        let mut rand = |n: u64| rand(state, n);
+        let nunits = 1 + rand(5);
+        let mut units = Vec::new();
+        let mut first = 0;
+        for u in 0..nunits {
+            // Units in address order, apart or touching; every third case shuffles them
+            // into overlapping windows.
+            let base = if case.is_multiple_of(3) { rand(4) * 40 } else { u * 100 + rand(2) * 50 };
+            let mut ranges = Vec::new();
+            let mut stack: Vec<(u64, u64)> = Vec::new();
+            for node in 0..1 + rand(8) as u32 {
+                let (lo, hi) = match stack.last() {
+                    // A child inside its parent (sometimes running past it).
+                    Some(&(plo, phi)) if rand(3) != 0 => {
+                        let lo = plo + rand(phi - plo);
+                        let past = if rand(5) == 0 { 10 } else { 0 };
+                        (lo, lo + 1 + rand(phi - lo + past))
+                    }
+                    _ => {
+                        let lo = base + rand(40);
+                        (lo, lo + 1 + rand(20))
+                    }
+                };
+                ranges.push((lo, hi, node));
+                stack.push((lo, hi));
+                if rand(3) == 0 {
+                    stack.pop();
+                }
+            }
+            first += ranges.len() as u32;
+            units.push(unit(first - ranges.len() as u32, ranges));
+        }
+        units
+    }
+
+    /// Whenever the units' maps merge, the result is the sequential map.
     #[test]
     fn merged_unit_maps_are_the_sequential_map() {
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut rand = |n: u64| {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            (state >> 33) % n
-        };
         let (mut merged, mut fell_back) = (0, 0);
         for case in 0..3000 {
-            let nunits = 1 + rand(5);
-            let mut units = Vec::new();
-            let mut first = 0;
-            for u in 0..nunits {
-                // Units in address order, apart or touching; every third case shuffles them
-                // into overlapping windows.
-                let base = if case % 3 == 0 { rand(4) * 40 } else { u * 100 + rand(2) * 50 };
-                let mut ranges = Vec::new();
-                let mut stack: Vec<(u64, u64)> = Vec::new();
-                for node in 0..1 + rand(8) as u32 {
-                    let (lo, hi) = match stack.last() {
-                        // A child inside its parent (sometimes running past it).
-                        Some(&(plo, phi)) if rand(3) != 0 => {
-                            let lo = plo + rand(phi - plo);
-                            let past = if rand(5) == 0 { 10 } else { 0 };
-                            (lo, lo + 1 + rand(phi - lo + past))
-                        }
-                        _ => {
-                            let lo = base + rand(40);
-                            (lo, lo + 1 + rand(20))
-                        }
-                    };
-                    ranges.push((lo, hi, node));
-                    stack.push((lo, hi));
-                    if rand(3) == 0 {
-                        stack.pop();
-                    }
-                }
-                first += ranges.len() as u32;
-                units.push(unit(first - ranges.len() as u32, ranges));
-            }
+            let units = random_units(case, &mut state);
             match merge_unit_maps(&units) {
                 Some(map) => {
                     assert_eq!(map, sequential_addr_map(&units), "case {case}");
@@ -879,5 +905,35 @@ mod tests {
             }
         }
         assert!(merged > 500 && fell_back > 500, "{merged} merged, {fell_back} fell back");
+    }
+
+    /// The walk along the map finds what a search per address finds, from any first address,
+    /// through gaps and (in the maps of malformed DWARF) entries running past the next one.
+    #[test]
+    fn nodes_at_is_node_at_of_each_address() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut overlapping = 0;
+        for case in 0..1000 {
+            let addr_map = sequential_addr_map(&random_units(case, &mut state));
+            overlapping += usize::from(addr_map.windows(2).any(|w| w[1].0 < w[0].1));
+            let info = DebugInfo {
+                nodes: Vec::new(),
+                addr_map,
+                units: Vec::new(),
+                debug_line: Vec::new(),
+                endian: RunTimeEndian::Little,
+                subprograms: Vec::new(),
+                warnings: Vec::new(),
+            };
+            // Ascending addresses from a random first one, with random steps.
+            let mut addrs = vec![rand(&mut state, 200)];
+            while addrs.len() < 60 {
+                addrs.push(addrs[addrs.len() - 1] + rand(&mut state, 6));
+            }
+            let walked: Vec<Option<u32>> = info.nodes_at(addrs.iter().copied()).collect();
+            let searched: Vec<Option<u32>> = addrs.iter().map(|&a| info.node_at(a)).collect();
+            assert_eq!(walked, searched, "case {case}: {:?} at {addrs:?}", info.addr_map);
+        }
+        assert!(overlapping > 50, "{overlapping} maps with overlapping entries");
     }
 }

@@ -528,9 +528,33 @@ impl Binary {
     /// search, for walks over many instructions that need every frame but that location
     /// ([`site_frames`](Self::site_frames)).
     pub fn inline_site(&self, a: Vaddr) -> InlineSite {
-        if let Some(node) = self.debug.as_ref().and_then(|d| d.node_at(a.0)) {
-            return InlineSite::Dwarf(node);
+        match self.debug.as_ref().and_then(|d| d.node_at(a.0)) {
+            Some(node) => InlineSite::Dwarf(node),
+            None => self.site_without_node(a),
         }
+    }
+    /// [`inline_site`](Self::inline_site) and size of every decoded instruction starting within
+    /// [start, end] (inclusive), ascending: the DWARF address map searched once, then walked.
+    pub fn inst_sites_in(
+        &self,
+        start: Vaddr,
+        end: Vaddr,
+    ) -> impl Iterator<Item = (InlineSite, u8)> + '_ {
+        let first = self.code.lower_bound(start.0);
+        let count = self.code.addrs[first..].iter().take_while(|&&a| a <= end.0).count();
+        let insts = first..first + count;
+        let addrs = self.code.addrs[insts.clone()].iter().copied();
+        let mut nodes = self.debug.as_ref().map(|d| d.nodes_at(addrs));
+        insts.map(move |i| {
+            let site = match nodes.as_mut().and_then(|n| n.next().flatten()) {
+                Some(node) => InlineSite::Dwarf(node),
+                None => self.site_without_node(Vaddr(self.code.addrs[i])),
+            };
+            (site, self.code.sizes[i])
+        })
+    }
+    /// The site of an address no DWARF subroutine covers.
+    fn site_without_node(&self, a: Vaddr) -> InlineSite {
         match self.func_range(a) {
             Some(r) if self.function(r.func).source == FuncSource::Symbol => {
                 InlineSite::Symbol(r.func)

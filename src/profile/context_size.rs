@@ -264,8 +264,7 @@ fn instruction_bytes(
     for &f in funcs {
         for &(start, end) in &binary.function(f).ranges {
             let Some(last_byte) = end.0.checked_sub(1).filter(|&l| l >= start.0) else { continue };
-            for addr in binary.insts_in(start, Vaddr(last_byte)) {
-                let site = binary.inline_site(addr);
+            for (site, size) in binary.inst_sites_in(start, Vaddr(last_byte)) {
                 let i = match last {
                     Some((prev, i)) if prev == site => i,
                     _ => *index.entry(site).or_insert_with(|| {
@@ -273,9 +272,7 @@ fn instruction_bytes(
                         sites.len() - 1
                     }),
                 };
-                let size =
-                    binary.inst_size(addr).map_or(0, |s| u32::try_from(s).unwrap_or(u32::MAX));
-                sites[i].1 = sites[i].1.saturating_add(size);
+                sites[i].1 = sites[i].1.saturating_add(u32::from(size));
                 last = Some((site, i));
             }
         }
