@@ -61,7 +61,7 @@ fn canonical(event: &PerfEvent<'_>) -> String {
         PerfEvent::Fork { pid, ppid, tid, ptid } => format!("FORK {pid}/{tid} {ppid}/{ptid}"),
         PerfEvent::Exit { pid, tid } => format!("EXIT {pid}/{tid}"),
         // Only a deferred decode asked to place samples gives these.
-        PerfEvent::Placed { record, .. } => format!("PLACED {record:#x}"),
+        PerfEvent::Placed(run) => format!("PLACED {:#x}..", run[0].record),
     }
 }
 
@@ -200,7 +200,7 @@ fn order_of(event: &PerfEvent<'_>) -> String {
         PerfEvent::Comm { .. } => "COMM".into(),
         PerfEvent::Fork { .. } => "FORK".into(),
         PerfEvent::Exit { .. } => "EXIT".into(),
-        PerfEvent::Placed { .. } => "PLACED".into(),
+        PerfEvent::Placed(_) => "PLACED".into(),
     }
 }
 

@@ -6,7 +6,8 @@
 //! and branch stack lie, and the worker reads them in place ([`SampleBodies`]), so the per-entry
 //! work is spread over the workers. Once the mapper defers its events, a sample whose fields lie
 //! at fixed offsets and fill its record is handed out by its place alone ([`PlacedHead`]): the
-//! reading thread reads only its stacks' counts, the worker the whole sample. Other samples
+//! reading thread reads only its stacks' counts and queues such samples a run at a time, the
+//! worker reads the whole sample. Other samples
 //! (compressed records, streams, perf script) are copied into the batch.
 //!
 //! Every worker keeps its own copy of the address map and replays the reading thread's mapper's
@@ -43,7 +44,7 @@ use super::samples::{AggregatedSamples, Aggregator, HeldSamples, SampleOptions, 
 use crate::addr::RuntimeAddr;
 use crate::binary::Binary;
 use crate::input::perf_data::{PageReleaser, SampleBodies};
-use crate::input::{BranchStack, CallChain, Deferred, RawBranch, RawWord, Sample};
+use crate::input::{BranchStack, CallChain, Deferred, PlacedSample, RawBranch, RawWord, Sample};
 use crate::mapping::{AddressMap, AddressMapper, MapStep};
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -611,16 +612,44 @@ impl BatchSender<'_, '_> {
         self.queued(mapper, s.record.map(|d| d.record));
     }
 
-    /// Queues the sample of a [`PerfEvent::Placed`](crate::input::PerfEvent::Placed) (`record`,
-    /// `attr`, `len`), as [`add`](Self::add) does a sample.
-    pub fn add_placed(&mut self, mapper: &mut AddressMapper, record: usize, attr: u16, len: u16) {
+    /// Queues the samples of a [`PerfEvent::Placed`](crate::input::PerfEvent::Placed), as
+    /// [`add`](Self::add) does a sample, in bulk: no step comes between them.
+    pub fn add_placed(&mut self, mapper: &mut AddressMapper, run: &[PlacedSample]) {
         self.take_changes(mapper);
         if !self.batch.heads.is_empty() {
             self.flush(mapper);
         }
-        let steps = mapper.changes_logged() as u32;
-        self.batch.placed.push(PlacedHead { record, attr, len, steps });
-        self.queued(mapper, Some(record));
+        let mut rest = run;
+        while !rest.is_empty() {
+            // What the batch has room for (one sample if the steps fill it).
+            let steps = mapper.changes_logged();
+            let b = &mut self.batch;
+            let room = if steps >= BATCH_STEPS { 1 } else { self.limit.saturating_sub(b.len()) };
+            let (mut start, mut end) =
+                b.span.as_ref().map_or((usize::MAX, 0), |s| (s.start, s.end));
+            let mut taken = room.clamp(1, rest.len());
+            for (i, p) in rest[..taken].iter().enumerate() {
+                (start, end) = (start.min(p.record), end.max(p.record + MAX_RECORD));
+                if b.placed.len() + i + 1 >= MIN_SPAN_BATCH_SAMPLES && end - start >= BATCH_SPAN {
+                    taken = i + 1;
+                    break;
+                }
+            }
+            let steps = steps as u32;
+            let heads = rest[..taken].iter().map(|p| PlacedHead {
+                record: p.record,
+                attr: p.attr,
+                len: p.len,
+                steps,
+            });
+            b.placed.extend(heads);
+            rest = &rest[taken..];
+            let span = b.span.insert(start..end);
+            self.needed.set_open(span);
+            if self.full(mapper) {
+                self.flush(mapper);
+            }
+        }
     }
 
     /// The sample just queued lies at `record` in the input, if there: notes its span, and sends
@@ -634,12 +663,20 @@ impl BatchSender<'_, '_> {
             *span = span.start.min(pos)..span.end.max(end);
             self.needed.set_open(span);
         }
+        if self.full(mapper) {
+            self.flush(mapper);
+        }
+    }
+
+    /// Whether the batch is to be sent: it holds its limit of samples, spans enough input, or
+    /// the mapper has logged enough steps.
+    #[inline(always)]
+    fn full(&self, mapper: &AddressMapper) -> bool {
+        let b = &self.batch;
         let len = b.len();
         let spans_enough =
             len >= MIN_SPAN_BATCH_SAMPLES && b.span.as_ref().is_some_and(|s| s.len() >= BATCH_SPAN);
-        if len >= self.limit || spans_enough || mapper.changes_logged() >= BATCH_STEPS {
-            self.flush(mapper);
-        }
+        len >= self.limit || spans_enough || mapper.changes_logged() >= BATCH_STEPS
     }
 
     /// The flag that has a deferred decode hand samples out by place alone

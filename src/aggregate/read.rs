@@ -506,7 +506,7 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
             PerfEvent::Exit { .. } => {}
             PerfEvent::Comm { .. } => {}
             // Only decoded for `aggregate_events`'s workers, which take them before this.
-            PerfEvent::Placed { .. } => unreachable!("a placed sample outside parallel reading"),
+            PerfEvent::Placed(_) => unreachable!("a placed sample outside parallel reading"),
             PerfEvent::Sample(s) => {
                 if opts.pid.is_some_and(|p| s.pid.is_some_and(|sp| sp != p)) {
                     self.filtered.read += 1;
@@ -626,8 +626,8 @@ fn aggregate_events(
                 let r = read(
                     &mut |ev| {
                         // Read by the workers alone: what `handle` would do is only `add`.
-                        if let PerfEvent::Placed { record, attr, len } = ev {
-                            sender.add_placed(&mut front.mapper, record, attr, len);
+                        if let PerfEvent::Placed(run) = ev {
+                            sender.add_placed(&mut front.mapper, run);
                             return;
                         }
                         if front.may_change_map(&ev) {

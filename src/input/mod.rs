@@ -291,15 +291,19 @@ pub enum PerfEvent<'a> {
         tid: i32,
     },
     Sample(Sample<'a>),
-    /// A sample handed out by its place alone: a deferred decode that was asked to
-    /// ([`perf_data::PerfData::decode_in_time_order_deferred`]) checked that the fields of attr
-    /// `attr` fill the `len`-byte record at input position `record` exactly and name its thread,
-    /// and read nothing else; a worker reads it whole ([`perf_data::SampleBodies::sample`]).
-    Placed {
-        record: usize,
-        attr: u16,
-        len: u16,
-    },
+    /// A run of consecutive samples handed out by their place alone (only a deferred decode that
+    /// was asked to gives these: [`perf_data::PerfData::decode_in_time_order_deferred`]).
+    Placed(&'a [PlacedSample]),
+}
+
+/// A sample handed out by its place alone: the decoder checked that the fields of attr `attr`
+/// fill the `len`-byte record at input position `record` exactly and name its thread, and read
+/// nothing else; a worker reads it whole ([`perf_data::SampleBodies::sample`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlacedSample {
+    pub record: usize,
+    pub attr: u16,
+    pub len: u16,
 }
 
 /// Facts about an input file gathered while reading it (from the perf.data header).

@@ -522,8 +522,8 @@ impl<'a> PerfData<'a> {
     /// bodies: samples come without their call chain and branch stack (checked, not copied), with
     /// [`Sample::record`] set, for [`SampleBodies`] to decode on other threads. Samples inside
     /// compressed records, and all samples in pipe mode, are decoded whole. Once `placing` (if
-    /// given) is set, the samples whose fields fill their record and name its thread come as
-    /// [`PerfEvent::Placed`], only checked that far.
+    /// given) is set, the samples whose fields fill their record and name its thread come in
+    /// runs as [`PerfEvent::Placed`], only checked that far.
     pub fn decode_in_time_order_deferred(
         &self,
         on_event: &mut dyn FnMut(PerfEvent<'_>),

@@ -21,7 +21,8 @@ use super::{ReadReport, Truncation};
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::error::Error;
 use crate::input::{
-    BranchStack, CallChain, CommName, Deferred, MmapEvent, MmapPath, PerfEvent, RawWord, Sample,
+    BranchStack, CallChain, CommName, Deferred, MmapEvent, MmapPath, PerfEvent, PlacedSample,
+    RawWord, Sample,
 };
 
 // Record types (kernel: include/uapi/linux/perf_event.h; user: tools/lib/perf/include/perf/event.h).
@@ -30,6 +31,10 @@ use crate::input::{
 
 /// Decompressed bytes produced per zstd call; records are cut out of it as they complete.
 const ZSTD_CHUNK: usize = 1 << 20;
+
+/// Placed samples delivered as one event at most (a run is 16 bytes a sample: it stays in the
+/// first-level cache).
+const PLACED_RUN: usize = 512;
 
 /// Builds the located error for malformed input.
 pub(super) fn malformed(path: &Path, loc: Loc, at: usize, what: impl std::fmt::Display) -> Error {
@@ -82,6 +87,10 @@ pub(super) struct Decoder<'p> {
     /// delivered as [`PerfEvent::Placed`], read no further (only set with `defer_bodies` and
     /// without `skip_samples`).
     pub(super) placing: Option<Arc<AtomicBool>>,
+    /// Placed samples not delivered yet: delivered as one event before any other event, and
+    /// before the decoder returns from `record` (so that every record before the position it
+    /// reports as consumed has been delivered).
+    run: Vec<PlacedSample>,
     pub(super) report: ReadReport,
 }
 
@@ -107,6 +116,7 @@ impl<'p> Decoder<'p> {
             skip_samples: false,
             defer_bodies: false,
             placing: None,
+            run: Vec::new(),
             report: ReadReport::default(),
         }
     }
@@ -201,7 +211,9 @@ impl<'p> Decoder<'p> {
                 return Ok(0);
             }
         }
-        self.deliver(rec, input_pos, loc, sink)
+        let extra = self.deliver(rec, input_pos, loc, sink);
+        self.deliver_run(sink);
+        extra
     }
 
     /// The timestamp of a record that perf would order by time (kernel records with a time).
@@ -236,14 +248,15 @@ impl<'p> Decoder<'p> {
                 break;
             }
         }
+        self.deliver_run(sink);
         order.retire(ready);
         self.order = Some(order);
         result
     }
 
-    /// Delivers one whole record now: a sample as [`PerfEvent::Placed`] if it can be (see
-    /// [`Decoder::placing`]), else decoded. Kept apart from `decode_record`, whose frame (every
-    /// record type inlined) cost more than the check.
+    /// Delivers one whole record: a sample as part of a run of [`PerfEvent::Placed`] if it can be
+    /// (see [`Decoder::placing`]), else decoded now, after the run before it. Kept apart from
+    /// `decode_record`, whose frame (every record type inlined) cost more than the check.
     #[inline(always)]
     fn deliver(
         &mut self,
@@ -252,21 +265,36 @@ impl<'p> Decoder<'p> {
         loc: Loc,
         sink: &mut Sink<'_>,
     ) -> Result<u64, Error> {
-        if let Some(record) = input_pos
-            && self.placing.as_ref().is_some_and(|p| p.load(Relaxed))
-            && u32_at(rec, 0) == Some(RECORD_SAMPLE)
-            && let Some(attr) = self.sample_attr(&rec[8..])
-            && self.layouts[attr].is_some_and(|l| l.fills(&rec[8..]))
-            && let Ok(attr) = u16::try_from(attr)
-        {
-            let r = &mut self.report;
-            r.records = r.records.saturating_add(1);
-            r.samples = r.samples.saturating_add(1);
-            // A record's size is a u16.
-            sink(PerfEvent::Placed { record, attr, len: rec.len() as u16 });
-            return Ok(0);
+        // Placed samples are queued only once the flag is set, which stays so.
+        if self.placing.as_ref().is_some_and(|p| p.load(Relaxed)) {
+            if let Some(record) = input_pos
+                && u32_at(rec, 0) == Some(RECORD_SAMPLE)
+                && let Some(attr) = self.sample_attr(&rec[8..])
+                && self.layouts[attr].is_some_and(|l| l.fills(&rec[8..]))
+                && let Ok(attr) = u16::try_from(attr)
+            {
+                let r = &mut self.report;
+                r.records = r.records.saturating_add(1);
+                r.samples = r.samples.saturating_add(1);
+                // A record's size is a u16.
+                self.run.push(PlacedSample { record, attr, len: rec.len() as u16 });
+                if self.run.len() >= PLACED_RUN {
+                    self.deliver_run(sink);
+                }
+                return Ok(0);
+            }
+            self.deliver_run(sink);
         }
         self.decode_record(rec, input_pos, loc, sink)
+    }
+
+    /// Delivers the placed samples not delivered yet, as one event.
+    #[inline(always)]
+    fn deliver_run(&mut self, sink: &mut Sink<'_>) {
+        if !self.run.is_empty() {
+            sink(PerfEvent::Placed(&self.run));
+            self.run.clear();
+        }
     }
 
     /// Decodes one whole record now.

@@ -535,9 +535,9 @@ fn deferred_samples_decode_in_place_to_the_whole_samples() {
 
 /// Once its flag is set, a deferred decode hands out by place alone the samples whose fields fill
 /// their record and name the thread; reading them there gives the whole samples, in the same
-/// order among the other events, with the same counts. A sample with a word after its fields
-/// still comes decoded (and counted as such), as do those before the flag and those without a
-/// TID field.
+/// order among the other events (consecutive ones as one run), with the same counts. A sample
+/// with a word after its fields still comes decoded (and counted as such), as do those before
+/// the flag and those without a TID field.
 #[test]
 fn placed_samples_read_from_their_place_to_the_whole_samples() {
     let user = -512i64 as u64;
@@ -561,16 +561,21 @@ fn placed_samples_read_from_their_place_to_the_whole_samples() {
         // Its sample_id (sample_id_all) gives its time.
         let mut mmap = mmap2_body(None, 5, "/bin/app");
         mmap.extend(words(if with_tid { &[(7u64 << 32) | 5, 2] } else { &[2] }));
+        // The last four samples in one round: placed ones come in runs, cut by the one with a
+        // tail word.
         let mut data = Vec::new();
-        for r in [
-            sample(0x401000, 1, false),
-            record(10, 0, &mmap),
-            sample(0x402000, 3, false),
-            sample(0x403000, 4, true),
-            sample(0x404000, 5, false),
+        for (r, round_after) in [
+            (sample(0x401000, 1, false), true),
+            (record(10, 0, &mmap), true),
+            (sample(0x402000, 3, false), false),
+            (sample(0x403000, 4, true), false),
+            (sample(0x404000, 5, false), false),
+            (sample(0x405000, 6, false), true),
         ] {
             data.extend(r);
-            data.extend(&round);
+            if round_after {
+                data.extend(&round);
+            }
         }
         let bytes = file_mode(attr(64, st, 0, 0, 0), &data);
         let data = PerfData::parse(&bytes, Path::new("t.data")).unwrap();
@@ -588,10 +593,12 @@ fn placed_samples_read_from_their_place_to_the_whole_samples() {
         let deferred = data
             .decode_in_time_order_deferred(
                 &mut |e| match e {
-                    PerfEvent::Placed { record, attr, len } => {
-                        let s = bodies.sample(record, attr.into(), len.into()).unwrap();
-                        in_place.push(describe(&s));
-                        kinds.push("placed");
+                    PerfEvent::Placed(run) => {
+                        for p in run {
+                            let s = bodies.sample(p.record, p.attr.into(), p.len.into()).unwrap();
+                            in_place.push(describe(&s));
+                        }
+                        kinds.push(if run.len() == 1 { "placed" } else { "placed run" });
                     }
                     PerfEvent::Sample(s) => {
                         let d = s.record.expect("a sample with its stacks in place");
@@ -614,11 +621,11 @@ fn placed_samples_read_from_their_place_to_the_whole_samples() {
         assert_eq!(in_place, whole);
         let counts = |r: &ReadReport| (r.records, r.samples, r.samples_with_unknown_tail);
         assert_eq!(counts(&deferred), counts(&report));
-        assert_eq!(counts(&report), (10, 4, 1));
+        assert_eq!(counts(&report), (9, 5, 1));
         kinds
     };
-    assert_eq!(events(true), ["sample", "mmap", "placed", "sample", "placed"]);
-    assert_eq!(events(false), ["sample", "mmap", "sample", "sample", "sample"]);
+    assert_eq!(events(true), ["sample", "mmap", "placed", "sample", "placed run"]);
+    assert_eq!(events(false), ["sample", "mmap", "sample", "sample", "sample", "sample"]);
 }
 
 /// A round-less file of `times.len()` samples of ~64 KiB each (SAMPLE_RAW padding), in file order.
