@@ -708,12 +708,12 @@ impl SampleBodies<'_> {
 
     /// The sample of a [`PerfEvent::Placed`] (its `record`, `attr` and `len`), read by the
     /// attr's layout: the reading thread checked that its fields fill the record, so it is
-    /// `None` only for one that is not such a sample.
+    /// read without checking them again.
     #[inline]
     pub fn sample(&mut self, record: usize, attr: usize, len: usize) -> Option<Sample<'_>> {
-        let layout = self.layouts.get(attr).copied().flatten()?;
+        let layout = self.layouts.get(attr)?.as_ref()?;
         let rec = self.bytes.get(record..record.checked_add(len)?)?;
-        let f = layout.read(rec.get(8..)?)?;
+        let f = layout.read_filled(rec.get(8..)?);
         let user = u16_at(rec, 4)? & abi::MISC_CPUMODE_MASK == abi::MISC_USER;
         let (callchain, branches) =
             decode::stacks(rec, (f.callchain, f.branches), user, &mut self.copy);
