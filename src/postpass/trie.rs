@@ -58,9 +58,10 @@ pub(crate) struct ContextTrie {
     ids_by_address: HashMap<usize, (FuncName, FuncId)>,
     /// `FuncToCtxtProfiles`: every profile of a function, in breadth-first trie order.
     func_to_profiles: Vec<Vec<SampleId>>,
-    /// The contexts the trie was built from (sample `i` is `contexts[i]`'s profile), sharing
-    /// their frames with the profile's keys; kept to be freed with the trie (freed during the
-    /// passes, they slowed them).
+    /// The contexts the trie was built from (sample `i` is `contexts[i]`'s profile): the
+    /// profile's keys, moved in with the profiles ([`ContextTrie::take_profiles`]) and kept to be
+    /// freed with the trie (freed during the passes, they slowed them). Moved, not copied: a
+    /// copy, and a dropped key, each touch the shared frames' count, a cache miss per context.
     contexts: Vec<Context>,
 }
 
@@ -111,8 +112,7 @@ impl ContextTrie {
             path.truncate(shared);
             trie.extend_path(&mut path, context);
             let node = *path.last().expect("a context has a leaf frame");
-            let id = trie.contexts.len();
-            trie.contexts.push(context.clone());
+            let id = trie.sample_node.len();
             trie.sample_node.push(node);
             trie.nodes[node].samples = Some(id);
         }
@@ -126,24 +126,22 @@ impl ContextTrie {
         trie
     }
 
-    /// Moves the profiles of `profile` into the trie [`ContextTrie::of_contexts`] built from its
-    /// contexts: `profile` must be the one the trie was built from, unchanged since (checked in
-    /// full by debug builds).
+    /// Moves the profiles of `profile` and their contexts into the trie
+    /// [`ContextTrie::of_contexts`] built from those contexts: `profile` must be the one the trie
+    /// was built from, unchanged since (checked in full by debug builds).
     pub fn take_profiles(&mut self, profile: &mut Profile) {
         let functions = std::mem::take(&mut profile.functions);
-        // Equal contexts share their frames with the trie's copies: compared without reading.
+        let mut samples = Vec::with_capacity(self.sample_node.len());
+        for (context, fs) in functions.into_iter().filter(|(c, _)| !c.is_empty()) {
+            self.contexts.push(context);
+            samples.push(Sample { fs, state: state::RAW });
+        }
+        assert_eq!(samples.len(), self.sample_node.len(), "the trie is built from this profile");
         debug_assert!(
-            functions.keys().filter(|c| !c.is_empty()).eq(&self.contexts),
+            (self.contexts.iter().zip(&self.sample_node))
+                .all(|(c, &node)| Context::new(self.context_of(node)) == *c),
             "the trie is built from this profile"
         );
-        let mut samples = Vec::with_capacity(self.contexts.len());
-        samples.extend(
-            functions
-                .into_iter()
-                .filter(|(c, _)| !c.is_empty())
-                .map(|(_, fs)| Sample { fs, state: state::RAW }),
-        );
-        assert_eq!(samples.len(), self.contexts.len(), "the trie is built from this profile");
         self.samples = samples;
     }
 
@@ -151,7 +149,7 @@ impl ContextTrie {
     pub fn profiles_of<'a>(&self, profile: &'a Profile) -> Vec<&'a FunctionSamples> {
         let profiles: Vec<&FunctionSamples> =
             profile.functions.iter().filter(|(c, _)| !c.is_empty()).map(|(_, fs)| fs).collect();
-        assert_eq!(profiles.len(), self.contexts.len(), "the trie is built from this profile");
+        assert_eq!(profiles.len(), self.sample_node.len(), "the trie is built from this profile");
         profiles
     }
 
