@@ -254,7 +254,7 @@ pub enum MapChange {
 pub enum MapEvent {
     /// An executable mapping in a process `--pid` keeps, matched (and counted) by the deferring
     /// mapper, by the position of its record in the mapped input ([`MmapEvent::record`]): the
-    /// copies read its addresses there ([`SampleBodies::mmap`]) and map the binary there
+    /// copies read its addresses there ([`SampleBodies::mmap_span`]) and map the binary there
     /// (`binary`) or unmap it, so that the reading thread neither copies the event nor
     /// allocates a change for another thread to free.
     MmapAt { at: usize, binary: bool },
@@ -726,10 +726,10 @@ impl AddressMapper {
                 self.map.apply(change);
             }
             MapStep::Deferred(MapEvent::MmapAt { at, binary }) => {
-                let ev = records.and_then(|r| r.mmap(*at));
-                debug_assert!(ev.is_some(), "no mmap record at {at} of the input");
-                if let Some(ev) = ev {
-                    self.map.apply(&self.mmap_change(ev.pid, ev.start, ev.len, ev.pgoff, *binary));
+                let span = records.and_then(|r| r.mmap_span(*at));
+                debug_assert!(span.is_some(), "no mmap record at {at} of the input");
+                if let Some((pid, start, len, pgoff)) = span {
+                    self.map.apply(&self.mmap_change(pid, start, len, pgoff, *binary));
                 }
             }
             MapStep::Deferred(MapEvent::Fork { pid, ppid }) => self.on_fork(*pid, *ppid),

@@ -954,7 +954,9 @@ impl CopyRequest<'_> {
 
 /// Reduces the samples `agg` holds under `replica`'s map (all of them, or those past its limit),
 /// in parts ([`Lump`]), answering `request` before each part, and before the next sample if
-/// there are none.
+/// there are none. Inlined: a worker calls it before every sample and every step of the log (a
+/// recording of many processes has a step or two per sample), mostly with nothing to reduce.
+#[inline]
 fn reduce_held(
     agg: &mut Aggregator<'_>,
     replica: &Replica,
@@ -963,18 +965,27 @@ fn reduce_held(
     all: bool,
 ) {
     match if all { agg.take_all_held() } else { agg.take_held() } {
-        Some(held) => {
-            let lump = Lump::new(held);
-            lump.reduce_answering(agg, replica, request, log);
-            if let Some(lump) = Arc::into_inner(lump) {
-                agg.reuse(lump.held);
-            }
-        }
+        Some(held) => reduce_lump(agg, replica, request, log, held),
         None => {
             if let Some(request) = request {
                 request.answer(replica, log, None);
             }
         }
+    }
+}
+
+#[inline(never)]
+fn reduce_lump(
+    agg: &mut Aggregator<'_>,
+    replica: &Replica,
+    request: Option<&CopyRequest<'_>>,
+    log: &Mutex<ChangeLog>,
+    held: HeldSamples,
+) {
+    let lump = Lump::new(held);
+    lump.reduce_answering(agg, replica, request, log);
+    if let Some(lump) = Arc::into_inner(lump) {
+        agg.reuse(lump.held);
     }
 }
 

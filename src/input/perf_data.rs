@@ -58,10 +58,10 @@ pub(crate) use bytes::c_str;
 use bytes::{Loc, prefetch_lines, u16_at, u32_at, u64_at};
 use decode::{Decoder, Sink, malformed};
 
-use crate::addr::RuntimeAddr;
+use crate::addr::{FileOffset, RuntimeAddr};
 use crate::error::Error;
 use crate::input::{
-    BranchStack, CallChain, Deferred, InputFile, InputInfo, MmapEvent, PerfEvent, RawWord, Sample,
+    BranchStack, CallChain, Deferred, InputFile, InputInfo, PerfEvent, RawWord, Sample,
 };
 const PIPE_HEADER_SIZE: u64 = 16;
 /// How often (in input bytes) [`PerfData::decode_in_time_order_releasing`] reports progress:
@@ -733,17 +733,20 @@ impl SampleBodies<'_> {
         })
     }
 
-    /// The mmap event whose record lies at `record` (an [`MmapEvent::record`] of this input, whose
-    /// decode checked it); `None` if no MMAP record lies there.
-    pub fn mmap(&self, record: usize) -> Option<MmapEvent<'_>> {
+    /// The pid, start, length and file offset of the mmap event whose record lies at `record`
+    /// (an [`MmapEvent::record`](crate::input::MmapEvent::record) of this input, whose decode
+    /// checked it): what a copy of a
+    /// deferring mapper's map applies; `None` if no MMAP record lies there.
+    #[inline]
+    pub fn mmap_span(&self, record: usize) -> Option<(Option<i32>, RuntimeAddr, u64, FileOffset)> {
         let size = usize::from(u16_at(self.bytes, record.checked_add(6)?)?);
         let rec = self.bytes.get(record..record.checked_add(size)?)?;
         let rtype = u32_at(rec, 0)?;
         if rtype != abi::RECORD_MMAP && rtype != abi::RECORD_MMAP2 {
             return None;
         }
-        let ev = decode::mmap_event(rec).ok()?;
-        Some(MmapEvent { record: Some(record), ..ev })
+        let f = decode::mmap_fixed(rec)?;
+        Some((Some(f.pid), f.start, f.len, f.pgoff))
     }
 
     /// The call chain and branch stack of the deferred sample `d`, read in place where

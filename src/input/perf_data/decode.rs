@@ -579,19 +579,36 @@ impl<'p> Decoder<'p> {
     }
 }
 
+/// The fields an MMAP and an MMAP2 record (header included) begin with.
+pub(super) struct MmapFixed {
+    pub pid: i32,
+    pub tid: i32,
+    pub start: RuntimeAddr,
+    pub len: u64,
+    pub pgoff: FileOffset,
+}
+
+/// The fixed fields of an MMAP or MMAP2 record `rec`, with one bounds check (the copies of a
+/// deferring mapper read them again from every mmap record it logs); `None` if it is too short.
+#[inline]
+pub(super) fn mmap_fixed(rec: &[u8]) -> Option<MmapFixed> {
+    let fixed: &[u8; 32] = rec.get(8..40)?.try_into().ok()?;
+    let word = |i: usize| u64::from_le_bytes(fixed[i..i + 8].try_into().unwrap_or_default());
+    Some(MmapFixed {
+        pid: word(0) as u32 as i32,
+        tid: (word(0) >> 32) as u32 as i32,
+        start: RuntimeAddr(word(8)),
+        len: word(16),
+        pgoff: FileOffset(word(24)),
+    })
+}
+
 /// An MMAP or MMAP2 record (`rec`, header included) as an event, its path left in the record;
 /// else where in the record it is malformed, and how.
 pub(super) fn mmap_event(rec: &[u8]) -> Result<MmapEvent<'_>, (usize, &'static str)> {
     let (rtype, misc) = (u32_at(rec, 0).unwrap_or(0), u16_at(rec, 4).unwrap_or(0));
-    // pid, tid, start, len, pgoff: one bounds check (the copies of a deferring mapper read every
-    // mmap record again).
-    let fixed: &[u8; 32] = rec
-        .get(8..40)
-        .and_then(|f| f.try_into().ok())
-        .ok_or((8, "MMAP record too short for its fixed fields"))?;
-    let word = |i: usize| u64::from_le_bytes(fixed[i..i + 8].try_into().unwrap_or_default());
-    let (pid, tid) = (word(0) as u32 as i32, (word(0) >> 32) as u32 as i32);
-    let (start, len, pgoff) = (word(8), word(16), word(24));
+    let MmapFixed { pid, tid, start, len, pgoff } =
+        mmap_fixed(rec).ok_or((8, "MMAP record too short for its fixed fields"))?;
     let (executable, build_id, name_at) = if rtype == RECORD_MMAP {
         (misc & MISC_MMAP_DATA == 0, None, 40)
     } else {
@@ -606,9 +623,9 @@ pub(super) fn mmap_event(rec: &[u8]) -> Result<MmapEvent<'_>, (usize, &'static s
     Ok(MmapEvent {
         pid: Some(pid),
         tid: Some(tid),
-        start: RuntimeAddr(start),
+        start,
         len,
-        pgoff: FileOffset(pgoff),
+        pgoff,
         executable,
         path: MmapPath::Field(rec.get(name_at..).unwrap_or_default()),
         build_id,
