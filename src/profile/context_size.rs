@@ -102,8 +102,9 @@ impl ContextSizeTracker {
         for (i, frame) in inline_stack.iter().rev().enumerate() {
             let address = frame.func.as_ptr() as usize;
             let (_, guid, root_child) = *self.guids.entry(address).or_insert_with(|| {
-                let guid = md5_guid(&frame.func);
-                self.names.insert(frame.func.clone(), guid);
+                // Hashed once per text: the binary's units each share their own copy of a name.
+                let guid =
+                    *self.names.entry(frame.func.clone()).or_insert_with(|| md5_guid(&frame.func));
                 (frame.func.clone(), guid, 0)
             });
             if i == 0 && root_child != 0 {
@@ -319,6 +320,10 @@ fn inlinees_with_probes<'a>(
         })
         .collect();
     selected.sort_unstable();
+    // Each node's function name, looked up once (by GUID, a search): nodes share their callers.
+    let names: Vec<Option<FuncName>> = (probes.nodes().iter())
+        .map(|n| probes.desc(n.guid).map(|d| d.name.clone().into()))
+        .collect();
     // Made one at a time as the tracker takes them: all at once they add to the peak.
     (1..probes.nodes().len()).filter_map(move |i| {
         let id = ProbeNodeId(i as u32);
@@ -333,8 +338,8 @@ fn inlinees_with_probes<'a>(
         let mut loc = LineLocation::default();
         let complete = loop {
             let n = probes.node(cur);
-            let Some(desc) = probes.desc(n.guid) else { break false };
-            context.push(ContextFrame { func: desc.name.clone().into(), loc });
+            let Some(func) = &names[cur.0 as usize] else { break false };
+            context.push(ContextFrame { func: func.clone(), loc });
             if n.parent == ProbeNodeId::ROOT {
                 break true;
             }
