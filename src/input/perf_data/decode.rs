@@ -273,9 +273,6 @@ impl<'p> Decoder<'p> {
                 && self.layouts[attr].is_some_and(|l| l.fills(&rec[8..]))
                 && let Ok(attr) = u16::try_from(attr)
             {
-                let r = &mut self.report;
-                r.records = r.records.saturating_add(1);
-                r.samples = r.samples.saturating_add(1);
                 // A record's size is a u16.
                 self.run.push(PlacedSample { record, attr, len: rec.len() as u16 });
                 if self.run.len() >= PLACED_RUN {
@@ -288,10 +285,13 @@ impl<'p> Decoder<'p> {
         self.decode_record(rec, input_pos, loc, sink)
     }
 
-    /// Delivers the placed samples not delivered yet, as one event.
+    /// Delivers the placed samples not delivered yet, as one event, and counts them.
     #[inline(always)]
     fn deliver_run(&mut self, sink: &mut Sink<'_>) {
         if !self.run.is_empty() {
+            let (r, n) = (&mut self.report, self.run.len() as u64);
+            r.records = r.records.saturating_add(n);
+            r.samples = r.samples.saturating_add(n);
             sink(PerfEvent::Placed(&self.run));
             self.run.clear();
         }
