@@ -399,12 +399,16 @@ impl Binary {
     }
     /// How many decoded instructions start within [start, end] (inclusive).
     pub fn inst_count(&self, start: Vaddr, end: Vaddr) -> u64 {
+        self.inst_indices(start, end).len() as u64
+    }
+    /// The indices (in the decoded code) of the instructions starting within [start, end]
+    /// (inclusive).
+    fn inst_indices(&self, start: Vaddr, end: Vaddr) -> Range<usize> {
         if start > end {
-            return 0;
+            return 0..0;
         }
         let first = self.code.lower_bound(start.0);
-        let past = self.code.lower_bound(end.0.saturating_add(1));
-        past.saturating_sub(first) as u64
+        first..self.code.lower_bound(end.0.saturating_add(1)).max(first)
     }
     /// The first instruction after `a`.
     pub fn next_inst(&self, a: Vaddr) -> Option<Vaddr> {
@@ -533,6 +537,7 @@ impl Binary {
             None => self.site_without_node(a),
         }
     }
+
     /// [`inline_site`](Self::inline_site) and size of every decoded instruction starting within
     /// [start, end] (inclusive), ascending: the DWARF address map searched once, then walked.
     pub fn inst_sites_in(
@@ -540,9 +545,7 @@ impl Binary {
         start: Vaddr,
         end: Vaddr,
     ) -> impl Iterator<Item = (InlineSite, u8)> + '_ {
-        let first = self.code.lower_bound(start.0);
-        let count = self.code.addrs[first..].iter().take_while(|&&a| a <= end.0).count();
-        let insts = first..first + count;
+        let insts = self.inst_indices(start, end);
         let addrs = self.code.addrs[insts.clone()].iter().copied();
         let mut nodes = self.debug.as_ref().map(|d| d.nodes_at(addrs));
         insts.map(move |i| {
@@ -553,6 +556,7 @@ impl Binary {
             (site, self.code.sizes[i])
         })
     }
+
     /// The site of an address no DWARF subroutine covers.
     fn site_without_node(&self, a: Vaddr) -> InlineSite {
         match self.func_range(a) {

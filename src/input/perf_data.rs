@@ -735,8 +735,8 @@ impl SampleBodies<'_> {
 
     /// The pid, start, length and file offset of the mmap event whose record lies at `record`
     /// (an [`MmapEvent::record`](crate::input::MmapEvent::record) of this input, whose decode
-    /// checked it): what a copy of a
-    /// deferring mapper's map applies; `None` if no MMAP record lies there.
+    /// checked it): what a copy of a deferring mapper's map applies; `None` if no MMAP record lies
+    /// there.
     #[inline]
     pub fn mmap_span(&self, record: usize) -> Option<(Option<i32>, RuntimeAddr, u64, FileOffset)> {
         let size = usize::from(u16_at(self.bytes, record.checked_add(6)?)?);
