@@ -729,7 +729,7 @@ impl AddressMapper {
                 let span = records.and_then(|r| r.mmap_span(*at));
                 debug_assert!(span.is_some(), "no mmap record at {at} of the input");
                 if let Some((pid, start, len, pgoff)) = span {
-                    self.map.apply(&self.mmap_change(pid, start, len, pgoff, *binary));
+                    self.map.apply(&self.mmap_change(Some(pid), start, len, pgoff, *binary));
                 }
             }
             MapStep::Deferred(MapEvent::Fork { pid, ppid }) => self.on_fork(*pid, *ppid),

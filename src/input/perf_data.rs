@@ -738,7 +738,7 @@ impl SampleBodies<'_> {
     /// checked it): what a copy of a deferring mapper's map applies; `None` if no MMAP record lies
     /// there.
     #[inline]
-    pub fn mmap_span(&self, record: usize) -> Option<(Option<i32>, RuntimeAddr, u64, FileOffset)> {
+    pub fn mmap_span(&self, record: usize) -> Option<(i32, RuntimeAddr, u64, FileOffset)> {
         let size = usize::from(u16_at(self.bytes, record.checked_add(6)?)?);
         let rec = self.bytes.get(record..record.checked_add(size)?)?;
         let rtype = u32_at(rec, 0)?;
@@ -746,7 +746,7 @@ impl SampleBodies<'_> {
             return None;
         }
         let f = decode::mmap_fixed(rec)?;
-        Some((Some(f.pid), f.start, f.len, f.pgoff))
+        Some((f.pid, f.start, f.len, f.pgoff))
     }
 
     /// The call chain and branch stack of the deferred sample `d`, read in place where

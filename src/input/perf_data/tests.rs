@@ -338,7 +338,7 @@ fn deferred_mmaps_read_again_from_their_records() {
         &mut |e| {
             if let PerfEvent::Mmap(m) = e {
                 let again = bodies.mmap_span(m.record.expect("its record's position"));
-                assert_eq!(again, Some((m.pid, m.start, m.len, m.pgoff)));
+                assert_eq!(again, Some((m.pid.expect("a record's pid"), m.start, m.len, m.pgoff)));
                 mmaps.push(m.into_owned());
             }
         },
