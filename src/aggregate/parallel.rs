@@ -74,6 +74,15 @@ const BATCH_STEPS: usize = (1 << 19) / size_of::<MapStep>();
 /// Batches the channel holds per thread: enough for the reader to run ahead of a worker's batch.
 const QUEUED_PER_THREAD: usize = 2;
 
+/// Whether a batch of `len` samples whose records span `span` bytes of input, filled while the
+/// mapper logged `steps` steps, is to be sent: it holds `limit` samples, spans enough input, or
+/// holds enough steps.
+#[inline(always)]
+fn sends(limit: usize, len: usize, span: usize, steps: usize) -> bool {
+    // The steps first: the same for every sample of a run.
+    steps >= BATCH_STEPS || len >= limit || (len >= MIN_SPAN_BATCH_SAMPLES && span >= BATCH_SPAN)
+}
+
 /// The fixed-size part of a sample; its call chain and branches follow in the batch's
 /// shared vectors, or (`record`) lie in the input, for the worker to read in place.
 struct SampleHead {
@@ -621,17 +630,16 @@ impl BatchSender<'_, '_> {
         }
         let mut rest = run;
         while !rest.is_empty() {
-            // What the batch has room for (one sample if the steps fill it).
+            // As many as the batch takes before it is full (at least one).
             let steps = mapper.changes_logged();
             let b = &mut self.batch;
-            let room = if steps >= BATCH_STEPS { 1 } else { self.limit.saturating_sub(b.len()) };
             let (mut start, mut end) =
                 b.span.as_ref().map_or((usize::MAX, 0), |s| (s.start, s.end));
-            let mut taken = room.clamp(1, rest.len());
-            for (i, p) in rest[..taken].iter().enumerate() {
+            let mut taken = 0;
+            for p in rest {
                 (start, end) = (start.min(p.record), end.max(p.record + MAX_RECORD));
-                if b.placed.len() + i + 1 >= MIN_SPAN_BATCH_SAMPLES && end - start >= BATCH_SPAN {
-                    taken = i + 1;
+                taken += 1;
+                if sends(self.limit, b.placed.len() + taken, end - start, steps) {
                     break;
                 }
             }
@@ -673,10 +681,8 @@ impl BatchSender<'_, '_> {
     #[inline(always)]
     fn full(&self, mapper: &AddressMapper) -> bool {
         let b = &self.batch;
-        let len = b.len();
-        let spans_enough =
-            len >= MIN_SPAN_BATCH_SAMPLES && b.span.as_ref().is_some_and(|s| s.len() >= BATCH_SPAN);
-        len >= self.limit || spans_enough || mapper.changes_logged() >= BATCH_STEPS
+        let span = b.span.as_ref().map_or(0, Range::len);
+        sends(self.limit, b.len(), span, mapper.changes_logged())
     }
 
     /// The flag that has a deferred decode hand samples out by place alone
