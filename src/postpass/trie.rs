@@ -105,8 +105,8 @@ impl ContextTrie {
             func_to_profiles: Vec::new(),
             contexts: Vec::with_capacity(profiles),
         };
-        // Contexts in order: a context shares its leading nodes with the one before it, so it
-        // walks the trie only from where the two part.
+        // Contexts in order: a context shares its leading nodes with the one before it, and
+        // adds a node for each frame past them.
         let mut path: Vec<NodeId> = Vec::new();
         for (context, shared) in contexts.into_iter().zip(shared) {
             path.truncate(shared);
@@ -116,7 +116,13 @@ impl ContextTrie {
             trie.sample_node.push(node);
             trie.nodes[node].samples = Some(id);
         }
-        trie.func_to_profiles = vec![Vec::new(); trie.names.len()];
+        trie.guids = trie.names.par_iter().map(|name| md5_guid(name)).collect();
+        trie.link_children();
+        let mut per_func = vec![0usize; trie.names.len()];
+        for &node in &trie.sample_node {
+            per_func[trie.nodes[node].func as usize] += 1;
+        }
+        trie.func_to_profiles = per_func.into_iter().map(Vec::with_capacity).collect();
         for node in trie.bfs() {
             if let Some(s) = trie.nodes[node].samples {
                 let func = trie.nodes[node].func as usize;
@@ -124,6 +130,39 @@ impl ContextTrie {
             }
         }
         trie
+    }
+
+    /// Gives each node below the root its place among its parent's children, every parent's
+    /// children made at once, sized and sorted by key, rather than inserted one by one (a
+    /// reallocation as each small vector grows).
+    fn link_children(&mut self) {
+        let n = self.nodes.len();
+        // Children by parent, in creation order: `start[p]..start[p + 1]` of `by_parent`.
+        let mut start = vec![0usize; n + 1];
+        for node in &self.nodes[1..] {
+            start[node.parent.expect("below the root") + 1] += 1;
+        }
+        for p in 0..n {
+            start[p + 1] += start[p];
+        }
+        let mut next = start.clone();
+        let mut by_parent = vec![ROOT; n - 1];
+        for (id, node) in self.nodes.iter().enumerate().skip(1) {
+            let p = node.parent.expect("below the root");
+            by_parent[next[p]] = id;
+            next[p] += 1;
+        }
+        for p in 0..n {
+            let kids = &by_parent[start[p]..start[p + 1]];
+            if kids.is_empty() {
+                continue;
+            }
+            let children: Children = (kids.iter())
+                .map(|&c| (self.key(self.nodes[c].func, self.nodes[c].callsite), c))
+                .collect();
+            debug_assert_eq!(children.len(), kids.len(), "a node's children have distinct keys");
+            self.nodes[p].children = children;
+        }
     }
 
     /// Moves the profiles of `profile` and their contexts into the trie
@@ -184,7 +223,6 @@ impl ContextTrie {
             None => {
                 let id = self.names.len() as FuncId;
                 self.names.push(name.clone());
-                self.guids.push(md5_guid(name));
                 self.name_ids.insert(name.clone(), id);
                 id
             }
@@ -208,17 +246,21 @@ impl ContextTrie {
 
     /// Breadth-first order from the root (`SampleContextTracker::Iterator`), root included.
     pub fn bfs(&self) -> Vec<NodeId> {
-        let mut order = Vec::new();
-        let mut queue = VecDeque::from([ROOT]);
-        while let Some(n) = queue.pop_front() {
-            order.push(n);
-            queue.extend(self.children(n));
+        // The order is its own queue: nodes are appended as they are reached.
+        let mut order = Vec::with_capacity(self.nodes.len());
+        order.push(ROOT);
+        let mut next = 0;
+        while let Some(&n) = order.get(next) {
+            next += 1;
+            order.extend(self.children(n));
         }
         order
     }
 
-    /// Extends `path` (the nodes of `context`'s first `path.len()` frames) to the node of every
-    /// frame.
+    /// Extends `path` (the nodes of `context`'s first `path.len()` frames, shared with the
+    /// context before it in order) with a new node for every further frame, not yet among its
+    /// parent's children ([`ContextTrie::link_children`]). New: contexts sharing a path are
+    /// neighbours in their order ([`shared_nodes`]), so no earlier context has these nodes.
     fn extend_path(&mut self, path: &mut Vec<NodeId>, context: &Context) {
         let depth = path.len();
         let mut node = path.last().copied().unwrap_or(ROOT);
@@ -228,7 +270,15 @@ impl ContextTrie {
         };
         for (func, frame_loc) in context.named_frames().skip(depth) {
             let func = self.intern(func);
-            node = self.get_or_create_child(node, loc, func);
+            let id = self.nodes.len();
+            self.nodes.push(Node {
+                func,
+                callsite: loc,
+                parent: Some(node),
+                children: Children::default(),
+                samples: None,
+            });
+            node = id;
             path.push(node);
             loc = frame_loc;
         }
@@ -236,22 +286,6 @@ impl ContextTrie {
 
     fn child(&self, parent: NodeId, loc: LineLocation, func: FuncId) -> Option<NodeId> {
         self.nodes[parent].children.get(&self.key(func, loc)).copied()
-    }
-
-    fn get_or_create_child(&mut self, parent: NodeId, loc: LineLocation, func: FuncId) -> NodeId {
-        if let Some(c) = self.child(parent, loc, func) {
-            return c;
-        }
-        let id = self.nodes.len();
-        self.nodes.push(Node {
-            func,
-            callsite: loc,
-            parent: Some(parent),
-            children: Children::default(),
-            samples: None,
-        });
-        self.attach(parent, id);
-        id
     }
 
     fn attach(&mut self, parent: NodeId, child: NodeId) {
