@@ -35,35 +35,64 @@ pub struct Code {
     index: AddrIndex,
 }
 
-/// Where each `1 << shift`-byte bucket of the code's address range starts in the sorted
-/// instruction addresses: a lookup is one table read and a search among the few instructions of
-/// one bucket instead of a binary search over the whole binary. Return addresses, LBR entries and
-/// instruction-boundary checks all come through here, once or more per sample frame (LBR-only
-/// input: 64 per sample), so where code is dense (64-byte buckets) each bucket also has a bitmap
-/// of the bytes that start an instruction: the test is one bit, the search a bit count.
+/// The lookup index over the code's sorted instruction addresses: the buckets of
+/// [`AddrBuckets`], and where code is dense (64-byte buckets) a bitmap per bucket of the bytes
+/// that start an instruction: the test is one bit, the search a bit count. Return addresses, LBR
+/// entries and instruction-boundary checks all come through here, once or more per sample frame
+/// (LBR-only input: 64 per sample).
 #[derive(Debug, Default)]
 struct AddrIndex {
-    base: u64,
-    shift: u32,
-    /// `starts[k]`: index of the first instruction at or after `base + (k << shift)`; one more
-    /// entry than buckets, the last being the instruction count.
-    starts: Vec<u32>,
+    buckets: AddrBuckets,
     /// With 64-byte buckets, bit `i` of `bits[k]` is set when an instruction starts at
     /// `base + (k << 6) + i`; empty with wider buckets.
     bits: Vec<u64>,
 }
 
 impl AddrIndex {
-    /// Buckets of 64 bytes (a few instructions each), wider when the code is spread so thinly
-    /// that the table would outgrow the instruction arrays.
     fn new(addrs: &[u64]) -> Self {
-        let (Some(&first), Some(&last)) = (addrs.first(), addrs.last()) else {
-            return AddrIndex::default();
+        let buckets = AddrBuckets::new(addrs, |&a| a);
+        let mut bits = Vec::new();
+        if buckets.shift == 6 {
+            bits = vec![0u64; buckets.starts.len() - 1];
+            for &a in addrs {
+                let off = a - buckets.base;
+                bits[(off >> 6) as usize] |= 1 << (off & 63);
+            }
+        }
+        AddrIndex { buckets, bits }
+    }
+
+    /// The bucket bitmap holding `a` and `a`'s bit in it, where code is dense.
+    #[inline(always)]
+    fn bit(&self, a: u64) -> Option<(u64, u32)> {
+        let off = a.wrapping_sub(self.buckets.base);
+        self.bits.get((off >> 6) as usize).map(|&w| (w, (off & 63) as u32))
+    }
+}
+
+/// Where each `1 << shift`-byte bucket of a sorted address list's range starts in it: a lower
+/// bound is one table read and a search among the few entries of one bucket instead of a binary
+/// search over the whole list (instructions, pseudo probes).
+#[derive(Debug, Default)]
+pub(super) struct AddrBuckets {
+    base: u64,
+    shift: u32,
+    /// `starts[k]`: index of the first entry at or after `base + (k << shift)`; one more entry
+    /// than buckets, the last being the entry count. Empty for an empty list.
+    starts: Vec<u32>,
+}
+
+impl AddrBuckets {
+    /// Buckets of 64 bytes (a few entries each), wider when the entries are spread so thinly
+    /// that the table would outgrow them. `items` are sorted by `addr`.
+    pub(super) fn new<T>(items: &[T], addr: impl Fn(&T) -> u64) -> Self {
+        let (Some(first), Some(last)) = (items.first().map(&addr), items.last().map(&addr)) else {
+            return AddrBuckets::default();
         };
-        let Ok(n) = u32::try_from(addrs.len()) else { return AddrIndex::default() };
+        let Ok(n) = u32::try_from(items.len()) else { return AddrBuckets::default() };
         let span = last - first + 1;
         let mut shift = 6;
-        while (span >> shift) > 2 * addrs.len() as u64 + 1024 {
+        while (span >> shift) > 2 * items.len() as u64 + 1024 {
             shift += 1;
         }
         let buckets = (span >> shift) as usize + 1;
@@ -71,28 +100,28 @@ impl AddrIndex {
         let mut i = 0usize;
         for k in 0..buckets as u64 {
             let at = first + (k << shift);
-            while i < addrs.len() && addrs[i] < at {
+            while i < items.len() && addr(&items[i]) < at {
                 i += 1;
             }
             starts.push(i as u32);
         }
         starts.push(n);
-        let mut bits = Vec::new();
-        if shift == 6 {
-            bits = vec![0u64; buckets];
-            for &a in addrs {
-                let off = a - first;
-                bits[(off >> 6) as usize] |= 1 << (off & 63);
-            }
-        }
-        AddrIndex { base: first, shift, starts, bits }
+        AddrBuckets { base: first, shift, starts }
     }
 
-    /// The bucket bitmap holding `a` and `a`'s bit in it, where code is dense.
-    #[inline(always)]
-    fn bit(&self, a: u64) -> Option<(u64, u32)> {
-        let off = a.wrapping_sub(self.base);
-        self.bits.get((off >> 6) as usize).map(|&w| (w, (off & 63) as u32))
+    /// The index of the first of `items` (the list the buckets were made of) at or after `a`.
+    #[inline]
+    pub(super) fn lower_bound<T>(&self, items: &[T], addr: impl Fn(&T) -> u64, a: u64) -> usize {
+        let Some(k) = a.checked_sub(self.base).map(|off| (off >> self.shift) as usize) else {
+            return 0;
+        };
+        match (self.starts.get(k), self.starts.get(k + 1)) {
+            (Some(&lo), Some(&hi)) => {
+                let (lo, hi) = (lo as usize, hi as usize);
+                lo + items[lo..hi].partition_point(|x| addr(x) < a)
+            }
+            _ => items.partition_point(|x| addr(x) < a),
+        }
     }
 }
 
@@ -418,8 +447,8 @@ impl Code {
         let ix = &self.index;
         if let Some((w, bit)) = ix.bit(a) {
             // `bit` is only found for `a` at or above `base`, in 64-byte buckets.
-            let k = (a.wrapping_sub(ix.base) >> 6) as usize;
-            return ix.starts[k] as usize + (w & ((1 << bit) - 1)).count_ones() as usize;
+            let k = (a.wrapping_sub(ix.buckets.base) >> 6) as usize;
+            return ix.buckets.starts[k] as usize + (w & ((1 << bit) - 1)).count_ones() as usize;
         }
         self.lower_bound_sparse(a)
     }
@@ -427,17 +456,7 @@ impl Code {
     /// [`Self::lower_bound`] outside the bitmaps: a search within the address's bucket.
     #[inline(never)]
     fn lower_bound_sparse(&self, a: u64) -> usize {
-        let ix = &self.index;
-        let Some(k) = a.checked_sub(ix.base).map(|off| (off >> ix.shift) as usize) else {
-            return 0;
-        };
-        match (ix.starts.get(k), ix.starts.get(k + 1)) {
-            (Some(&lo), Some(&hi)) => {
-                let (lo, hi) = (lo as usize, hi as usize);
-                lo + self.addrs[lo..hi].partition_point(|&x| x < a)
-            }
-            _ => self.addrs.partition_point(|&x| x < a),
-        }
+        self.index.buckets.lower_bound(&self.addrs, |&x| x, a)
     }
 
     pub fn branch_target(&self, a: u64) -> Option<u64> {
@@ -733,6 +752,28 @@ mod tests {
                 assert_eq!(code.lower_bound(a), addrs.partition_point(|&x| x < a), "{a:#x}");
                 assert_eq!(code.index_of(a), addrs.binary_search(&a).ok(), "{a:#x}");
                 assert_eq!(code.is_inst_start(a), addrs.binary_search(&a).is_ok(), "{a:#x}");
+            }
+        }
+    }
+
+    /// Buckets over addresses that repeat (several probes at one address) find the first of
+    /// them, as a binary search does.
+    #[test]
+    fn buckets_find_the_first_of_repeated_addresses() {
+        let layouts: [Vec<u64>; 3] = [
+            (0..300).map(|i| 0x2000 + 7 * (i / 3)).collect(),
+            [0x100, 0x100, 0x100, 0x5000, 0x5000, 0x9_0000_0000].into(),
+            vec![0x40; 5],
+        ];
+        for addrs in layouts {
+            let buckets = AddrBuckets::new(&addrs, |&a| a);
+            let probes = addrs
+                .iter()
+                .flat_map(|&a| [a.saturating_sub(1), a, a + 1, a + 64, a.wrapping_sub(64)])
+                .chain([0, u64::MAX]);
+            for a in probes {
+                let got = buckets.lower_bound(&addrs, |&x| x, a);
+                assert_eq!(got, addrs.partition_point(|&x| x < a), "{a:#x}");
             }
         }
     }

@@ -6,6 +6,7 @@
 //! address). Out: [`ProbeInfo`], probes sorted by address plus the inline tree, all decoded up
 //! front (a flat pass over the section; cheap next to disassembly).
 
+use super::disasm::AddrBuckets;
 use super::elf::Elf;
 use crate::addr::Vaddr;
 use crate::llvm::leb128::{Leb128Error, read_sleb128, read_uleb128};
@@ -93,6 +94,10 @@ pub struct ProbeInfo {
     /// probes are looked up by branch source for every sampled branch, and a hash probe costs a
     /// fraction of two binary searches over all probes.
     calls: HashMap<Vaddr, u32>,
+    /// Where each address bucket's probes start: the CS builder finds the probes of every
+    /// sampled range of every context, and a binary search over all probes for the range's
+    /// start took most of that.
+    buckets: AddrBuckets,
 }
 
 /// `slice.partition_point(pred)` for a point near the start: searched in steps that double from
@@ -339,7 +344,8 @@ impl ProbeInfo {
             // Decode order within an address: the first one is kept.
             calls.entry(p.addr).or_insert(i as u32);
         }
-        Ok(ProbeInfo { descs, probes, nodes: d.nodes, by_node, node_start, calls })
+        let buckets = AddrBuckets::new(&probes, |p| p.addr.0);
+        Ok(ProbeInfo { descs, probes, nodes: d.nodes, by_node, node_start, calls, buckets })
     }
 
     pub fn descs(&self) -> &[FuncDesc] {
@@ -362,7 +368,7 @@ impl ProbeInfo {
 
     /// The probes at exactly `addr` (several when an inlinee's block and its caller's share it).
     pub fn probes_at(&self, addr: Vaddr) -> &[Probe] {
-        let first = self.probes.partition_point(|p| p.addr < addr);
+        let first = self.first_at(addr);
         let end = first + partition_point_near(&self.probes[first..], |p| p.addr == addr);
         &self.probes[first..end]
     }
@@ -370,9 +376,14 @@ impl ProbeInfo {
     /// The probes at addresses in `[start, end]`, by address (several at an address in decoding
     /// order).
     pub fn probes_in(&self, start: Vaddr, end: Vaddr) -> &[Probe] {
-        let first = self.probes.partition_point(|p| p.addr < start);
+        let first = self.first_at(start);
         let past = first + partition_point_near(&self.probes[first..], |p| p.addr <= end);
         &self.probes[first..past]
+    }
+
+    /// The index of the first probe at or after `addr`.
+    fn first_at(&self, addr: Vaddr) -> usize {
+        self.buckets.lower_bound(&self.probes, |p| p.addr.0, addr.0)
     }
 
     /// The first call probe at `addr` (LLVM's `getCallProbeForAddr`).
