@@ -670,12 +670,14 @@ impl SampledLeaves {
                 }
             }
         }
-        let mut branches: Vec<(&(Vaddr, Vaddr), &u64)> = c.branches.iter().collect();
-        branches.sort_unstable();
-        let calls = branches
-            .into_iter()
+        // Only the branches from call probes are kept: filtered before they are sorted, by
+        // branch (a call probe is at its branch's source; each branch is met once).
+        let mut calls: Vec<(Probe, Vaddr, u64)> = c
+            .branches
+            .iter()
             .filter_map(|(&(src, dst), &n)| Some((probes.call_probe_at(src)?, dst, n)))
             .collect();
+        calls.sort_unstable_by_key(|&(call, dst, _)| (call.addr, dst));
         let sampled = SampledLeaves { blocks: blocks.to_vec(), calls };
         blocks.clear();
         sampled
