@@ -49,32 +49,38 @@ impl ContextSizeOracle for NoContextSizes {
 #[derive(Debug)]
 pub struct ContextSizeTracker {
     nodes: Vec<SizeNode>,
-    /// GUID of each name recorded, by the address of its (shared) text: the binary's inline
-    /// stacks share one name per function, so each is hashed once, not once per instruction
-    /// context. The name is kept so that its address stays its own. With it, the function's
-    /// node under the root once made (0 before): the root has a child per function, thousands,
-    /// each found again for every context whose leaf it is.
-    guids: HashMap<usize, (FuncName, u64, usize)>,
-    /// The same GUIDs by text, for queries: the pre-inliner's contexts name functions with
-    /// other allocations, and a name never recorded has no node.
-    names: HashMap<FuncName, u64>,
+    /// Id of each name recorded (an index into `guids`), by the address of its (shared) text:
+    /// the binary's inline stacks share one name per function, so each is looked up by text
+    /// and hashed once, not once per instruction context. The name is kept so that its address
+    /// stays its own. With it, the function's node under the root once made (0 before): the
+    /// root has a child per function, thousands, each found again for every context whose leaf
+    /// it is.
+    ids: HashMap<usize, (FuncName, u32, usize)>,
+    /// The same ids by text, for queries: the pre-inliner's contexts name functions with other
+    /// allocations, and a name never recorded has no node.
+    names: HashMap<FuncName, u32>,
+    /// GUID (`MD5Hash`) of each name, by id.
+    guids: Vec<u64>,
 }
 
 #[derive(Debug, Default)]
 struct SizeNode {
     /// `None` until an instruction (or a known-empty inlinee) is recorded here.
     size: Option<u32>,
-    /// Ordered by call-site hash like LLVM's `std::map`, which the sibling fallback relies on.
-    /// Most nodes have a child or two: a sorted vector, not a B-tree node each.
-    children: VecMap<(u64, FuncName, LineLocation), usize>,
+    /// Ordered by call-site hash like LLVM's `std::map`, which the sibling fallback relies on;
+    /// the name id and location only break (theoretical) ties. Most nodes have a child or two:
+    /// a sorted vector, not a B-tree node each. Keys are integers: finding a child copies no
+    /// name.
+    children: VecMap<(u64, u32, LineLocation), usize>,
 }
 
 impl Default for ContextSizeTracker {
     fn default() -> Self {
         ContextSizeTracker {
             nodes: vec![SizeNode::default()],
-            guids: HashMap::new(),
+            ids: HashMap::new(),
             names: HashMap::new(),
+            guids: Vec::new(),
         }
     }
 }
@@ -101,21 +107,24 @@ impl ContextSizeTracker {
         let mut node = 0;
         for (i, frame) in inline_stack.iter().rev().enumerate() {
             let address = frame.func.as_ptr() as usize;
-            let (_, guid, root_child) = *self.guids.entry(address).or_insert_with(|| {
+            let (names, guids) = (&mut self.names, &mut self.guids);
+            let (_, id, root_child) = *self.ids.entry(address).or_insert_with(|| {
                 // Hashed once per text: the binary's units each share their own copy of a name.
-                let guid =
-                    *self.names.entry(frame.func.clone()).or_insert_with(|| md5_guid(&frame.func));
-                (frame.func.clone(), guid, 0)
+                let id = *names.entry(frame.func.clone()).or_insert_with(|| {
+                    guids.push(md5_guid(&frame.func));
+                    (guids.len() - 1) as u32
+                });
+                (frame.func.clone(), id, 0)
             });
             if i == 0 && root_child != 0 {
                 node = root_child;
                 continue;
             }
             let loc = if i == 0 { LineLocation::default() } else { frame.loc };
-            let key = (callsite_hash_from_guid(guid, loc), frame.func.clone(), loc);
+            let key = (callsite_hash_from_guid(self.guids[id as usize], loc), id, loc);
             let fresh = self.nodes.len();
             // One search: a new child goes where it ended (node 0, the root, is no child).
-            let slot = self.nodes[node].children.get_or_insert_with(&key, || key.clone());
+            let slot = self.nodes[node].children.get_or_insert_with(&key, || key);
             if *slot == 0 {
                 *slot = fresh;
             }
@@ -124,15 +133,15 @@ impl ContextSizeTracker {
                 self.nodes.push(SizeNode::default());
             }
             if i == 0 {
-                self.guids.get_mut(&address).expect("recorded above").2 = node;
+                self.ids.get_mut(&address).expect("recorded above").2 = node;
             }
         }
         node
     }
 
     fn child(&self, node: usize, func: &str, loc: LineLocation) -> Option<usize> {
-        let (name, &guid) = self.names.get_key_value(func)?;
-        let key = (callsite_hash_from_guid(guid, loc), name.clone(), loc);
+        let &id = self.names.get(func)?;
+        let key = (callsite_hash_from_guid(self.guids[id as usize], loc), id, loc);
         self.nodes[node].children.get(&key).copied()
     }
 }
