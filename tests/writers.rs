@@ -43,7 +43,7 @@ fn func(name: &str, total: u64, head: u64, body: Body) -> FunctionSamples {
 }
 
 fn inline(parent: &mut FunctionSamples, line: u32, discr: u32, callee: FunctionSamples) {
-    let name = callee.name.clone();
+    let name = callee.name.to_string();
     parent.callsites.entry(LineLocation::new(line, discr)).or_default().insert(name, callee);
 }
 

@@ -60,6 +60,13 @@ impl FuncName {
     }
 }
 
+/// The empty name (a fresh profile's): one shared allocation, as `Arc<str>`'s default.
+impl Default for FuncName {
+    fn default() -> Self {
+        FuncName(Arc::default())
+    }
+}
+
 impl std::ops::Deref for FuncName {
     type Target = str;
     fn deref(&self) -> &str {
@@ -82,6 +89,12 @@ impl From<&str> for FuncName {
 impl From<String> for FuncName {
     fn from(s: String) -> Self {
         FuncName(s.into())
+    }
+}
+
+impl From<&FuncName> for FuncName {
+    fn from(s: &FuncName) -> Self {
+        s.clone()
     }
 }
 

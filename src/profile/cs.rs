@@ -287,7 +287,7 @@ impl<K: Eq + Hash> ContextProfiles<K> {
 impl ContextProfiles<Context> {
     /// The slot of `ctx`'s profile, created empty if need be.
     fn slot(&mut self, ctx: &Context, was_inlined: bool) -> usize {
-        self.slot_with(ctx, was_inlined, || (ctx.clone(), FunctionSamples::new(ctx.leaf_name())))
+        self.slot_with(ctx, was_inlined, || (ctx.clone(), FunctionSamples::new(ctx.leaf())))
     }
 
     fn get_or_create(&mut self, ctx: &Context, was_inlined: bool) -> &mut FunctionSamples {

@@ -493,8 +493,11 @@ pub mod attr {
 /// `FunctionSamples`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FunctionSamples {
-    /// Function name (the leaf function for CS profiles).
-    pub name: String,
+    /// Function name (the leaf function for CS profiles), shared: the profiles of a function
+    /// share its context frames' text, so a profile allocates no name of its own, and the
+    /// name the pre-inliner's call-graph edges look up is one text many profiles read (mostly
+    /// cached), not a cold allocation per profile.
+    pub name: FuncName,
     pub total_samples: u64,
     pub head_samples: u64,
     pub body: VecMap<LineLocation, BodySample>,
@@ -507,8 +510,8 @@ pub struct FunctionSamples {
 }
 
 impl FunctionSamples {
-    pub fn new(name: &str) -> Self {
-        FunctionSamples { name: name.to_string(), ..Default::default() }
+    pub fn new(name: impl Into<FuncName>) -> Self {
+        FunctionSamples { name: name.into(), ..Default::default() }
     }
 
     pub fn add_total(&mut self, n: u64) {

@@ -78,7 +78,7 @@ impl ProfileSummary {
             for (ctx, fs) in &profile.functions {
                 let base = merged
                     .entry(ctx.leaf_name())
-                    .or_insert_with(|| FunctionSamples::new(ctx.leaf_name()));
+                    .or_insert_with(|| FunctionSamples::new(ctx.leaf()));
                 // `FunctionSamples::merge` refuses (hash_mismatch) a profile whose checksum
                 // differs from the non-zero one already merged. LLVM's winner depends on its
                 // hash-map order; ours is the first context in context order.

@@ -143,7 +143,7 @@ pub fn read_raw_binary(data: &[u8], path: &Path) -> Result<ProfileFile> {
     while c.pos < data.len() {
         let head = c.uleb("head samples")?;
         let name = c.name(&names)?.to_string();
-        let mut fs = FunctionSamples::new(&name);
+        let mut fs = FunctionSamples::new(name.as_str());
         fs.head_samples = head;
         read_body(&mut c, &mut fs, &names, 0)?;
         insert_top_level(&mut profile, Context::base(&name), fs);
@@ -246,7 +246,7 @@ pub fn read_ext_binary(data: &[u8], path: &Path) -> Result<ProfileFile> {
                         s.pos = at;
                         return Err(s.err(format!("profile index {idx} out of range")));
                     };
-                    let mut fs = FunctionSamples::new(ctx.leaf_name());
+                    let mut fs = FunctionSamples::new(ctx.leaf());
                     fs.head_samples = head;
                     read_body(&mut s, &mut fs, &names, 0)?;
                     insert_top_level(&mut profile, ctx, fs);

@@ -49,7 +49,7 @@ pub fn read_text(text: &str, path: &Path) -> Result<ProfileFile> {
             if any_cs && any_flat {
                 return Err(bad("CS (`[...]`) and context-less headers mixed"));
             }
-            let mut fs = FunctionSamples::new(ctx.leaf_name());
+            let mut fs = FunctionSamples::new(ctx.leaf());
             fs.total_samples = total;
             fs.head_samples = head;
             open.push((ctx, LineLocation::default(), fs));
@@ -129,7 +129,7 @@ fn close_to(
         let (ctx, loc, fs) = open.pop().expect("len > depth");
         match open.last_mut() {
             Some((_, _, parent)) => {
-                let name = fs.name.clone();
+                let name = fs.name.to_string();
                 parent.callsites.entry(loc).or_default().insert(name, fs);
             }
             None => match profile.functions.get_mut(&ctx) {

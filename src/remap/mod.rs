@@ -483,7 +483,7 @@ fn common_suffix(a: &str, b: &str) -> usize {
 /// Every function name the profile mentions: profiles at every level, call targets, contexts.
 fn all_names(p: &Profile) -> BTreeSet<String> {
     fn walk(fs: &FunctionSamples, out: &mut BTreeSet<String>) {
-        out.insert(fs.name.clone());
+        out.insert(fs.name.to_string());
         for b in fs.body.values() {
             out.extend(b.call_targets.keys().map(|k| k.to_string()));
         }
@@ -507,7 +507,7 @@ fn rename(p: &Profile, renames: &BTreeMap<String, String>) -> Profile {
         renames.get(n).cloned().unwrap_or_else(|| n.to_string())
     }
     fn walk(fs: &FunctionSamples, renames: &BTreeMap<String, String>) -> FunctionSamples {
-        let mut out = FunctionSamples { name: new_name(&fs.name, renames), ..fs.clone() };
+        let mut out = FunctionSamples { name: new_name(&fs.name, renames).into(), ..fs.clone() };
         out.body.clear();
         out.callsites.clear();
         for (loc, b) in &fs.body {
@@ -519,7 +519,7 @@ fn rename(p: &Profile, renames: &BTreeMap<String, String>) -> Profile {
         for (loc, callees) in &fs.callsites {
             for c in callees.values() {
                 let c = walk(c, renames);
-                match out.callsites.entry(*loc).or_default().entry(c.name.clone()) {
+                match out.callsites.entry(*loc).or_default().entry(c.name.to_string()) {
                     std::collections::btree_map::Entry::Occupied(mut e) => e.get_mut().merge(&c),
                     std::collections::btree_map::Entry::Vacant(e) => {
                         e.insert(c);
@@ -551,7 +551,7 @@ fn rename(p: &Profile, renames: &BTreeMap<String, String>) -> Profile {
 /// Every function's profiles merged by name, across contexts and inline levels.
 fn flatten(p: &Profile) -> BTreeMap<String, FunctionSamples> {
     fn walk(fs: &FunctionSamples, out: &mut BTreeMap<String, FunctionSamples>) {
-        out.entry(fs.name.clone()).or_insert_with(|| FunctionSamples::new(&fs.name)).merge(fs);
+        out.entry(fs.name.to_string()).or_insert_with(|| FunctionSamples::new(&fs.name)).merge(fs);
         for callees in fs.callsites.values() {
             for c in callees.values() {
                 walk(c, out);
@@ -596,7 +596,7 @@ fn remap_context(
 
 /// Counts every body sample of `fs` and its inlinees as dropped.
 fn drop_all(fs: &FunctionSamples, stats: &mut BTreeMap<String, [u64; 3]>) {
-    let s = stats.entry(fs.name.clone()).or_default();
+    let s = stats.entry(fs.name.to_string()).or_default();
     s[2] += fs.body.values().map(|b| b.count).sum::<u64>();
     for callees in fs.callsites.values() {
         for c in callees.values() {
@@ -611,7 +611,7 @@ fn rewrite(
     maps: &BTreeMap<String, FunctionMap>,
     stats: &mut BTreeMap<String, [u64; 3]>,
 ) -> Option<FunctionSamples> {
-    let Some(m) = maps.get(&fs.name) else {
+    let Some(m) = maps.get(fs.name.as_str()) else {
         drop_all(fs, stats);
         return None;
     };
@@ -641,7 +641,7 @@ fn rewrite(
         if let Some(callees) = fs.callsites.get(&from).filter(|_| carried) {
             for c in callees.values() {
                 if let Some(c) = rewrite(c, maps, stats) {
-                    match out.callsites.entry(to).or_default().entry(c.name.clone()) {
+                    match out.callsites.entry(to).or_default().entry(c.name.to_string()) {
                         std::collections::btree_map::Entry::Occupied(mut e) => {
                             e.get_mut().merge(&c)
                         }
@@ -661,7 +661,7 @@ fn rewrite(
             }
         }
     }
-    let s = stats.entry(fs.name.clone()).or_default();
+    let s = stats.entry(fs.name.to_string()).or_default();
     for (loc, b) in &fs.body {
         match read.get(loc) {
             Some(true) => s[0] += b.count,
@@ -688,7 +688,7 @@ mod tests {
         parse.add_call_target(loc(2), &"_ZN3app4lex17h1111111111111111E".into(), 5);
         profile.functions.insert(Context::base(&parse.name), parse);
         for (hash, callee) in [("aaaaaaaaaaaaaaaa", "a"), ("bbbbbbbbbbbbbbbb", "b")] {
-            let mut drop = FunctionSamples::new(&format!("_ZN4core3ptr4drop17h{hash}E"));
+            let mut drop = FunctionSamples::new(format!("_ZN4core3ptr4drop17h{hash}E"));
             for l in 1..4 {
                 drop.add_call_target(loc(l), &callee.into(), 1);
             }
