@@ -191,28 +191,52 @@ pub(crate) fn sorted_profiles(profile: &Profile) -> Vec<(&Context, &FunctionSamp
 
 /// Every name the binary encodings index: context frames (or function names), call targets and
 /// inlinee names, recursively (`addContext` + `addNames`). Sorted byte-wise like `std::set<FunctionId>`.
+///
+/// A profile's names are a few thousand texts used many times over: each shared text is taken
+/// once by its address (inlinee names, which are Strings, once by text), and only the distinct
+/// texts are sorted, rather than every use searched for in a set (a text compare per level).
 pub(crate) fn collect_names(profile: &Profile) -> BTreeSet<&str> {
-    fn add_names<'a>(fs: &'a FunctionSamples, names: &mut BTreeSet<&'a str>) {
-        for b in fs.body.values() {
-            names.extend(b.call_targets.keys().map(FuncName::as_str));
+    #[derive(Default)]
+    struct Names<'a> {
+        /// Addresses of the shared texts met.
+        seen: hashbrown::HashSet<usize>,
+        /// The distinct texts (several shared texts, and every inlinee name, may spell one).
+        texts: hashbrown::HashSet<&'a str>,
+    }
+    impl<'a> Names<'a> {
+        fn add(&mut self, name: &'a FuncName) {
+            if self.seen.insert(name.as_ptr() as usize) {
+                self.texts.insert(name);
+            }
         }
-        for callees in fs.callsites.values() {
-            for (name, callee) in callees {
-                names.insert(name);
-                add_names(callee, names);
+        fn add_profile(&mut self, fs: &'a FunctionSamples) {
+            for b in fs.body.values() {
+                for name in b.call_targets.keys() {
+                    self.add(name);
+                }
+            }
+            for callees in fs.callsites.values() {
+                for (name, callee) in callees {
+                    self.texts.insert(name);
+                    self.add_profile(callee);
+                }
             }
         }
     }
-    let mut names = BTreeSet::new();
+    let mut names = Names::default();
     for (ctx, fs) in &profile.functions {
         if profile.kind.context_sensitive {
-            names.extend(ctx.frames().map(|(func, _)| func));
+            for (func, _) in ctx.named_frames() {
+                names.add(func);
+            }
         } else {
-            names.insert(ctx.leaf_name());
+            names.add(ctx.leaf());
         }
-        add_names(fs, &mut names);
+        names.add_profile(fs);
     }
-    names
+    let mut texts: Vec<&str> = names.texts.into_iter().collect();
+    texts.sort_unstable();
+    texts.into_iter().collect()
 }
 
 #[cfg(test)]
