@@ -1011,7 +1011,8 @@ struct Pending {
     held: Vec<Held>,
     /// `held` by content: indices, found by [`Held::hash`].
     index: HashTable<u32>,
-    /// Seeds [`raw_hash`].
+    /// Seeds [`raw_hash`]: one seed per process, so that a held sample's hash is also its hash
+    /// in another aggregator's table ([`Aggregator::hold_from`]).
     seed: u64,
     /// [`AddressMap::generation`] the samples were read under.
     generation: u64,
@@ -1076,7 +1077,10 @@ impl Pending {
             words: Vec::new(),
             held: Vec::new(),
             index: HashTable::new(),
-            seed: DefaultHashBuilder::default().hash_one(0u64),
+            seed: {
+                static SEED: OnceLock<u64> = OnceLock::new();
+                *SEED.get_or_init(|| DefaultHashBuilder::default().hash_one(0u64))
+            },
             generation: 0,
             samples: 0,
             bypass: 0,
@@ -1118,13 +1122,41 @@ impl Pending {
             h.hash == hash && holds(&all[h.start..h.start + h.len], head, callers, branches)
         };
         if let Some(&i) = self.index.find(hash, alike) {
-            let h = &mut self.held[i as usize];
-            h.n += 1;
-            h.repeat = h.repeat.saturating_add(repeat);
-            h.cycles.add(cycles);
+            self.held[i as usize].count(1, repeat, cycles);
             return;
         }
-        let start = self.words.len();
+        let start = self.reserve(head.len() + callers.len() + 2 * branches.len());
+        let words = &mut self.words;
+        words.extend(head.map(u64::to_le_bytes));
+        words.extend_from_slice(callers);
+        for e in branches {
+            let (w, _) = e.as_chunks::<8>();
+            words.extend([w[0], w[1]]);
+        }
+        self.push(Held { hash, start, len: self.words.len() - start, n: 1, repeat, cycles });
+    }
+
+    /// Holds `h`, held with `words` by another aggregator under the same state of the map, or
+    /// adds its counts to the held sample alike.
+    fn hold_held(&mut self, h: &Held, words: &[RawWord]) {
+        self.samples += h.n;
+        let (held, all) = (&self.held, &self.words);
+        let alike = |&i: &u32| {
+            let s = &held[i as usize];
+            s.hash == h.hash && all[s.start..s.start + s.len] == *words
+        };
+        if let Some(&i) = self.index.find(h.hash, alike) {
+            self.held[i as usize].count(h.n, h.repeat, h.cycles);
+            return;
+        }
+        let start = self.reserve(words.len());
+        self.words.extend_from_slice(words);
+        self.push(Held { start, ..*h });
+    }
+
+    /// Room for `len` more words; where they start.
+    #[inline]
+    fn reserve(&mut self, len: usize) -> usize {
         let words = &mut self.words;
         if words.capacity() == 0 {
             // Room for the limit at once (fresh, or taken along by a hand-off): grown sample by
@@ -1133,18 +1165,27 @@ impl Pending {
             // input of distinct LBR stacks.
             words.reserve_exact(self.limit + self.room);
         }
-        words.reserve(head.len() + callers.len() + 2 * branches.len());
-        words.extend(head.map(u64::to_le_bytes));
-        words.extend_from_slice(callers);
-        for e in branches {
-            let (w, _) = e.as_chunks::<8>();
-            words.extend([w[0], w[1]]);
-        }
-        let len = self.words.len() - start;
-        let i = self.held.len() as u32;
-        self.held.push(Held { hash, start, len, n: 1, repeat, cycles });
+        words.reserve(len);
+        words.len()
+    }
+
+    /// Adds `h`, whose words were just appended, as a new distinct sample.
+    #[inline]
+    fn push(&mut self, h: Held) {
+        let (hash, i) = (h.hash, self.held.len() as u32);
+        self.held.push(h);
         let held = &self.held;
         self.index.insert_unique(hash, i, |&j| held[j as usize].hash);
+    }
+}
+
+impl Held {
+    /// Counts `n` more samples alike, their repeat counts summing to `repeat`.
+    #[inline]
+    fn count(&mut self, n: u64, repeat: u64, cycles: CycleWeights) {
+        self.n += n;
+        self.repeat = self.repeat.saturating_add(repeat);
+        self.cycles.add(cycles);
     }
 }
 
@@ -1410,6 +1451,23 @@ impl<'b> Aggregator<'b> {
     /// [`reduce_held_part`]: Self::reduce_held_part
     pub fn take_all_held(&mut self) -> Option<HeldSamples> {
         (!self.pending.held.is_empty()).then(|| self.pending.take())
+    }
+
+    /// Holds the distinct samples of `held` from `from` on with those held here (read under the
+    /// same state of the map), counting each one held here already with it, until past the
+    /// limit; returns where it stopped. Adding counts costs a fraction of reducing a sample
+    /// again: a stack the reading thread holds is mostly held by the worker it hands it to too.
+    pub fn hold_from(&mut self, held: &HeldSamples, from: usize) -> usize {
+        let p = &mut self.pending;
+        debug_assert!(p.held.is_empty() || p.generation == held.generation, "map changed");
+        p.generation = held.generation;
+        for (i, h) in held.held.iter().enumerate().skip(from) {
+            if p.words.len() > p.limit {
+                return i;
+            }
+            p.hold_held(h, &held.words[h.start..h.start + h.len]);
+        }
+        held.held.len()
     }
 
     /// Reduces the samples held raw, under `map` (the map they were read under).
@@ -1942,7 +2000,8 @@ mod tests {
     }
 
     /// Held samples taken past the limit and reduced by another aggregator (a worker, under the
-    /// same map) count as they count reduced where they were held.
+    /// same map), or held there with the worker's own samples first, count as they count reduced
+    /// where they were held.
     #[test]
     fn held_samples_handed_off_count_as_reduced_where_held() {
         let (binary, mapper, insts) = fixture();
@@ -1950,29 +2009,52 @@ mod tests {
             insts.iter().copied().filter(|&a| !binary.is_prolog_or_epilog(a)).collect();
         let ret = insts.windows(2).find(|w| binary.inst_kind(w[0]) == Some(InstKind::Call));
         let ret = ret.unwrap()[1];
-        let run = |hand_off: bool| {
+        // Hand-offs: none, reduced as they come, or held with the worker's samples.
+        let run = |hand_off: Option<bool>| {
             let mut agg = Aggregator::new(&binary, SampleOptions::default());
-            if hand_off {
+            if hand_off.is_some() {
                 agg = agg.handing_off_held();
                 agg.pending.limit = 40;
             }
             let mut worker = Aggregator::new(&binary, SampleOptions::default());
+            if hand_off == Some(true) {
+                worker = worker.reducing_held_in_parts();
+                worker.pending.limit = 60;
+            }
+            let map = mapper.map();
             let mut handed = 0;
-            // Each sample three times in a row: enough alike that holding is not bypassed.
-            for i in (0..120).map(|i| i / 3 % 23) {
+            // Each sample three times in a row: enough alike that holding is not bypassed; every
+            // fifth one the worker's.
+            for (n, i) in (0..240).map(|i| i / 3 % 23).enumerate() {
                 let (from, to) = (plain[i % plain.len()], plain[(i + 1) % plain.len()]);
                 let branches = [BranchStack::entry(
                     Branch { source: RuntimeAddr(from.0), target: RuntimeAddr(to.0) },
                     0,
                 )];
                 let callchain = [plain[0].0.to_le_bytes(), ret.0.to_le_bytes()];
-                agg.add(mapper.map(), &Sample::with_stacks(&callchain, &branches));
-                if let Some(held) = agg.take_held() {
-                    worker.reduce_held(mapper.map(), &held);
-                    handed += 1;
+                let sample = Sample::with_stacks(&callchain, &branches);
+                if n % 5 == 4 {
+                    worker.add(map, &sample);
+                } else {
+                    agg.add(map, &sample);
+                }
+                let Some(held) = agg.take_held() else { continue };
+                handed += 1;
+                if hand_off == Some(false) {
+                    worker.reduce_held(map, &held);
+                    continue;
+                }
+                let mut from = 0;
+                while from < held.distinct() {
+                    from = worker.hold_from(&held, from);
+                    if let Some(past) = worker.take_held() {
+                        worker.reduce_held(map, &past);
+                        worker.reuse(past);
+                    }
                 }
             }
-            agg.flush(mapper.map());
+            agg.flush(map);
+            worker.flush(map);
             let (mut samples, mut stats) = agg.finish();
             let (worker_samples, worker_stats) = worker.finish();
             samples.merge(worker_samples);
@@ -1983,9 +2065,12 @@ mod tests {
             entries.sort();
             (handed, entries, stats, samples.weights)
         };
-        let (handed, entries, stats, weights) = run(true);
-        assert!(handed >= 2, "handed off {handed} times");
-        assert_eq!((0, entries, stats, weights), run(false));
+        let unhanded = run(None);
+        for hand_off in [false, true] {
+            let (handed, entries, stats, weights) = run(Some(hand_off));
+            assert!(handed >= 2, "handed off {handed} times");
+            assert_eq!((0, entries, stats, weights), unhanded);
+        }
     }
 
     /// A stack that two workers of one input counted is one distinct stack with the summed count,
