@@ -462,6 +462,10 @@ struct Trie {
     starts: Vec<usize>,
     /// Whether a frame that recorded counts had its context cut to [`MAX_CONTEXT_FRAMES`].
     cut: bool,
+    /// Whether an external frame has callees (their contexts are cut there): children are
+    /// never taken from a frame without giving it another, so noted as they are added rather
+    /// than by a walk of every frame at the end.
+    external_callees: bool,
     /// [`Trie::node`]'s frames without a depth yet, and a deep context's call sites.
     chain: Vec<usize>,
     sites: Vec<Vaddr>,
@@ -478,6 +482,7 @@ impl Trie {
         self.active.clear();
         self.starts.clear();
         self.cut = false;
+        self.external_callees = false;
     }
     /// The [`Stacks`] node of frame `f`'s context: the call sites from the root, or from below
     /// the innermost external frame above `f` (not a call context the compiler sees: contexts
@@ -558,14 +563,21 @@ impl Trie {
     /// must not share a node when an activation may later move under a tail-call frame.
     fn fresh_child(&mut self, parent: usize, addr: Vaddr) -> usize {
         let id = self.add(addr, parent);
-        self.frames[parent].children.push((addr, id));
+        self.link(parent, addr, id);
         id
+    }
+    /// Makes frame `id` (at `addr`) a child of `parent`.
+    fn link(&mut self, parent: usize, addr: Vaddr, id: usize) {
+        let p = &mut self.frames[parent];
+        self.external_callees |= p.addr.is_external();
+        p.children.push((addr, id));
     }
     /// Moves the frames of the innermost activation (children of `parent`) under `to`.
     fn move_activation(&mut self, parent: usize, to: usize) {
         let start = self.starts.last().copied().unwrap_or(0);
         let moved = &self.active[start..];
         self.frames[parent].children.retain(|(_, c)| !moved.contains(c));
+        self.external_callees |= self.frames[to].addr.is_external() && !moved.is_empty();
         for &n in moved {
             self.frames[n].parent = to;
             let addr = self.frames[n].addr;
@@ -604,7 +616,7 @@ impl Trie {
             return c;
         }
         let id = self.add(addr, parent);
-        self.frames[parent].children.push((addr, id));
+        self.link(parent, addr, id);
         id
     }
 }
@@ -617,11 +629,24 @@ struct State<'s> {
     invalid: bool,
     /// Track activations for [`UnwindOptions::tail_call_frames`].
     tail_frames: bool,
+    /// Probe-based: the leaf whose caller's [`Stacks`] node [`State::caller_node`] last found,
+    /// and that node (both of an LBR entry's counts go there, and the leaf mostly stays).
+    caller: (usize, u32),
 }
 
 impl State<'_> {
     fn parent(&self) -> usize {
         self.trie.frames[self.leaf].parent
+    }
+    /// The [`Stacks`] node of the leaf's caller's frame, where probe-based counts go. Exact:
+    /// frames do not move without tail-call frames, so a frame's caller and node stay.
+    #[inline(always)]
+    fn caller_node(&mut self, stacks: &mut Stacks) -> u32 {
+        if self.caller.0 != self.leaf {
+            let p = self.parent();
+            self.caller = (self.leaf, self.trie.node(stacks, p));
+        }
+        self.caller.1
     }
     /// Replaces the leaf by its sibling at `addr`.
     fn switch_to(&mut self, addr: Vaddr) {
@@ -1031,7 +1056,14 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         } else {
             trie.reuse_nodes(sample.callchain.len());
         }
-        let mut st = State { trie: &mut trie, leaf, ip: leaf_addr, invalid: false, tail_frames };
+        let mut st = State {
+            trie: &mut trie,
+            leaf,
+            ip: leaf_addr,
+            invalid: false,
+            tail_frames,
+            caller: (usize::MAX, ROOT as u32),
+        };
         self.stats.total_branches =
             self.stats.total_branches.saturating_add(sample.branches.len() as u64);
         for (i, &br) in sample.branches.iter().enumerate() {
@@ -1068,7 +1100,7 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             }
             self.record_branch(&mut st, br, repeat);
         }
-        self.finish_sample(&mut trie);
+        self.finish_sample(&mut trie, tail_frames);
         if !tail_frames {
             trie.keep_nodes(sample.callchain.len());
         }
@@ -1131,8 +1163,8 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             return;
         }
         if self.opts.probe_based {
-            let p = st.parent();
-            self.record(st, p, false, (target, end), repeat);
+            let node = st.caller_node(&mut self.by_stack);
+            self.held.add(&mut self.by_stack, node, false, target, end, repeat);
             return;
         }
         // Split the range where the inline context changes: each piece belongs to its own frame.
@@ -1159,15 +1191,16 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         if br.target.is_external() {
             return;
         }
-        let frame = if br.source.is_external() {
+        if br.source.is_external() {
             // External → internal: kept context-less, it becomes the callee's head samples.
-            ROOT
+            self.record(st, ROOT, true, (br.source, br.target), repeat);
         } else if self.opts.probe_based {
-            st.parent()
+            let node = st.caller_node(&mut self.by_stack);
+            self.held.add(&mut self.by_stack, node, true, br.source, br.target, repeat);
         } else {
-            st.leaf
-        };
-        self.record(st, frame, true, (br.source, br.target), repeat);
+            let leaf = st.leaf;
+            self.record(st, leaf, true, (br.source, br.target), repeat);
+        }
     }
 
     /// Adds `n` to the count of range (`branch` false) or branch `pair` in `frame`'s context.
@@ -1185,16 +1218,18 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         self.held.add(&mut self.by_stack, stack, branch, pair.0, pair.1, n);
     }
 
-    /// Once a sample's walk is over: the counts waiting in its frames (tail-call frames) go to
-    /// their contexts, and external frames with callees are noted (their callees' contexts are
-    /// cut there).
-    fn finish_sample(&mut self, trie: &mut Trie) {
+    /// Once a sample's walk is over: external frames with callees are noted (their callees'
+    /// contexts are cut there), and with tail-call frames the counts waiting in its frames go to
+    /// their contexts.
+    fn finish_sample(&mut self, trie: &mut Trie, tail_frames: bool) {
+        if trie.external_callees {
+            self.stats.untracked_callsites.insert(Vaddr::EXTERNAL);
+        }
+        if !tail_frames {
+            return;
+        }
         for f in 0..trie.len {
-            let frame = &trie.frames[f];
-            if frame.addr.is_external() && !frame.children.is_empty() {
-                self.stats.untracked_callsites.insert(frame.addr);
-            }
-            if !frame.has_counts() {
+            if !trie.frames[f].has_counts() {
                 continue;
             }
             let stack = trie.node(&mut self.by_stack, f);
