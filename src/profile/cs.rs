@@ -506,7 +506,7 @@ where
         (0..shard_count).map(|_| ContextProfiles::with_hasher(hasher.clone())).collect();
     let mut stats = ProbeCsStats::default();
     let shared_names = SharedNames::default();
-    let node_locs: Vec<OnceLock<VecMap<LineLocation, ()>>> =
+    let node_locs: Vec<OnceLock<NodeLocs>> =
         (0..probes.node_count()).map(|_| OnceLock::new()).collect();
     // Sampled leaves and tail-call inference (sequential) of one block run while the block
     // before is built (parallel) and merged.
@@ -802,10 +802,39 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     buffers: (Vec<Probe>, Vec<Frame>),
     /// [`Self::body_samples`]' sampled function instances and body samples, reused.
     sampled_nodes: Vec<(NodeId, usize)>,
-    bodies: Vec<(usize, LineLocation, u64)>,
+    bodies: Vec<(usize, NodeId, LineLocation, u64)>,
     /// The locations of an inline node's probes, by node index, made once for all runs (the
     /// first run that needs one makes it).
-    node_locs: &'a [OnceLock<VecMap<LineLocation, ()>>],
+    node_locs: &'a [OnceLock<NodeLocs>],
+}
+
+/// The locations of an inline node's probes, made once for all runs.
+struct NodeLocs {
+    locs: VecMap<LineLocation, ()>,
+    /// By probe id: the place in `locs` of its first location, `u32::MAX` for none.
+    first: Vec<u32>,
+}
+
+impl NodeLocs {
+    fn of<P: ProbeView + ?Sized>(probes: &P, node: NodeId) -> Self {
+        let locs: VecMap<LineLocation, ()> = probes
+            .node_probes(node)
+            .iter()
+            .map(|p| (LineLocation::new(p.index, p.discriminator), ()))
+            .collect();
+        let ids = locs.keys().last().map_or(0, |l| l.line_offset as usize + 1);
+        let mut first = vec![u32::MAX; ids];
+        for (i, l) in locs.keys().enumerate().rev() {
+            first[l.line_offset as usize] = i as u32;
+        }
+        NodeLocs { locs, first }
+    }
+
+    /// Where `loc` mostly is among the node's locations: the place of its probe id's first
+    /// (most ids have one, at discriminator 0); past them all for an id the node lacks.
+    fn place(&self, loc: LineLocation) -> usize {
+        self.first.get(loc.line_offset as usize).map_or(usize::MAX, |&i| i as usize)
+    }
 }
 
 /// What [`ProbeCsBuilder`] resolved in one calling context (cleared for the next).
@@ -885,7 +914,7 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         // (inline node, profile slot) of the sampled function instances.
         let mut sampled_nodes = std::mem::take(&mut self.sampled_nodes);
         sampled_nodes.clear();
-        // (profile slot, location, count) of the body samples, added at the end.
+        // (profile slot, inline node, location, count) of the body samples, added at the end.
         let mut bodies = std::mem::take(&mut self.bodies);
         bodies.clear();
         for &(probe, n) in &leaves.blocks {
@@ -895,7 +924,7 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
             let fs = self.profiles.at(leaf.slot);
             fs.checksum = Some(leaf.checksum);
             let loc = LineLocation::new(probe.index, probe.discriminator);
-            bodies.push((leaf.slot, loc, n));
+            bodies.push((leaf.slot, probe.node, loc, n));
             fs.add_total(n);
             if probe.index == 1 {
                 fs.add_head(n);
@@ -936,16 +965,15 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         sampled_nodes.dedup();
         for &(node, slot) in &sampled_nodes {
             let probes = self.probes;
-            let locs = self.node_locs[node.0 as usize].get_or_init(|| {
-                let locs = probes.node_probes(node).iter();
-                locs.map(|p| (LineLocation::new(p.index, p.discriminator), ())).collect()
-            });
-            self.profiles.profiles[slot].1.ensure_bodies(locs);
+            let locs = self.node_locs[node.0 as usize].get_or_init(|| NodeLocs::of(probes, node));
+            self.profiles.profiles[slot].1.ensure_bodies(&locs.locs);
         }
-        // Each location is in its profile now: a search finds it, no insert (saturating sums
-        // do not depend on the order of their terms).
-        for &(slot, loc, n) in &bodies {
-            self.profiles.at(slot).add_body(loc, n);
+        // Each location is in its profile now: found, not inserted (saturating sums do not
+        // depend on the order of their terms). A profile's body is mostly its node's probes
+        // alone: a location is mostly where it is among them.
+        for &(slot, node, loc, n) in &bodies {
+            let locs = self.node_locs[node.0 as usize].get().expect("made above");
+            self.profiles.at(slot).add_body_near(locs.place(loc), loc, n);
         }
         self.bodies = bodies;
         self.sampled_nodes = sampled_nodes;

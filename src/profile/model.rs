@@ -173,6 +173,23 @@ impl<K: Ord, V> VecMap<K, V> {
         };
         &mut self.0[i].1
     }
+    /// [`Self::get_or_insert_with`], looking at index `hint` first: one compare instead of a
+    /// search when the caller knows where the key mostly is.
+    pub fn get_or_insert_near<Q: Ord + ?Sized>(
+        &mut self,
+        hint: usize,
+        key: &Q,
+        make: impl FnOnce() -> K,
+    ) -> &mut V
+    where
+        K: Borrow<Q>,
+        V: Default,
+    {
+        if self.0.get(hint).is_some_and(|(k, _)| k.borrow() == key) {
+            return &mut self.0[hint].1;
+        }
+        self.get_or_insert_with(key, make)
+    }
     /// Inserts or replaces; returns the value replaced.
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
         match self.find(&key) {
@@ -532,6 +549,11 @@ impl FunctionSamples {
         let b = self.body_mut(loc);
         b.count = b.count.saturating_add(n);
     }
+    /// [`Self::add_body`] where the body likely holds `loc` at index `hint`.
+    pub fn add_body_near(&mut self, hint: usize, loc: LineLocation, n: u64) {
+        let b = self.body.get_or_insert_near(hint, &loc, || loc);
+        b.count = b.count.saturating_add(n);
+    }
     /// Raises the body count at `loc` to at least `n` (line-based profiles keep the max over the
     /// instructions of a line).
     pub fn max_body(&mut self, loc: LineLocation, n: u64) {
@@ -632,6 +654,13 @@ mod tests {
         assert_eq!((m.len(), m["z"], m.get("m")), (3, 3, None));
         let collected: VecMap<u32, u32> = [(3, 1), (1, 2), (3, 4)].into_iter().collect();
         assert_eq!(collected.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>(), [(1, 2), (3, 4)]);
+        // A hint is only a first look: right, wrong, past the end or absent key, the same map.
+        let mut near = collected;
+        for (hint, key) in [(1, 3), (0, 3), (1, 1), (9, 1), (usize::MAX, 2), (0, 0)] {
+            *near.get_or_insert_near(hint, &key, || key) += 10;
+        }
+        let got: Vec<(u32, u32)> = near.iter().map(|(k, v)| (*k, *v)).collect();
+        assert_eq!(got, [(0, 10), (1, 22), (2, 10), (3, 24)]);
     }
 
     /// Call targets keep name order; removing the last one leaves the empty (null) map, equal
