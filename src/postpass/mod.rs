@@ -209,10 +209,12 @@ pub fn prepare(
 }
 
 /// What the post-passes are done with but have not freed: the pre-inliner's trie, which holds
-/// every context the pre-inliner merged away (~25 ms to free on a large CS profile). Dropping
-/// it frees it; [`apply`] leaves that to its caller, which can do it where nobody waits for it.
+/// every context the pre-inliner merged away (~25 ms to free on a large CS profile), and its
+/// context sizes (~1M instructions to free on SQLite, on the passes' one busy thread). Dropping
+/// it frees them; [`apply`] leaves that to its caller, which can do it where nobody waits for it.
 pub struct Spent {
     _trie: Option<ContextTrie>,
+    _sizes: Option<context_size::ContextSizeTracker>,
 }
 
 /// The post-passes: [`post_process_cs`] or [`post_process_non_cs`] with what [`prepare`] read
@@ -236,20 +238,20 @@ pub fn apply_beside<R: Send>(
     beside: impl FnOnce() -> R + Send,
 ) -> (PostPassStats, Spent, R) {
     let Prepared { context_sensitive, thresholds, sizes, plan } = prepared;
-    let sizes: &dyn ContextSizeOracle = match &sizes {
+    let oracle: &dyn ContextSizeOracle = match &sizes {
         Some(sizes) => sizes,
         None => &NoContextSizes,
     };
     let ((stats, trie), beside) = match (context_sensitive, opts.preinliner) {
         (true, true) => {
             let (stats, trie, beside) =
-                post_process_cs_with(profile, opts, &thresholds, sizes, plan, beside);
+                post_process_cs_with(profile, opts, &thresholds, oracle, plan, beside);
             ((stats, trie), beside.expect("run beside the pre-inliner"))
         }
         (true, false) => rayon::join(
             || {
                 let (stats, trie, _) =
-                    post_process_cs_with(profile, opts, &thresholds, sizes, plan, || ());
+                    post_process_cs_with(profile, opts, &thresholds, oracle, plan, || ());
                 (stats, trie)
             },
             beside,
@@ -258,7 +260,7 @@ pub fn apply_beside<R: Send>(
             rayon::join(|| (post_process_non_cs(profile, opts, &thresholds), None), beside)
         }
     };
-    (stats, Spent { _trie: trie }, beside)
+    (stats, Spent { _trie: trie, _sizes: sizes }, beside)
 }
 
 /// Hot and cold count thresholds from the profile summary (`computeSummaryAndThreshold`) of a
