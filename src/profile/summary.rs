@@ -147,8 +147,9 @@ struct Builder {
     max_function_count: u64,
     num_counts: u32,
     num_functions: u32,
-    /// Count → how many times it occurs.
-    frequencies: BTreeMap<u64, u32>,
+    /// Count → how many times it occurs: hashed, since a profile's ~10^5 counts take few
+    /// distinct values; `finish` sorts only those.
+    frequencies: hashbrown::HashMap<u64, u32>,
 }
 
 impl Builder {
@@ -183,13 +184,15 @@ impl Builder {
     fn finish(self, cutoffs: &[u32]) -> ProfileSummary {
         let mut cutoffs = cutoffs.to_vec();
         cutoffs.sort_unstable();
-        let mut counts = self.frequencies.iter().rev();
+        let mut counts: Vec<(u64, u32)> = self.frequencies.into_iter().collect();
+        counts.sort_unstable_by_key(|&(count, _)| std::cmp::Reverse(count));
+        let mut counts = counts.into_iter();
         let (mut counts_seen, mut curr_sum, mut count) = (0u32, 0u64, 0u64);
         let mut detailed = Vec::with_capacity(cutoffs.len());
         for cutoff in cutoffs {
             let desired = (self.total_count as u128 * cutoff as u128 / SCALE as u128) as u64;
             while curr_sum < desired {
-                let Some((&c, &freq)) = counts.next() else {
+                let Some((c, freq)) = counts.next() else {
                     break;
                 };
                 count = c;

@@ -8,33 +8,27 @@
 //!                #inlinees, (line, discr, body record)*
 //! ```
 
-use std::collections::BTreeMap;
-
-use super::{collect_names, sorted_profiles};
+use super::{NameIndex, collect_names, sorted_profiles};
 use crate::llvm::LineLocation;
 use crate::llvm::leb128::write_uleb128;
 use crate::llvm::sample_prof::{FORMAT_BINARY, VERSION, magic};
 use crate::profile::model::{FunctionSamples, Profile};
 use crate::profile::summary::ProfileSummary;
 
-/// Name → index in the (sorted) name table.
-pub(crate) type NameIndex<'a> = BTreeMap<&'a str, u64>;
-
 pub fn encode(profile: &Profile) -> Vec<u8> {
     let mut out = Vec::new();
     write_uleb128(&mut out, magic(FORMAT_BINARY));
     write_uleb128(&mut out, VERSION);
     write_summary(&mut out, &ProfileSummary::compute(profile));
-    let names = collect_names(profile);
+    let (names, index) = collect_names(profile);
     write_uleb128(&mut out, names.len() as u64);
     for name in &names {
         out.extend_from_slice(name.as_bytes());
         out.push(0);
     }
-    let index: NameIndex = names.into_iter().zip(0..).collect();
     for (ctx, fs) in sorted_profiles(profile) {
         write_uleb128(&mut out, fs.head_samples);
-        write_body(&mut out, index[ctx.leaf_name()], fs, &index);
+        write_body(&mut out, index.of(ctx.leaf()), fs, &index);
     }
     out
 }
@@ -67,7 +61,7 @@ pub(crate) fn write_body(out: &mut Vec<u8>, own_idx: u64, fs: &FunctionSamples, 
         let mut targets: Vec<_> = sample.call_targets.iter().collect();
         targets.sort_by(|a, b| b.1.cmp(a.1));
         for (name, count) in targets {
-            write_uleb128(out, names[name.as_str()]);
+            write_uleb128(out, names.of(name));
             write_uleb128(out, *count);
         }
     }
@@ -75,7 +69,7 @@ pub(crate) fn write_body(out: &mut Vec<u8>, own_idx: u64, fs: &FunctionSamples, 
     for (loc, callees) in &fs.callsites {
         for (name, callee) in callees {
             write_loc(out, *loc);
-            write_body(out, names[name.as_str()], callee, names);
+            write_body(out, names.of_text(name), callee, names);
         }
     }
 }

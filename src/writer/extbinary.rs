@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 
 use rayon::prelude::*;
 
-use super::binary::{NameIndex, write_body, write_loc, write_summary};
-use super::{collect_names, sorted_profiles};
+use super::binary::{write_body, write_loc, write_summary};
+use super::{NameIndex, collect_names, sorted_profiles};
 use crate::llvm::leb128::write_uleb128;
 use crate::llvm::md5_guid;
 use crate::llvm::sample_prof::{FORMAT_EXT_BINARY, UNIQ_SUFFIX, VERSION, flag, magic, sec};
@@ -48,14 +48,13 @@ struct SecHdr {
 pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
     let kind = profile.kind;
     let cs = kind.context_sensitive;
-    let (names, summary) =
+    let ((names, name_idx), summary) =
         rayon::join(|| collect_names(profile), || ProfileSummary::compute(profile));
-    let name_idx: NameIndex = names.iter().copied().zip(0..).collect();
     // CS profiles are referenced through the context table, sorted by context.
     let ctx_idx: BTreeMap<&Context, u64> =
         if cs { profile.functions.keys().zip(0..).collect() } else { BTreeMap::new() };
     let own_idx = |ctx: &Context| {
-        if cs { ctx_idx[ctx] } else { name_idx[ctx.leaf_name()] }
+        if cs { ctx_idx[ctx] } else { name_idx.of(ctx.leaf()) }
     };
     let sorted = sorted_profiles(profile);
 
@@ -107,8 +106,8 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
                 write_uleb128(&mut out, ctx_idx.len() as u64);
                 for ctx in ctx_idx.keys() {
                     write_uleb128(&mut out, ctx.len() as u64);
-                    for (func, loc) in ctx.frames() {
-                        write_uleb128(&mut out, name_idx[func]);
+                    for (func, loc) in ctx.named_frames() {
+                        write_uleb128(&mut out, name_idx.of(func));
                         write_loc(&mut out, loc);
                     }
                 }
@@ -214,7 +213,7 @@ fn write_metadata(
         for (loc, callees) in &fs.callsites {
             for (name, callee) in callees {
                 write_loc(out, *loc);
-                write_metadata(out, names[name.as_str()], callee, profile, names);
+                write_metadata(out, names.of_text(name), callee, profile, names);
             }
         }
     }

@@ -13,7 +13,6 @@ pub mod density;
 pub mod extbinary;
 pub mod text;
 
-use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -190,24 +189,33 @@ pub(crate) fn sorted_profiles(profile: &Profile) -> Vec<(&Context, &FunctionSamp
 }
 
 /// Every name the binary encodings index: context frames (or function names), call targets and
-/// inlinee names, recursively (`addContext` + `addNames`). Sorted byte-wise like `std::set<FunctionId>`.
+/// inlinee names, recursively (`addContext` + `addNames`), sorted byte-wise like
+/// `std::set<FunctionId>`, with each one's index in that order.
 ///
 /// A profile's names are a few thousand texts used many times over: each shared text is taken
 /// once by its address (inlinee names, which are Strings, once by text), and only the distinct
 /// texts are sorted, rather than every use searched for in a set (a text compare per level).
-pub(crate) fn collect_names(profile: &Profile) -> BTreeSet<&str> {
+pub(crate) fn collect_names(profile: &Profile) -> (Vec<&str>, NameIndex<'_>) {
+    /// Each distinct text gets an id as met; the ids become indices once the texts are sorted,
+    /// rewritten in place in both maps.
     #[derive(Default)]
     struct Names<'a> {
-        /// Addresses of the shared texts met.
-        seen: hashbrown::HashSet<usize>,
+        /// The shared texts met, by address.
+        by_addr: hashbrown::HashMap<usize, u64>,
         /// The distinct texts (several shared texts, and every inlinee name, may spell one).
-        texts: hashbrown::HashSet<&'a str>,
+        by_text: hashbrown::HashMap<&'a str, u64>,
     }
     impl<'a> Names<'a> {
         fn add(&mut self, name: &'a FuncName) {
-            if self.seen.insert(name.as_ptr() as usize) {
-                self.texts.insert(name);
+            if let hashbrown::hash_map::Entry::Vacant(e) =
+                self.by_addr.entry(name.as_ptr() as usize)
+            {
+                e.insert(Self::id(&mut self.by_text, name));
             }
+        }
+        fn id(by_text: &mut hashbrown::HashMap<&'a str, u64>, text: &'a str) -> u64 {
+            let next = by_text.len() as u64;
+            *by_text.entry(text).or_insert(next)
         }
         fn add_profile(&mut self, fs: &'a FunctionSamples) {
             for b in fs.body.values() {
@@ -217,7 +225,7 @@ pub(crate) fn collect_names(profile: &Profile) -> BTreeSet<&str> {
             }
             for callees in fs.callsites.values() {
                 for (name, callee) in callees {
-                    self.texts.insert(name);
+                    Self::id(&mut self.by_text, name);
                     self.add_profile(callee);
                 }
             }
@@ -234,9 +242,39 @@ pub(crate) fn collect_names(profile: &Profile) -> BTreeSet<&str> {
         }
         names.add_profile(fs);
     }
-    let mut texts: Vec<&str> = names.texts.into_iter().collect();
-    texts.sort_unstable();
-    texts.into_iter().collect()
+    let Names { mut by_addr, mut by_text } = names;
+    let mut texts: Vec<(&str, u64)> = by_text.iter().map(|(&t, &id)| (t, id)).collect();
+    texts.sort_unstable_by_key(|&(text, _)| text);
+    let mut index = vec![0; texts.len()];
+    for (i, &(_, id)) in texts.iter().enumerate() {
+        index[id as usize] = i as u64;
+    }
+    for id in by_addr.values_mut().chain(by_text.values_mut()) {
+        *id = index[*id as usize];
+    }
+    (texts.into_iter().map(|(t, _)| t).collect(), NameIndex { by_addr, by_text })
+}
+
+/// Name → index in the sorted name table. The encoders look a name up for every context frame,
+/// call target and inlinee: a shared text (`FuncName`) by its address, without reading it; an
+/// inlinee's name (a String) by text.
+pub(crate) struct NameIndex<'a> {
+    by_addr: hashbrown::HashMap<usize, u64>,
+    by_text: hashbrown::HashMap<&'a str, u64>,
+}
+
+impl NameIndex<'_> {
+    /// The index of a name [`collect_names`] took (one of the profile's shared texts).
+    pub(crate) fn of(&self, name: &FuncName) -> u64 {
+        match self.by_addr.get(&(name.as_ptr() as usize)) {
+            Some(&i) => i,
+            None => self.of_text(name),
+        }
+    }
+
+    pub(crate) fn of_text(&self, name: &str) -> u64 {
+        self.by_text[name]
+    }
 }
 
 #[cfg(test)]
