@@ -228,9 +228,12 @@ pub mod key {
         #[inline(always)]
         fn next_pair(&mut self) -> Option<(Vaddr, Vaddr)> {
             let window = self.key.get(self.at..)?.first_chunk::<16>()?;
-            let x = u128::from_le_bytes(*window);
-            let (n1, z1) = short_value(x as u64)?;
-            let (n2, z2) = short_value((x >> (8 * n1)) as u64)?;
+            let word =
+                |at: usize| window.get(at..at + 8)?.first_chunk().map(|w| u64::from_le_bytes(*w));
+            let (n1, z1) = short_value(word(0)?)?;
+            // The second value starts within eight bytes: its word is in the window (a load,
+            // where shifting the window as one u128 took several instructions).
+            let (n2, z2) = short_value(word(n1)?)?;
             self.at += n1 + n2;
             let source = self.add(z1);
             Some((source, self.add(z2)))
