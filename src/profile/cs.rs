@@ -823,9 +823,15 @@ impl NodeLocs {
             .map(|p| (LineLocation::new(p.index, p.discriminator), ()))
             .collect();
         let ids = locs.keys().last().map_or(0, |l| l.line_offset as usize + 1);
+        // Probe ids come from the binary: a table for ids far sparser than a function's probes
+        // (a crafted index near u32::MAX) would be gigabytes; without one, `place` misses and
+        // every lookup searches.
+        let ids = if ids <= 4 * locs.len() + 64 { ids } else { 0 };
         let mut first = vec![u32::MAX; ids];
         for (i, l) in locs.keys().enumerate().rev() {
-            first[l.line_offset as usize] = i as u32;
+            if let Some(f) = first.get_mut(l.line_offset as usize) {
+                *f = i as u32;
+            }
         }
         NodeLocs { locs, first }
     }

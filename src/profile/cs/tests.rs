@@ -557,3 +557,19 @@ fn a_context_continues_the_next_only_as_its_callers_context() {
     assert!(!continues(&key(&[(1, 3, 0), (2, 5, 0)]), &callee));
     assert!(!continues(&callee, &key(&[(1, 3, 0), (2, 0, 0)])));
 }
+
+/// A probe id near u32::MAX (a crafted binary) makes no table of places by id (it would take
+/// 16 GiB): every lookup misses the hint and searches. Ids as dense as a compiler gives them
+/// keep the table.
+#[test]
+fn node_locations_with_a_huge_probe_id_make_no_id_table() {
+    let mut p = Probes::new(&[(2, "foo", 200)]);
+    let sparse =
+        p.node(2, None, &[(0x200, 1, ProbeType::Block), (0x204, u32::MAX - 1, ProbeType::Block)]);
+    let dense = p.node(2, None, &[(0x300, 1, ProbeType::Block), (0x304, 2, ProbeType::Block)]);
+    let sparse = NodeLocs::of(&p, NodeId(sparse));
+    assert_eq!((sparse.first.len(), sparse.place(LineLocation::new(1, 0))), (0, usize::MAX));
+    let dense = NodeLocs::of(&p, NodeId(dense));
+    assert_eq!(dense.first, [u32::MAX, 0, 1]);
+    assert_eq!(dense.place(LineLocation::new(2, 0)), 1);
+}
