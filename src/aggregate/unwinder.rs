@@ -303,6 +303,11 @@ fn branch_kind<C: CodeView + ?Sized>(
     }
 }
 
+/// The call site of return target `ret`, external when the instruction before it is no call.
+fn call_site_of<C: CodeView + ?Sized>(code: &C, ret: Vaddr) -> Vaddr {
+    code.call_addr_from_return_addr(ret).unwrap_or(Vaddr::EXTERNAL)
+}
+
 /// A jump (source instruction kind `kind`) from one function to another's entry (a tail call).
 fn is_tail_jump<C: CodeView + ?Sized>(code: &C, b: Branch<Vaddr>, kind: Option<InstKind>) -> bool {
     matches!(kind, Some(InstKind::DirectJump | InstKind::IndirectJump))
@@ -706,56 +711,37 @@ pub struct Unwinder<'c, C: CodeView + ?Sized> {
     by_stack: Stacks,
     /// Counts on their way to `by_stack`.
     held: HeldCounts,
-    crossings: Crossings,
-    kinds: InstKinds,
+    /// [`CodeView::range_crosses_uncond_branch`] by range.
+    crossings: Memo<(Vaddr, Vaddr), bool>,
+    /// [`CodeView::inst_kind`] by LBR source.
+    kinds: Memo<Vaddr, Option<InstKind>>,
+    /// [`CodeView::call_addr_from_return_addr`] by return target, external when none.
+    call_sites: Memo<Vaddr, Vaddr>,
     stats: UnwindStats,
     trie: Trie,
 }
 
-/// Answers of [`CodeView::range_crosses_uncond_branch`] by range: the fall-through ranges
-/// between LBR entries repeat from sample to sample, and a direct-mapped probe costs a fraction
-/// of the two instruction-index lookups. A slot holds (start, end, answer); the initial
-/// `(0, 0, false)` is the true answer for that range.
-struct Crossings {
-    slots: Box<[(Vaddr, Vaddr, bool); Self::SLOTS]>,
+/// Answers of a [`CodeView`] query by key, direct-mapped: LBR entries' addresses and the
+/// fall-through ranges between them repeat from sample to sample, and a probe costs a fraction
+/// of the instruction-index lookups. A slot holds (key, answer); the initial slots hold one key
+/// with its own answer.
+struct Memo<K, V> {
+    slots: Box<[(K, V); MEMO_SLOTS]>,
 }
 
-impl Crossings {
-    const SLOTS: usize = 1 << 12;
+const MEMO_SLOTS: usize = 1 << 12;
 
-    fn new() -> Self {
-        Crossings { slots: slots((Vaddr(0), Vaddr(0), false)) }
+impl<K: Copy + PartialEq, V: Copy> Memo<K, V> {
+    fn new(key: K, answer: V) -> Self {
+        Memo { slots: slots((key, answer)) }
     }
 
+    /// The answer for `key` (hashed as the pair `hash`), asked of `query` on a miss.
     #[inline(always)]
-    fn get<C: CodeView + ?Sized>(&mut self, code: &C, start: Vaddr, end: Vaddr) -> bool {
-        let slot = &mut self.slots[slot_of::<{ Crossings::SLOTS }>(start.0, end.0)];
-        if slot.0 != start || slot.1 != end {
-            *slot = (start, end, code.range_crosses_uncond_branch(start, end));
-        }
-        slot.2
-    }
-}
-
-/// Answers of [`CodeView::inst_kind`] by address: LBR entries' sources repeat from sample to
-/// sample, and a direct-mapped probe costs a fraction of the instruction index lookup. A slot
-/// holds (address, answer); the initial slots hold address 0 with its own answer.
-struct InstKinds {
-    slots: Box<[(Vaddr, Option<InstKind>); Self::SLOTS]>,
-}
-
-impl InstKinds {
-    const SLOTS: usize = 1 << 12;
-
-    fn new<C: CodeView + ?Sized>(code: &C) -> Self {
-        InstKinds { slots: slots((Vaddr(0), code.inst_kind(Vaddr(0)))) }
-    }
-
-    #[inline(always)]
-    fn get<C: CodeView + ?Sized>(&mut self, code: &C, a: Vaddr) -> Option<InstKind> {
-        let slot = &mut self.slots[slot_of::<{ InstKinds::SLOTS }>(a.0, 0)];
-        if slot.0 != a {
-            *slot = (a, code.inst_kind(a));
+    fn get(&mut self, key: K, hash: (u64, u64), query: impl FnOnce() -> V) -> V {
+        let slot = &mut self.slots[slot_of::<MEMO_SLOTS>(hash.0, hash.1)];
+        if slot.0 != key {
+            *slot = (key, query());
         }
         slot.1
     }
@@ -1024,8 +1010,12 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             opts,
             by_stack: Stacks::default(),
             held: HeldCounts::new(),
-            crossings: Crossings::new(),
-            kinds: InstKinds::new(code),
+            crossings: Memo::new(
+                (Vaddr(0), Vaddr(0)),
+                code.range_crosses_uncond_branch(Vaddr(0), Vaddr(0)),
+            ),
+            kinds: Memo::new(Vaddr(0), code.inst_kind(Vaddr(0))),
+            call_sites: Memo::new(Vaddr(0), call_site_of(code, Vaddr(0))),
             stats: UnwindStats::default(),
             trie: Trie::default(),
         }
@@ -1074,7 +1064,10 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             let kind = if st.invalid {
                 None
             } else {
-                Some(branch_kind(self.code, br, self.kinds.get(self.code, br.source)))
+                let code = self.code;
+                let kind =
+                    self.kinds.get(br.source, (br.source.0, 0), || code.inst_kind(br.source));
+                Some(branch_kind(code, br, kind))
             };
             if kind == Some(BranchKind::Call) {
                 self.unwind_call(&mut st, br.source);
@@ -1138,7 +1131,8 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         let call = if br.target.is_external() {
             Vaddr::EXTERNAL
         } else {
-            self.code.call_addr_from_return_addr(br.target).unwrap_or(Vaddr::EXTERNAL)
+            let code = self.code;
+            self.call_sites.get(br.target, (br.target.0, 0), || call_site_of(code, br.target))
         };
         st.switch_to(call);
         st.push(br.source);
@@ -1158,7 +1152,9 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             st.invalid = true;
             return;
         }
-        if target > end || self.crossings.get(self.code, target, end) {
+        let code = self.code;
+        let crosses = || code.range_crosses_uncond_branch(target, end);
+        if target > end || self.crossings.get((target, end), (target.0, end.0), crosses) {
             st.invalid = true;
             return;
         }

@@ -720,23 +720,29 @@ fn held_counts_reach_the_stacks_as_direct_counting_would() {
 }
 
 #[test]
-fn crossings_answer_as_the_code_does() {
-    // Every range over main's and foo's code, twice (the second time from the slots), and the
-    // initial slot's (0, 0).
+fn memos_answer_as_the_code_does() {
+    // Every range over main's and foo's code and every return target, twice (the second time
+    // from the slots), and the initial slots' key 0, answered without a query.
     let code = fake();
-    let mut crossings = Crossings::new();
+    let mut u = Unwinder::new(&code, PROBE);
     let addrs: Vec<Vaddr> = (0..=0x214).step_by(4).map(v).collect();
     for _ in 0..2 {
         for &s in &addrs {
+            let want = call_site_of(&code, s);
+            assert_eq!(u.call_sites.get(s, (s.0, 0), || call_site_of(&code, s)), want, "{s:?}");
             for &e in &addrs {
                 let want = code.range_crosses_uncond_branch(s, e);
-                assert_eq!(crossings.get(&code, s, e), want, "{s:?}..{e:?}");
+                let crosses = || code.range_crosses_uncond_branch(s, e);
+                assert_eq!(u.crossings.get((s, e), (s.0, e.0), crosses), want, "{s:?}..{e:?}");
             }
         }
     }
-    assert!(crossings.get(&code, v(0x10c), v(0x118)));
-    assert!(!crossings.get(&code, v(0x10c), v(0x10c)));
-    assert!(!crossings.get(&code, v(0), v(0)));
+    let crosses = |s, e| code.range_crosses_uncond_branch(v(s), v(e));
+    assert!(u.crossings.get((v(0x10c), v(0x118)), (0x10c, 0x118), || crosses(0x10c, 0x118)));
+    let mut fresh = Unwinder::new(&code, PROBE);
+    assert!(!fresh.crossings.get((v(0), v(0)), (0, 0), || unreachable!("in the initial slots")));
+    let want = call_site_of(&code, v(0));
+    assert_eq!(fresh.call_sites.get(v(0), (0, 0), || unreachable!("in the initial slots")), want);
 }
 
 #[test]
