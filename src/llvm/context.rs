@@ -193,8 +193,21 @@ impl ContextShape {
     /// Cuts `callers` (root first, without the leaf) to [`MAX_CONTEXT_FRAMES`], compresses
     /// recursion in them, then trims them.
     pub fn apply<T: PartialEq + Clone>(&self, callers: &mut Vec<T>) {
+        self.apply_bounded(callers, |_| None);
+    }
+
+    /// [`Self::apply`] with a bound on the squares the callers can hold: `pairs`, given the
+    /// callers once cut, returns for each distance `p` at least the number of positions `k` with
+    /// `callers[k] == callers[k + p]` (`None`: no bound). A length `p` with fewer than `p` of them
+    /// holds no square, so recursion compression does not search it.
+    pub fn apply_bounded<'p, T: PartialEq + Clone>(
+        &self,
+        callers: &mut Vec<T>,
+        pairs: impl FnOnce(&[T]) -> Option<&'p [u32]>,
+    ) {
         cut_to_max_context(callers);
-        compress_recursion(callers, self.compress_recursion);
+        let bound = pairs(callers);
+        compress_bounded(callers, self.compress_recursion, bound);
         trim_context(callers, self.max_context_depth);
     }
 
@@ -216,11 +229,24 @@ impl ContextShape {
 /// ([`has_square`], about n/length comparisons each) are skipped: about n·ln n comparisons for
 /// a context without repeats.
 pub fn compress_recursion<T: PartialEq + Clone>(context: &mut Vec<T>, max_size: i32) {
+    compress_bounded(context, max_size, None);
+}
+
+/// [`compress_recursion`] skipping the lengths that `pairs` (counts of equal pairs by distance, see
+/// [`ContextShape::apply_bounded`]) shows hold no square, until a pass compresses: the counts are
+/// of the context before it.
+fn compress_bounded<T: PartialEq + Clone>(
+    context: &mut Vec<T>,
+    max_size: i32,
+    mut pairs: Option<&[u32]>,
+) {
     let limit = usize::try_from(max_size).unwrap_or(usize::MAX);
     let mut size = 1;
     while size <= limit && 2 * size <= context.len() {
-        if has_square(context, size) {
+        let may = pairs.is_none_or(|c| c.get(size).is_some_and(|&n| n as usize >= size));
+        if may && has_square(context, size) {
             compress_pass(context, size);
+            pairs = None;
         }
         size += 1;
     }
@@ -415,6 +441,16 @@ mod tests {
         [thue_morse[..n].to_vec(), square_free, fibonacci]
     }
 
+    /// For each distance, the pairs of `c` that far apart equal on a coarser equality (halves):
+    /// the kind of bound [`ContextShape::apply_bounded`] takes.
+    fn coarse_pairs(c: &[u8]) -> Vec<u32> {
+        let mut pairs = vec![0; c.len()];
+        for (p, count) in pairs.iter_mut().enumerate().skip(1) {
+            *count = c.iter().zip(&c[p..]).filter(|(x, y)| *x / 2 == *y / 2).count() as u32;
+        }
+        pairs
+    }
+
     #[test]
     fn skipping_lengths_without_squares_matches_every_scan() {
         let check = |input: &[u8], limit: i32| {
@@ -422,6 +458,9 @@ mod tests {
             compress_recursion(&mut fast, limit);
             llvm_compress(&mut every, limit);
             assert_eq!(fast, every, "{input:?} limit {limit}");
+            let mut bounded = input.to_vec();
+            compress_bounded(&mut bounded, limit, Some(&coarse_pairs(input)));
+            assert_eq!(bounded, every, "{input:?} limit {limit}, bounded");
         };
         let limits = [-1, 0, 1, 2, 3, 4, 7, 100];
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -462,6 +501,16 @@ mod tests {
         shape.apply_to_distinct(&mut distinct);
         assert_eq!(all, [3, 4]);
         assert_eq!(distinct, all);
+        // The bound is counted on the callers once cut.
+        let mut deep: Vec<u8> = (0..MAX_CONTEXT_FRAMES + 5).map(|i| (i % 2) as u8).collect();
+        let mut bounded = deep.clone();
+        ContextShape::default().apply(&mut deep);
+        let mut pairs = Vec::new();
+        ContextShape::default().apply_bounded(&mut bounded, |c| {
+            pairs = coarse_pairs(c);
+            Some(&pairs)
+        });
+        assert_eq!((deep.as_slice(), bounded.as_slice()), (&[1, 0][..], &[1, 0][..]));
         let mut deep: Vec<usize> = (0..MAX_CONTEXT_FRAMES + 5).collect();
         ContextShape::default().apply_to_distinct(&mut deep);
         assert_eq!(deep.len(), MAX_CONTEXT_FRAMES);

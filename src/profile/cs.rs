@@ -550,8 +550,7 @@ where
                         names: HashMap::new(),
                         name_table: Vec::new(),
                         key: Vec::new(),
-                        seen: Vec::new(),
-                        stamp: 0,
+                        repeats: NameRepeats::default(),
                         inline_context_of: vec![0; probes.node_count()],
                         inline_contexts: Vec::new(),
                         buffers: Default::default(),
@@ -734,6 +733,71 @@ struct InferredSites {
     by_func: Vec<(Option<FuncId>, Vec<Vaddr>)>,
 }
 
+/// The functions a context names more than once, found by marks by name index (reused from
+/// context to context).
+#[derive(Default)]
+struct NameRepeats {
+    /// By name index: the pass that last met the name ([`Self::stamp`]).
+    seen: Vec<u32>,
+    /// The current pass's mark in `seen`, never 0.
+    stamp: u32,
+    /// By name index: where the current pass last met the name (where `seen` holds its mark).
+    last: Vec<u32>,
+    /// By frame: the frame before it with the same name, or [`NameRepeats::NONE`].
+    prev: Vec<u32>,
+    /// By distance: the pairs of frames that far apart with the same name.
+    pairs: Vec<u32>,
+}
+
+impl NameRepeats {
+    const NONE: u32 = u32::MAX;
+
+    /// Starts a pass over a context of names below `names`; returns its mark.
+    fn next_pass(&mut self, names: usize) -> u32 {
+        self.stamp = self.stamp.wrapping_add(1);
+        if self.stamp == 0 {
+            self.seen.fill(0);
+            self.stamp = 1;
+        }
+        self.seen.resize(names, 0);
+        self.stamp
+    }
+
+    /// Whether two of `frames` name the same function.
+    fn any(&mut self, frames: &[Frame], names: usize) -> bool {
+        let stamp = self.next_pass(names);
+        let seen = &mut self.seen;
+        frames.iter().any(|f| std::mem::replace(&mut seen[f.name as usize], stamp) == stamp)
+    }
+
+    /// For each distance `p`, the positions `k` where `frames[k]` and `frames[k + p]` name the
+    /// same function: at least those where the frames are equal, which recursion compression
+    /// needs `p` of for a square of length `p` ([`ContextShape::apply_bounded`]). Mostly a few
+    /// pairs, where a context's search for squares tests about n·ln n pairs; `None` past
+    /// `4 * frames.len()` of them (deep recursion), which compression cuts short anyway.
+    fn pairs(&mut self, frames: &[Frame], names: usize) -> Option<&[u32]> {
+        let stamp = self.next_pass(names);
+        self.last.resize(names, 0);
+        self.prev.clear();
+        self.pairs.clear();
+        self.pairs.resize(frames.len(), 0);
+        let mut budget = 4 * frames.len();
+        for (i, f) in frames.iter().enumerate() {
+            let name = f.name as usize;
+            let met = std::mem::replace(&mut self.seen[name], stamp) == stamp;
+            let mut k = if met { self.last[name] } else { Self::NONE };
+            self.last[name] = i as u32;
+            self.prev.push(k);
+            while k != Self::NONE {
+                budget = budget.checked_sub(1)?;
+                self.pairs[i - k as usize] += 1;
+                k = self.prev[k as usize];
+            }
+        }
+        Some(&self.pairs)
+    }
+}
+
 /// A context frame of the probe-based builder: the function is an index into the names of
 /// [`SharedNames`] (one per distinct text), so that frames compare, hash and copy as integers.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -789,10 +853,8 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     name_table: Vec<Option<FuncName>>,
     /// The key of a context being looked up, reused.
     key: Vec<u8>,
-    /// By name index: the resolve that last met the name ([`Self::stamp`]).
-    seen: Vec<u32>,
-    /// The current resolve's mark in `seen`, never 0.
-    stamp: u32,
+    /// Which functions the context being resolved names more than once.
+    repeats: NameRepeats,
     /// By node index: 1 + the index in `inline_contexts` of the node's expansion, 0 before it is
     /// made.
     inline_context_of: Vec<u32>,
@@ -1096,17 +1158,9 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         let mut leaf_frame = frames.pop()?;
         leaf_frame.loc = LineLocation::default();
         // Most contexts repeat no function, so no frame: seen marks tell in one pass.
-        self.stamp = self.stamp.wrapping_add(1);
-        if self.stamp == 0 {
-            self.seen.fill(0);
-            self.stamp = 1;
-        }
-        self.seen.resize(self.name_table.len(), 0);
-        let (seen, stamp) = (&mut self.seen, self.stamp);
-        let repeats =
-            frames.iter().any(|f| std::mem::replace(&mut seen[f.name as usize], stamp) == stamp);
-        if repeats {
-            self.opts.context.apply(frames);
+        let (names, repeats) = (self.name_table.len(), &mut self.repeats);
+        if repeats.any(frames, names) {
+            self.opts.context.apply_bounded(frames, move |c| repeats.pairs(c, names));
         } else {
             self.opts.context.apply_to_distinct(frames);
         }

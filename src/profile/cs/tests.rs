@@ -573,3 +573,22 @@ fn node_locations_with_a_huge_probe_id_make_no_id_table() {
     assert_eq!(dense.first, [u32::MAX, 0, 1]);
     assert_eq!(dense.place(LineLocation::new(2, 0)), 1);
 }
+
+#[test]
+fn name_repeats_count_pairs_by_distance() {
+    let frames = |names: &[u32]| -> Vec<Frame> {
+        names.iter().map(|&name| Frame { name, loc: LineLocation::new(7, name) }).collect()
+    };
+    let mut r = NameRepeats::default();
+    let mixed = frames(&[3, 1, 3, 2, 1, 3]);
+    assert!(r.any(&mixed, 4));
+    // (0, 2), (1, 4) and (2, 5), (0, 5).
+    assert_eq!(r.pairs(&mixed, 4), Some(&[0, 0, 1, 2, 0, 1][..]));
+    assert!(!r.any(&mixed[1..4], 4));
+    assert_eq!(r.pairs(&mixed[1..4], 4), Some(&[0, 0, 0][..]));
+    // 36 pairs in 9 frames of one name: within the budget of 4 a frame; 45 in 10 are past it.
+    let same = frames(&[0; 10]);
+    let want: Vec<u32> = (0..9).map(|d| if d == 0 { 0 } else { 9 - d }).collect();
+    assert_eq!(r.pairs(&same[..9], 1), Some(&want[..]));
+    assert_eq!(r.pairs(&same, 1), None);
+}
