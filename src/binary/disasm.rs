@@ -305,23 +305,43 @@ fn decode_with(sections: &[TextSection<'_>], known_encodings: bool) -> Result<Co
         )
         .collect();
     let mut code = Code { invalid_bytes: decoded.iter().map(|d| d.1).sum(), ..Code::default() };
-    let mut insts: Vec<_> = decoded.into_iter().flat_map(|d| d.0).collect();
-    // Overlapping symbols can decode an address twice; like llvm-profgen's size map, the last
-    // decode wins.
-    insts.reverse();
-    insts.sort_by_key(|i| i.0);
-    insts.dedup_by_key(|i| i.0);
-    code.addrs = insts.iter().map(|i| i.0).collect();
-    code.sizes = insts.iter().map(|i| i.1).collect();
-    code.kinds = insts.iter().map(|i| i.2).collect();
+    // A section's symbols are sorted and each is decoded only up to the next one's address, so
+    // a chunk's instructions ascend; when the chunks also follow each other in address order
+    // (sections in address order), concatenated they are the sorted, distinct list, and
+    // nothing is copied into one list, sorted and deduplicated.
+    let in_order = decoded.iter().all(|d| d.0.is_sorted_by(|a, b| a.0 < b.0))
+        && (decoded.iter().filter_map(|d| Some((d.0.first()?.0, d.0.last()?.0))))
+            .is_sorted_by(|a, b| a.1 < b.0);
+    let sorted;
+    let parts: Vec<&[DecodedInst]> = if in_order {
+        decoded.iter().map(|d| &d.0[..]).collect()
+    } else {
+        let mut insts: Vec<_> = decoded.iter().flat_map(|d| d.0.iter().copied()).collect();
+        // Overlapping symbols can decode an address twice; like llvm-profgen's size map, the
+        // last decode wins.
+        insts.reverse();
+        insts.sort_by_key(|i| i.0);
+        insts.dedup_by_key(|i| i.0);
+        sorted = insts;
+        vec![&sorted[..]]
+    };
+    let n = parts.iter().map(|p| p.len()).sum::<usize>();
+    code.addrs = Vec::with_capacity(n);
+    code.sizes = Vec::with_capacity(n);
+    code.kinds = Vec::with_capacity(n);
+    code.uncond_rank = Vec::with_capacity(n + 1);
+    code.uncond_rank.push(0);
     let mut uncond = 0u32;
-    code.uncond_rank = std::iter::once(0)
-        .chain(insts.iter().map(|i| {
+    for part in parts {
+        code.addrs.extend(part.iter().map(|i| i.0));
+        code.sizes.extend(part.iter().map(|i| i.1));
+        code.kinds.extend(part.iter().map(|i| i.2));
+        code.uncond_rank.extend(part.iter().map(|i| {
             uncond = uncond.saturating_add(u32::from(i.2.is_unconditional()));
             uncond
-        }))
-        .collect();
-    code.branch_targets = insts.iter().filter_map(|i| Some((i.0, i.3?))).collect();
+        }));
+        code.branch_targets.extend(part.iter().filter_map(|i| Some((i.0, i.3?))));
+    }
     code.index = AddrIndex::new(&code.addrs);
     Ok(code)
 }
@@ -956,6 +976,34 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Sections out of address order, or overlapping, are sorted: the same code as sections in
+    /// order, and at an address decoded twice the last decode.
+    #[test]
+    fn sections_out_of_order_or_overlapping_are_sorted() {
+        let sec = |addr: u64, bytes: &'static [u8]| TextSection {
+            name: ".text",
+            addr,
+            bytes,
+            skipped: false,
+            symbols: vec![Symbol {
+                addr,
+                size: bytes.len() as u64,
+                name: "f",
+                section: SectionIndex(1),
+                is_func: true,
+            }],
+        };
+        let fields = |c: Code| (c.addrs, c.sizes, c.kinds, c.uncond_rank, c.branch_targets);
+        let (nop_ret, call_ret): (&[u8], &[u8]) = (&[0x90, 0xc3], &[0xe8, 0, 0, 0, 0, 0xc3]);
+        let in_order = fields(decode(&[sec(0x1000, nop_ret), sec(0x2000, call_ret)]).unwrap());
+        assert_eq!(in_order.0, [0x1000, 0x1001, 0x2000, 0x2005]);
+        let swapped = fields(decode(&[sec(0x2000, call_ret), sec(0x1000, nop_ret)]).unwrap());
+        assert_eq!(swapped, in_order);
+        let overlap = decode(&[sec(0x1000, nop_ret), sec(0x1000, &[0xc3])]).unwrap();
+        assert_eq!(overlap.addrs, [0x1000, 0x1001]);
+        assert_eq!(overlap.kinds, [InstKind::Return, InstKind::Return]);
     }
 
     #[test]
