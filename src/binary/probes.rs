@@ -248,6 +248,42 @@ impl Decoder<'_> {
     }
 }
 
+/// `(address, index)` of each of `probes`, sorted: by address, decode order within an address.
+/// The keys are distinct, so an unstable sort of them is the stable sort, without moving whole
+/// probes; they are first spread by 64-byte address bucket (a counting sort: probes cluster, a
+/// bucket holds a few), and each bucket is sorted on its own.
+fn addr_order(probes: &[Probe]) -> Vec<(u64, u32)> {
+    let (Some(lo), Some(hi)) =
+        (probes.iter().map(|p| p.addr.0).min(), probes.iter().map(|p| p.addr.0).max())
+    else {
+        return Vec::new();
+    };
+    // Buckets as AddrBuckets sizes them: 64 bytes, wider where probes are spread thinly.
+    let mut shift = 6;
+    while ((hi - lo) >> shift) > 2 * probes.len() as u64 + 1024 {
+        shift += 1;
+    }
+    let bucket = |a: u64| ((a - lo) >> shift) as usize;
+    let mut start = vec![0u32; bucket(hi) + 2];
+    for p in probes {
+        start[bucket(p.addr.0) + 1] += 1;
+    }
+    for k in 1..start.len() {
+        start[k] += start[k - 1];
+    }
+    let mut keys = vec![(0, 0); probes.len()];
+    let mut next = start.clone();
+    for (i, p) in probes.iter().enumerate() {
+        let slot = &mut next[bucket(p.addr.0)];
+        keys[*slot as usize] = (p.addr.0, i as u32);
+        *slot += 1;
+    }
+    for w in start.windows(2) {
+        keys[w[0] as usize..w[1] as usize].sort_unstable();
+    }
+    keys
+}
+
 fn parse_descs(data: &[u8]) -> Result<Vec<FuncDesc>, String> {
     let mut cur = Cursor { data, pos: 0, section: ".pseudo_probe_desc" };
     let mut descs = Vec::new();
@@ -317,11 +353,7 @@ impl ProbeInfo {
         while !d.cur.at_end() {
             d.record(NodeId::ROOT, 0)?;
         }
-        // By address, decode order within an address: (address, decode index) keys are
-        // distinct, so an unstable sort of them is the stable sort, without moving whole probes.
-        let mut keys: Vec<(u64, u32)> =
-            d.probes.iter().enumerate().map(|(i, p)| (p.addr.0, i as u32)).collect();
-        keys.sort_unstable();
+        let keys = addr_order(&d.probes);
         let probes: Vec<Probe> = keys.iter().map(|&(_, i)| d.probes[i as usize]).collect();
         // Grouped by node (dense ids) with a counting sort, address order within a node.
         let mut node_start = vec![0u32; d.nodes.len() + 1];
@@ -543,6 +575,39 @@ mod tests {
                 let at = slice.iter().take_while(|&&a| a == end).count();
                 assert_eq!(near, at, "{n} probes, at {end}");
             }
+        }
+    }
+
+    /// The bucketed sort is the sort of (address, index) keys: clustered addresses with
+    /// repeats, and addresses spread far apart (wide buckets, many probes in one).
+    #[test]
+    fn addr_order_is_the_sorted_keys() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rand = |n: u64| {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (state >> 33) % n
+        };
+        for case in 0..200 {
+            let n = rand(300) as usize;
+            let probes: Vec<Probe> = (0..n)
+                .map(|i| Probe {
+                    addr: Vaddr(match case % 3 {
+                        0 => 0x1000 + rand(n as u64 * 8 + 1),
+                        1 => rand(u64::MAX),
+                        _ => [0, u64::MAX, 0x1000 + rand(64)][rand(3) as usize],
+                    }),
+                    guid: 0,
+                    index: i as u32,
+                    kind: ProbeType::Block,
+                    attr: 0,
+                    discriminator: 0,
+                    node: NodeId(1),
+                })
+                .collect();
+            let mut keys: Vec<(u64, u32)> =
+                probes.iter().enumerate().map(|(i, p)| (p.addr.0, i as u32)).collect();
+            keys.sort_unstable();
+            assert_eq!(addr_order(&probes), keys, "case {case}");
         }
     }
 
