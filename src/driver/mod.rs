@@ -184,16 +184,19 @@ pub fn finish_profile(
     report: &mut RunReport,
 ) -> Result<(), Error> {
     // The binary's anchors depend only on which functions the fresh profile can name: those
-    // are read beside the post-passes' inputs, the anchors beside the post-passes (the
-    // pre-inliner's walk, on one thread; started there, not before the passes, so that the
-    // other worker is free for the pre-inliner's start). prepare is the join's first half, kept
-    // on this worker, which then runs the post-passes: the trie they reshape comes from its
-    // heap arena (prepared on another worker, the pre-inliner measured 2-3 ms slower).
-    let (prepared, wanted) = rayon::join(
-        || postpass::prepare(binary, sampled, &profile, &opts.postpass, &opts.summary),
-        || opts.zero_count_anchors.then(|| postpass::anchored_functions(&profile)),
-    );
-    let prepared = prepared?;
+    // are read with the post-passes' inputs (their trie names the contexts' functions), the
+    // anchors beside the post-passes (the pre-inliner's walk, on one thread; started there, not
+    // before the passes, so that the other worker is free for the pre-inliner's start).
+    // prepare runs on this worker, which then runs the post-passes: the trie they reshape comes
+    // from its heap arena (prepared on another worker, the pre-inliner measured 2-3 ms slower).
+    let (prepared, wanted) = postpass::prepare(
+        binary,
+        sampled,
+        &profile,
+        &opts.postpass,
+        &opts.summary,
+        opts.zero_count_anchors,
+    )?;
     let (_, spent, anchors) =
         postpass::apply_beside(&mut profile, prepared, &opts.postpass, || {
             wanted.map(|wanted| binary.anchors(&|name| wanted.contains(name)))

@@ -49,8 +49,12 @@ pub fn add_zero_count_anchors(profile: &mut Profile, anchors: &CodeAnchors) -> u
 /// `profile` or in what the post-passes make of it: every profile's function, top-level and
 /// inlined, at every level, and every function a context names (its frames become inlinee
 /// profiles when contexts are nested). Taken before the post-passes, the binary's anchors are
-/// read while they run.
-pub fn anchored_functions(profile: &Profile) -> BTreeSet<String> {
+/// read while they run. `context_functions`, when given, are the functions the contexts name
+/// (the pre-inliner's trie has them, one per text): then the contexts' frames are not read.
+pub fn anchored_functions(
+    profile: &Profile,
+    context_functions: Option<&[FuncName]>,
+) -> BTreeSet<String> {
     type Names<'a> = hashbrown::HashSet<&'a str>;
     fn walk<'a>(fs: &'a FunctionSamples, seen: &mut Names<'a>, out: &mut Names<'a>) {
         for callee in fs.callsites.values().flat_map(|c| c.values()) {
@@ -60,46 +64,56 @@ pub fn anchored_functions(profile: &Profile) -> BTreeSet<String> {
             walk(callee, seen, out);
         }
     }
-    fn note<'a>(func: &'a FuncName, seen: &mut hashbrown::HashSet<usize>, out: &mut Names<'a>) {
+    let (mut seen, mut out) = (Names::new(), Names::new());
+    match context_functions {
+        Some(functions) => out.extend(functions.iter().map(|f| canonical_fn_name(f))),
+        None => context_frame_functions(profile, &mut out),
+    }
+    for (ctx, fs) in &profile.functions {
+        // A profile's function is its context's leaf (named above) unless it is not: mostly the
+        // leaf's own shared name, told without reading the text.
+        let leaf = !ctx.is_empty() && (fs.name.same(ctx.leaf()) || fs.name == ctx.leaf_name());
+        if !leaf && seen.insert(&fs.name) {
+            out.insert(canonical_fn_name(&fs.name));
+        }
+        if !fs.callsites.is_empty() {
+            walk(fs, &mut seen, &mut out);
+        }
+    }
+    out.into_iter().map(str::to_string).collect()
+}
+
+/// Adds to `out` the canonical name of every function a context of `profile` names.
+fn context_frame_functions<'a>(profile: &'a Profile, out: &mut hashbrown::HashSet<&'a str>) {
+    let mut seen: hashbrown::HashSet<usize> = hashbrown::HashSet::new();
+    let mut note = |func: &'a FuncName| {
         if seen.insert(func.as_ptr() as usize) {
             out.insert(canonical_fn_name(func));
         }
-    }
+    };
     // A CS profile repeats each function in thousands of contexts: each name is canonicalised
     // once (a context frame's shared text looked at once), and borrowed until the end. Contexts
     // in order share their roots with the one before: its frames are not looked at again, those
     // of a context it extends (the same frames, see `Context::extends`) or else the callers
     // holding the same shared names at the same depths.
-    let (mut seen, mut out) = (Names::new(), Names::new());
-    let mut seen_frames: hashbrown::HashSet<usize> = hashbrown::HashSet::new();
     let mut previous: Option<&Context> = None;
-    for (ctx, fs) in &profile.functions {
-        if !ctx.is_empty() {
-            let callers = ctx.callers();
-            let known = match previous {
-                Some(p) if ctx.extends(p) => p.len(),
-                Some(p) => callers
-                    .iter()
-                    .zip(p.callers())
-                    .take_while(|(a, b)| a.func.same(&b.func))
-                    .count(),
-                None => 0,
-            };
-            for frame in callers.get(known..).unwrap_or_default() {
-                note(&frame.func, &mut seen_frames, &mut out);
+    for ctx in profile.functions.keys().filter(|c| !c.is_empty()) {
+        let callers = ctx.callers();
+        let known = match previous {
+            Some(p) if ctx.extends(p) => p.len(),
+            Some(p) => {
+                callers.iter().zip(p.callers()).take_while(|(a, b)| a.func.same(&b.func)).count()
             }
-            if known < ctx.len() {
-                note(ctx.leaf(), &mut seen_frames, &mut out);
-            }
-            previous = Some(ctx);
+            None => 0,
+        };
+        for frame in callers.get(known..).unwrap_or_default() {
+            note(&frame.func);
         }
-        // A profile's function is its context's leaf (noted above) unless it is not.
-        if (ctx.is_empty() || fs.name != ctx.leaf_name()) && seen.insert(&fs.name) {
-            out.insert(canonical_fn_name(&fs.name));
+        if known < ctx.len() {
+            note(ctx.leaf());
         }
-        walk(fs, &mut seen, &mut out);
+        previous = Some(ctx);
     }
-    out.into_iter().map(str::to_string).collect()
 }
 
 /// Annotates `fs` and its inlinees; `has_callee_context(loc)` says whether a CS context below
@@ -170,6 +184,17 @@ mod tests {
         assert_eq!(inl.body[&LineLocation::new(7, 0)].call_targets["bar"], 0);
     }
 
+    /// [`anchored_functions`] of `p`, the same whether its contexts' frames are read or the
+    /// functions its trie interned are given.
+    fn anchored(p: &Profile) -> Vec<String> {
+        let names: Vec<String> = anchored_functions(p, None).into_iter().collect();
+        let trie = crate::postpass::trie::ContextTrie::of_contexts(&p.functions);
+        let from_trie: Vec<String> =
+            anchored_functions(p, Some(trie.names())).into_iter().collect();
+        assert_eq!(names, from_trie);
+        names
+    }
+
     /// Callers without a profile of their own are named (nesting makes them profiles), as are
     /// inlinees; names are canonical.
     #[test]
@@ -182,8 +207,7 @@ mod tests {
         p.functions.insert(Context::new(vec![frame("main", 2), frame("foo.llvm.123", 0)]), foo);
         let baz = Context::new(vec![frame("main", 3), frame("baz", 0)]);
         p.functions.insert(baz, FunctionSamples::new("baz"));
-        let names: Vec<String> = anchored_functions(&p).into_iter().collect();
-        assert_eq!(names, ["bar", "baz", "foo", "main"]);
+        assert_eq!(anchored(&p), ["bar", "baz", "foo", "main"]);
     }
 
     /// Contexts that share frames with the one before (a caller's context cut from its callee's,
@@ -200,8 +224,7 @@ mod tests {
         p.functions.insert(long.prefix(2), FunctionSamples::new("foo"));
         p.functions.insert(long, FunctionSamples::new("bar"));
         p.functions.insert(other, FunctionSamples::new("quux.llvm.7"));
-        let names: Vec<String> = anchored_functions(&p).into_iter().collect();
-        assert_eq!(names, ["bar", "baz", "foo", "main", "quux", "qux"]);
+        assert_eq!(anchored(&p), ["bar", "baz", "foo", "main", "quux", "qux"]);
     }
 
     #[test]

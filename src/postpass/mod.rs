@@ -31,6 +31,8 @@ pub use trie::context_less_profile;
 use trie::{ContextTrie, context_less_merge};
 pub use trim::{trim_and_merge_cold_contexts, trim_cold_profiles};
 
+use std::collections::BTreeSet;
+
 use crate::aggregate::ContextCounters;
 use crate::binary::{Binary, FuncId, FuncSource};
 use crate::error::Error;
@@ -169,19 +171,27 @@ pub fn sampled(binary: &Binary, counters: &ContextCounters, opts: &PostPassOptio
 
 /// The inputs of the post-passes of `profile`, built from it and what they read of its counters
 /// of `binary` ([`sampled`]): thresholds from the profile summary (of the context-less merge for
-/// CS profiles) and the pre-inliner's context sizes from the binary when it uses them. Only reads
-/// the profile, so other readers of the fresh profile may run beside it.
+/// CS profiles) and the pre-inliner's context sizes from the binary when it uses them; with
+/// `anchored`, also [`anchored_functions`] of `profile` (its contexts' functions taken from the
+/// trie built here). Only reads the profile, so other readers of the fresh profile may run
+/// beside it.
 pub fn prepare(
     binary: &Binary,
     sampled: Sampled,
     profile: &Profile,
     opts: &PostPassOptions,
     summary: &SummaryOptions,
-) -> Result<Prepared, Error> {
+    anchored: bool,
+) -> Result<(Prepared, Option<BTreeSet<String>>), Error> {
     let Sampled { context_sensitive, profiled } = sampled;
     if !context_sensitive {
-        let thresholds = thresholds(binary, profile, summary)?;
-        return Ok(Prepared { context_sensitive, thresholds, sizes: None, plan: None });
+        let (thresholds, anchored) = rayon::join(
+            || thresholds(binary, profile, summary),
+            || anchored.then(|| anchored_functions(profile, None)),
+        );
+        let prepared =
+            Prepared { context_sensitive, thresholds: thresholds?, sizes: None, plan: None };
+        return Ok((prepared, anchored));
     }
     // Independent, each partly sequential: side by side. The trie is the pre-inliner's
     // too: built here, beside the context sizes, rather than on the pre-inliner's one thread.
@@ -189,23 +199,28 @@ pub fn prepare(
         || {
             let trie = ContextTrie::of_contexts(&profile.functions);
             let profiles = trie.profiles_of(profile);
-            // The pre-inliner's call graph reads the profiles once more: beside the merge,
-            // whose sequential end (the summary) leaves a core idle.
-            let (thresholds, graph) = rayon::join(
+            // The pre-inliner's call graph and the anchored functions (of the trie's names and
+            // the profiles) read the profiles once more: beside the merge, whose sequential end
+            // (the summary) leaves a core idle.
+            let (thresholds, (graph, anchored)) = rayon::join(
                 || {
                     let merged = context_less_merge(profile, &trie, &profiles);
                     thresholds(binary, &merged, summary)
                 },
-                || opts.preinliner.then(|| preinliner::call_graph(&trie, |s| profiles[s])),
+                || {
+                    let graph =
+                        opts.preinliner.then(|| preinliner::call_graph(&trie, |s| profiles[s]));
+                    (graph, anchored.then(|| anchored_functions(profile, Some(trie.names()))))
+                },
             );
             let thresholds = thresholds?;
             let plan = graph.map(|graph| Plan { trie, graph });
-            Ok::<_, Error>((thresholds, plan))
+            Ok::<_, Error>((thresholds, plan, anchored))
         },
         || profiled.map(|profiled| context_size::context_sizes(binary, &profiled)),
     );
-    let (thresholds, plan) = read?;
-    Ok(Prepared { context_sensitive, thresholds, sizes, plan })
+    let (thresholds, plan, anchored) = read?;
+    Ok((Prepared { context_sensitive, thresholds, sizes, plan }, anchored))
 }
 
 /// What the post-passes are done with but have not freed: the pre-inliner's trie, which holds
@@ -345,7 +360,7 @@ fn post_process_cs_with<R: Send>(
         profile.kind.preinlined = true;
     }
     if opts.gen_cs_nested_profile {
-        convert_cs_to_nested(profile, opts.generate_merged_base_profiles);
+        nest::convert_with_guids(profile, opts.generate_merged_base_profiles, spent_trie.as_ref());
         stats.nested = true;
     }
     stats.ambiguous_profiles_removed = filter_ambiguous_profiles(profile);

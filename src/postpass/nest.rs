@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 
-use super::trie::merge_samples;
+use super::trie::{ContextTrie, merge_samples};
 use hashbrown::HashMap;
 use rayon::prelude::*;
 
@@ -42,6 +42,17 @@ const ROOT: usize = 0;
 /// (root children by key, each subtree's record in its order), which decides which profile of
 /// a name comes first there.
 pub fn convert_cs_to_nested(profile: &mut Profile, merged_base: bool) {
+    convert_with_guids(profile, merged_base, None)
+}
+
+/// [`convert_cs_to_nested`]; the GUIDs of the contexts' names are looked up in `interned` (the
+/// pre-inliner's trie, which interned the names of these contexts and has their GUIDs) when
+/// given, rather than each distinct name hashed again.
+pub(crate) fn convert_with_guids(
+    profile: &mut Profile,
+    merged_base: bool,
+    interned: Option<&ContextTrie>,
+) {
     // An empty context has no function; it would land on the root and swallow every top-level
     // profile, so it is dropped.
     let mut subtrees: Vec<Vec<(Context, FunctionSamples)>> = Vec::new();
@@ -53,15 +64,22 @@ pub fn convert_cs_to_nested(profile: &mut Profile, merged_base: bool) {
             _ => subtrees.push(vec![(context, fs)]),
         }
     }
-    // GUIDs by the address of the (shared) name's text, each name kept so the address stays
-    // its own: frames mostly share one name per function.
+    // Without the trie, GUIDs by the address of the (shared) name's text, each name kept so the
+    // address stays its own: frames mostly share one name per function.
     let mut guids: HashMap<usize, (FuncName, u64)> = HashMap::new();
-    for (context, _) in subtrees.iter().flatten() {
-        for (func, _) in context.named_frames() {
-            guids.entry(func.as_ptr() as usize).or_insert_with(|| (func.clone(), md5_guid(func)));
+    if interned.is_none() {
+        for (context, _) in subtrees.iter().flatten() {
+            for (func, _) in context.named_frames() {
+                guids
+                    .entry(func.as_ptr() as usize)
+                    .or_insert_with(|| (func.clone(), md5_guid(func)));
+            }
         }
     }
-    let guid = |func: &FuncName| guids[&(func.as_ptr() as usize)].1;
+    let guid = |func: &FuncName| match interned.and_then(|t| t.guid_of_shared(func)) {
+        Some(guid) => guid,
+        None => guids.get(&(func.as_ptr() as usize)).map_or_else(|| md5_guid(func), |g| g.1),
+    };
     let mut converted: Vec<(ChildKey, Vec<ToTop>)> = subtrees
         .into_par_iter()
         .map(|contexts| {
@@ -213,6 +231,32 @@ mod tests {
         fs.add_body(LineLocation::new(1, 0), count);
         fs.add_call_target(LineLocation::new(2, 0), &"g".into(), count);
         fs
+    }
+
+    /// GUIDs from the trie of the contexts give the nesting the GUIDs hashed from the names.
+    #[test]
+    fn guids_from_the_trie_nest_as_hashed_ones() {
+        use crate::llvm::ContextFrame;
+        let frame = |f: &str, l| ContextFrame { func: f.into(), loc: LineLocation::new(l, 0) };
+        let mut p = Profile::default();
+        p.kind.context_sensitive = true;
+        let contexts = [
+            vec![frame("main", 0)],
+            vec![frame("main", 2), frame("f", 0)],
+            vec![frame("main", 2), frame("f", 4), frame("g", 0)],
+            vec![frame("main", 3), frame("g", 0)],
+            vec![frame("h", 1), frame("g", 0)],
+        ];
+        for (i, frames) in contexts.into_iter().enumerate() {
+            let leaf = frames.last().unwrap().func.to_string();
+            p.functions.insert(Context::new(frames), nested(&leaf, 10 + i as u64));
+        }
+        let trie = ContextTrie::of_contexts(&p.functions);
+        let mut hashed = p.clone();
+        convert_cs_to_nested(&mut hashed, true);
+        convert_with_guids(&mut p, true, Some(&trie));
+        assert_eq!(p, hashed);
+        assert!(p.functions.len() > 1);
     }
 
     /// Moving a first top-level profile stands for merging it into an empty one exactly when

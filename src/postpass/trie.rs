@@ -200,8 +200,20 @@ impl ContextTrie {
         &self.names[func as usize]
     }
 
+    /// The interned functions' names, by id.
+    pub fn names(&self) -> &[FuncName] {
+        &self.names
+    }
+
     pub fn guid(&self, func: FuncId) -> u64 {
         self.guids[func as usize]
+    }
+
+    /// The GUID of `name` when the trie interned that very shared text (see
+    /// [`ContextTrie::intern`]), without hashing it.
+    pub fn guid_of_shared(&self, name: &FuncName) -> Option<u64> {
+        let &(_, id) = self.ids_by_address.get(&(name.as_ptr() as usize))?;
+        Some(self.guid(id))
     }
 
     /// Nodes, by id (the root is 0).
