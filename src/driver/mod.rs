@@ -197,10 +197,11 @@ pub fn finish_profile(
         &opts.summary,
         opts.zero_count_anchors,
     )?;
-    let (_, spent, anchors) =
-        postpass::apply_beside(&mut profile, prepared, &opts.postpass, || {
-            wanted.map(|wanted| binary.anchors(&|name| wanted.contains(name)))
-        });
+    let (_, spent, calls) = postpass::apply_beside(&mut profile, prepared, &opts.postpass, || {
+        // Only their direct calls are read; the anchors are freed here, beside the walk.
+        wanted
+            .map(|wanted| postpass::DirectCalls::of(&binary.anchors(&|name| wanted.contains(name))))
+    });
     if opts.populate_profile_symbol_list {
         profile.symbol_list = Some(profile::symbol_list(binary));
     }
@@ -209,8 +210,8 @@ pub fn finish_profile(
     report
         .warnings
         .extend(density.warnings.lines().map(|l| l.trim_start_matches("warning: ").to_string()));
-    if let Some(anchors) = &anchors {
-        postpass::add_zero_count_anchors(&mut profile, anchors);
+    if let Some(calls) = &calls {
+        postpass::add_zero_count_anchors(&mut profile, calls);
     }
     report.functions_in_profile = profile.functions.len();
     if profile.functions.is_empty() {
@@ -224,9 +225,9 @@ pub fn finish_profile(
     let bytes = writer::encode_profile_file(&profile, opts.format, &opts.write, &opts.path)?;
     // The profile is freed by a worker nobody waits for while its bytes are written and synced
     // (on a large binary, freeing took longer than the write), and the process may exit before
-    // it is done: the system frees it at once. The binary's anchors too: freed once added
-    // (~3M instructions on SQLite), they held up the encoding while the other worker idled.
-    rayon::spawn(move || drop((profile, anchors)));
+    // it is done: the system frees it at once. The anchors' direct calls too: freed once added,
+    // they would hold up the encoding.
+    rayon::spawn(move || drop((profile, calls)));
     let written = writer::write_bytes_atomically(&bytes, &opts.path);
     // The pre-inliner's spent trie is freed last, the same way: freed any earlier, it slowed
     // the passes and the encoding beside it (they contend for the cores and the allocator).

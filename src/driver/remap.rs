@@ -65,7 +65,7 @@ pub fn remap(cfg: &RemapConfig) -> Result<(RemapReport, Vec<String>), Error> {
         &cfg.remap,
     )?;
     if cfg.zero_count_anchors {
-        postpass::add_zero_count_anchors(&mut profile, &new_code);
+        postpass::add_zero_count_anchors(&mut profile, &postpass::DirectCalls::of(&new_code));
     }
     if cfg.write.use_md5 && cfg.format != OutputFormat::ExtBinary {
         warnings.push(USE_MD5_IGNORED.to_string());

@@ -14,13 +14,44 @@
 //! CS contexts (a call site that has a callee context is already an anchor there).
 
 use crate::binary::anchors::CodeAnchors;
-use crate::llvm::{ContextFrame, FuncName, canonical_fn_name};
+use crate::llvm::{ContextFrame, FuncName, LineLocation, canonical_fn_name};
 use crate::profile::{Context, FunctionSamples, Profile};
 use rayon::prelude::*;
 use std::collections::BTreeSet;
 
+/// What [`add_zero_count_anchors`] reads of a binary's anchors: each function's direct calls
+/// (its call sites with a statically known callee, in location order) by canonical name, each
+/// callee's name one shared text. Made once from the anchors (a function's anchors hold every
+/// location, most without a call), read for every profile and inlinee of the function.
+pub struct DirectCalls {
+    by_function: hashbrown::HashMap<String, Vec<(LineLocation, FuncName)>>,
+}
+
+impl DirectCalls {
+    /// The direct calls of every function `anchors` has.
+    pub fn of(anchors: &CodeAnchors) -> Self {
+        let mut callees: hashbrown::HashMap<&str, FuncName> = hashbrown::HashMap::new();
+        let by_function = (anchors.functions.iter())
+            .map(|(name, f)| {
+                let calls = (f.direct_calls())
+                    .map(|(loc, callee)| {
+                        (loc, callees.entry(callee).or_insert_with(|| callee.into()).clone())
+                    })
+                    .collect();
+                (name.clone(), calls)
+            })
+            .collect();
+        DirectCalls { by_function }
+    }
+
+    /// The direct calls of the function named `name` (canonicalised as profiles name it).
+    fn get(&self, name: &str) -> Option<&[(LineLocation, FuncName)]> {
+        self.by_function.get(canonical_fn_name(name)).map(Vec::as_slice)
+    }
+}
+
 /// Adds the zero-count call targets; returns how many were added.
-pub fn add_zero_count_anchors(profile: &mut Profile, anchors: &CodeAnchors) -> usize {
+pub fn add_zero_count_anchors(profile: &mut Profile, calls: &DirectCalls) -> usize {
     // Call sites that lead to a callee context: every proper prefix of a context, its last frame
     // carrying the call-site location.
     let called_from: BTreeSet<Vec<ContextFrame>> = if profile.kind.context_sensitive {
@@ -34,7 +65,7 @@ pub fn add_zero_count_anchors(profile: &mut Profile, anchors: &CodeAnchors) -> u
         .par_iter_mut()
         .map(|(ctx, fs)| {
             // Nested and non-CS profiles have no callee contexts: no site to make and look up.
-            annotate(fs, anchors, &|loc| {
+            annotate(fs, calls, &|loc| {
                 !called_from.is_empty() && {
                     let mut site = ctx.callers().to_vec();
                     site.push(ContextFrame { func: ctx.leaf_name().into(), loc });
@@ -120,24 +151,23 @@ fn context_frame_functions<'a>(profile: &'a Profile, out: &mut hashbrown::HashSe
 /// `fs` is called from `loc`.
 fn annotate(
     fs: &mut FunctionSamples,
-    anchors: &CodeAnchors,
-    has_callee_context: &dyn Fn(crate::llvm::LineLocation) -> bool,
+    calls: &DirectCalls,
+    has_callee_context: &dyn Fn(LineLocation) -> bool,
 ) -> usize {
     let mut added = 0;
-    if let Some(f) = anchors.get(&fs.name) {
-        for (loc, callee) in f.direct_calls() {
-            let sampled = fs.body.get(&loc).is_some_and(|b| !b.call_targets.is_empty())
-                || fs.callsites.get(&loc).is_some_and(|c| !c.is_empty())
-                || has_callee_context(loc);
-            if !sampled {
-                fs.add_call_target(loc, &callee.into(), 0);
-                added += 1;
-            }
+    for (loc, callee) in calls.get(&fs.name).unwrap_or_default() {
+        let loc = *loc;
+        let sampled = fs.body.get(&loc).is_some_and(|b| !b.call_targets.is_empty())
+            || fs.callsites.get(&loc).is_some_and(|c| !c.is_empty())
+            || has_callee_context(loc);
+        if !sampled {
+            fs.add_call_target(loc, callee, 0);
+            added += 1;
         }
     }
     for callees in fs.callsites.values_mut() {
         for callee in callees.values_mut() {
-            added += annotate(callee, anchors, &|_| false);
+            added += annotate(callee, calls, &|_| false);
         }
     }
     added
@@ -147,7 +177,6 @@ fn annotate(
 mod tests {
     use super::*;
     use crate::binary::anchors::FunctionAnchors;
-    use crate::llvm::LineLocation;
     use crate::profile::Context;
 
     fn anchors() -> CodeAnchors {
@@ -173,7 +202,7 @@ mod tests {
         main.callsite_mut(LineLocation::new(5, 0), "foo").add_body(LineLocation::new(1, 0), 3);
         let mut p = Profile::default();
         p.functions.insert(Context::base("main"), main);
-        assert_eq!(add_zero_count_anchors(&mut p, &anchors()), 2);
+        assert_eq!(add_zero_count_anchors(&mut p, &DirectCalls::of(&anchors())), 2);
         let main = &p.functions[&Context::base("main")];
         // 2 (sampled target) and 3 (inlinee) untouched; 4 gets baz:0 on a new 0 body record.
         assert_eq!(main.body[&LineLocation::new(2, 0)].call_targets.len(), 1);
@@ -237,7 +266,7 @@ mod tests {
             Context::new(vec![frame("main", 2), frame("foo", 0)]),
             FunctionSamples::new("foo"),
         );
-        assert_eq!(add_zero_count_anchors(&mut p, &anchors()), 3);
+        assert_eq!(add_zero_count_anchors(&mut p, &DirectCalls::of(&anchors())), 3);
         let main = &p.functions[&Context::new(vec![frame("main", 0)])];
         let targets: Vec<_> =
             main.body.iter().map(|(l, b)| (l.line_offset, b.call_targets.len())).collect();

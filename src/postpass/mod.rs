@@ -22,7 +22,7 @@ mod preinliner;
 mod trie;
 mod trim;
 
-pub use anchors::{add_zero_count_anchors, anchored_functions};
+pub use anchors::{DirectCalls, add_zero_count_anchors, anchored_functions};
 pub use fixups::filter_ambiguous_profiles;
 pub use nest::convert_cs_to_nested;
 pub use preinliner::PreInlinerStats;

@@ -55,15 +55,27 @@ pub(crate) fn convert_with_guids(
 ) {
     // An empty context has no function; it would land on the root and swallow every top-level
     // profile, so it is dropped.
-    let mut subtrees: Vec<Vec<(Context, FunctionSamples)>> = Vec::new();
-    for (context, fs) in
-        std::mem::take(&mut profile.functions).into_iter().filter(|(c, _)| !c.is_empty())
-    {
-        match subtrees.last_mut() {
-            Some(last) if outermost(&last[0].0) == outermost(&context) => last.push((context, fs)),
-            _ => subtrees.push(vec![(context, fs)]),
+    // Each subtree's contexts counted first, then moved into a vector of that size (grown one
+    // by one, each of a thousand vectors was reallocated a few times).
+    let mut sizes: Vec<usize> = Vec::new();
+    let mut last: Option<&FuncName> = None;
+    for context in profile.functions.keys().filter(|c| !c.is_empty()) {
+        let func = outermost(context);
+        match sizes.last_mut() {
+            Some(n) if last == Some(func) => *n += 1,
+            _ => sizes.push(1),
         }
+        last = Some(func);
     }
+    let mut contexts =
+        std::mem::take(&mut profile.functions).into_iter().filter(|(c, _)| !c.is_empty());
+    let subtrees: Vec<Vec<(Context, FunctionSamples)>> = (sizes.into_iter())
+        .map(|n| {
+            let mut subtree = Vec::with_capacity(n);
+            subtree.extend(contexts.by_ref().take(n));
+            subtree
+        })
+        .collect();
     // Without the trie, GUIDs by the address of the (shared) name's text, each name kept so the
     // address stays its own: frames mostly share one name per function.
     let mut guids: HashMap<usize, (FuncName, u64)> = HashMap::new();
