@@ -113,15 +113,17 @@ pub fn encode(profile: &Profile, use_md5: bool) -> Vec<u8> {
                 }
             }
             sec::LBR_PROFILE => {
-                // Each profile encoded on the workers, then laid out in order.
+                // Each profile encoded on the workers, then laid out in order. Into a buffer
+                // each worker reuses, the bytes then copied out at their size (grown from empty,
+                // each profile's vector was reallocated as it doubled).
                 let (encoded, ()) = rayon::join(
                     || {
                         (sorted.par_iter())
-                            .map(|&(ctx, fs)| {
-                                let mut bytes = Vec::new();
-                                write_uleb128(&mut bytes, fs.head_samples);
-                                write_body(&mut bytes, own_idx(ctx), fs, &name_idx);
-                                bytes
+                            .map_init(Vec::new, |buf, &(ctx, fs)| {
+                                buf.clear();
+                                write_uleb128(buf, fs.head_samples);
+                                write_body(buf, own_idx(ctx), fs, &name_idx);
+                                buf.to_vec()
                             })
                             .collect::<Vec<Vec<u8>>>()
                     },
