@@ -393,7 +393,7 @@ impl<'a> Loader<'_, 'a> {
         if let Some(a) = self.names_at.get(&at) {
             return a.clone();
         }
-        let s = String::from_utf8_lossy(s.slice());
+        let s = crate::text::lossy_utf8(s.slice());
         let a = match self.names.get(s.as_ref()) {
             Some(a) => a.clone(),
             None => {

@@ -296,7 +296,7 @@ fn parse_descs(data: &[u8]) -> Result<Vec<FuncDesc>, String> {
             .and_then(|l| cur.pos.checked_add(l))
             .filter(|&e| e <= data.len());
         let end = end.ok_or_else(|| cur.err("function name runs past the section end"))?;
-        let name = String::from_utf8_lossy(&data[cur.pos..end]);
+        let name = crate::text::lossy_utf8(&data[cur.pos..end]);
         cur.pos = end;
         descs.push(FuncDesc { guid, hash, name: Arc::from(name.as_ref()) });
     }

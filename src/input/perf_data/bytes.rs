@@ -58,13 +58,9 @@ pub(super) fn u64_at(data: &[u8], pos: usize) -> Option<u64> {
 
 /// A NUL-terminated (and usually NUL-padded) string field; lossy so odd bytes never fail a read.
 pub(crate) fn c_str(data: &[u8]) -> std::borrow::Cow<'_, str> {
-    // `CStr` finds the NUL a word at a time; names are nearly always valid UTF-8, which
-    // `from_utf8` checks in a fraction of the time `from_utf8_lossy` takes to walk its chunks.
+    // `CStr` finds the NUL a word at a time.
     let s = std::ffi::CStr::from_bytes_until_nul(data).map_or(data, |s| s.to_bytes());
-    match std::str::from_utf8(s) {
-        Ok(s) => std::borrow::Cow::Borrowed(s),
-        Err(_) => String::from_utf8_lossy(s),
-    }
+    crate::text::lossy_utf8(s)
 }
 
 /// Where a record came from, for error messages.
