@@ -275,19 +275,16 @@ impl Binary {
             (false, ..) => probes::ProbeInfo::load(&obj).map_err(bad),
         };
         // Disassembly, DWARF and probes are independent; the first two are the bulk of the
-        // loading time.
-        let (code, (debug, probes)) = rayon::join(
-            || disasm::decode(&sections),
+        // loading time. The DWARF, on a binary of one large unit a single task (SQLite's), is
+        // what a second worker takes first; this one decodes the probes (one task too), then
+        // the disassembly's chunks, which the other takes its share of once the DWARF is done.
+        let ((probes, code), debug) = rayon::join(
+            || rayon::join(load_probes, || disasm::decode(&sections)),
             || {
-                rayon::join(
-                    || {
-                        let real = real_dwarf_path.as_deref().unwrap_or(dwarf_path);
-                        let dir = real.parent().unwrap_or(Path::new("."));
-                        let dwp = dwp_data.as_deref();
-                        dwarf::DebugInfo::load(dbg_obj.as_ref().unwrap_or(&obj), dwp, base, dir)
-                    },
-                    load_probes,
-                )
+                let real = real_dwarf_path.as_deref().unwrap_or(dwarf_path);
+                let dir = real.parent().unwrap_or(Path::new("."));
+                let dwp = dwp_data.as_deref();
+                dwarf::DebugInfo::load(dbg_obj.as_ref().unwrap_or(&obj), dwp, base, dir)
             },
         );
         let mut code = code.map_err(bad)?;
