@@ -10,10 +10,12 @@
 use super::lbr::lbr_counters;
 use super::parallel::{NeededInput, aggregate_in_parallel};
 use super::pga::{self, Aggregate};
-use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats};
+use super::samples::{AggregatedSamples, Aggregator, OrderedStack, SampleOptions, SampleStats};
 use super::traces::{FunctionTable, ProcessFunctions, TemporalTraces, TraceCollector};
 use super::unsymbolized::{self, UnsymbolizedOptions};
-use super::unwinder::{MAX_BRANCHES, NormalizeStats, UnwindOptions, UnwindStats, unwind_all_with};
+use super::unwinder::{
+    MAX_BRANCHES, NormalizeStats, UnwindOptions, UnwindStats, Unwinder, unwind_all_with,
+};
 use super::weighting::{LbrWeighting, Weighting, event_unit};
 use super::{ContextCounters, ContextKey};
 use crate::binary::Binary;
@@ -942,8 +944,11 @@ fn samples_to_counters(
     }
     let opts =
         UnwindOptions { probe_based, context, tail_call_frames: !opts.sample.llvm_compatible };
-    let (mut counters, unwind) =
-        unwind_all_with(binary, &entries, |stack, out| stack.decode_into(out), opts);
+    let unwind_stack = |u: &mut Unwinder<_>, stack: &OrderedStack, callchain: &mut Vec<_>| {
+        let (count, branches) = stack.decode(callchain);
+        u.unwind_parts(callchain, branches, count);
+    };
+    let (mut counters, unwind) = unwind_all_with(binary, &entries, unwind_stack, opts);
     counters.weights = samples.weights;
     report.normalize = normalize.clone();
     report.unwind = unwind;

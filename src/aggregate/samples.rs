@@ -176,17 +176,25 @@ pub mod key {
         Some(z)
     }
 
-    /// The sample [`encode`] stored, into `out`, whose vectors keep their capacity from sample to
-    /// sample.
-    pub fn decode_into(key: &[u8], out: &mut HybridSample) {
-        let mut r = Reader::new(key, &mut out.callchain);
-        out.branches.clear();
-        while let Some((source, target)) = r.next_pair() {
-            out.branches.push(Branch { source, target });
-        }
-        // The last entries (less than 16 bytes left), or after a value of nine bytes.
-        while let (Some(source), Some(target)) = (r.next(), r.next()) {
-            out.branches.push(Branch { source, target });
+    /// The sample [`encode`] stored: its call stack into `callchain` (cleared first, keeping its
+    /// capacity), its LBR entries read as they are taken.
+    pub fn decode<'k>(key: &'k [u8], callchain: &mut Vec<Vaddr>) -> Branches<'k> {
+        Branches(Reader::new(key, callchain))
+    }
+
+    /// The LBR entries of a stored sample, newest first.
+    pub struct Branches<'k>(Reader<'k>);
+
+    impl Iterator for Branches<'_> {
+        type Item = Branch<Vaddr>;
+
+        #[inline(always)]
+        fn next(&mut self) -> Option<Branch<Vaddr>> {
+            if let Some((source, target)) = self.0.next_pair() {
+                return Some(Branch { source, target });
+            }
+            // The last entries (less than 16 bytes left), or after a value of nine bytes.
+            Some(Branch { source: self.0.next()?, target: self.0.next()? })
         }
     }
 
@@ -253,9 +261,9 @@ pub mod key {
 
         fn decode(key: &[u8]) -> HybridSample {
             // Filled first: decoding must replace what the buffer held.
-            let mut h = HybridSample { callchain: vec![Vaddr(1)], branches: Vec::new() };
-            decode_into(key, &mut h);
-            h
+            let mut callchain = vec![Vaddr(1)];
+            let branches = super::decode(key, &mut callchain).collect();
+            HybridSample { callchain, branches }
         }
 
         #[test]
@@ -484,11 +492,11 @@ pub struct OrderedStack<'s> {
 }
 
 impl OrderedStack<'_> {
-    /// The stack's sample, into `out`; returns its count.
-    pub fn decode_into(&self, out: &mut HybridSample) -> u64 {
+    /// The stack's count and sample: its call stack into `callchain`, its LBR entries as they
+    /// are taken (see [`key::decode`]).
+    pub fn decode(&self, callchain: &mut Vec<Vaddr>) -> (u64, key::Branches<'_>) {
         let (_, count, key) = record(self.record, 0);
-        key::decode_into(key, out);
-        count
+        (count, key::decode(key, callchain))
     }
 }
 

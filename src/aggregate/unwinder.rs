@@ -1024,8 +1024,19 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
     /// Unwinds one aggregated sample seen `repeat` times. Returns false when the sample was
     /// rejected (empty stack or LBR, or a bogus trace).
     pub fn unwind(&mut self, sample: &HybridSample, repeat: u64) -> bool {
-        let (Some(&leaf_addr), Some(first)) = (sample.callchain.first(), sample.branches.first())
-        else {
+        self.unwind_parts(&sample.callchain, sample.branches.iter().copied(), repeat)
+    }
+
+    /// [`Self::unwind`] of the sample with call stack `callchain` and LBR entries `branches`
+    /// (newest first): a stored sample's entries are decoded as the walk takes them, not into a
+    /// vector the walk then reads.
+    pub fn unwind_parts(
+        &mut self,
+        callchain: &[Vaddr],
+        mut branches: impl Iterator<Item = Branch<Vaddr>>,
+        repeat: u64,
+    ) -> bool {
+        let (Some(&leaf_addr), Some(first)) = (callchain.first(), branches.next()) else {
             return false;
         };
         // Stack leaf and LBR tip must be close (always true once the leaf is overwritten).
@@ -1036,7 +1047,7 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         let mut trie = std::mem::take(&mut self.trie);
         trie.reset();
         let mut leaf = ROOT;
-        for &a in sample.callchain.iter().rev() {
+        for &a in callchain.iter().rev() {
             leaf = trie.child(leaf, a);
         }
         let tail_frames = self.opts.tail_call_frames && !self.opts.probe_based;
@@ -1044,7 +1055,7 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             trie.starts.push(0);
             trie.active.push(leaf);
         } else {
-            trie.reuse_nodes(sample.callchain.len());
+            trie.reuse_nodes(callchain.len());
         }
         let mut st = State {
             trie: &mut trie,
@@ -1054,13 +1065,13 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             tail_frames,
             caller: (usize::MAX, ROOT as u32),
         };
-        self.stats.total_branches =
-            self.stats.total_branches.saturating_add(sample.branches.len() as u64);
-        for (i, &br) in sample.branches.iter().enumerate() {
+        let (mut br, mut taken) = (first, 0u64);
+        loop {
             // The range between the newest target and the sample IP is incomplete: skip it.
-            if i > 0 {
+            if taken > 0 {
                 self.unwind_linear(&mut st, br.target, repeat);
             }
+            taken += 1;
             let kind = if st.invalid {
                 None
             } else {
@@ -1092,10 +1103,13 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
                 st.push(br.source);
             }
             self.record_branch(&mut st, br, repeat);
+            let Some(next) = branches.next() else { break };
+            br = next;
         }
+        self.stats.total_branches = self.stats.total_branches.saturating_add(taken);
         self.finish_sample(&mut trie, tail_frames);
         if !tail_frames {
-            trie.keep_nodes(sample.callchain.len());
+            trie.keep_nodes(callchain.len());
         }
         if trie.cut {
             self.stats.deep_stacks = self.stats.deep_stacks.saturating_add(repeat);
@@ -1267,21 +1281,20 @@ pub fn unwind_all<C: CodeView + Sync + ?Sized>(
     unwind_all_with(
         code,
         samples,
-        |(s, n), out| {
-            out.clone_from(s);
-            *n
+        |u, (s, n), _| {
+            u.unwind(s, *n);
         },
         opts,
     )
 }
 
-/// [`unwind_all`] over any stored form of the samples: `sample` writes an item's sample into a
-/// buffer reused from item to item (decoding it if need be) and returns its count, so no second
-/// copy of all samples is made.
+/// [`unwind_all`] over any stored form of the samples: `unwind` unwinds an item's sample with
+/// the unwinder it is given (decoding it if need be, the call stack into a buffer reused from
+/// item to item), so no second copy of all samples is made.
 pub fn unwind_all_with<C: CodeView + Sync + ?Sized, T: Sync>(
     code: &C,
     items: &[T],
-    sample: impl Fn(&T, &mut HybridSample) -> u64 + Sync,
+    unwind: impl Fn(&mut Unwinder<C>, &T, &mut Vec<Vaddr>) + Sync,
     opts: UnwindOptions,
 ) -> (ContextCounters, UnwindStats) {
     use rayon::prelude::*;
@@ -1293,7 +1306,7 @@ pub fn unwind_all_with<C: CodeView + Sync + ?Sized, T: Sync>(
     // one chunk at a time, so its slot is free when it takes it. Exact: counts are summed, in
     // any grouping; the unwinders' contexts merge shard by shard as before.
     let slots: Vec<_> = (0..rayon::current_num_threads())
-        .map(|_| Mutex::new(None::<(Unwinder<C>, HybridSample)>))
+        .map(|_| Mutex::new(None::<(Unwinder<C>, Vec<Vaddr>)>))
         .collect();
     // Every chunk a piece of its own: rayon runs a piece it has not split on one thread, and
     // left to split as it likes, its last pieces were a quarter of the stacks each, which one
@@ -1301,11 +1314,9 @@ pub fn unwind_all_with<C: CodeView + Sync + ?Sized, T: Sync>(
     items.par_chunks(256).with_max_len(1).for_each(|chunk| {
         let i = rayon::current_thread_index().unwrap_or(0) % slots.len();
         let mut slot = slots[i].lock().unwrap_or_else(|e| e.into_inner());
-        let (u, s) =
-            slot.get_or_insert_with(|| (Unwinder::new(code, opts), HybridSample::default()));
+        let (u, callchain) = slot.get_or_insert_with(|| (Unwinder::new(code, opts), Vec::new()));
         for item in chunk {
-            let n = sample(item, s);
-            u.unwind(s, n);
+            unwind(u, item, callchain);
         }
     });
     // Each thread turns the unwinder it filled into contexts (a broadcast, not a parallel
