@@ -1523,6 +1523,14 @@ impl<'b> Aggregator<'b> {
         }
     }
 
+    /// The held samples' buffers, taken once every sample is [`flush`](Self::flush)ed, to be
+    /// freed where no thread waits for it: a worker's grow to 16 MiB, which jemalloc returns to
+    /// the system as it frees them (~2 ms of madvise at the end of the reading).
+    pub fn take_held_buffers(&mut self) -> impl Send + use<> {
+        debug_assert!(self.pending.held.is_empty(), "samples left unflushed");
+        std::mem::replace(&mut self.pending, Pending::new())
+    }
+
     /// What was counted, once every sample is [`flush`](Self::flush)ed.
     pub fn finish(mut self) -> (AggregatedSamples, SampleStats) {
         debug_assert!(self.pending.held.is_empty(), "samples left unflushed");
