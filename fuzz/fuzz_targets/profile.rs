@@ -51,12 +51,13 @@ fuzz_target!(|data: &[u8]| {
             let opts = ProfileOptions::default();
             let mut profile = profile::generate(binary, &counters, &opts, &mut Vec::new());
             let summary = SummaryOptions::default();
-            let Ok(prepared) = postpass::prepare(
+            let Ok((prepared, _anchored)) = postpass::prepare(
                 binary,
                 postpass::sampled(binary, &counters, &post),
                 &profile,
                 &post,
                 &summary,
+                true,
             ) else {
                 continue;
             };
