@@ -91,10 +91,7 @@ impl AddrBuckets {
         };
         let Ok(n) = u32::try_from(items.len()) else { return AddrBuckets::default() };
         let span = last - first + 1;
-        let mut shift = 6;
-        while (span >> shift) > 2 * items.len() as u64 + 1024 {
-            shift += 1;
-        }
+        let shift = Self::shift(span, items.len());
         let buckets = (span >> shift) as usize + 1;
         let mut starts = Vec::with_capacity(buckets + 1);
         let mut i = 0usize;
@@ -107,6 +104,16 @@ impl AddrBuckets {
         }
         starts.push(n);
         AddrBuckets { base: first, shift, starts }
+    }
+
+    /// The bucket width (a shift) for `len` entries over `span` bytes: 64 bytes, wider when the
+    /// entries are spread so thinly that the table would outgrow them.
+    pub(super) fn shift(span: u64, len: usize) -> u32 {
+        let mut shift = 6;
+        while (span >> shift) > 2 * len as u64 + 1024 {
+            shift += 1;
+        }
+        shift
     }
 
     /// The index of the first of `items` (the list the buckets were made of) at or after `a`.

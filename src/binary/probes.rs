@@ -258,11 +258,7 @@ fn addr_order(probes: &[Probe]) -> Vec<(u64, u32)> {
     else {
         return Vec::new();
     };
-    // Buckets as AddrBuckets sizes them: 64 bytes, wider where probes are spread thinly.
-    let mut shift = 6;
-    while ((hi - lo) >> shift) > 2 * probes.len() as u64 + 1024 {
-        shift += 1;
-    }
+    let shift = AddrBuckets::shift(hi - lo, probes.len());
     let bucket = |a: u64| ((a - lo) >> shift) as usize;
     let mut start = vec![0u32; bucket(hi) + 2];
     for p in probes {
