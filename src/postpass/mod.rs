@@ -24,7 +24,7 @@ mod trim;
 
 pub use anchors::{DirectCalls, add_zero_count_anchors, anchored_functions};
 pub use fixups::filter_ambiguous_profiles;
-pub use nest::convert_cs_to_nested;
+use nest::convert_cs_to_nested;
 pub use preinliner::PreInlinerStats;
 use preinliner::{Plan, run_preinliner};
 pub use trie::context_less_profile;
@@ -360,7 +360,7 @@ fn post_process_cs_with<R: Send>(
         profile.kind.preinlined = true;
     }
     if opts.gen_cs_nested_profile {
-        nest::convert_with_guids(profile, opts.generate_merged_base_profiles, spent_trie.as_ref());
+        convert_cs_to_nested(profile, opts.generate_merged_base_profiles, spent_trie.as_ref());
         stats.nested = true;
     }
     stats.ambiguous_profiles_removed = filter_ambiguous_profiles(profile);

@@ -41,14 +41,11 @@ const ROOT: usize = 0;
 /// top level is recorded ([`ToTop`]) and replayed in the order of a walk of the whole trie
 /// (root children by key, each subtree's record in its order), which decides which profile of
 /// a name comes first there.
-pub fn convert_cs_to_nested(profile: &mut Profile, merged_base: bool) {
-    convert_with_guids(profile, merged_base, None)
-}
-
-/// [`convert_cs_to_nested`]; the GUIDs of the contexts' names are looked up in `interned` (the
-/// pre-inliner's trie, which interned the names of these contexts and has their GUIDs) when
-/// given, rather than each distinct name hashed again.
-pub(crate) fn convert_with_guids(
+///
+/// `interned`: the pre-inliner's trie, when it ran; the GUIDs of the contexts' names are looked
+/// up there (it interned these contexts' names with their GUIDs) rather than each distinct name
+/// hashed again.
+pub(super) fn convert_cs_to_nested(
     profile: &mut Profile,
     merged_base: bool,
     interned: Option<&ContextTrie>,
@@ -265,8 +262,8 @@ mod tests {
         }
         let trie = ContextTrie::of_contexts(&p.functions);
         let mut hashed = p.clone();
-        convert_cs_to_nested(&mut hashed, true);
-        convert_with_guids(&mut p, true, Some(&trie));
+        convert_cs_to_nested(&mut hashed, true, None);
+        convert_cs_to_nested(&mut p, true, Some(&trie));
         assert_eq!(p, hashed);
         assert!(p.functions.len() > 1);
     }
