@@ -40,13 +40,7 @@ pub struct FunctionAnchors {
 impl FunctionAnchors {
     /// Records a location, and the call at it if any.
     pub fn add(&mut self, loc: LineLocation, callee: Option<&str>) {
-        let slot = self.locations.entry(loc).or_default();
-        match (slot.as_deref(), callee) {
-            (_, None) => {}
-            (None, Some(c)) => *slot = Some(c.to_string()),
-            (Some(old), Some(c)) if old != c => *slot = Some(UNKNOWN_INDIRECT_CALLEE.to_string()),
-            _ => {}
-        }
+        add_callee(self.locations.entry(loc).or_default(), callee);
     }
 
     /// Adds the locations and calls of `other` (the result does not depend on the order
@@ -65,6 +59,17 @@ impl FunctionAnchors {
             Some(c) if c != UNKNOWN_INDIRECT_CALLEE => Some((*loc, c)),
             _ => None,
         })
+    }
+}
+
+/// A location's callee once `callee` is called there too: none, then one callee, then unknown
+/// when a second one differs.
+fn add_callee(slot: &mut Option<String>, callee: Option<&str>) {
+    match (slot.as_deref(), callee) {
+        (_, None) => {}
+        (None, Some(c)) => *slot = Some(c.to_string()),
+        (Some(old), Some(c)) if old != c => *slot = Some(UNKNOWN_INDIRECT_CALLEE.to_string()),
+        _ => {}
     }
 }
 
@@ -139,8 +144,10 @@ impl Binary {
         // GUID -> slot of its canonical name (several GUIDs may share one), for the wanted
         // functions only: names are canonicalised once, not once per probe.
         let mut slot_of_name: HashMap<&str, usize> = HashMap::new();
-        // (canonical name, anchors, largest probe id, whether anything was recorded)
-        let mut slots: Vec<(&str, FunctionAnchors, u32, bool)> = Vec::new();
+        // (canonical name, the callee at each probe id, whether id 0 was recorded): ids are
+        // dense, so a vector by id, made into the anchors' map once, rather than a map insert
+        // per probe and then per id again.
+        let mut slots: Vec<(&str, Vec<Option<String>>, bool)> = Vec::new();
         let mut slot_of_guid: HashMap<u64, usize> = HashMap::new();
         for d in probes.descs().iter().filter(|d| !d.name.is_empty()) {
             let canonical = canonical_fn_name(&d.name);
@@ -148,27 +155,33 @@ impl Binary {
                 continue;
             }
             let slot = *slot_of_name.entry(canonical).or_insert_with(|| {
-                slots.push((canonical, FunctionAnchors::default(), 0, false));
+                slots.push((canonical, Vec::new(), false));
                 slots.len() - 1
             });
             slot_of_guid.insert(d.guid, slot);
         }
         let mut record = |slot: usize, id: u32, callee: Option<&str>| {
-            let (_, anchors, max_id, touched) = &mut slots[slot];
-            anchors.add(LineLocation::new(id, 0), callee);
-            *max_id = (*max_id).max(id);
-            *touched = true;
+            let (_, calls, zero) = &mut slots[slot];
+            let id = id as usize;
+            if calls.len() <= id {
+                calls.resize(id + 1, None);
+            }
+            add_callee(&mut calls[id], callee);
+            *zero |= id == 0;
         };
-        for p in probes.probes() {
-            let Some(&slot) = slot_of_guid.get(&p.guid) else { continue };
-            let callee = match p.kind {
-                ProbeType::Block => None,
-                ProbeType::IndirectCall => Some(UNKNOWN_INDIRECT_CALLEE.into()),
-                ProbeType::DirectCall => {
-                    self.branch_target(p.addr).and_then(|t| self.callee_name(t))
-                }
-            };
-            record(slot, p.index, callee.as_deref());
+        // A node's probes are of its function: one look-up per node rather than per probe.
+        for (n, node) in probes.nodes().iter().enumerate() {
+            let Some(&slot) = slot_of_guid.get(&node.guid) else { continue };
+            for p in probes.node_probes(NodeId(n as u32)) {
+                let callee = match p.kind {
+                    ProbeType::Block => None,
+                    ProbeType::IndirectCall => Some(UNKNOWN_INDIRECT_CALLEE.into()),
+                    ProbeType::DirectCall => {
+                        self.branch_target(p.addr).and_then(|t| self.callee_name(t))
+                    }
+                };
+                record(slot, p.index, callee.as_deref());
+            }
         }
         // Inlined calls: the call site in the parent is an anchor for the inlinee.
         for node in probes.nodes().iter().skip(1) {
@@ -182,15 +195,17 @@ impl Binary {
             }
             record(slot, node.callsite, Some(canonical_fn_name(&callee)));
         }
-        // Probe ids are dense in the IR: ids no copy kept were optimised away, still locations.
-        for (name, mut anchors, max, touched) in slots {
-            if !touched {
+        // Probe ids are dense in the IR: ids no copy kept were optimised away, still locations
+        // (every id from 1 up to the largest recorded; 0 only when recorded).
+        for (name, calls, zero) in slots {
+            if calls.is_empty() {
                 continue;
             }
-            for id in 1..=max {
-                anchors.add(LineLocation::new(id, 0), None);
-            }
-            out.functions.insert(name.to_string(), anchors);
+            let first = usize::from(!zero);
+            let locations = (calls.into_iter().enumerate().skip(first))
+                .map(|(id, callee)| (LineLocation::new(id as u32, 0), callee))
+                .collect();
+            out.functions.insert(name.to_string(), FunctionAnchors { locations, checksum: None });
         }
         for d in probes.descs() {
             if let Some(f) = out.functions.get_mut(canonical_fn_name(&d.name)) {
