@@ -253,6 +253,54 @@ pub fn walk_symbol(cs: &Capstone, sec: &TextSection<'_>, i: usize, mut f: impl F
 /// Address, size, kind and direct target of one instruction.
 type DecodedInst = (u64, u8, InstKind, Option<u64>);
 
+/// A run of instructions as [`Code`]'s arrays: a chunk's, made by its worker, so that the
+/// sequential end only copies them one after the other.
+struct Columns {
+    addrs: Vec<u64>,
+    sizes: Vec<u8>,
+    kinds: Vec<InstKind>,
+    /// [`Code::uncond_rank`] after each instruction, counted from the run's start.
+    uncond_rank: Vec<u32>,
+    branch_targets: Vec<(u64, u64)>,
+}
+
+impl Columns {
+    /// The arrays of `insts`, each allocated at its size.
+    fn new(insts: &[DecodedInst]) -> Self {
+        let mut uncond = 0u32;
+        Columns {
+            addrs: insts.iter().map(|i| i.0).collect(),
+            sizes: insts.iter().map(|i| i.1).collect(),
+            kinds: insts.iter().map(|i| i.2).collect(),
+            uncond_rank: (insts.iter())
+                .map(|i| {
+                    uncond = uncond.saturating_add(u32::from(i.2.is_unconditional()));
+                    uncond
+                })
+                .collect(),
+            branch_targets: insts.iter().filter_map(|i| Some((i.0, i.3?))).collect(),
+        }
+    }
+
+    /// The instructions back as tuples; their targets were listed in the same order.
+    fn insts(&self) -> impl Iterator<Item = DecodedInst> + '_ {
+        let mut targets = self.branch_targets.iter().peekable();
+        (self.addrs.iter().zip(&self.sizes).zip(&self.kinds)).map(move |((&a, &size), &kind)| {
+            let target = targets.next_if(|t| t.0 == a).map(|t| t.1);
+            (a, size, kind, target)
+        })
+    }
+}
+
+/// `parts`' `column`s one after the other.
+fn concat<T: Copy>(parts: &[&Columns], column: impl Fn(&Columns) -> &[T]) -> Vec<T> {
+    let mut out = Vec::with_capacity(parts.iter().map(|p| column(p).len()).sum());
+    for part in parts {
+        out.extend_from_slice(column(part));
+    }
+    out
+}
+
 /// Decodes every text section, in parallel over chunks of symbols.
 pub fn decode(sections: &[TextSection<'_>]) -> Result<Code, String> {
     decode_with(sections, true)
@@ -273,19 +321,27 @@ fn decode_with(sections: &[TextSection<'_>], known_encodings: bool) -> Result<Co
         })
         .collect();
     capstone(false)?;
-    let decoded: Vec<(Vec<DecodedInst>, u64)> = chunks
+    // A chunk at a time, so that a worker done with the DWARF can still take a share of the
+    // last ones. Each is decoded into a list sized for it (instructions of two bytes on
+    // average at most: growing it would copy it several times), then copied into arrays of
+    // their size.
+    let decoded: Vec<(Columns, bool, u64)> = chunks
         .par_iter()
+        .with_max_len(1)
         .map_init(
             || capstone(false).ok(),
             |cs, (sec, symbols)| {
-                let mut insts = Vec::new();
                 let mut invalid = 0;
                 let Some(cs) = cs else {
-                    return (insts, invalid);
+                    return (Columns::new(&[]), true, invalid);
                 };
                 let Ok(mut iter) = cs.disasm_iter(&[], 0) else {
-                    return (insts, invalid);
+                    return (Columns::new(&[]), true, invalid);
                 };
+                let sec_end = sec.addr + sec.bytes.len() as u64;
+                let end = sec.symbols.get(symbols.end).map_or(sec_end, |s| s.addr).min(sec_end);
+                let start = sec.symbols[symbols.start].addr.max(sec.addr);
+                let mut insts = Vec::with_capacity((end.saturating_sub(start) / 2) as usize);
                 for i in symbols.clone() {
                     walk_starts(sec, i, |addr, bytes| {
                         let (size, kind) = if is_lock_prefix(bytes) {
@@ -307,50 +363,64 @@ fn decode_with(sections: &[TextSection<'_>], known_encodings: bool) -> Result<Co
                         size as u64
                     });
                 }
-                (insts, invalid)
+                (Columns::new(&insts), insts.is_sorted_by(|a, b| a.0 < b.0), invalid)
             },
         )
         .collect();
-    let mut code = Code { invalid_bytes: decoded.iter().map(|d| d.1).sum(), ..Code::default() };
     // A section's symbols are sorted and each is decoded only up to the next one's address, so
     // a chunk's instructions ascend; when the chunks also follow each other in address order
     // (sections in address order), concatenated they are the sorted, distinct list, and
     // nothing is copied into one list, sorted and deduplicated.
-    let in_order = decoded.iter().all(|d| d.0.is_sorted_by(|a, b| a.0 < b.0))
-        && (decoded.iter().filter_map(|d| Some((d.0.first()?.0, d.0.last()?.0))))
+    let in_order = decoded.iter().all(|d| d.1)
+        && (decoded.iter().filter_map(|d| Some((*d.0.addrs.first()?, *d.0.addrs.last()?))))
             .is_sorted_by(|a, b| a.1 < b.0);
     let sorted;
-    let parts: Vec<&[DecodedInst]> = if in_order {
-        decoded.iter().map(|d| &d.0[..]).collect()
+    let parts: Vec<&Columns> = if in_order {
+        decoded.iter().map(|d| &d.0).collect()
     } else {
-        let mut insts: Vec<_> = decoded.iter().flat_map(|d| d.0.iter().copied()).collect();
+        let mut insts: Vec<_> = decoded.iter().flat_map(|d| d.0.insts()).collect();
         // Overlapping symbols can decode an address twice; like llvm-profgen's size map, the
         // last decode wins.
         insts.reverse();
         insts.sort_by_key(|i| i.0);
         insts.dedup_by_key(|i| i.0);
-        sorted = insts;
-        vec![&sorted[..]]
+        sorted = Columns::new(&insts);
+        vec![&sorted]
     };
-    let n = parts.iter().map(|p| p.len()).sum::<usize>();
-    code.addrs = Vec::with_capacity(n);
-    code.sizes = Vec::with_capacity(n);
-    code.kinds = Vec::with_capacity(n);
-    code.uncond_rank = Vec::with_capacity(n + 1);
-    code.uncond_rank.push(0);
-    let mut uncond = 0u32;
-    for part in parts {
-        code.addrs.extend(part.iter().map(|i| i.0));
-        code.sizes.extend(part.iter().map(|i| i.1));
-        code.kinds.extend(part.iter().map(|i| i.2));
-        code.uncond_rank.extend(part.iter().map(|i| {
-            uncond = uncond.saturating_add(u32::from(i.2.is_unconditional()));
-            uncond
-        }));
-        code.branch_targets.extend(part.iter().filter_map(|i| Some((i.0, i.3?))));
-    }
-    code.index = AddrIndex::new(&code.addrs);
-    Ok(code)
+    // The arrays are copied in parallel: this end waits for the last chunk, and the other
+    // worker is idle by then.
+    let ((addrs, index), ((sizes, kinds), (uncond_rank, branch_targets))) = rayon::join(
+        || {
+            let addrs = concat(&parts, |p| &p.addrs);
+            let index = AddrIndex::new(&addrs);
+            (addrs, index)
+        },
+        || {
+            rayon::join(
+                || (concat(&parts, |p| &p.sizes), concat(&parts, |p| &p.kinds)),
+                || {
+                    let n = parts.iter().map(|p| p.uncond_rank.len()).sum::<usize>();
+                    let mut rank = Vec::with_capacity(n + 1);
+                    rank.push(0u32);
+                    for part in &parts {
+                        let before = *rank.last().unwrap_or(&0);
+                        rank.extend(part.uncond_rank.iter().map(|&r| before.saturating_add(r)));
+                    }
+                    (rank, concat(&parts, |p| &p.branch_targets))
+                },
+            )
+        },
+    );
+    Ok(Code {
+        addrs,
+        sizes,
+        kinds,
+        uncond_rank,
+        branch_targets,
+        prolog_epilog: Vec::new(),
+        invalid_bytes: decoded.iter().map(|d| d.2).sum(),
+        index,
+    })
 }
 
 /// Instruction kind from the capstone id (and, for a jump, whether it is direct).

@@ -276,27 +276,30 @@ impl Binary {
         };
         // Disassembly, DWARF and probes are independent; the first two are the bulk of the
         // loading time. The DWARF, on a binary of one large unit a single task (SQLite's), is
-        // what a second worker takes first; this one decodes the probes (one task too), then
-        // the disassembly's chunks, which the other takes its share of once the DWARF is done.
-        let ((probes, code), debug) = rayon::join(
+        // what a second worker takes first, with the functions made of it; this one decodes the
+        // probes (one task too), then the disassembly's chunks, which the other takes its share
+        // of once done.
+        let symbol_functions = if opts.load_function_from_symbol { &symbols[..] } else { &[] };
+        let ((probes, code), (debug, functions, func_ranges, no_entry)) = rayon::join(
             || rayon::join(load_probes, || disasm::decode(&sections)),
             || {
                 let real = real_dwarf_path.as_deref().unwrap_or(dwarf_path);
                 let dir = real.parent().unwrap_or(Path::new("."));
                 let dwp = dwp_data.as_deref();
-                dwarf::DebugInfo::load(dbg_obj.as_ref().unwrap_or(&obj), dwp, base, dir)
+                let debug =
+                    dwarf::DebugInfo::load(dbg_obj.as_ref().unwrap_or(&obj), dwp, base, dir);
+                let (functions, mut func_ranges) =
+                    build_functions(&debug.subprograms, symbol_functions, &sections, base);
+                mark_entries(&functions, &mut func_ranges, &sections);
+                let no_entry = no_entry_warning(&debug.subprograms, &functions, &func_ranges);
+                (debug, functions, func_ranges, no_entry)
             },
         );
         let mut code = code.map_err(bad)?;
         let probes = probes?;
         let mut warnings: Vec<String> =
             debug.warnings.iter().map(|w| format!("{}: {w}", dwarf_path.display())).collect();
-
-        let symbol_functions = if opts.load_function_from_symbol { &symbols[..] } else { &[] };
-        let (functions, mut func_ranges) =
-            build_functions(&debug.subprograms, symbol_functions, &sections, base);
-        mark_entries(&functions, &mut func_ranges, &sections);
-        warnings.extend(no_entry_warning(&debug.subprograms, &functions, &func_ranges));
+        warnings.extend(no_entry);
         code.compute_prolog_epilog(func_ranges.iter().map(|r| r.start.0));
 
         if symbols.is_empty() && debug.is_empty() {
