@@ -31,15 +31,15 @@ pub use trie::context_less_profile;
 use trie::{ContextTrie, context_less_merge};
 pub use trim::{trim_and_merge_cold_contexts, trim_cold_profiles};
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::aggregate::ContextCounters;
 use crate::binary::{Binary, FuncId, FuncSource};
 use crate::error::Error;
 use crate::llvm::canonical_fn_name;
-use crate::profile::Profile;
 use crate::profile::context_size::{self, ContextSizeOracle, NoContextSizes};
 use crate::profile::summary::{DEFAULT_CUTOFFS, ProfileSummary, SummaryOptions};
+use crate::profile::{Context, FunctionSamples, Profile};
 
 /// The options of llvm-profgen 19 that the post-passes read (same names, same defaults). An
 /// `Option` is `None` when the option was not given: several llvm-profgen defaults depend on
@@ -334,14 +334,20 @@ fn post_process_cs_with<R: Send>(
     let mut merge_cold = opts.merge_cold_context.unwrap_or(true);
     let mut spent_trie = None;
     let mut beside_result = None;
+    // The pre-inliner's kept contexts, in context order: nesting takes them as they are, so the
+    // profile's map is built from them only for a pass that reads it.
+    let mut kept = None;
     if opts.preinliner {
-        let (preinlined, trie, r) = run_preinliner(profile, opts, thresholds, sizes, plan, beside);
+        let (preinlined, trie, contexts, r) =
+            run_preinliner(profile, opts, thresholds, sizes, plan, beside);
         stats.preinliner = Some(preinlined);
         spent_trie = Some(trie);
         beside_result = Some(r);
+        kept = Some(contexts);
         merge_cold = opts.merge_cold_context.unwrap_or(false);
     }
     if opts.trim_cold_profile || merge_cold {
+        put_back(profile, kept.take());
         stats.cold_profiles_removed = trim_and_merge_cold_contexts(
             profile,
             thresholds.hot,
@@ -354,17 +360,33 @@ fn post_process_cs_with<R: Send>(
     if opts.mark_all_context_preinlined {
         // Upstream llvm-profgen's `--mark-all-context-preinlined`: every context is kept
         // inlined by nesting and by the compiler, replaying the binary's inlining in full.
-        for fs in profile.functions.values_mut() {
+        let kept_profiles = kept.iter_mut().flatten().map(|(_, fs)| fs);
+        for fs in profile.functions.values_mut().chain(kept_profiles) {
             fs.attributes |= crate::profile::attr::SHOULD_BE_INLINED;
         }
         profile.kind.preinlined = true;
     }
     if opts.gen_cs_nested_profile {
-        convert_cs_to_nested(profile, opts.generate_merged_base_profiles, spent_trie.as_ref());
+        let contexts = kept
+            .take()
+            .unwrap_or_else(|| std::mem::take(&mut profile.functions).into_iter().collect());
+        let merged_base = opts.generate_merged_base_profiles;
+        convert_cs_to_nested(profile, contexts, merged_base, spent_trie.as_ref());
         stats.nested = true;
     }
+    put_back(profile, kept);
     stats.ambiguous_profiles_removed = filter_ambiguous_profiles(profile);
     (stats, spent_trie, beside_result)
+}
+
+/// The pre-inliner's kept contexts (in context order) back into the profile it took them from.
+fn put_back(profile: &mut Profile, kept: Option<Vec<(Context, FunctionSamples)>>) {
+    if let Some(kept) = kept {
+        // Sorted already, so the map checks the order in one pass and builds its nodes in
+        // another (it would sort them were they not).
+        let mut kept: BTreeMap<Context, FunctionSamples> = kept.into_iter().collect();
+        profile.functions.append(&mut kept);
+    }
 }
 
 /// `ProfileGenerator::postProcessProfiles` minus the summary (input) and density report.
@@ -385,7 +407,6 @@ pub fn post_process_non_cs(
 mod tests {
     use super::*;
     use crate::llvm::{ContextFrame, LineLocation};
-    use crate::profile::{Context, FunctionSamples};
 
     fn cs_profile() -> Profile {
         let mut profile = Profile::default();

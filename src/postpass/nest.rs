@@ -32,7 +32,8 @@ impl FrameNode {
 
 const ROOT: usize = 0;
 
-/// Converts a flat CS profile into a nested one (`context_sensitive` becomes false).
+/// Converts the contexts of a flat CS profile, taken out of `profile` (in context order), into
+/// a nested `profile` (`context_sensitive` becomes false).
 /// `merged_base`: `--generate-merged-base-profiles`, also merge every nested profile into its
 /// function's top-level profile, marking the nested copy DuplicatedIntoBase.
 ///
@@ -47,6 +48,7 @@ const ROOT: usize = 0;
 /// hashed again.
 pub(super) fn convert_cs_to_nested(
     profile: &mut Profile,
+    contexts: Vec<(Context, FunctionSamples)>,
     merged_base: bool,
     interned: Option<&ContextTrie>,
 ) {
@@ -56,7 +58,7 @@ pub(super) fn convert_cs_to_nested(
     // by one, each of a thousand vectors was reallocated a few times).
     let mut sizes: Vec<usize> = Vec::new();
     let mut last: Option<&FuncName> = None;
-    for context in profile.functions.keys().filter(|c| !c.is_empty()) {
+    for (context, _) in contexts.iter().filter(|(c, _)| !c.is_empty()) {
         let func = outermost(context);
         match sizes.last_mut() {
             Some(n) if last == Some(func) => *n += 1,
@@ -64,8 +66,7 @@ pub(super) fn convert_cs_to_nested(
         }
         last = Some(func);
     }
-    let mut contexts =
-        std::mem::take(&mut profile.functions).into_iter().filter(|(c, _)| !c.is_empty());
+    let mut contexts = contexts.into_iter().filter(|(c, _)| !c.is_empty());
     let subtrees: Vec<Vec<(Context, FunctionSamples)>> = (sizes.into_iter())
         .map(|n| {
             let mut subtree = Vec::with_capacity(n);
@@ -261,9 +262,13 @@ mod tests {
             p.functions.insert(Context::new(frames), nested(&leaf, 10 + i as u64));
         }
         let trie = ContextTrie::of_contexts(&p.functions);
+        let nest = |p: &mut Profile, interned| {
+            let contexts = std::mem::take(&mut p.functions).into_iter().collect();
+            convert_cs_to_nested(p, contexts, true, interned);
+        };
         let mut hashed = p.clone();
-        convert_cs_to_nested(&mut hashed, true, None);
-        convert_cs_to_nested(&mut p, true, Some(&trie));
+        nest(&mut hashed, None);
+        nest(&mut p, Some(&trie));
         assert_eq!(p, hashed);
         assert!(p.functions.len() > 1);
     }

@@ -10,7 +10,7 @@ use super::trie::{ContextTrie, FuncId, NodeId, ROOT, SampleId, state};
 use super::{PostPassOptions, Thresholds};
 use crate::llvm::LineLocation;
 use crate::profile::context_size::ContextSizeOracle;
-use crate::profile::{FunctionSamples, Profile, attr};
+use crate::profile::{Context, FunctionSamples, Profile, attr};
 
 /// Counts for the report.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -91,14 +91,14 @@ pub(crate) fn call_graph<'a>(
     CallGraph { by_name, edges }
 }
 
-/// `CSPreInliner::run` on a flat CS profile; leaves a flat CS profile with `preinlined` set.
-/// `plan`, when given, is [`Plan`] of this very profile, unchanged since: its trie and its call
-/// graph (which follows the counts) are used as they are. `beside` runs on another worker during
-/// the walk (which has one thread), its result returned.
+/// `CSPreInliner::run` on a flat CS profile: takes its contexts, returns the kept ones in
+/// context order (a flat CS profile's) and sets `preinlined`. `plan`, when given, is [`Plan`] of
+/// this very profile, unchanged since: its trie and its call graph (which follows the counts)
+/// are used as they are. `beside` runs on another worker during the walk (which has one thread),
+/// its result returned.
 ///
-/// Also returns the spent context trie (its kept profiles moved back into `profile`; it still
-/// holds the flat profile's contexts and every profile merged away), for the caller to free
-/// where nobody waits for it.
+/// Also returns the spent context trie (it still holds the flat profile's contexts and every
+/// profile merged away), for the caller to free where nobody waits for it.
 pub(crate) fn run_preinliner<R: Send>(
     profile: &mut Profile,
     opts: &PostPassOptions,
@@ -106,7 +106,7 @@ pub(crate) fn run_preinliner<R: Send>(
     sizes: &dyn ContextSizeOracle,
     plan: Option<Plan>,
     beside: impl FnOnce() -> R + Send,
-) -> (PreInlinerStats, ContextTrie, R) {
+) -> (PreInlinerStats, ContextTrie, Vec<(Context, FunctionSamples)>, R) {
     let order =
         |graph: &CallGraph| top_down_order(graph, thresholds.cold, opts.sort_profiled_scc_member);
     let (mut trie, order) = match plan {
@@ -141,11 +141,12 @@ pub(crate) fn run_preinliner<R: Send>(
         beside,
     );
     // Contexts not inlined were merged into their base profile: dropped, not moved back.
-    inliner.stats.contexts_dropped = trie.move_profiles_into(profile, |trie, node, sample| {
+    let (kept, dropped) = trie.take_kept_profiles(|trie, node, sample| {
         trie.node(node).parent == Some(ROOT) || trie.samples[sample].state & state::INLINED != 0
     });
+    inliner.stats.contexts_dropped = dropped;
     profile.kind.preinlined = true;
-    (inliner.stats, trie, beside)
+    (inliner.stats, trie, kept, beside)
 }
 
 struct PreInliner<'a> {
@@ -502,7 +503,7 @@ mod tests {
 
     use super::*;
     use crate::llvm::ContextFrame;
-    use crate::profile::Context;
+    use std::collections::BTreeMap;
 
     /// Sizes by context string; records every query.
     struct Sizes {
@@ -577,7 +578,7 @@ mod tests {
             queries: Mutex::new(Vec::new()),
         };
         let thresholds = Thresholds { hot: 100, cold: 0, p10_min_count: 1000 };
-        let (stats, _, ()) = run_preinliner(
+        let (stats, _, kept, ()) = run_preinliner(
             &mut profile,
             &PostPassOptions::default(),
             &thresholds,
@@ -592,7 +593,9 @@ mod tests {
             ["main", "main:1 @ foo", "main:1 @ foo:2 @ bar", "bar"]
         );
         assert!(profile.kind.preinlined);
-        let keys: Vec<&Context> = profile.functions.keys().collect();
+        assert!(profile.functions.is_empty());
+        let kept: BTreeMap<Context, FunctionSamples> = kept.into_iter().collect();
+        let keys: Vec<&Context> = kept.keys().collect();
         assert_eq!(
             keys,
             [
@@ -601,9 +604,9 @@ mod tests {
                 &context(&[("main", 1), ("foo", 0)])
             ]
         );
-        let foo = &profile.functions[&context(&[("main", 1), ("foo", 0)])];
+        let foo = &kept[&context(&[("main", 1), ("foo", 0)])];
         assert_eq!(foo.attributes, attr::SHOULD_BE_INLINED);
-        assert_eq!(profile.functions[&context(&[("bar", 0)])].attributes, 0);
+        assert_eq!(kept[&context(&[("bar", 0)])].attributes, 0);
     }
 
     #[test]

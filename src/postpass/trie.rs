@@ -503,30 +503,35 @@ impl ContextTrie {
     }
 
     /// `convertToProfileMap`: every node with a profile that `keep` keeps (given the node and
-    /// its sample) becomes a flat context, its profile moved there. Returns how many profiles
-    /// `keep` dropped (left in the trie).
+    /// its sample) becomes a flat context, its profile moved there. Returns them in [`Context`]
+    /// order, and how many profiles `keep` dropped (left in the trie).
     ///
     /// A node's context shares the frames of one made for an ancestor when the node lies on the
     /// ancestor's first-child line, which the ancestor's frames run down to; so a chain of nested
-    /// contexts costs its depth, not depth²/2. The contexts are made in [`Context`] order
-    /// ([`ContextTrie::in_context_order`]), so that the map is built from them in one pass
-    /// rather than by an insert (a search from the top) each.
-    pub fn move_profiles_into(
+    /// contexts costs its depth, not depth²/2. The contexts are made in order
+    /// ([`ContextTrie::in_context_order`]), so that a map is built from them in one pass rather
+    /// than by an insert (a search from the top) each, and nesting takes them as they are.
+    pub fn take_kept_profiles(
         &mut self,
-        profile: &mut Profile,
         keep: impl Fn(&Self, NodeId, SampleId) -> bool,
-    ) -> usize {
+    ) -> (Vec<(Context, FunctionSamples)>, usize) {
         let mut dropped = 0;
         // For each node on a line made so far: the line's context and the node's depth on it.
         let mut on_line: Vec<Option<(usize, usize)>> = vec![None; self.nodes.len()];
         let mut lines: Vec<Context> = Vec::new();
-        let mut moved: Vec<(Context, FunctionSamples)> = Vec::new();
+        // The kept ones first, so that the profiles (large entries) are moved once, into a
+        // vector of their number.
+        let mut kept: Vec<(NodeId, SampleId)> = Vec::new();
         for node in self.in_context_order() {
             let Some(s) = self.nodes[node].samples else { continue };
-            if !keep(self, node, s) {
+            if keep(self, node, s) {
+                kept.push((node, s));
+            } else {
                 dropped += 1;
-                continue;
             }
+        }
+        let mut moved: Vec<(Context, FunctionSamples)> = Vec::with_capacity(kept.len());
+        for (node, s) in kept {
             let (line, depth) = match on_line[node] {
                 Some(at) => at,
                 None => {
@@ -551,11 +556,7 @@ impl ContextTrie {
             let fs = std::mem::take(&mut self.samples[s].fs);
             moved.push((lines[line].prefix(depth), fs));
         }
-        // Sorted already, so the map checks the order in one pass and builds its nodes in
-        // another (it would sort them were they not).
-        let mut moved: BTreeMap<Context, FunctionSamples> = moved.into_iter().collect();
-        profile.functions.append(&mut moved);
-        dropped
+        (moved, dropped)
     }
 
     /// Every node but the root, parents before children and in the order their contexts
@@ -720,8 +721,8 @@ mod tests {
         let mut trie = ContextTrie::from_profile(&mut profile);
         let id = (0..trie.func_count() as FuncId).find(|&f| trie.name(f) == func).unwrap();
         trie.base_samples_for(id).expect("a base profile");
-        trie.move_profiles_into(&mut profile, |_, _, _| true);
-        (profile.functions.iter())
+        let (kept, _) = trie.take_kept_profiles(|_, _, _| true);
+        (kept.iter())
             .map(|(c, fs)| {
                 let text: Vec<String> =
                     c.frames().map(|(f, l)| format!("{f}:{}", l.line_offset)).collect();
@@ -793,7 +794,7 @@ mod tests {
 
     /// Nodes come out of [`ContextTrie::in_context_order`] in the order of their contexts, which
     /// the trie's own child order (by call-site hash) does not follow, so that
-    /// `move_profiles_into` builds the map from sorted contexts.
+    /// `take_kept_profiles` gives the contexts sorted.
     #[test]
     fn nodes_in_context_order() {
         let mut p = profile(&[
