@@ -10,7 +10,7 @@
 use super::lbr::lbr_counters;
 use super::parallel::{NeededInput, aggregate_in_parallel};
 use super::pga::{self, Aggregate};
-use super::samples::{AggregatedSamples, Aggregator, OrderedStack, SampleOptions, SampleStats};
+use super::samples::{AggregatedSamples, Aggregator, SampleOptions, SampleStats};
 use super::traces::{FunctionTable, ProcessFunctions, TemporalTraces, TraceCollector};
 use super::unsymbolized::{self, UnsymbolizedOptions};
 use super::unwinder::{
@@ -944,11 +944,11 @@ fn samples_to_counters(
     }
     let opts =
         UnwindOptions { probe_based, context, tail_call_frames: !opts.sample.llvm_compatible };
-    let unwind_stack = |u: &mut Unwinder<_>, stack: &OrderedStack, callchain: &mut Vec<_>| {
-        let (count, branches) = stack.decode(callchain);
+    let unwind_stack = |u: &mut Unwinder<_>, &(_, i): &(_, u32)| {
+        let (count, callchain, branches) = entries.sample(i);
         u.unwind_parts(callchain, branches, count);
     };
-    let (mut counters, unwind) = unwind_all_with(binary, &entries, unwind_stack, opts);
+    let (mut counters, unwind) = unwind_all_with(binary, &entries.order, unwind_stack, opts);
     counters.weights = samples.weights;
     report.normalize = normalize.clone();
     report.unwind = unwind;

@@ -176,14 +176,32 @@ pub mod key {
         Some(z)
     }
 
-    /// The sample [`encode`] stored: its call stack into `callchain` (cleared first, keeping its
-    /// capacity), its LBR entries read as they are taken.
+    /// The sample [`encode`] stored: its call stack appended to `callchain`, its LBR entries
+    /// read as they are taken.
     pub fn decode<'k>(key: &'k [u8], callchain: &mut Vec<Vaddr>) -> Branches<'k> {
         Branches(Reader::new(key, callchain))
     }
 
+    /// How many addresses the call stack of the sample [`encode`] stored has.
+    pub fn stack_len(key: &[u8]) -> usize {
+        get(key, &mut 0).unwrap_or(0) as usize
+    }
+
     /// The LBR entries of a stored sample, newest first.
     pub struct Branches<'k>(Reader<'k>);
+
+    impl<'k> Branches<'k> {
+        /// Where the entries not taken yet start in the key.
+        pub fn position(&self) -> usize {
+            self.0.at
+        }
+        /// The entries of `key` from `position` on, `last` being the address before them (the
+        /// call stack's last, [`Vaddr`] 0 for none): as [`decode`] left them, without decoding
+        /// the call stack again.
+        pub fn resume(key: &'k [u8], position: usize, last: Vaddr) -> Self {
+            Branches(Reader { key, at: position, prev: last.0 })
+        }
+    }
 
     impl Iterator for Branches<'_> {
         type Item = Branch<Vaddr>;
@@ -198,11 +216,6 @@ pub mod key {
         }
     }
 
-    /// Only the call stack of the sample [`encode`] stored, into `out` (cleared first).
-    pub fn callchain_into(key: &[u8], out: &mut Vec<Vaddr>) {
-        Reader::new(key, out);
-    }
-
     /// A key's addresses in order, each from the previous one.
     struct Reader<'k> {
         key: &'k [u8],
@@ -211,12 +224,11 @@ pub mod key {
     }
 
     impl<'k> Reader<'k> {
-        /// A reader past the call stack, which it puts in `callchain` (cleared first).
+        /// A reader past the call stack, which it appends to `callchain`.
         fn new(key: &'k [u8], callchain: &mut Vec<Vaddr>) -> Self {
             let mut r = Reader { key, at: 0, prev: 0 };
             // Keys are only ever made by `encode`, so they are well-formed.
             let n_stack = get(key, &mut r.at).unwrap_or(0) as usize;
-            callchain.clear();
             for _ in 0..n_stack {
                 let Some(a) = r.next() else { break };
                 callchain.push(a);
@@ -260,9 +272,10 @@ pub mod key {
         use super::*;
 
         fn decode(key: &[u8]) -> HybridSample {
-            // Filled first: decoding must replace what the buffer held.
+            // Filled first: decoding appends to what the buffer held.
             let mut callchain = vec![Vaddr(1)];
             let branches = super::decode(key, &mut callchain).collect();
+            assert_eq!(callchain.remove(0), Vaddr(1));
             HybridSample { callchain, branches }
         }
 
@@ -278,9 +291,15 @@ pub mod key {
             let mut k = Vec::new();
             encode(&h, &mut k);
             assert_eq!(decode(&k), h);
-            let mut stack = vec![Vaddr(7)];
-            callchain_into(&k, &mut stack);
-            assert_eq!(stack, h.callchain);
+            // Resumed past the call stack: the same entries.
+            let mut stack = Vec::new();
+            let first = super::decode(&k, &mut stack);
+            let last = stack.last().copied().unwrap_or(Vaddr(0));
+            let resumed = Branches::resume(&k, first.position(), last);
+            assert_eq!(
+                (stack, resumed.collect::<Vec<_>>()),
+                (h.callchain.clone(), h.branches.clone())
+            );
             // Close addresses take one or two bytes each.
             let near = HybridSample {
                 callchain: vec![Vaddr(0x401000)],
@@ -456,47 +475,85 @@ impl Stacks {
         });
     }
 
-    /// The records of every shard, in [`StackOrder`], each found by its order and its record (see
-    /// [`OrderedStack`]); the call stacks are decoded and the order sorted in parallel.
-    fn ordered<'s>(shards: &[&'s KeyShard]) -> Vec<OrderedStack<'s>> {
+    /// The records of every shard in [`StackOrder`] (see [`OrderedStacks`]); the call stacks
+    /// are decoded and the order sorted in parallel.
+    fn ordered<'s>(shards: &[&'s KeyShard]) -> OrderedStacks<'s> {
         use rayon::prelude::*;
-        let none = OrderedStack { order: StackOrder::of(&[]), record: &[] };
-        let mut out = vec![none; shards.iter().map(|s| s.index.len()).sum()];
-        let mut rest = &mut out[..];
+        let none = StoredStack { key: &[], count: 0, part: 0, start: 0, len: 0, entries: 0 };
+        let mut stacks = vec![none; shards.iter().map(|s| s.index.len()).sum()];
+        let mut order = vec![(StackOrder::of(&[]), 0); stacks.len()];
+        let (mut rest, mut rest_order, mut first) = (&mut stacks[..], &mut order[..], 0);
         let mut parts = Vec::with_capacity(shards.len());
         for s in shards {
             let (part, tail) = std::mem::take(&mut rest).split_at_mut(s.index.len());
-            parts.push((s, part));
-            rest = tail;
+            let (part_order, tail_order) =
+                std::mem::take(&mut rest_order).split_at_mut(s.index.len());
+            parts.push((s, part, part_order, first));
+            (rest, rest_order, first) = (tail, tail_order, first + s.index.len());
         }
-        parts.into_par_iter().for_each_init(Vec::new, |stack, (shard, part)| {
-            let records = shard.chunks.iter().flat_map(|c| {
-                records(c).map(move |(at, _, _, key)| (&c[at..at + HEAD + key.len()], key))
-            });
-            for (slot, (record, key)) in part.iter_mut().zip(records) {
-                key::callchain_into(key, stack);
-                *slot = OrderedStack { order: StackOrder::of(stack), record };
-            }
-        });
-        out.par_sort_unstable_by_key(|s| s.order);
-        out
+        let frames = parts
+            .into_par_iter()
+            .enumerate()
+            .map(|(i, (shard, part, part_order, first))| {
+                let stored = || shard.chunks.iter().flat_map(|c| records(c));
+                // Sized first (each key starts with its call stack's length): no regrowth.
+                let len = stored().map(|(.., key)| key::stack_len(key)).sum();
+                let mut frames = Vec::with_capacity(len);
+                let slots = part.iter_mut().zip(part_order).zip(first as u32..);
+                for (((slot, order), at), (_, _, count, key)) in slots.zip(stored()) {
+                    let start = frames.len();
+                    let entries = key::decode(key, &mut frames).position();
+                    let len = frames.len() - start;
+                    *order = (StackOrder::of(&frames[start..]), at);
+                    *slot = StoredStack {
+                        key,
+                        count,
+                        part: i as u32,
+                        start: start as u32,
+                        len: len as u32,
+                        entries: entries as u32,
+                    };
+                }
+                frames
+            })
+            .collect();
+        order.par_sort_unstable_by_key(|&(order, _)| order);
+        OrderedStacks { frames, stacks, order }
     }
 }
 
-/// A stored stack and its place in the order unwinding takes them ([`StackOrder`]).
-#[derive(Clone, Copy)]
-pub struct OrderedStack<'s> {
-    order: StackOrder,
-    /// The whole record: hash, count, length, key.
-    record: &'s [u8],
+/// The stored stacks with their call stacks decoded once (for the order and the walk), and the
+/// order unwinding takes them in ([`StackOrder`]).
+pub struct OrderedStacks<'s> {
+    /// By part (a shard), the call stacks of its stacks one after another.
+    frames: Vec<Vec<Vaddr>>,
+    /// Every stored stack, shard by shard.
+    stacks: Vec<StoredStack<'s>>,
+    /// Each stack's order and index in `stacks`, sorted by order.
+    pub order: Vec<(StackOrder, u32)>,
 }
 
-impl OrderedStack<'_> {
-    /// The stack's count and sample: its call stack into `callchain`, its LBR entries as they
+/// A stored stack: its key and count, where its call stack lies in [`OrderedStacks::frames`],
+/// and where its LBR entries start in the key.
+#[derive(Clone, Copy)]
+struct StoredStack<'s> {
+    key: &'s [u8],
+    count: u64,
+    part: u32,
+    start: u32,
+    len: u32,
+    entries: u32,
+}
+
+impl OrderedStacks<'_> {
+    /// The count and sample of the stack at `index`: its call stack, its LBR entries as they
     /// are taken (see [`key::decode`]).
-    pub fn decode(&self, callchain: &mut Vec<Vaddr>) -> (u64, key::Branches<'_>) {
-        let (_, count, key) = record(self.record, 0);
-        (count, key::decode(key, callchain))
+    pub fn sample(&self, index: u32) -> (u64, &[Vaddr], key::Branches<'_>) {
+        let s = &self.stacks[index as usize];
+        let start = s.start as usize;
+        let callchain = &self.frames[s.part as usize][start..start + s.len as usize];
+        let last = callchain.last().copied().unwrap_or(Vaddr(0));
+        (s.count, callchain, key::Branches::resume(s.key, s.entries as usize, last))
     }
 }
 
@@ -593,7 +650,7 @@ impl AggregatedSamples {
     }
     /// The stored stacks in the order they are best unwound in ([`StackOrder`]), found in
     /// parallel.
-    pub fn in_stack_order(&self) -> Vec<OrderedStack<'_>> {
+    pub fn in_stack_order(&self) -> OrderedStacks<'_> {
         let shards: Vec<&KeyShard> = self.maps().flat_map(|m| &m.shards).collect();
         Stacks::ordered(&shards)
     }

@@ -1281,7 +1281,7 @@ pub fn unwind_all<C: CodeView + Sync + ?Sized>(
     unwind_all_with(
         code,
         samples,
-        |u, (s, n), _| {
+        |u, (s, n)| {
             u.unwind(s, *n);
         },
         opts,
@@ -1289,12 +1289,11 @@ pub fn unwind_all<C: CodeView + Sync + ?Sized>(
 }
 
 /// [`unwind_all`] over any stored form of the samples: `unwind` unwinds an item's sample with
-/// the unwinder it is given (decoding it if need be, the call stack into a buffer reused from
-/// item to item), so no second copy of all samples is made.
+/// the unwinder it is given (decoding it if need be), so no second copy of all samples is made.
 pub fn unwind_all_with<C: CodeView + Sync + ?Sized, T: Sync>(
     code: &C,
     items: &[T],
-    unwind: impl Fn(&mut Unwinder<C>, &T, &mut Vec<Vaddr>) + Sync,
+    unwind: impl Fn(&mut Unwinder<C>, &T) + Sync,
     opts: UnwindOptions,
 ) -> (ContextCounters, UnwindStats) {
     use rayon::prelude::*;
@@ -1305,18 +1304,17 @@ pub fn unwind_all_with<C: CodeView + Sync + ?Sized, T: Sync>(
     // into a context once, and no unwinder is made, drained and merged per piece. A thread runs
     // one chunk at a time, so its slot is free when it takes it. Exact: counts are summed, in
     // any grouping; the unwinders' contexts merge shard by shard as before.
-    let slots: Vec<_> = (0..rayon::current_num_threads())
-        .map(|_| Mutex::new(None::<(Unwinder<C>, Vec<Vaddr>)>))
-        .collect();
+    let slots: Vec<_> =
+        (0..rayon::current_num_threads()).map(|_| Mutex::new(None::<Unwinder<C>>)).collect();
     // Every chunk a piece of its own: rayon runs a piece it has not split on one thread, and
     // left to split as it likes, its last pieces were a quarter of the stacks each, which one
     // thread unwound at the end while the other had nothing left to take.
     items.par_chunks(256).with_max_len(1).for_each(|chunk| {
         let i = rayon::current_thread_index().unwrap_or(0) % slots.len();
         let mut slot = slots[i].lock().unwrap_or_else(|e| e.into_inner());
-        let (u, callchain) = slot.get_or_insert_with(|| (Unwinder::new(code, opts), Vec::new()));
+        let u = slot.get_or_insert_with(|| Unwinder::new(code, opts));
         for item in chunk {
-            unwind(u, item, callchain);
+            unwind(u, item);
         }
     });
     // Each thread turns the unwinder it filled into contexts (a broadcast, not a parallel
@@ -1329,7 +1327,7 @@ pub fn unwind_all_with<C: CodeView + Sync + ?Sized, T: Sync>(
     let converted = rayon::broadcast(|ctx| {
         let slot =
             slots.get(ctx.index()).map(|m| m.lock().unwrap_or_else(|e| e.into_inner()).take());
-        slot.flatten().map(|(u, _)| u.into_contexts(hasher.clone()))
+        slot.flatten().map(|u| u.into_contexts(hasher.clone()))
     });
     let (mut all, mut stats) = (Vec::new(), UnwindStats::default());
     for (c, s) in converted.into_iter().flatten() {
