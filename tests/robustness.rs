@@ -478,6 +478,30 @@ fn compressed_section_size_is_bounded_by_the_file() {
     assert!(binary.functions().iter().any(|f| &*f.name == "main"));
 }
 
+/// A corrupt pseudo probe id (any u32) in a function of the profile: its call anchors, which
+/// fill in every id below the largest one recorded, stop at a bound linear in the probes and
+/// say so, instead of filling in four billion ids.
+#[test]
+fn huge_probe_id_is_not_filled_in_as_anchors() {
+    let dir = scratch("huge_probe_id");
+    let out = dir.join("out.txt");
+    let bin = fixture("robustness/recursion_huge_probe_id");
+    let data = sample("recursion/perf.data");
+    let o = profgen_capped(&[], &[("--binary", &bin), ("--perfdata", &data)], &out);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    let warning = format!(
+        "warning: {}: pseudo probe id 4294967280 of fib is implausibly large for the 23 probes \
+         of .pseudo_probe; only the ids recorded there are its stale-matching anchors\n",
+        bin.display()
+    );
+    assert!(e.contains(&warning), "{e}");
+    // The added probe is at fib's entry, where it takes the entry's samples.
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(text.contains("\nfib:5436:1804\n") && text.contains("\n 4294967280: 900\n"), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Address space a run on a deep input may use, with one worker: a few times what profgen needs
 /// (under 64 MiB), far below what depth² frames or an unbounded recursion would take.
 const DEEP_INPUT_ADDRESS_SPACE: u64 = 512 << 20;

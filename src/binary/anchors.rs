@@ -109,7 +109,11 @@ impl<'w> Collector<'w> {
     }
 
     fn finish(self) -> CodeAnchors {
-        CodeAnchors { probe_based: false, functions: self.functions.into_iter().collect() }
+        CodeAnchors {
+            probe_based: false,
+            functions: self.functions.into_iter().collect(),
+            warnings: Vec::new(),
+        }
     }
 }
 
@@ -118,6 +122,8 @@ impl<'w> Collector<'w> {
 pub struct CodeAnchors {
     pub probe_based: bool,
     pub functions: BTreeMap<String, FunctionAnchors>,
+    /// What was left out of `functions` because the binary is implausible.
+    pub warnings: Vec<String>,
 }
 
 impl CodeAnchors {
@@ -148,6 +154,11 @@ impl Binary {
         // dense, so a vector by id, made into the anchors' map once, rather than a map insert
         // per probe and then per id again.
         let mut slots: Vec<(&str, Vec<Option<String>>, bool)> = Vec::new();
+        // Ids past what the vectors may still grow by (a probe id is any u32 in a corrupt or
+        // hostile section; the vectors' total length stays linear in the probes), by slot:
+        // locations, but without the ids below them filled in.
+        let mut far: BTreeMap<usize, BTreeMap<u32, Option<String>>> = BTreeMap::new();
+        let mut room = 16 * (probes.probes().len() + probes.nodes().len()) + (1 << 16);
         let mut slot_of_guid: HashMap<u64, usize> = HashMap::new();
         for d in probes.descs().iter().filter(|d| !d.name.is_empty()) {
             let canonical = canonical_fn_name(&d.name);
@@ -162,12 +173,18 @@ impl Binary {
         }
         let mut record = |slot: usize, id: u32, callee: Option<&str>| {
             let (_, calls, zero) = &mut slots[slot];
-            let id = id as usize;
-            if calls.len() <= id {
-                calls.resize(id + 1, None);
+            let i = id as usize;
+            if calls.len() <= i {
+                let grow = i + 1 - calls.len();
+                if grow > room {
+                    add_callee(far.entry(slot).or_default().entry(id).or_default(), callee);
+                    return;
+                }
+                room -= grow;
+                calls.resize(i + 1, None);
             }
-            add_callee(&mut calls[id], callee);
-            *zero |= id == 0;
+            add_callee(&mut calls[i], callee);
+            *zero |= i == 0;
         };
         // A node's probes are of its function: one look-up per node rather than per probe.
         for (n, node) in probes.nodes().iter().enumerate() {
@@ -197,13 +214,23 @@ impl Binary {
         }
         // Probe ids are dense in the IR: ids no copy kept were optimised away, still locations
         // (every id from 1 up to the largest recorded; 0 only when recorded).
-        for (name, calls, zero) in slots {
-            if calls.is_empty() {
+        for (slot, (name, calls, zero)) in slots.into_iter().enumerate() {
+            let far = far.remove(&slot).unwrap_or_default();
+            if calls.is_empty() && far.is_empty() {
                 continue;
+            }
+            if let Some(max) = far.keys().next_back() {
+                out.warnings.push(format!(
+                    "{}: pseudo probe id {max} of {name} is implausibly large for the {} probes \
+                     of .pseudo_probe; only the ids recorded there are its stale-matching anchors",
+                    self.path().display(),
+                    probes.probes().len()
+                ));
             }
             let first = usize::from(!zero);
             let locations = (calls.into_iter().enumerate().skip(first))
                 .map(|(id, callee)| (LineLocation::new(id as u32, 0), callee))
+                .chain(far.into_iter().map(|(id, callee)| (LineLocation::new(id, 0), callee)))
                 .collect();
             out.functions.insert(name.to_string(), FunctionAnchors { locations, checksum: None });
         }

@@ -197,10 +197,17 @@ pub fn finish_profile(
         &opts.summary,
         opts.zero_count_anchors,
     )?;
-    let (_, spent, calls) = postpass::apply_beside(&mut profile, prepared, &opts.postpass, || {
-        // Only their direct calls are read; the anchors are freed here, beside the walk.
-        wanted
-            .map(|wanted| postpass::DirectCalls::of(&binary.anchors(&|name| wanted.contains(name))))
+    let (_, spent, anchored) =
+        postpass::apply_beside(&mut profile, prepared, &opts.postpass, || {
+            // Only their direct calls are read; the anchors are freed here, beside the walk.
+            wanted.map(|wanted| {
+                let anchors = binary.anchors(&|name| wanted.contains(name));
+                (postpass::DirectCalls::of(&anchors), anchors.warnings)
+            })
+        });
+    let calls = anchored.map(|(calls, warnings)| {
+        report.warnings.extend(warnings);
+        calls
     });
     if opts.populate_profile_symbol_list {
         profile.symbol_list = Some(profile::symbol_list(binary));

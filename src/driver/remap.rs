@@ -20,6 +20,7 @@ pub fn remap(cfg: &RemapConfig) -> Result<(RemapReport, Vec<String>), Error> {
     if crate::remap::needs_every_function(profile, file.md5_names, &new_code) {
         new_code = binary.anchors(&|_| true);
     }
+    warnings.append(&mut new_code.warnings);
     if new_code.probe_based != profile.kind.probe_based {
         return Err(Error::BadFile {
             path: cfg.binary.clone(),
@@ -44,7 +45,8 @@ pub fn remap(cfg: &RemapConfig) -> Result<(RemapReport, Vec<String>), Error> {
                 ));
             }
             let names = crate::remap::old_functions(profile, file.md5_names, &new_code);
-            let code = old.anchors(&|n| names.contains(n));
+            let mut code = old.anchors(&|n| names.contains(n));
+            warnings.append(&mut code.warnings);
             Some((old, code))
         }
         None => None,
