@@ -123,7 +123,7 @@ struct Loader<'d, 'a> {
     package: Option<&'d gimli::DwarfPackage<Reader<'a>>>,
     parsed_units: HashMap<usize, Rc<Unit<'a>>>,
     memo: HashMap<usize, Resolved>,
-    names: HashMap<String, Arc<str>>,
+    names: hashbrown::HashSet<Arc<str>>,
     /// Names by where they are in the section (`.debug_str` holds each string once), so a
     /// string met again is neither validated nor hashed by content.
     names_at: HashMap<(usize, usize), Arc<str>>,
@@ -236,7 +236,7 @@ impl DebugInfo {
                     package: package.as_ref(),
                     parsed_units: HashMap::new(),
                     memo: HashMap::new(),
-                    names: HashMap::new(),
+                    names: hashbrown::HashSet::new(),
                     names_at: HashMap::new(),
                 },
                 |loader, i| loader.load_unit(i, preferred_base),
@@ -398,12 +398,33 @@ impl<'a> Loader<'_, 'a> {
             Some(a) => a.clone(),
             None => {
                 let a: Arc<str> = Arc::from(s.as_ref());
-                self.names.insert(s.into_owned(), a.clone());
+                self.names.insert(a.clone());
                 a
             }
         };
         self.names_at.insert(at, a.clone());
         a
+    }
+
+    /// `Dwarf::attr_string`, the end of a `.debug_str` string found by `memchr`: gimli's
+    /// search goes byte by byte, and Rust's linkage names are long (on profgen-debug the
+    /// search was half of the names' cost).
+    fn attr_string(
+        &self,
+        unit: &Unit<'a>,
+        value: AttributeValue<Reader<'a>>,
+    ) -> gimli::Result<Reader<'a>> {
+        let off = match value {
+            AttributeValue::DebugStrRef(off) => Some(off),
+            AttributeValue::DebugStrOffsetsIndex(i) => self.dwarf.string_offset(unit, i).ok(),
+            _ => None,
+        };
+        let section = gimli::Section::reader(&self.dwarf.debug_str);
+        let bytes = off.and_then(|off| section.slice().get(off.0..));
+        match bytes.and_then(|b| Some(&b[..memchr::memchr(0, b)?])) {
+            Some(s) => Ok(EndianSlice::new(s, gimli::Reader::endian(section))),
+            None => self.dwarf.attr_string(unit, value),
+        }
     }
 
     fn unit(&mut self, i: usize) -> gimli::Result<Rc<Unit<'a>>> {
@@ -535,7 +556,7 @@ impl<'a> Loader<'_, 'a> {
             package: None,
             parsed_units: HashMap::new(),
             memo: HashMap::new(),
-            names: HashMap::new(),
+            names: hashbrown::HashSet::new(),
             names_at: HashMap::new(),
         };
         loader.parsed_units.insert(index, Rc::new(unit));
@@ -555,6 +576,8 @@ impl<'a> Loader<'_, 'a> {
         let mut entry = gimli::DebuggingInformationEntry::null();
         // (depth, node) of the enclosing subroutine DIEs.
         let mut stack: Vec<(isize, u32)> = Vec::new();
+        // One list for every DIE's ranges: a subprogram keeps a copy of its own.
+        let mut ranges = Vec::new();
         while !raw.is_empty() {
             let (depth, offset) = (raw.next_depth(), raw.next_offset());
             let Some(abbrev) = raw.read_abbreviation()? else { continue };
@@ -576,7 +599,7 @@ impl<'a> Loader<'_, 'a> {
                 out.too_deep += 1;
                 continue;
             }
-            let mut ranges = Vec::new();
+            ranges.clear();
             let mut iter = self.dwarf.die_ranges(&unit, entry)?;
             while let Some(r) = iter.next()? {
                 ranges.push((r.begin, r.end));
@@ -615,7 +638,7 @@ impl<'a> Loader<'_, 'a> {
                 && let Some(name) = name
                 && !ranges.is_empty()
             {
-                out.subprograms.push(Subprogram { name, ranges });
+                out.subprograms.push(Subprogram { name, ranges: ranges.clone() });
             }
         }
         Ok(())
@@ -672,12 +695,12 @@ impl<'a> Loader<'_, 'a> {
                 gimli::DW_AT_linkage_name | gimli::DW_AT_MIPS_linkage_name
                     if r.linkage.is_none() =>
                 {
-                    if let Ok(s) = self.dwarf.attr_string(unit, attr.value()) {
+                    if let Ok(s) = self.attr_string(unit, attr.value()) {
                         r.linkage = Some(s);
                     }
                 }
                 gimli::DW_AT_name if r.name.is_none() => {
-                    if let Ok(s) = self.dwarf.attr_string(unit, attr.value()) {
+                    if let Ok(s) = self.attr_string(unit, attr.value()) {
                         r.name = Some(s);
                     }
                 }
