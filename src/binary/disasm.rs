@@ -27,7 +27,8 @@ pub struct Code {
     /// `(address, target)` of every direct call, direct jump and conditional jump, sorted by
     /// address.
     pub branch_targets: Vec<(u64, u64)>,
-    /// Sorted, deduplicated prolog/epilog addresses (filled by [`Code::compute_prolog_epilog`]).
+    /// Sorted, deduplicated prolog/epilog addresses: [`decode`] lists the returns and the
+    /// instructions before them, [`Code::compute_prolog_epilog`] adds the function starts.
     pub prolog_epilog: Vec<u64>,
     /// Bytes that did not decode (each skipped as a 1-byte "instruction").
     pub invalid_bytes: u64,
@@ -262,6 +263,8 @@ struct Columns {
     /// [`Code::uncond_rank`] after each instruction, counted from the run's start.
     uncond_rank: Vec<u32>,
     branch_targets: Vec<(u64, u64)>,
+    /// Each return, after the instruction before it when that is in the run: ascending.
+    returns: Vec<u64>,
 }
 
 impl Columns {
@@ -279,7 +282,21 @@ impl Columns {
                 })
                 .collect(),
             branch_targets: insts.iter().filter_map(|i| Some((i.0, i.3?))).collect(),
+            returns: Self::returns(insts),
         }
+    }
+
+    fn returns(insts: &[DecodedInst]) -> Vec<u64> {
+        let mut returns = Vec::new();
+        for (k, i) in insts.iter().enumerate() {
+            if i.2 == InstKind::Return {
+                if k > 0 {
+                    returns.push(insts[k - 1].0);
+                }
+                returns.push(i.0);
+            }
+        }
+        returns
     }
 
     /// The instructions back as tuples; their targets were listed in the same order.
@@ -389,7 +406,7 @@ fn decode_with(sections: &[TextSection<'_>], known_encodings: bool) -> Result<Co
     };
     // The arrays are copied in parallel: this end waits for the last chunk, and the other
     // worker is idle by then.
-    let ((addrs, index), ((sizes, kinds), (uncond_rank, branch_targets))) = rayon::join(
+    let ((addrs, index), ((sizes, kinds), (uncond_rank, (branch_targets, returns)))) = rayon::join(
         || {
             let addrs = concat(&parts, |p| &p.addrs);
             let index = AddrIndex::new(&addrs);
@@ -406,7 +423,19 @@ fn decode_with(sections: &[TextSection<'_>], known_encodings: bool) -> Result<Co
                         let before = *rank.last().unwrap_or(&0);
                         rank.extend(part.uncond_rank.iter().map(|&r| before.saturating_add(r)));
                     }
-                    (rank, concat(&parts, |p| &p.branch_targets))
+                    // A run's first return follows the previous run's last instruction.
+                    let mut returns = Vec::new();
+                    let mut last = None;
+                    for part in &parts {
+                        if part.kinds.first() == Some(&InstKind::Return)
+                            && let Some(before) = last
+                        {
+                            returns.push(before);
+                        }
+                        returns.extend_from_slice(&part.returns);
+                        last = part.addrs.last().copied().or(last);
+                    }
+                    (rank, (concat(&parts, |p| &p.branch_targets), returns))
                 },
             )
         },
@@ -417,7 +446,7 @@ fn decode_with(sections: &[TextSection<'_>], known_encodings: bool) -> Result<Co
         kinds,
         uncond_rank,
         branch_targets,
-        prolog_epilog: Vec::new(),
+        prolog_epilog: returns,
         invalid_bytes: decoded.iter().map(|d| d.2).sum(),
         index,
     })
@@ -561,24 +590,20 @@ impl Code {
     }
 
     /// Reference §3.4: the first two instructions of every function range, and every return
-    /// with the instruction before it.
+    /// with the instruction before it (listed by [`decode`]).
     pub fn compute_prolog_epilog(&mut self, range_starts: impl Iterator<Item = u64>) {
-        let mut set = Vec::new();
+        let mut starts = Vec::new();
         for start in range_starts {
-            set.push(start);
+            starts.push(start);
             if let Some(&next) = self.addrs.get(self.lower_bound(start) + 1) {
-                set.push(next);
+                starts.push(next);
             }
         }
-        for (i, kind) in self.kinds.iter().enumerate() {
-            if *kind == InstKind::Return {
-                set.push(self.addrs[i]);
-                if i > 0 {
-                    set.push(self.addrs[i - 1]);
-                }
-            }
-        }
-        set.sort_unstable();
+        starts.sort_unstable();
+        // Two ascending runs, which the stable sort merges.
+        let mut set = std::mem::take(&mut self.prolog_epilog);
+        set.extend(starts);
+        set.sort();
         set.dedup();
         self.prolog_epilog = set;
     }
@@ -1055,6 +1080,36 @@ mod tests {
         }
     }
 
+    /// The prolog/epilog set of every corpus binary (its symbols as the function starts) is
+    /// the first two instructions of each start and every return with the instruction before
+    /// it, whichever chunk the return begins.
+    #[test]
+    fn prolog_epilog_is_starts_and_returns() {
+        for path in elf_files() {
+            let data = std::fs::read(&path).unwrap();
+            let Ok(obj) = elf::parse(&data) else { continue };
+            let symbols = elf::symbols(&obj);
+            let sections = text_sections(&obj, &symbols).unwrap();
+            let mut code = decode(&sections).unwrap();
+            let starts: Vec<u64> = symbols.iter().map(|s| s.addr).collect();
+            let mut want = Vec::new();
+            for &start in &starts {
+                want.push(start);
+                want.extend(code.addrs.get(code.lower_bound(start) + 1));
+            }
+            for (i, kind) in code.kinds.iter().enumerate() {
+                if *kind == InstKind::Return {
+                    want.extend(i.checked_sub(1).map(|i| code.addrs[i]));
+                    want.push(code.addrs[i]);
+                }
+            }
+            want.sort_unstable();
+            want.dedup();
+            code.compute_prolog_epilog(starts.into_iter());
+            assert_eq!(code.prolog_epilog, want, "{}", path.display());
+        }
+    }
+
     /// Sections out of address order, or overlapping, are sorted: the same code as sections in
     /// order, and at an address decoded twice the last decode.
     #[test]
@@ -1081,6 +1136,10 @@ mod tests {
         let overlap = decode(&[sec(0x1000, nop_ret), sec(0x1000, &[0xc3])]).unwrap();
         assert_eq!(overlap.addrs, [0x1000, 0x1001]);
         assert_eq!(overlap.kinds, [InstKind::Return, InstKind::Return]);
+        // A return first in its chunk follows the previous chunk's last instruction.
+        let mut two = decode(&[sec(0x1000, nop_ret), sec(0x2000, &[0xc3])]).unwrap();
+        two.compute_prolog_epilog(std::iter::empty());
+        assert_eq!(two.prolog_epilog, [0x1000, 0x1001, 0x2000]);
     }
 
     #[test]
