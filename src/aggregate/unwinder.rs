@@ -831,6 +831,9 @@ struct Stacks {
 
 const RECENT_CHILDREN: usize = 1 << 12;
 
+/// The pairs a stack's range and branch maps are first made with room for.
+const STACK_PAIRS: usize = 7;
+
 impl Default for Stacks {
     fn default() -> Self {
         Stacks {
@@ -877,7 +880,13 @@ impl Stacks {
         let i = &mut self.nodes[node as usize].2;
         if *i == UNKNOWN {
             *i = self.counters.len() as u32;
-            self.counters.push((node, Counters::default()));
+            // Room for seven pairs of each kind: most stacks' maps end with two to seven
+            // (SQLite's and Lua's), so most would grow twice from empty.
+            let c = Counters {
+                ranges: hashbrown::HashMap::with_capacity(STACK_PAIRS),
+                branches: hashbrown::HashMap::with_capacity(STACK_PAIRS),
+            };
+            self.counters.push((node, c));
         }
         let c = &mut self.counters[*i as usize].1;
         let map = if h.stack & 1 == 1 { &mut c.branches } else { &mut c.ranges };
