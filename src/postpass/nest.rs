@@ -10,7 +10,7 @@ use super::trie::{ContextTrie, merge_samples};
 use hashbrown::HashMap;
 use rayon::prelude::*;
 
-use crate::llvm::{FuncName, LineLocation, callsite_hash_from_guid, md5_guid};
+use crate::llvm::{ContextFrame, FuncName, LineLocation, callsite_hash_from_guid, md5_guid};
 use crate::profile::{Context, FunctionSamples, Profile, attr};
 
 /// A frame trie node; children ordered by call-site hash as in LLVM, which decides which
@@ -103,10 +103,12 @@ pub(super) fn convert_cs_to_nested(
         })
         .collect();
     converted.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-    let mut top_level: BTreeMap<String, FunctionSamples> = BTreeMap::new();
+    // By the shared names (ordered as their text): no text copied per profile, and the
+    // top-level contexts share them too.
+    let mut top_level: BTreeMap<FuncName, FunctionSamples> = BTreeMap::new();
     for to_top in converted.into_iter().flat_map(|(_, to_top)| to_top) {
         match to_top {
-            ToTop::Move(func, fs) => match top_level.entry(func.to_string()) {
+            ToTop::Move(func, fs) => match top_level.entry(func) {
                 // The first profile of a name moves there when merging it into an empty profile
                 // would copy it as it is.
                 Entry::Vacant(e) if merges_as_is(&fs) => {
@@ -114,13 +116,11 @@ pub(super) fn convert_cs_to_nested(
                 }
                 e => merge_samples(e.or_default(), &fs),
             },
-            ToTop::Duplicate(func, fs) => {
-                merge_samples(top_level.entry(func.to_string()).or_default(), &fs)
-            }
+            ToTop::Duplicate(func, fs) => merge_samples(top_level.entry(func).or_default(), &fs),
         }
     }
-    profile.functions =
-        top_level.into_iter().map(|(name, fs)| (Context::base(&name), fs)).collect();
+    let base = |func| Context::new(vec![ContextFrame { func, loc: LineLocation::default() }]);
+    profile.functions = top_level.into_iter().map(|(func, fs)| (base(func), fs)).collect();
     profile.kind.context_sensitive = false;
 }
 
@@ -246,7 +246,6 @@ mod tests {
     /// GUIDs from the trie of the contexts give the nesting the GUIDs hashed from the names.
     #[test]
     fn guids_from_the_trie_nest_as_hashed_ones() {
-        use crate::llvm::ContextFrame;
         let frame = |f: &str, l| ContextFrame { func: f.into(), loc: LineLocation::new(l, 0) };
         let mut p = Profile::default();
         p.kind.context_sensitive = true;
