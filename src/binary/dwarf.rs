@@ -654,15 +654,16 @@ impl<'a> Loader<'_, 'a> {
         entry: Option<&gimli::DebuggingInformationEntry<Reader<'a>>>,
         depth: u32,
     ) -> Resolved {
-        let Ok(unit) = self.unit(ui) else {
-            return Resolved::default();
-        };
-        let Some(global) = off.to_debug_info_offset(&unit.header) else {
+        // The header gives the memo's key; the unit (a map lookup) only for a DIE not seen yet.
+        let Some(global) = off.to_debug_info_offset(&self.headers[ui]) else {
             return Resolved::default();
         };
         if let Some(r) = self.memo.get(&global.0) {
             return r.clone();
         }
+        let Ok(unit) = self.unit(ui) else {
+            return Resolved::default();
+        };
         // Placeholder against reference cycles.
         self.memo.insert(global.0, Resolved::default());
         let parsed;
