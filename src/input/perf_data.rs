@@ -523,9 +523,7 @@ impl<'a> PerfData<'a> {
     /// [`Sample::record`] set, for [`SampleBodies`] to decode on other threads. Samples inside
     /// compressed records, and all samples in pipe mode, are decoded whole. Once `placing` (if
     /// given) is set, the samples whose fields fill their record and name its thread come in
-    /// runs as [`PerfEvent::Placed`], only checked that far. Without rounds, the records a full
-    /// reorder window releases are delivered a few as each next one is read, rather than 16 MiB
-    /// at a time, so that the threads that aggregate the samples get them steadily.
+    /// runs as [`PerfEvent::Placed`], only checked that far.
     pub fn decode_in_time_order_deferred(
         &self,
         on_event: &mut dyn FnMut(PerfEvent<'_>),
@@ -535,7 +533,6 @@ impl<'a> PerfData<'a> {
         let mut decoder = self.template.fork();
         decoder.defer_bodies = !self.is_pipe();
         decoder.placing = placing;
-        decoder.spread_releases = true;
         self.decode_with(decoder, self.data_range(), true, on_event, &mut on_consumed)
     }
 
@@ -652,7 +649,7 @@ impl<'a> PerfData<'a> {
             if pos - reported >= CONSUMED_STEP {
                 reported = pos;
                 let read = range.start + pos;
-                on_consumed(decoder.oldest_queued_input_pos(sink).unwrap_or(read), read);
+                on_consumed(decoder.oldest_queued_input_pos().unwrap_or(read), read);
             }
             let left = (data.len() - pos) as u64;
             if extra > left {

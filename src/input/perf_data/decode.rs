@@ -35,11 +35,6 @@ const ZSTD_CHUNK: usize = 1 << 20;
 /// Placed samples delivered as one event at most (a run is 16 bytes a sample: it stays in the
 /// first-level cache).
 const PLACED_RUN: usize = 512;
-/// Bytes of records queued between two deliveries of as many bytes of released records when
-/// releases are spread ([`Decoder::spread_releases`]): a release holds half the window, as
-/// much as is queued before the next one, so byte for byte spreads it over that walk; in
-/// steps, so that each delivery is a run.
-const RELEASED_STEP: usize = 64 << 10;
 
 /// Builds the located error for malformed input.
 pub(super) fn malformed(path: &Path, loc: Loc, at: usize, what: impl std::fmt::Display) -> Error {
@@ -93,18 +88,9 @@ pub(super) struct Decoder<'p> {
     /// without `skip_samples`).
     pub(super) placing: Option<Arc<AtomicBool>>,
     /// Placed samples not delivered yet: delivered as one event before any other event, and
-    /// before the decoder reports a position as consumed (so that every record before it has
-    /// been delivered).
+    /// before the decoder returns from `record` (so that every record before the position it
+    /// reports as consumed has been delivered).
     run: Vec<PlacedSample>,
-    /// The records a full window releases (a file without rounds) are delivered a few at a
-    /// time as the next records are queued, not all at the release: for a reader whose samples
-    /// other threads aggregate. All at once, it handed out 16 MiB of samples in one burst and
-    /// then walked the next 16 MiB handing out none, while the workers, done with the queued
-    /// batches, waited. Alone, it reads faster in bursts; so it does with rounds, which are
-    /// short.
-    pub(super) spread_releases: bool,
-    /// Bytes of records queued since released ones were last delivered.
-    queued_since: usize,
     pub(super) report: ReadReport,
 }
 
@@ -131,8 +117,6 @@ impl<'p> Decoder<'p> {
             defer_bodies: false,
             placing: None,
             run: Vec::new(),
-            spread_releases: false,
-            queued_since: 0,
             report: ReadReport::default(),
         }
     }
@@ -213,10 +197,6 @@ impl<'p> Decoder<'p> {
                 (self.record_time(rtype, rec), self.order.as_mut())
             {
                 order.push(time, rec, input_pos, loc);
-                if order.spreading() {
-                    self.spread_released(rec.len(), sink)?;
-                }
-                let Some(order) = self.order.as_mut() else { return Ok(0) };
                 if let Some(limit) = order.window_limit() {
                     self.release(Some(limit), sink)?;
                 } else if order.queued_bytes() > ARENA_LIMIT {
@@ -230,8 +210,6 @@ impl<'p> Decoder<'p> {
                 }
                 return Ok(0);
             }
-            // After the records released before it, as when they were delivered at once.
-            self.deliver_released(usize::MAX, sink)?;
         }
         let extra = self.deliver(rec, input_pos, loc, sink);
         self.deliver_run(sink);
@@ -250,27 +228,17 @@ impl<'p> Decoder<'p> {
         }
     }
 
-    /// The lowest input position still referenced by records queued for time ordering, once
-    /// the placed samples are delivered (so that every record before it has been).
-    pub(super) fn oldest_queued_input_pos(&mut self, sink: &mut Sink<'_>) -> Option<usize> {
-        self.deliver_run(sink);
+    /// The lowest input position still referenced by records queued for time ordering.
+    pub(super) fn oldest_queued_input_pos(&self) -> Option<usize> {
         self.order.as_ref().and_then(TimeOrder::oldest_input_pos)
     }
 
-    /// Decodes the queued records up to `limit` (all without one) in time order, after those
-    /// released before: at once, or (a full window's, with
-    /// [`spread_releases`](Self::spread_releases)) as the next records are queued.
+    /// Decodes the queued records up to `limit` (all without one) in time order.
     fn release(&mut self, limit: Option<u64>, sink: &mut Sink<'_>) -> Result<(), Error> {
-        self.deliver_released(usize::MAX, sink)?;
         let Some(mut order) = self.order.take() else {
             return Ok(());
         };
         let ready = order.ready(limit);
-        if self.spread_releases && !order.rounds && limit.is_some() {
-            order.spread(ready);
-            self.order = Some(order);
-            return Ok(());
-        }
         let mut result = Ok(());
         for i in 0..ready {
             order.prefetch(self.input, i + PREFETCH_RECORDS);
@@ -282,47 +250,6 @@ impl<'p> Decoder<'p> {
         }
         self.deliver_run(sink);
         order.retire(ready);
-        self.order = Some(order);
-        result
-    }
-
-    /// With spread releases under way, a record of `len` bytes was queued: delivers as many
-    /// bytes of released records every [`RELEASED_STEP`] bytes queued, and all that are left
-    /// before the queue is released again.
-    fn spread_released(&mut self, len: usize, sink: &mut Sink<'_>) -> Result<(), Error> {
-        self.queued_since += len;
-        let Some(order) = &self.order else { return Ok(()) };
-        let bytes = if order.window_full() || order.queued_bytes() > ARENA_LIMIT {
-            usize::MAX
-        } else if self.queued_since >= RELEASED_STEP {
-            std::mem::take(&mut self.queued_since)
-        } else {
-            return Ok(());
-        };
-        self.deliver_released(bytes, sink)
-    }
-
-    /// Delivers spread released records, in time order, until at least `bytes` of them are (or
-    /// all are); once all are, retires them (after the placed samples among them).
-    fn deliver_released(&mut self, bytes: usize, sink: &mut Sink<'_>) -> Result<(), Error> {
-        let Some(mut order) = self.order.take_if(|o| o.spreading()) else {
-            return Ok(());
-        };
-        let (mut result, mut left) = (Ok(()), bytes);
-        while left > 0 {
-            let Some(i) = order.next_released() else { break };
-            order.prefetch(self.input, i + PREFETCH_RECORDS);
-            let (rec, input_pos, loc) = order.get(self.input, i);
-            left = left.saturating_sub(rec.len());
-            if let Err(e) = self.deliver(rec, input_pos, loc, sink) {
-                result = Err(e);
-                break;
-            }
-        }
-        if order.delivered() {
-            self.deliver_run(sink);
-            order.retire_released();
-        }
         self.order = Some(order);
         result
     }

@@ -64,21 +64,12 @@ pub(super) struct TimeOrder {
     spare: Vec<u8>,
     next_flush: u64,
     max_time: u64,
-    /// Bytes of the queued records not released, copied or not (bounds both memory and the
-    /// input range that must stay mapped).
+    /// Bytes of all queued records, copied or not (bounds both memory and the input range that
+    /// must stay mapped).
     queued_len: usize,
-    /// The lowest input position a queued record not released points into: kept as records
-    /// come and go, since the reader asks for it every MiB read and the queue holds thousands of
-    /// records.
+    /// The lowest input position a queued record points into: kept as records come and go,
+    /// since the reader asks for it every MiB read and the queue holds thousands of records.
     oldest_in_input: Option<usize>,
-    /// Records at the front of the queue released to be delivered a few at a time
-    /// ([`spread`](Self::spread)); those from `next` on are still to be delivered.
-    released: usize,
-    next: usize,
-    /// The lowest input position of `queue[i..released]` (`usize::MAX`: none) at
-    /// `released_min[released - 1 - i]`, so that the input behind the records delivered can go
-    /// while the rest are.
-    released_min: Vec<usize>,
     /// Whether the queue has had to be released early (warned about once).
     pub(super) overflowed: bool,
     /// Whether a FINISHED_ROUND has been seen (else the queue is a bounded window).
@@ -113,14 +104,9 @@ impl TimeOrder {
         self.max_time = self.max_time.max(time);
     }
 
-    /// The lowest input position a queued record not yet delivered points into.
+    /// The lowest input position a queued record still points into.
     pub(super) fn oldest_input_pos(&self) -> Option<usize> {
-        if self.next == self.released {
-            return self.oldest_in_input;
-        }
-        let released = self.released_min[self.released - 1 - self.next];
-        Some(self.oldest_in_input.map_or(released, |p| p.min(released)))
-            .filter(|&p| p != usize::MAX)
+        self.oldest_in_input
     }
 
     pub(super) fn queued_bytes(&self) -> usize {
@@ -136,10 +122,9 @@ impl TimeOrder {
     /// Without rounds, once the window is full: the time up to which the older half of the
     /// queued bytes lies (records at that time included), remembered for counting late records.
     pub(super) fn window_limit(&mut self) -> Option<u64> {
-        if !self.window_full() {
+        if self.rounds || self.queued_len <= NO_ROUNDS_WINDOW {
             return None;
         }
-        debug_assert!(!self.spreading());
         self.queue.sort_by_key(|q| q.time);
         let mut bytes = 0;
         let half = self.queue.iter().position(|q| {
@@ -149,18 +134,6 @@ impl TimeOrder {
         let limit = self.queue[half].time;
         self.released_time = self.released_time.max(limit);
         Some(limit)
-    }
-
-    /// Without rounds, whether the records not released fill the window.
-    #[inline]
-    pub(super) fn window_full(&self) -> bool {
-        !self.rounds && self.queued_len > NO_ROUNDS_WINDOW
-    }
-
-    /// Whether released records are still to be delivered ([`spread`](Self::spread)).
-    #[inline]
-    pub(super) fn spreading(&self) -> bool {
-        self.released > 0
     }
 
     /// Sorts the queue (stably: records of equal time in arrival order) and returns how many
@@ -198,54 +171,9 @@ impl TimeOrder {
         }
     }
 
-    /// Releases the first `n` records (those [`ready`](Self::ready)) to be delivered one by one
-    /// ([`next_released`](Self::next_released)) while more are queued, and retired once all
-    /// are: they leave the window now, and the input behind each can go once it is delivered.
-    pub(super) fn spread(&mut self, n: usize) {
-        let (released, kept) = self.queue.split_at(n);
-        self.queued_len -= released.iter().map(|q| usize::from(q.len)).sum::<usize>();
-        let mut min = usize::MAX;
-        self.released_min.clear();
-        self.released_min.extend(released.iter().rev().map(|q| {
-            if q.in_input {
-                min = min.min(q.start);
-            }
-            min
-        }));
-        self.oldest_in_input = kept.iter().filter(|q| q.in_input).map(|q| q.start).min();
-        (self.released, self.next) = (n, 0);
-    }
-
-    /// The index of the next released record to deliver, if any is left.
-    #[inline]
-    pub(super) fn next_released(&mut self) -> Option<usize> {
-        let i = self.next;
-        (i < self.released).then(|| {
-            self.next += 1;
-            i
-        })
-    }
-
-    /// Whether every released record has been delivered ([`retire_released`](Self::retire_released)).
-    pub(super) fn delivered(&self) -> bool {
-        self.next == self.released
-    }
-
-    /// Drops the released records (all delivered) and compacts the arena around the rest.
-    pub(super) fn retire_released(&mut self) {
-        debug_assert!(self.delivered());
-        let n = std::mem::take(&mut self.released);
-        self.next = 0;
-        self.drop_front(n);
-    }
-
     /// Drops the first `n` (released) records and compacts the arena around the rest.
     pub(super) fn retire(&mut self, n: usize) {
         self.queued_len -= self.queue[..n].iter().map(|q| usize::from(q.len)).sum::<usize>();
-        self.drop_front(n);
-    }
-
-    fn drop_front(&mut self, n: usize) {
         self.queue.drain(..n);
         self.spare.clear();
         self.oldest_in_input = None;

@@ -641,30 +641,19 @@ fn roundless_file(times: &[u64]) -> Vec<u8> {
     file_mode(attr(64, st, 0, 0, 0), &data)
 }
 
-/// The samples' indices in the order delivered, how far the input was released and the report:
-/// with the releases delivered at once, and spread over the next records (a deferred decode,
-/// which delivers the same samples in the same order; how far it released is second).
-fn ips_and_release(bytes: &[u8]) -> (Vec<u64>, [usize; 2], ReadReport) {
+fn ips_and_release(bytes: &[u8]) -> (Vec<u64>, usize, ReadReport) {
     let data = PerfData::parse(bytes, Path::new("t.data")).unwrap();
-    let mut runs = [false, true].map(|deferred| {
-        let (mut ips, mut released) = (Vec::new(), 0);
-        let mut on_event = |e: PerfEvent<'_>| {
-            if let PerfEvent::Sample(s) = e {
-                ips.push(s.ip.0 - 0x1000);
-            }
-        };
-        let on_consumed = |upto, _| released = released.max(upto);
-        let report = match deferred {
-            false => data.decode_in_time_order_releasing(&mut on_event, on_consumed),
-            true => data.decode_in_time_order_deferred(&mut on_event, on_consumed, None),
-        };
-        (ips, released, report.unwrap())
-    });
-    let [(ips, released, report), (spread_ips, spread_released, spread_report)] = &mut runs;
-    assert_eq!(spread_ips, ips);
-    assert_eq!(spread_report.warnings, report.warnings);
-    let released = [*released, *spread_released];
-    let [(ips, _, report), _] = runs;
+    let (mut ips, mut released) = (Vec::new(), 0);
+    let report = data
+        .decode_in_time_order_releasing(
+            &mut |e| {
+                if let PerfEvent::Sample(s) = e {
+                    ips.push(s.ip.0 - 0x1000);
+                }
+            },
+            |upto, _| released = released.max(upto),
+        )
+        .unwrap();
     (ips, released, report)
 }
 
@@ -677,12 +666,9 @@ fn roundless_input_in_time_order_streams_through_a_bounded_window() {
     let (ips, released, report) = ips_and_release(&bytes);
     assert_eq!(ips, (0..n).collect::<Vec<_>>());
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);
-    // Released up to at most the window (plus one progress step) behind the end, the releases
-    // delivered at once or spread.
-    for released in released {
-        let behind = bytes.len() - released;
-        assert!(behind <= NO_ROUNDS_WINDOW + CONSUMED_STEP + (1 << 20), "{behind} bytes held");
-    }
+    // Released up to at most the window (plus one progress step) behind the end.
+    let behind = bytes.len() - released;
+    assert!(behind <= NO_ROUNDS_WINDOW + CONSUMED_STEP + (1 << 20), "{behind} bytes held");
 }
 
 /// Disorder within the window is sorted out; a record older than the released half is delivered
