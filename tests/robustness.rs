@@ -502,6 +502,26 @@ fn huge_probe_id_is_not_filled_in_as_anchors() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Executable sections describing the same addresses again: only the first is disassembled,
+/// and a warning counts the others, so the work grows with the code, not with the copies.
+#[test]
+fn overlapping_text_sections_are_disassembled_once() {
+    let dir = scratch("overlapping_text");
+    let out = dir.join("out.txt");
+    let bin = fixture("robustness/inline_chain_overlapping_text");
+    let data = sample("inline_chain/perf.data");
+    let o = profgen_capped(&[], &[("--binary", &bin), ("--perfdata", &data)], &out);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    let warning = format!(
+        "warning: {}: executable sections overlapping one at a lower address are not \
+         disassembled: 2, the first .text at 0x10000000\n",
+        bin.display()
+    );
+    assert!(e.contains(&warning), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Address space a run on a deep input may use, with one worker: a few times what profgen needs
 /// (under 64 MiB), far below what depth² frames or an unbounded recursion would take.
 const DEEP_INPUT_ADDRESS_SPACE: u64 = 512 << 20;

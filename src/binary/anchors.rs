@@ -155,10 +155,11 @@ impl Binary {
         // per probe and then per id again.
         let mut slots: Vec<(&str, Vec<Option<String>>, bool)> = Vec::new();
         // Ids past what the vectors may still grow by (a probe id is any u32 in a corrupt or
-        // hostile section; the vectors' total length stays linear in the probes), by slot:
+        // hostile section; the vectors' total length stays within twice the probes and inline
+        // nodes, which a real binary's largest ids, one per IR block or call, are not near), by slot:
         // locations, but without the ids below them filled in.
         let mut far: BTreeMap<usize, BTreeMap<u32, Option<String>>> = BTreeMap::new();
-        let mut room = 16 * (probes.probes().len() + probes.nodes().len()) + (1 << 16);
+        let mut room = 2 * (probes.probes().len() + probes.nodes().len()) + (1 << 16);
         let mut slot_of_guid: HashMap<u64, usize> = HashMap::new();
         for d in probes.descs().iter().filter(|d| !d.name.is_empty()) {
             let canonical = canonical_fn_name(&d.name);

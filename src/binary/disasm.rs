@@ -138,7 +138,7 @@ pub struct TextSection<'data> {
     pub name: &'data str,
     pub addr: u64,
     pub bytes: &'data [u8],
-    /// `.plt*`: listed, never decoded.
+    /// `.plt*`, and sections overlapping another ([`skip_overlapping`]): listed, never decoded.
     pub skipped: bool,
     pub symbols: Vec<Symbol<'data>>,
 }
@@ -174,6 +174,27 @@ pub fn text_sections<'data>(
         out.push(TextSection { name, addr: section.address(), bytes, skipped, symbols: syms });
     }
     Ok(out)
+}
+
+/// Marks as skipped each section whose addresses overlap a section's at a lower address (or at
+/// the same one, earlier in the header table), and names them. Linkers never overlap
+/// executable sections, but a file can describe the same bytes any number of times: decoding
+/// every copy made the work and memory grow with the copies, not the code.
+pub fn skip_overlapping(sections: &mut [TextSection<'_>]) -> Vec<String> {
+    let mut order: Vec<usize> = (0..sections.len()).filter(|&i| !sections[i].skipped).collect();
+    order.sort_by_key(|&i| sections[i].addr);
+    let mut end = 0;
+    let mut overlapping = Vec::new();
+    for i in order {
+        let s = &mut sections[i];
+        if s.addr < end {
+            s.skipped = true;
+            overlapping.push(format!("{} at {:#x}", s.name, s.addr));
+        } else {
+            end = s.addr.saturating_add(s.bytes.len() as u64);
+        }
+    }
+    overlapping
 }
 
 pub fn capstone(att_syntax: bool) -> Result<Capstone, String> {
@@ -956,6 +977,31 @@ mod tests {
             symbols: vec![symbol],
         };
         decode(std::slice::from_ref(&sec)).unwrap()
+    }
+
+    /// A section is skipped when it starts inside one at a lower address, or at the same one
+    /// earlier in the header table; `.plt` sections (never decoded) do not count.
+    #[test]
+    fn sections_overlapping_a_lower_one_are_skipped() {
+        let bytes = [0x90u8; 0x100];
+        let sec = |name, addr, len: usize, skipped| TextSection {
+            name,
+            addr,
+            bytes: &bytes[..len],
+            skipped,
+            symbols: Vec::new(),
+        };
+        let mut sections = [
+            sec(".b", 0x2080, 0x10, false),
+            sec(".plt", 0x1000, 0, true),
+            sec(".a", 0x2000, 0x100, false),
+            sec(".a2", 0x2000, 0x10, false),
+            sec(".c", 0x2100, 0x10, false),
+            sec(".in_plt", 0x1000, 0x10, false),
+        ];
+        assert_eq!(skip_overlapping(&mut sections), [".a2 at 0x2000", ".b at 0x2080"]);
+        let kept: Vec<&str> = sections.iter().filter(|s| !s.skipped).map(|s| s.name).collect();
+        assert_eq!(kept, [".a", ".c", ".in_plt"]);
     }
 
     /// Capstone's length and kind of the instruction at the start of `bytes`, if it decodes.

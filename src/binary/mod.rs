@@ -241,7 +241,8 @@ impl Binary {
             })
             .map(|s| FunctionSymbol { name: Arc::from(s.name), addr: Vaddr(s.addr), size: s.size })
             .collect();
-        let sections = disasm::text_sections(&obj, &symbols).map_err(bad)?;
+        let mut sections = disasm::text_sections(&obj, &symbols).map_err(bad)?;
+        let overlapping = disasm::skip_overlapping(&mut sections);
         let base = elf_info.preferred_base.0;
         let dbg_data = opts.debug_binary.as_deref().map(map_file).transpose()?;
         let dbg_obj = match (&dbg_data, &opts.debug_binary) {
@@ -300,6 +301,14 @@ impl Binary {
         let mut warnings: Vec<String> =
             debug.warnings.iter().map(|w| format!("{}: {w}", dwarf_path.display())).collect();
         warnings.extend(no_entry);
+        if let Some(first) = overlapping.first() {
+            warnings.push(format!(
+                "{}: executable sections overlapping one at a lower address are not \
+                 disassembled: {}, the first {first}",
+                path.display(),
+                overlapping.len()
+            ));
+        }
         code.compute_prolog_epilog(func_ranges.iter().map(|r| r.start.0));
 
         if symbols.is_empty() && debug.is_empty() {
