@@ -10,7 +10,7 @@ use super::trie::{ContextTrie, merge_samples};
 use hashbrown::HashMap;
 use rayon::prelude::*;
 
-use crate::llvm::{ContextFrame, FuncName, LineLocation, callsite_hash_from_guid, md5_guid};
+use crate::llvm::{FuncName, LineLocation, callsite_hash_from_guid, md5_guid};
 use crate::profile::{Context, FunctionSamples, Profile, attr};
 
 /// A frame trie node; children ordered by call-site hash as in LLVM, which decides which
@@ -119,8 +119,7 @@ pub(super) fn convert_cs_to_nested(
             ToTop::Duplicate(func, fs) => merge_samples(top_level.entry(func).or_default(), &fs),
         }
     }
-    let base = |func| Context::new(vec![ContextFrame { func, loc: LineLocation::default() }]);
-    profile.functions = top_level.into_iter().map(|(func, fs)| (base(func), fs)).collect();
+    profile.functions = top_level.into_iter().map(|(func, fs)| (Context::base(func), fs)).collect();
     profile.kind.context_sensitive = false;
 }
 
@@ -246,6 +245,7 @@ mod tests {
     /// GUIDs from the trie of the contexts give the nesting the GUIDs hashed from the names.
     #[test]
     fn guids_from_the_trie_nest_as_hashed_ones() {
+        use crate::llvm::ContextFrame;
         let frame = |f: &str, l| ContextFrame { func: f.into(), loc: LineLocation::new(l, 0) };
         let mut p = Profile::default();
         p.kind.context_sensitive = true;

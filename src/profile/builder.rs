@@ -54,7 +54,7 @@ impl TopLevelProfiles {
             functions: self
                 .functions
                 .into_iter()
-                .map(|(name, fs)| (Context::base(&name), fs))
+                .map(|(name, fs)| (Context::base(name.as_str()), fs))
                 .collect(),
             symbol_list: None,
         }

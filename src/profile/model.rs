@@ -384,7 +384,7 @@ impl Context {
         let frames: Arc<[ContextFrame]> = frames.collect();
         Context { len: frames.len(), frames }
     }
-    pub fn base(func: &str) -> Self {
+    pub fn base(func: impl Into<FuncName>) -> Self {
         Context::new(vec![ContextFrame { func: func.into(), loc: LineLocation::default() }])
     }
     /// Frames, leaf included.

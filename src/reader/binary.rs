@@ -146,7 +146,7 @@ pub fn read_raw_binary(data: &[u8], path: &Path) -> Result<ProfileFile> {
         let mut fs = FunctionSamples::new(name.as_str());
         fs.head_samples = head;
         read_body(&mut c, &mut fs, &names, 0)?;
-        insert_top_level(&mut profile, Context::base(&name), fs);
+        insert_top_level(&mut profile, Context::base(name.as_str()), fs);
     }
     Ok(ProfileFile { profile, format: FileFormat::Binary, md5_names: false })
 }
@@ -305,7 +305,7 @@ fn profile_context(
     contexts: &[Context],
     names: &[String],
 ) -> Option<Context> {
-    if cs { contexts.get(idx).cloned() } else { names.get(idx).map(|n| Context::base(n)) }
+    if cs { contexts.get(idx).cloned() } else { names.get(idx).map(|n| Context::base(n.as_str())) }
 }
 
 /// `readFuncMetadata` for one profile (and, for nested profiles, its inlinees).
