@@ -150,15 +150,14 @@ impl Binary {
         // GUID -> slot of its canonical name (several GUIDs may share one), for the wanted
         // functions only: names are canonicalised once, not once per probe.
         let mut slot_of_name: HashMap<&str, usize> = HashMap::new();
-        // (canonical name, the callee at each probe id, whether id 0 was recorded): ids are
-        // dense, so a vector by id, made into the anchors' map once, rather than a map insert
-        // per probe and then per id again.
-        let mut slots: Vec<(&str, Vec<Option<String>>, bool)> = Vec::new();
-        // Ids past what the vectors may still grow by (a probe id is any u32 in a corrupt or
-        // hostile section; the vectors' total length stays within twice the probes and inline
-        // nodes, which a real binary's largest ids, one per IR block or call, are not near), by slot:
-        // locations, but without the ids below them filled in.
-        let mut far: BTreeMap<usize, BTreeMap<u32, Option<String>>> = BTreeMap::new();
+        // (canonical name, the callee at each probe id, whether id 0 was recorded, the ids past
+        // what the vectors may still grow by): ids are dense, so a vector by id, made into the
+        // anchors' map once, rather than a map insert per probe and then per id again. A probe
+        // id is any u32 in a corrupt or hostile section: the vectors' total length stays within
+        // twice the probes and inline nodes (a real binary's largest ids, one per IR block or
+        // call, are far below), and an id past it is a location without the ids below it.
+        type Slot<'n> = (&'n str, Vec<Option<String>>, bool, BTreeMap<u32, Option<String>>);
+        let mut slots: Vec<Slot> = Vec::new();
         let mut room = 2 * (probes.probes().len() + probes.nodes().len()) + (1 << 16);
         let mut slot_of_guid: HashMap<u64, usize> = HashMap::new();
         for d in probes.descs().iter().filter(|d| !d.name.is_empty()) {
@@ -167,18 +166,18 @@ impl Binary {
                 continue;
             }
             let slot = *slot_of_name.entry(canonical).or_insert_with(|| {
-                slots.push((canonical, Vec::new(), false));
+                slots.push((canonical, Vec::new(), false, BTreeMap::new()));
                 slots.len() - 1
             });
             slot_of_guid.insert(d.guid, slot);
         }
         let mut record = |slot: usize, id: u32, callee: Option<&str>| {
-            let (_, calls, zero) = &mut slots[slot];
+            let (_, calls, zero, far) = &mut slots[slot];
             let i = id as usize;
             if calls.len() <= i {
                 let grow = i + 1 - calls.len();
                 if grow > room {
-                    add_callee(far.entry(slot).or_default().entry(id).or_default(), callee);
+                    add_callee(far.entry(id).or_default(), callee);
                     return;
                 }
                 room -= grow;
@@ -215,8 +214,7 @@ impl Binary {
         }
         // Probe ids are dense in the IR: ids no copy kept were optimised away, still locations
         // (every id from 1 up to the largest recorded; 0 only when recorded).
-        for (slot, (name, calls, zero)) in slots.into_iter().enumerate() {
-            let far = far.remove(&slot).unwrap_or_default();
+        for (name, calls, zero, far) in slots {
             if calls.is_empty() && far.is_empty() {
                 continue;
             }
