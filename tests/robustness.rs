@@ -483,13 +483,7 @@ fn compressed_section_size_is_bounded_by_the_file() {
 /// say so, instead of filling in four billion ids.
 #[test]
 fn huge_probe_id_is_not_filled_in_as_anchors() {
-    let dir = scratch("huge_probe_id");
-    let out = dir.join("out.txt");
-    let bin = fixture("robustness/recursion_huge_probe_id");
-    let data = sample("recursion/perf.data");
-    let o = profgen_capped(&[], &[("--binary", &bin), ("--perfdata", &data)], &out);
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(0), "{e}");
+    let (bin, e, text) = run_implausible_binary("recursion_huge_probe_id", "recursion/perf.data");
     let warning = format!(
         "warning: {}: pseudo probe id 4294967280 of fib is implausibly large for the 23 probes \
          of .pseudo_probe; only the ids recorded there are its stale-matching anchors\n",
@@ -497,29 +491,36 @@ fn huge_probe_id_is_not_filled_in_as_anchors() {
     );
     assert!(e.contains(&warning), "{e}");
     // The added probe is at fib's entry, where it takes the entry's samples.
-    let text = std::fs::read_to_string(&out).unwrap();
     assert!(text.contains("\nfib:5436:1804\n") && text.contains("\n 4294967280: 900\n"), "{text}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Executable sections describing the same addresses again: only the first is disassembled,
 /// and a warning counts the others, so the work grows with the code, not with the copies.
 #[test]
 fn overlapping_text_sections_are_disassembled_once() {
-    let dir = scratch("overlapping_text");
-    let out = dir.join("out.txt");
-    let bin = fixture("robustness/inline_chain_overlapping_text");
-    let data = sample("inline_chain/perf.data");
-    let o = profgen_capped(&[], &[("--binary", &bin), ("--perfdata", &data)], &out);
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(0), "{e}");
+    let (bin, e, _) =
+        run_implausible_binary("inline_chain_overlapping_text", "inline_chain/perf.data");
     let warning = format!(
         "warning: {}: executable sections overlapping one at a lower address are not \
          disassembled: 2, the first .text at 0x10000000\n",
         bin.display()
     );
     assert!(e.contains(&warning), "{e}");
+}
+
+/// A run on the crafted binary `tests/fixtures/robustness/<name>` with the committed sample
+/// `perf_data`, in a capped address space ([`profgen_capped`]); asserts it succeeds and returns
+/// the binary's path, the run's stderr and the text profile.
+fn run_implausible_binary(name: &str, perf_data: &str) -> (PathBuf, String, String) {
+    let dir = scratch(name);
+    let out = dir.join("out.txt");
+    let bin = fixture(&format!("robustness/{name}"));
+    let o = profgen_capped(&[], &[("--binary", &bin), ("--perfdata", &sample(perf_data))], &out);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    let text = std::fs::read_to_string(&out).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
+    (bin, e, text)
 }
 
 /// Address space a run on a deep input may use, with one worker: a few times what profgen needs
