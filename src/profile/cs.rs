@@ -509,18 +509,29 @@ where
     let node_locs: Vec<OnceLock<NodeLocs>> =
         (0..probes.node_count()).map(|_| OnceLock::new()).collect();
     // Sampled leaves and tail-call inference (sequential) of one block run while the block
-    // before is built (parallel) and merged.
+    // before is built (parallel) and merged. The contexts none of whose queries can infer a
+    // frame are found beside their leaves, in parallel: only the others are queried in order
+    // (a query that cannot infer changes no cache).
     let sample = |block: &[(&[Vaddr], &Counters)], inferrer: Option<&mut MissingFrameInferrer>| {
-        let leaves: Vec<SampledLeaves> = block
+        let shared = inferrer.as_deref();
+        let (leaves, may_infer): (Vec<SampledLeaves>, Vec<bool>) = block
             .par_iter()
-            .map_init(Vec::new, |found, &(_, c)| SampledLeaves::of(code, probes, c, found))
-            .collect();
+            .map_init(Vec::new, |found, &(sites, c)| {
+                let l = SampledLeaves::of(code, probes, c, found);
+                let may = shared.is_some_and(|inf| l.may_infer(code, inf, sites));
+                (l, may)
+            })
+            .unzip();
         let inferred: Vec<InferredSites> = match inferrer {
-            Some(inf) => block
-                .iter()
-                .zip(&leaves)
-                .map(|(&(sites, _), l)| l.infer(code, inf, sites))
-                .collect(),
+            Some(inf) => {
+                let mut scratch = InferScratch::default();
+                (block.iter().zip(&leaves).zip(may_infer))
+                    .map(|((&(sites, _), l), may)| match may {
+                        true => l.infer(code, inf, sites, &mut scratch),
+                        false => InferredSites::default(),
+                    })
+                    .collect()
+            }
             None => vec![InferredSites::default(); block.len()],
         };
         (leaves, inferred)
@@ -682,6 +693,44 @@ impl SampledLeaves {
         sampled
     }
 
+    /// Whether [`Self::infer`] may infer a frame for this context (`sites`): false when none
+    /// of its queries can, whatever was queried before ([`MissingFrameInferrer::may_infer`]).
+    fn may_infer<C: CodeView + ?Sized>(
+        &self,
+        code: &C,
+        inferrer: &MissingFrameInferrer,
+        sites: &[Vaddr],
+    ) -> bool {
+        let Some(&last) = sites.last() else { return false };
+        let func = |a: Vaddr| code.func_range(a).map(|r| r.func);
+        let may = |from: Vaddr, to: Vaddr| {
+            inferrer.may_infer_from(from) && inferrer.may_infer(from, func(to))
+        };
+        if sites.windows(2).any(|w| may(w[0], w[1])) {
+            return true;
+        }
+        if !inferrer.may_infer_from(last) {
+            return false;
+        }
+        // As `infer` meets the leaves' functions.
+        let mut seen: Option<(FuncRange, std::ops::Range<Vaddr>)> = None;
+        for leaf in self.leaves() {
+            if seen.as_ref().is_some_and(|(_, span)| span.contains(&leaf.addr)) {
+                continue;
+            }
+            seen = code.func_range_span(leaf.addr);
+            if inferrer.may_infer(last, seen.as_ref().map(|(r, _)| r.func)) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// The leaf probes, in the order the builder meets them.
+    fn leaves(&self) -> impl Iterator<Item = &Probe> {
+        self.blocks.iter().map(|(p, _)| p).chain(self.calls.iter().map(|(p, ..)| p))
+    }
+
     /// Tail-call inference for every leaf function, queried in the order the builder meets
     /// them. A query depends on the leaf only through its function, and a repeated query
     /// changes no cache, so one per function gives the sequential builder's results; the
@@ -691,43 +740,63 @@ impl SampledLeaves {
         code: &C,
         inferrer: &mut MissingFrameInferrer,
         sites: &[Vaddr],
+        scratch: &mut InferScratch,
     ) -> InferredSites {
         let mut out = InferredSites::default();
         let Some(&last) = sites.last() else {
             // No call site: nothing to infer above the leaf.
             return out;
         };
-        let mut prefix = Vec::with_capacity(sites.len());
+        let InferScratch { prefix, tail, funcs } = scratch;
+        prefix.clear();
+        funcs.clear();
         for w in sites.windows(2) {
-            inferrer.infer_between(code, w[0], w[1], &mut prefix);
+            inferrer.infer_between(code, w[0], w[1], prefix);
         }
-        let leaves = self.blocks.iter().map(|(p, _)| p).chain(self.calls.iter().map(|(p, ..)| p));
+        // Nothing inferred above the last call site.
+        let plain = prefix.len() + 1 == sites.len();
         // The last leaf's function and the addresses that find it: most leaves follow one in
         // the same function.
         let mut seen: Option<(FuncRange, std::ops::Range<Vaddr>)> = None;
-        for leaf in leaves {
+        for leaf in self.leaves() {
             if seen.as_ref().is_some_and(|(_, span)| span.contains(&leaf.addr)) {
                 continue;
             }
             seen = code.func_range_span(leaf.addr);
             let func = seen.as_ref().map(|(r, _)| r.func);
-            if out.by_func.iter().any(|(f, _)| *f == func) {
+            if funcs.contains(&func) {
                 continue;
             }
-            let mut ctx = prefix.clone();
-            inferrer.infer_between(code, last, leaf.addr, &mut ctx);
+            funcs.push(func);
+            tail.clear();
+            inferrer.infer_between(code, last, leaf.addr, tail);
+            // A leaf function whose sites are the context's own is not listed.
+            if plain && tail.len() == 1 {
+                continue;
+            }
+            let mut ctx = Vec::with_capacity(prefix.len() + tail.len());
+            ctx.extend_from_slice(prefix);
+            ctx.extend_from_slice(tail);
             out.by_func.push((func, ctx));
-        }
-        // No frame inferred for any leaf function: the leaves need not be told apart by it.
-        if out.by_func.iter().all(|(_, ctx)| ctx == sites) {
-            out.by_func.clear();
         }
         out
     }
 }
 
-/// A context's call sites with inferred tail-call frames, by leaf function; empty without
-/// inference or when it added no frame.
+/// [`SampledLeaves::infer`]'s buffers, reused from context to context.
+#[derive(Default)]
+struct InferScratch {
+    /// The call sites above the last, with their inferred frames.
+    prefix: Vec<Vaddr>,
+    /// The last call site with the frames inferred under it for one leaf function.
+    tail: Vec<Vaddr>,
+    /// The leaf functions queried.
+    funcs: Vec<Option<FuncId>>,
+}
+
+/// A context's call sites with inferred tail-call frames, by leaf function: the functions
+/// whose sites differ from the context's own (empty without inference or when it added no
+/// frame).
 #[derive(Clone, Default)]
 struct InferredSites {
     by_func: Vec<(Option<FuncId>, Vec<Vaddr>)>,
@@ -1416,6 +1485,9 @@ pub struct MissingFrameInferrer {
     tail_call_edges: BTreeMap<Vaddr, BTreeSet<FuncId>>,
     tail_call_targets: BTreeSet<FuncId>,
     tail_calls_by_func: BTreeMap<FuncId, Vec<Vaddr>>,
+    /// The call sites one of whose sampled callees has tail calls: a query from another one
+    /// infers nothing (each callee's search ends at once, caching nothing).
+    inferring_sites: hashbrown::HashSet<Vaddr>,
     max_depth: u32,
     depth: u32,
     visiting: BTreeSet<FuncId>,
@@ -1482,6 +1554,7 @@ impl MissingFrameInferrer {
             tail_call_edges: BTreeMap::new(),
             tail_call_targets: BTreeSet::new(),
             tail_calls_by_func: BTreeMap::new(),
+            inferring_sites: hashbrown::HashSet::new(),
             max_depth,
             depth: 0,
             visiting: BTreeSet::new(),
@@ -1511,7 +1584,31 @@ impl MissingFrameInferrer {
                 }
             }
         }
+        let has_tail_calls = |f: &FuncId| inf.tail_calls_by_func.contains_key(f);
+        inf.inferring_sites = (inf.call_edges.iter())
+            .filter(|(_, callees)| callees.iter().any(has_tail_calls))
+            .map(|(&site, _)| site)
+            .collect();
         inf
+    }
+
+    /// Whether a query from call site `from` may infer a frame (see [`Self::may_infer`]).
+    fn may_infer_from(&self, from: Vaddr) -> bool {
+        self.inferring_sites.contains(&from)
+    }
+
+    /// Whether the query from call site `from` to a frame in function `to` may infer a frame,
+    /// whatever was queried before: when not, it infers none and changes no cache.
+    fn may_infer(&self, from: Vaddr, to: Option<FuncId>) -> bool {
+        to.is_some_and(|to| self.callees_to_search(from, to).is_some())
+    }
+
+    /// The sampled callees of `from` to search for a chain of tail calls to `to`; `None` when
+    /// there is nothing to search.
+    fn callees_to_search(&self, from: Vaddr, to: FuncId) -> Option<&BTreeSet<FuncId>> {
+        let callees = self.call_edges.get(&from)?;
+        // A direct call of the next frame's function needs no inference.
+        (!callees.contains(&to) && self.tail_call_targets.contains(&to)).then_some(callees)
     }
 
     /// `context` = call sites root first, then the leaf address; returns it with inferred
@@ -1556,11 +1653,7 @@ impl MissingFrameInferrer {
     ) {
         let pos = path.len();
         let Some(to_func) = code.func_range(to).map(|r| r.func) else { return };
-        let Some(callees) = self.call_edges.get(&from) else { return };
-        // A direct call of the next frame's function needs no inference.
-        if callees.contains(&to_func) || !self.tail_call_targets.contains(&to_func) {
-            return;
-        }
+        let Some(callees) = self.callees_to_search(from, to_func) else { return };
         let callees = callees.clone();
         self.visiting.clear();
         self.depth = 0;
