@@ -123,10 +123,15 @@ pub(crate) fn run_preinliner<R: Send>(
             (trie, order)
         }
     };
+    let name_ids = match opts.use_context_cost {
+        true => trie.names().iter().map(|name| sizes.name_id(name)).collect(),
+        false => Vec::new(),
+    };
     let mut inliner = PreInliner {
         opts,
         thresholds,
         sizes,
+        name_ids,
         hot_threshold: opts.hot_inline_threshold.unwrap_or(1500),
         cold_threshold: opts.cold_inline_threshold.unwrap_or(0),
         limit_max: opts.inline_limit_max.unwrap_or(50000),
@@ -153,6 +158,8 @@ struct PreInliner<'a> {
     opts: &'a PostPassOptions,
     thresholds: &'a Thresholds,
     sizes: &'a dyn ContextSizeOracle,
+    /// The size oracle's id of each of the trie's names.
+    name_ids: Vec<Option<u32>>,
     hot_threshold: u32,
     cold_threshold: u32,
     limit_max: u32,
@@ -238,7 +245,9 @@ impl CandidateQueue {
 impl PreInliner<'_> {
     fn func_size(&self, trie: &ContextTrie, node: NodeId) -> u64 {
         if self.opts.use_context_cost {
-            u64::from(self.sizes.func_size_for_context(&trie.context_of(node)))
+            let mut leaf_first =
+                trie.frames_leaf_first(node).map(|(func, loc)| (self.name_ids[func as usize], loc));
+            u64::from(self.sizes.func_size(&mut leaf_first))
         } else {
             trie.node(node).samples.map_or(0, |s| trie.samples[s].fs.body.len() as u64)
         }
@@ -512,23 +521,31 @@ mod tests {
     }
 
     impl ContextSizeOracle for Sizes {
-        fn func_size_for_context(&self, context: &[ContextFrame]) -> u32 {
-            let key: Vec<String> = context
-                .iter()
+        /// Ids are places in `NAMES`.
+        fn name_id(&self, name: &str) -> Option<u32> {
+            NAMES.iter().position(|&n| n == name).map(|i| i as u32)
+        }
+
+        fn func_size(
+            &self,
+            leaf_first: &mut dyn Iterator<Item = (Option<u32>, LineLocation)>,
+        ) -> u32 {
+            let mut key: Vec<String> = leaf_first
                 .enumerate()
-                .map(|(i, f)| {
-                    if i + 1 == context.len() {
-                        f.func.to_string()
-                    } else {
-                        format!("{}:{}", f.func, f.loc.line_offset)
-                    }
+                .map(|(i, (id, loc))| {
+                    let name = NAMES[id.expect("a name of NAMES") as usize];
+                    if i == 0 { name.to_string() } else { format!("{name}:{}", loc.line_offset) }
                 })
                 .collect();
+            key.reverse();
             let key = key.join(" @ ");
             self.queries.lock().unwrap().push(key.clone());
             self.sizes[key.as_str()]
         }
     }
+
+    /// The names the tests' contexts use.
+    const NAMES: [&str; 3] = ["main", "foo", "bar"];
 
     fn context(frames: &[(&str, u32)]) -> Context {
         Context::new(

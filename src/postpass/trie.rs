@@ -314,20 +314,27 @@ impl ContextTrie {
     }
 
     /// The node's current context, root first, leaf location (0, 0).
-    pub fn context_of(&self, mut node: NodeId) -> Vec<ContextFrame> {
-        let mut frames = Vec::new();
-        let mut loc = LineLocation::default();
-        while node != ROOT {
-            let n = &self.nodes[node];
-            frames.push(ContextFrame { func: self.names[n.func as usize].clone(), loc });
-            loc = n.callsite;
-            match n.parent {
-                Some(p) => node = p,
-                None => break,
-            }
-        }
+    pub fn context_of(&self, node: NodeId) -> Vec<ContextFrame> {
+        let mut frames: Vec<ContextFrame> = (self.frames_leaf_first(node))
+            .map(|(func, loc)| ContextFrame { func: self.names[func as usize].clone(), loc })
+            .collect();
         frames.reverse();
         frames
+    }
+
+    /// The frames of the node's current context, leaf first (leaf location (0, 0)): each
+    /// function with its call site, up its ancestors.
+    pub fn frames_leaf_first(
+        &self,
+        node: NodeId,
+    ) -> impl Iterator<Item = (FuncId, LineLocation)> + '_ {
+        let mut next = (node != ROOT).then_some((node, LineLocation::default()));
+        std::iter::from_fn(move || {
+            let (node, loc) = next?;
+            let n = &self.nodes[node];
+            next = n.parent.filter(|&p| p != ROOT).map(|p| (p, n.callsite));
+            Some((n.func, loc))
+        })
     }
 
     /// `getBaseSamplesFor(Name, MergeContext=true)`: promotes every context profile of `name`

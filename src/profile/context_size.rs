@@ -25,13 +25,25 @@ use crate::llvm::{ContextFrame, FuncName, LineLocation, callsite_hash_from_guid,
 use crate::profile::VecMap;
 
 /// Size of a function's machine code under a calling context, from the binary
-/// (`ProfiledBinary::getFuncSizeForContext`): `context` is root first, leaf last with location
-/// (0, 0), as the context currently stands in the pre-inliner's trie. The implementation picks
-/// the size recorded for the longest matching inline context, as LLVM does.
+/// (`ProfiledBinary::getFuncSizeForContext`), as the context currently stands in the
+/// pre-inliner's trie. The implementation picks the size recorded for the longest matching
+/// inline context, as LLVM does.
 ///
 /// `Sync`: the pre-inliner reads it while other work runs beside it.
 pub trait ContextSizeOracle: Sync {
-    fn func_size_for_context(&self, context: &[ContextFrame]) -> u32;
+    /// The oracle's id of a function name, `None` for one it has no size under: looked up once
+    /// per name, not per frame of each query.
+    fn name_id(&self, name: &str) -> Option<u32>;
+
+    /// The size for a context given leaf first, each frame's function (by [`Self::name_id`])
+    /// with its call site (the leaf's location is ignored). A frame is taken only while the
+    /// context still matches.
+    fn func_size(&self, leaf_first: &mut dyn Iterator<Item = (Option<u32>, LineLocation)>) -> u32;
+
+    /// [`Self::func_size`] of `context`, root first, leaf last with location (0, 0).
+    fn func_size_for_context(&self, context: &[ContextFrame]) -> u32 {
+        self.func_size(&mut context.iter().rev().map(|f| (self.name_id(&f.func), f.loc)))
+    }
 }
 
 /// The size oracle for `--use-context-cost-for-preinliner=0`, where sizes come from the profile
@@ -40,7 +52,11 @@ pub trait ContextSizeOracle: Sync {
 pub struct NoContextSizes;
 
 impl ContextSizeOracle for NoContextSizes {
-    fn func_size_for_context(&self, _context: &[ContextFrame]) -> u32 {
+    fn name_id(&self, _name: &str) -> Option<u32> {
+        None
+    }
+
+    fn func_size(&self, _leaf_first: &mut dyn Iterator<Item = (Option<u32>, LineLocation)>) -> u32 {
         0
     }
 }
@@ -144,27 +160,31 @@ impl ContextSizeTracker {
         node
     }
 
-    fn child(&self, node: usize, func: &str, loc: LineLocation) -> Option<usize> {
-        let &id = self.names.get(func)?;
+    fn child(&self, node: usize, id: Option<u32>, loc: LineLocation) -> Option<usize> {
+        let id = id?;
         let key = (callsite_hash_from_guid(self.guids[id as usize], loc), id, loc);
         self.nodes[node].children.get(&key).copied()
     }
 }
 
 impl ContextSizeOracle for ContextSizeTracker {
+    fn name_id(&self, name: &str) -> Option<u32> {
+        self.names.get(name).copied()
+    }
+
     /// `getFuncSizeForContext`: walk the context from the leaf outwards, keeping the size of the
     /// deepest matching node that has one; failing that, descend from the last matching node
     /// through first children (the function's size under some other context). No size at all
     /// (an LLVM assertion, undefined in release builds) gives 0.
-    fn func_size_for_context(&self, context: &[ContextFrame]) -> u32 {
+    fn func_size(&self, leaf_first: &mut dyn Iterator<Item = (Option<u32>, LineLocation)>) -> u32 {
         let mut size = None;
         let mut node = Some(0);
         let mut last_found = 0;
-        for (i, frame) in context.iter().rev().enumerate() {
+        for (i, (id, frame_loc)) in leaf_first.enumerate() {
             let Some(current) = node else { break };
             last_found = current;
-            let loc = if i == 0 { LineLocation::default() } else { frame.loc };
-            node = self.child(current, &frame.func, loc);
+            let loc = if i == 0 { LineLocation::default() } else { frame_loc };
+            node = self.child(current, id, loc);
             if let Some(n) = node
                 && let Some(s) = self.nodes[n].size
             {
