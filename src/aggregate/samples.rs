@@ -1197,9 +1197,13 @@ impl Pending {
         let words = &mut self.words;
         words.extend(head.map(u64::to_le_bytes));
         words.extend_from_slice(callers);
-        for e in branches {
+        // Sized first, then filled: extending entry by entry checked the room and stored the
+        // length at every one.
+        let at = words.len();
+        words.resize(at + 2 * branches.len(), [0; 8]);
+        for (pair, e) in words[at..].as_chunks_mut::<2>().0.iter_mut().zip(branches) {
             let (w, _) = e.as_chunks::<8>();
-            words.extend([w[0], w[1]]);
+            *pair = [w[0], w[1]];
         }
         self.push(Held { hash, start, len: self.words.len() - start, n: 1, repeat, cycles });
     }

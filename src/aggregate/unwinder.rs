@@ -166,7 +166,7 @@ pub fn normalize_into<C: CodeView + ?Sized>(
     is_code: impl Fn(Vaddr) -> bool,
     mut call_site: impl FnMut(Vaddr) -> Option<Vaddr>,
     raw_callchain: impl Iterator<Item = Vaddr>,
-    raw_branches: impl Iterator<Item = (Vaddr, Vaddr)>,
+    raw_branches: impl ExactSizeIterator<Item = (Vaddr, Vaddr)>,
     repeat: u64,
     recover_prolog_epilog: bool,
     stats: &mut NormalizeStats,
@@ -215,18 +215,25 @@ pub fn normalize_into<C: CodeView + ?Sized>(
     // Addresses that are not instruction starts become external; entries with both ends
     // external are dropped.
     let ext = |a: Vaddr| if is_code(a) { a } else { Vaddr::EXTERNAL };
-    out.branches.clear();
-    // A plain loop: an iterator chain (take, map, filter) costs several times more per entry.
-    for (i, (s, t)) in raw_branches.enumerate() {
-        if i == MAX_BRANCHES {
-            stats.long_lbr = stats.long_lbr.saturating_add(repeat);
-            break;
-        }
+    if raw_branches.len() > MAX_BRANCHES {
+        stats.long_lbr = stats.long_lbr.saturating_add(repeat);
+    }
+    // A plain loop (an iterator chain of map and filter costs several times more per entry),
+    // each entry written at the next kept place of a vector sized for all, then cut: a push per
+    // entry checked the room and stored the length at every one.
+    let branches = &mut out.branches;
+    branches.clear();
+    let none = Branch { source: Vaddr::EXTERNAL, target: Vaddr::EXTERNAL };
+    branches.resize(raw_branches.len().min(MAX_BRANCHES), none);
+    let mut kept = 0;
+    for (s, t) in raw_branches.take(MAX_BRANCHES) {
         let b = Branch { source: ext(s), target: ext(t) };
-        if !(b.source.is_external() && b.target.is_external()) {
-            out.branches.push(b);
+        if let Some(slot) = branches.get_mut(kept) {
+            *slot = b;
+            kept += usize::from(!(b.source.is_external() && b.target.is_external()));
         }
     }
+    branches.truncate(kept);
     let Some(first) = out.branches.first() else {
         stats.dropped_empty_lbr = stats.dropped_empty_lbr.saturating_add(repeat);
         return false;
