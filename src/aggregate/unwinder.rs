@@ -462,8 +462,9 @@ impl Frame {
     }
 }
 
-/// The frames of one sample. Reused from sample to sample (`reset`) so that unwinding allocates
-/// nothing once the frames' vectors have grown: only `frames[..len]` are live.
+/// The frames of one sample (with tail-call frames), or of the samples since the last `reset`
+/// (without: see [`Trie::enter`]). Reused so that unwinding allocates nothing once the frames'
+/// vectors have grown: only `frames[..len]` are live.
 #[derive(Default)]
 struct Trie {
     frames: Vec<Frame>,
@@ -481,9 +482,13 @@ struct Trie {
     /// [`Trie::node`]'s frames without a depth yet, and a deep context's call sites.
     chain: Vec<usize>,
     sites: Vec<Vaddr>,
-    /// The last sample's call stack frames, root first: (call site, node, depth).
-    kept: Vec<(Vaddr, u32, u32)>,
+    /// Without tail-call frames: the frames of the last sample's call stack, root first.
+    stack: Vec<usize>,
 }
+
+/// How many frames a trie kept from sample to sample may grow to before it starts afresh: a
+/// frame's children are searched one by one, and neighbouring samples share only some.
+const KEPT_FRAMES: usize = 1 << 10;
 
 impl Trie {
     fn reset(&mut self) {
@@ -499,9 +504,9 @@ impl Trie {
     /// The [`Stacks`] node of frame `f`'s context: the call sites from the root, or from below
     /// the innermost external frame above `f` (not a call context the compiler sees: contexts
     /// start afresh there), down to `f`'s own; only the innermost [`MAX_CONTEXT_FRAMES`] of a
-    /// deeper one (then `cut` is set). Each frame's node is found once per sample, from its
-    /// caller's by one child lookup. A frame's context is its path from the root, so this holds
-    /// only while frames stay where they are: with tail-call frames, ask once the walk is over.
+    /// deeper one (then `cut` is set). Each frame's node is found once, from its caller's by one
+    /// child lookup. A frame's context is its path from the root, so this holds only while
+    /// frames stay where they are: with tail-call frames, ask once the walk is over.
     #[inline]
     fn node(&mut self, stacks: &mut Stacks, f: usize) -> u32 {
         match self.frames[f].node {
@@ -509,28 +514,29 @@ impl Trie {
             n => n,
         }
     }
-    /// Gives the first `n` frames below the root (a sample's call stack, made first, root first)
-    /// the nodes and depths the last sample's had, as far as both stacks are the same: a frame's
-    /// node and depth follow from its path from the root alone, and neighbouring samples
-    /// ([`StackOrder`]) share most of their callers. Only while frames stay where they are made
-    /// (no tail-call frames). A deep frame's node is not carried over, so that finding it again
-    /// sets `cut` for this sample too.
-    fn reuse_nodes(&mut self, n: usize) {
-        let frames = &mut self.frames[1..=n];
-        for (&(site, node, depth), f) in self.kept.iter().zip(frames) {
-            if site != f.addr {
-                break;
-            }
-            (f.node, f.depth) = (node, depth);
+    /// The leaf frame of a sample with call stack `callchain` (leaf first), without tail-call
+    /// frames: the frames of earlier samples are kept, so the frames of this one's callers, and
+    /// of what its walk meets, are mostly found with their nodes (a frame's node and depth follow
+    /// from its path from the root alone, and frames stay where they are made; neighbouring
+    /// samples ([`StackOrder`]) share most of their callers). After a sample that cut a deep
+    /// context the trie starts afresh, so that finding that node again sets `cut` again.
+    fn enter(&mut self, callchain: &[Vaddr]) -> usize {
+        if self.len == 0 || self.len > KEPT_FRAMES || self.cut {
+            self.reset();
+            self.stack.clear();
         }
-    }
-    /// Keeps the nodes and depths of the first `n` frames below the root for [`Self::reuse_nodes`].
-    fn keep_nodes(&mut self, n: usize) {
-        self.kept.clear();
-        self.kept.extend(self.frames[1..=n].iter().map(|f| {
-            let deep = f.depth != UNKNOWN && f.depth as usize > MAX_CONTEXT_FRAMES;
-            (f.addr, if deep { UNKNOWN } else { f.node }, f.depth)
-        }));
+        self.external_callees = false;
+        let frames = &self.frames;
+        let same = (self.stack.iter().zip(callchain.iter().rev()))
+            .take_while(|&(&f, &a)| frames[f].addr == a)
+            .count();
+        self.stack.truncate(same);
+        let mut leaf = self.stack.last().copied().unwrap_or(ROOT);
+        for &a in callchain.iter().rev().skip(same) {
+            leaf = self.child(leaf, a);
+            self.stack.push(leaf);
+        }
+        leaf
     }
     #[inline(never)]
     fn find_node(&mut self, stacks: &mut Stacks, f: usize) -> u32 {
@@ -1061,18 +1067,16 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             return false;
         }
         let mut trie = std::mem::take(&mut self.trie);
-        trie.reset();
-        let mut leaf = ROOT;
-        for &a in callchain.iter().rev() {
-            leaf = trie.child(leaf, a);
-        }
         let tail_frames = self.opts.tail_call_frames && !self.opts.probe_based;
-        if tail_frames {
+        let leaf = if tail_frames {
+            trie.reset();
+            let leaf = callchain.iter().rev().fold(ROOT, |f, &a| trie.child(f, a));
             trie.starts.push(0);
             trie.active.push(leaf);
+            leaf
         } else {
-            trie.reuse_nodes(callchain.len());
-        }
+            trie.enter(callchain)
+        };
         let mut st = State {
             trie: &mut trie,
             leaf,
@@ -1124,9 +1128,6 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
         }
         self.stats.total_branches = self.stats.total_branches.saturating_add(taken);
         self.finish_sample(&mut trie, tail_frames);
-        if !tail_frames {
-            trie.keep_nodes(callchain.len());
-        }
         if trie.cut {
             self.stats.deep_stacks = self.stats.deep_stacks.saturating_add(repeat);
         }

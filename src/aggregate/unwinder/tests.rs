@@ -494,6 +494,52 @@ fn repeated_samples_accumulate_and_unwind_all_matches_sequential() {
     assert_eq!(seq.by_context[&addrs(&[0x108])].ranges[&(v(0x200), v(0x208))], 6);
 }
 
+/// `samples` unwound each by an unwinder of its own, the results summed.
+fn run_apart(
+    opts: UnwindOptions,
+    samples: &[(HybridSample, u64)],
+) -> (ContextCounters, UnwindStats) {
+    let mut all = ContextCounters { context_sensitive: true, ..Default::default() };
+    let mut stats = UnwindStats::default();
+    for s in samples {
+        let (c, st) = run(opts, std::slice::from_ref(s));
+        for (k, c) in c.by_context {
+            all.by_context.entry(k).or_default().merge(&c);
+        }
+        stats.merge(&st);
+    }
+    (all, stats)
+}
+
+#[test]
+fn frames_kept_from_sample_to_sample_count_as_fresh_ones() {
+    // main → fact recursing 1030 times (deeper than MAX_CONTEXT_FRAMES), sampled at fact's entry.
+    let mut deep = vec![0x500];
+    deep.extend(std::iter::repeat_n(0x508, 1030));
+    deep.push(0x118);
+    let deep_call = sample(&deep, &[(0x508, 0x500)]);
+    let deep_calls = sample(&deep, &[(0x508, 0x500), (0x508, 0x500)]);
+    let samples = [
+        (nested_calls(), 2),
+        (call_then_return(), 3),
+        (recursion(), 1),
+        (deep_call, 5),
+        (deep_calls, 7),
+        (recursion(), 2),
+        (nested_calls(), 4),
+        (sample(&[0x300, 0x208, EXT, 0x108], &[(0x208, 0x300), (EXT, 0x200)]), 1),
+        (call_then_return(), 1),
+    ];
+    for opts in [PROBE, LINE] {
+        let (c, st) = run(opts, &samples);
+        let (apart, apart_stats) = run_apart(opts, &samples);
+        assert_eq!(c.by_context, apart.by_context, "{opts:?}");
+        assert_eq!(st, apart_stats, "{opts:?}");
+        // Each deep sample cuts a context, also when the one before it left its frames.
+        assert_eq!(st.deep_stacks, 12, "{opts:?}");
+    }
+}
+
 #[test]
 fn unwind_all_merges_many_pieces_as_one_unwinder_counts() {
     // Several chunks: unwound by several unwinders whose contexts merge shard by shard.
