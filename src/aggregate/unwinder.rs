@@ -63,17 +63,11 @@ impl StackOrder {
     /// The order of a sample with this call stack (leaf first, as [`HybridSample::callchain`]).
     pub fn of(callchain: &[Vaddr]) -> Self {
         let callers = callchain.get(1..).unwrap_or_default();
-        let n = callers.len();
-        let mut out = [0u64; 3];
-        let mut h = 0u64;
-        for (i, a) in callers.iter().rev().enumerate() {
-            h = (h.rotate_left(5) ^ a.0).wrapping_mul(0x517c_c1b7_2722_0a95);
-            // The hash of the first `i + 1` callers: kept when that leaves out at most two.
-            if let Some(slot) = (i + 3).checked_sub(n).and_then(|j| out.get_mut(j)) {
-                *slot = h;
-            }
-        }
-        let [outer, inner, all] = out;
+        let step = |h: u64, a: &Vaddr| (h.rotate_left(5) ^ a.0).wrapping_mul(0x517c_c1b7_2722_0a95);
+        // Root first; a prefix missing from a shallow stack hashes as 0.
+        let outer = callers.get(2..).unwrap_or_default().iter().rev().fold(0, step);
+        let inner = callers.get(1).map_or(outer, |a| step(outer, a));
+        let all = callers.first().map_or(inner, |a| step(inner, a));
         StackOrder((outer >> 42) << 42 | (inner >> 43) << 21 | all >> 43)
     }
 }
