@@ -838,6 +838,9 @@ struct Stacks {
 
 const RECENT_CHILDREN: usize = 1 << 12;
 
+/// Slots of [`Stacks::into_contexts`]' test for repeated call sites.
+const SEEN_SITES: usize = 1 << 10;
+
 /// The pairs a stack's range and branch maps are first made with room for.
 const STACK_PAIRS: usize = 7;
 
@@ -912,7 +915,9 @@ impl Stacks {
         into: &mut ContextShards,
     ) {
         let mut stack = Vec::new();
-        for (mut n, c) in self.counters {
+        // Call sites met by this stack's pass (a stamp per pass: as many as there are stacks).
+        let mut seen = slots::<_, SEEN_SITES>((0u32, Vaddr(0)));
+        for (pass, (mut n, c)) in (1u32..).zip(self.counters) {
             stack.clear();
             while n != ROOT as u32 {
                 let (parent, site, _) = self.nodes[n as usize];
@@ -920,7 +925,25 @@ impl Stacks {
                 n = parent;
             }
             stack.reverse();
-            into.add(context_key(code, opts, &stack), c);
+            let key = if opts.probe_based {
+                // Most stacks repeat no call site, and recursion compression searches each for
+                // repeats (n·ln n comparisons): a site whose slot this pass took already may
+                // repeat (or only share the slot), and the stack is searched as before.
+                let distinct = stack.iter().all(|&a| {
+                    let slot = &mut seen[slot_of::<SEEN_SITES>(a.0, 0)];
+                    std::mem::replace(slot, (pass, a)).0 != pass
+                });
+                let mut addrs = stack.clone();
+                if distinct {
+                    opts.context.apply_to_distinct(&mut addrs);
+                } else {
+                    opts.context.apply(&mut addrs);
+                }
+                ContextKey::Addrs(addrs)
+            } else {
+                ContextKey::Frames(expanded_context(code, &stack, opts))
+            };
+            into.add(key, c);
         }
     }
 }
@@ -1001,21 +1024,6 @@ fn add_context(
         None => {
             table.insert_unique(hash, (hash, key, c), |(h, _, _)| *h);
         }
-    }
-}
-
-/// The context of a call-site stack (root first).
-fn context_key<C: CodeView + ?Sized>(
-    code: &C,
-    opts: &UnwindOptions,
-    stack: &[Vaddr],
-) -> ContextKey {
-    if opts.probe_based {
-        let mut addrs = stack.to_vec();
-        opts.context.apply(&mut addrs);
-        ContextKey::Addrs(addrs)
-    } else {
-        ContextKey::Frames(expanded_context(code, stack, opts))
     }
 }
 
