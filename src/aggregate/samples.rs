@@ -1352,6 +1352,8 @@ pub struct Aggregator<'b> {
     /// jemalloc build's code.
     found: Option<Box<FoundSlots>>,
     pending: Pending,
+    /// See [`stamp`](Self::stamp): (the map's address, its generation, the pid), and the stamp.
+    last_stamp: ((usize, u64, Option<i32>), u64),
     /// Reused buffer: the sample's stack and LBR entries as translated addresses.
     translated: Vec<u64>,
     /// Reused normalisation and key buffers.
@@ -1379,12 +1381,26 @@ impl<'b> Aggregator<'b> {
             entries: EntryCache::new(),
             found: None,
             pending: Pending::new(),
+            // No map lies at address 0.
+            last_stamp: ((0, 0, None), 0),
             translated: Vec::new(),
             hybrid: HybridSample { callchain: Vec::new(), branches: Vec::new() },
             key_bytes: Vec::new(),
             samples: AggregatedSamples::default(),
             stats: SampleStats::default(),
         }
+    }
+
+    /// [`ProcessView::stamp`] of process `pid` in `map`: remembered for the last process, by
+    /// the map's place and [`AddressMap::generation`] (consecutive samples mostly come from one
+    /// process, and finding it hashed the pid and probed the map's table per sample).
+    #[inline]
+    fn stamp(&mut self, map: &AddressMap, pid: Option<i32>) -> u64 {
+        let of = (std::ptr::from_ref(map).addr(), map.generation(), pid);
+        if self.last_stamp.0 != of {
+            self.last_stamp = (of, map.process(pid).stamp());
+        }
+        self.last_stamp.1
     }
 
     /// See [`TranslationCache::translate`].
@@ -1399,11 +1415,12 @@ impl<'b> Aggregator<'b> {
     /// anyway, so samples that differ only in where in plain code their IP skidded are held as
     /// one (two to three times fewer distinct raw samples on real programs).
     #[inline]
-    fn leaf(&mut self, process: &ProcessView<'_>, stamp: u64, a: RuntimeAddr) -> u64 {
+    fn leaf(&mut self, map: &AddressMap, pid: Option<i32>, a: RuntimeAddr) -> u64 {
+        let stamp = self.stamp(map, pid);
         if let Some(v) = self.leaves.get(stamp, a.0) {
             return v;
         }
-        let v = match self.internal(process, stamp, a) {
+        let v = match self.internal(&map.process(pid), stamp, a) {
             v if v == Vaddr::EXTERNAL.0 || self.binary.is_prolog_or_epilog(Vaddr(v)) => v,
             v => self.plain_leaf.unwrap_or(v),
         };
@@ -1441,9 +1458,9 @@ impl<'b> Aggregator<'b> {
             self.samples.has_call_stacks = true;
             self.stats.with_call_stack += 1;
         }
-        let process = map.process(s.pid);
         let Some((leaf, callers)) = s.callchain.0.split_first().filter(|_| with_stack) else {
             // Holding does not pay for LBR-only samples.
+            let process = map.process(s.pid);
             let branches = s.branches.iter().map(|b| (b.source.0, b.target.0));
             let weighting = self.opts.weighting;
             let cycles = || cycle_weights(weighting, s);
@@ -1451,11 +1468,12 @@ impl<'b> Aggregator<'b> {
             return;
         };
         let cycles = cycle_weights(self.opts.weighting, s);
-        let leaf = self.leaf(&process, process.stamp(), RuntimeAddr(u64::from_le_bytes(*leaf)));
+        let leaf = self.leaf(map, s.pid, RuntimeAddr(u64::from_le_bytes(*leaf)));
         if self.opts.sample_period.is_some() || self.pending.bypass > 0 {
             self.pending.bypass -= u64::from(self.pending.bypass > 0);
             // Reduced at once: a period is split over the sample's own entries (not a sum over
             // raw samples), and holding does not pay while `Pending::bypass` lasts.
+            let process = map.process(s.pid);
             let callers = callers.iter().map(|w| u64::from_le_bytes(*w));
             let branches = s.branches.iter().map(|b| (b.source.0, b.target.0));
             self.reduce(&process, Some(leaf), callers, branches, s.repeat, 1, cycles);
