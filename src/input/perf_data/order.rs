@@ -21,10 +21,6 @@ pub(super) const ARENA_LIMIT: usize = 256 << 20;
 /// Queued bytes past which an input without rounds releases its older half (see the module doc).
 pub(super) const NO_ROUNDS_WINDOW: usize = 32 << 20;
 
-/// Released records at the queue's front past which they are dropped, once they outnumber the
-/// queued ones (24 bytes each: 1.5 MiB).
-const COMPACT_AFTER: usize = 1 << 16;
-
 /// Bytes of a record's start that [`TimeOrder::prefetch`] loads ahead of decoding it.
 const PREFETCHED_LEN: usize = 192;
 /// How many records ahead of the one being released its lines are prefetched.
@@ -63,12 +59,7 @@ fn loc_from(b: &[u8]) -> Loc {
 
 #[derive(Default)]
 pub(super) struct TimeOrder {
-    /// The records from `head` on are queued; those before it are released, and dropped from
-    /// the vector only once they outnumber the queued ones and [`COMPACT_AFTER`]: a release
-    /// keeps about a round's records, which moving down every round cost lbr's reading thread
-    /// 28M instructions.
     queue: Vec<Queued>,
-    head: usize,
     /// Whether the queued records may be out of time order (a record came older than the
     /// newest one queued before it): else the sort is skipped, a stable sort of records in
     /// order leaving them as they are.
@@ -126,7 +117,7 @@ impl TimeOrder {
     /// they are in order.
     fn sort(&mut self) {
         if std::mem::take(&mut self.unsorted) {
-            self.queue[self.head..].sort_by_key(|q| q.time);
+            self.queue.sort_by_key(|q| q.time);
         }
     }
 
@@ -137,6 +128,13 @@ impl TimeOrder {
 
     pub(super) fn queued_bytes(&self) -> usize {
         self.queued_len
+    }
+
+    /// Whether the queue is past the reorder window (without rounds) or past [`ARENA_LIMIT`]:
+    /// some records are to be released now ([`window_limit`](Self::window_limit)).
+    #[inline]
+    pub(super) fn past_limits(&self) -> bool {
+        (!self.rounds && self.queued_len > NO_ROUNDS_WINDOW) || self.queued_len > ARENA_LIMIT
     }
 
     /// At a FINISHED_ROUND: the limit up to which records may be released now.
@@ -153,12 +151,11 @@ impl TimeOrder {
         }
         self.sort();
         let mut bytes = 0;
-        let queued = &self.queue[self.head..];
-        let half = queued.iter().position(|q| {
+        let half = self.queue.iter().position(|q| {
             bytes += usize::from(q.len);
             bytes >= self.queued_len / 2
         })?;
-        let limit = queued[half].time;
+        let limit = self.queue[half].time;
         self.released_time = self.released_time.max(limit);
         Some(limit)
     }
@@ -167,17 +164,16 @@ impl TimeOrder {
     /// records (from the front) have `time <= limit` (all of them without a limit).
     pub(super) fn ready(&mut self, limit: Option<u64>) -> usize {
         self.sort();
-        let queued = &self.queue[self.head..];
         match limit {
-            Some(limit) => queued.partition_point(|q| q.time <= limit),
-            None => queued.len(),
+            Some(limit) => self.queue.partition_point(|q| q.time <= limit),
+            None => self.queue.len(),
         }
     }
 
     /// The `i`th queued record, with its position when it lies in `input` (the input that
     /// `push` positions refer to).
     pub(super) fn get<'s>(&'s self, input: &'s [u8], i: usize) -> (&'s [u8], Option<usize>, Loc) {
-        let q = &self.queue[self.head + i];
+        let q = &self.queue[i];
         let end = q.start + usize::from(q.len);
         if q.in_input {
             let rec = input.get(q.start..end).unwrap_or_default();
@@ -193,7 +189,7 @@ impl TimeOrder {
     /// order, records are read out of file order, long after their header was.
     #[inline]
     pub(super) fn prefetch(&self, input: &[u8], i: usize) {
-        if let Some(q) = self.queue.get(self.head + i) {
+        if let Some(q) = self.queue.get(i) {
             let from = if q.in_input { input } else { &self.arena };
             prefetch_lines(from, q.start..q.start + usize::from(q.len).min(PREFETCHED_LEN));
         }
@@ -201,17 +197,11 @@ impl TimeOrder {
 
     /// Drops the first `n` (released) records and compacts the arena around the rest.
     pub(super) fn retire(&mut self, n: usize) {
-        let released = self.head..self.head + n;
-        self.queued_len -= self.queue[released].iter().map(|q| usize::from(q.len)).sum::<usize>();
-        self.head += n;
-        let queued = self.queue.len() - self.head;
-        if self.head >= queued.max(COMPACT_AFTER) || queued == 0 {
-            self.queue.drain(..self.head);
-            self.head = 0;
-        }
+        self.queued_len -= self.queue[..n].iter().map(|q| usize::from(q.len)).sum::<usize>();
+        self.queue.drain(..n);
         self.spare.clear();
         self.oldest_in_input = None;
-        for q in self.queue[self.head..].iter_mut() {
+        for q in self.queue.iter_mut() {
             if q.in_input {
                 self.oldest_in_input =
                     Some(self.oldest_in_input.map_or(q.start, |o| o.min(q.start)));
@@ -236,8 +226,7 @@ mod tests {
     fn oldest_input_position_is_the_lowest_still_queued() {
         let input = vec![0u8; 64 * 40];
         let mut order = TimeOrder::default();
-        let scan =
-            |o: &TimeOrder| o.queue[o.head..].iter().filter(|q| q.in_input).map(|q| q.start).min();
+        let scan = |o: &TimeOrder| o.queue.iter().filter(|q| q.in_input).map(|q| q.start).min();
         // Rounds of 8 records in input order whose times interleave with the next round's; every
         // third is a copy (as from compressed data).
         let mut seen = Vec::new();
@@ -266,12 +255,11 @@ mod tests {
     }
 
     /// Rounds release what a stable sort of everything queued releases, in that order, whether
-    /// the records come in time order (no sort) or not, across the released records' drop from
-    /// the queue's front.
+    /// the records come in time order (no sort) or not.
     #[test]
     fn rounds_release_what_a_sort_of_the_queue_does() {
         let input = [0u8; 8];
-        let round = COMPACT_AFTER as u64 / 2 + 3;
+        let round = 1003;
         let check = |times: &dyn Fn(u64) -> u64| {
             let mut order = TimeOrder::default();
             // (time, arrival) of the records queued, by the old way: sort all, release a prefix.
@@ -282,11 +270,10 @@ mod tests {
                 let want = limit.map_or(model.len(), |l| model.partition_point(|&(t, _)| t <= l));
                 assert_eq!(n, want);
                 for (i, (t, arrival)) in model.drain(..n).enumerate() {
-                    assert_eq!(order.queue[order.head + i].time, t);
+                    assert_eq!(order.queue[i].time, t);
                     assert_eq!(order.get(&input, i).2.offset, arrival);
                 }
                 order.retire(n);
-                assert!(order.head <= (order.queue.len() - order.head).max(COMPACT_AFTER));
             };
             for k in 0..5 * round {
                 let time = times(k);
