@@ -516,11 +516,14 @@ where
         let shared = inferrer.as_deref();
         let (leaves, may_infer): (Vec<SampledLeaves>, Vec<bool>) = block
             .par_iter()
-            .map_init(Vec::new, |found, &(sites, c)| {
-                let l = SampledLeaves::of(code, probes, c, found);
-                let may = shared.is_some_and(|inf| l.may_infer(code, inf, sites));
-                (l, may)
-            })
+            .map_init(
+                || (Vec::new(), (&[][..], 0)),
+                |(found, before), &(sites, c)| {
+                    let l = SampledLeaves::of(code, probes, c, found);
+                    let may = shared.is_some_and(|inf| l.may_infer(code, inf, sites, before));
+                    (l, may)
+                },
+            )
             .unzip();
         let inferred: Vec<InferredSites> = match inferrer {
             Some(inf) => {
@@ -695,20 +698,32 @@ impl SampledLeaves {
 
     /// Whether [`Self::infer`] may infer a frame for this context (`sites`): false when none
     /// of its queries can, whatever was queried before ([`MissingFrameInferrer::may_infer`]).
-    fn may_infer<C: CodeView + ?Sized>(
+    /// `before`: the sites of the context checked before (contexts come sorted: mostly they
+    /// share leading sites) with how many of its leading pairs of sites cannot infer, which
+    /// those shared need not be checked again; updated to this context's.
+    fn may_infer<'s, C: CodeView + ?Sized>(
         &self,
         code: &C,
         inferrer: &MissingFrameInferrer,
-        sites: &[Vaddr],
+        sites: &'s [Vaddr],
+        before: &mut (&'s [Vaddr], usize),
     ) -> bool {
-        let Some(&last) = sites.last() else { return false };
         let func = |a: Vaddr| code.func_range(a).map(|r| r.func);
         let may = |from: Vaddr, to: Vaddr| {
             inferrer.may_infer_from(from) && inferrer.may_infer(from, func(to))
         };
-        if sites.windows(2).any(|w| may(w[0], w[1])) {
+        let (prev, prev_cannot) = *before;
+        let shared = prev.iter().zip(sites).take_while(|(a, b)| a == b).count();
+        // The pairs of sites that cannot infer, leading: those of the shared sites are known.
+        let mut cannot = prev_cannot.min(shared.saturating_sub(1));
+        while cannot + 1 < sites.len() && !may(sites[cannot], sites[cannot + 1]) {
+            cannot += 1;
+        }
+        *before = (sites, cannot);
+        if cannot + 1 < sites.len() {
             return true;
         }
+        let Some(&last) = sites.last() else { return false };
         if !inferrer.may_infer_from(last) {
             return false;
         }
