@@ -52,7 +52,7 @@ fn read_text(text: &str) -> Profile {
             let (_, fs, loc) = stack.pop().unwrap();
             match stack.last_mut() {
                 Some((_, parent, _)) => {
-                    parent.callsites.entry(loc).or_default().insert(fs.name.to_string(), fs);
+                    parent.callsites.entry(loc).or_default().insert(fs.name.clone(), fs);
                 }
                 None => {
                     profile.functions.insert(key.clone().unwrap(), fs);

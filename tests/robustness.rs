@@ -8,7 +8,7 @@ mod common;
 
 use common::{
     PROFGEN, first_records, fixture, leftovers, profgen, profgen_command, record_starts, run,
-    sample, scratch, small_perf_data, stderr, write,
+    run_with_deadline, sample, scratch, small_perf_data, stderr, write,
 };
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -523,15 +523,20 @@ fn run_implausible_binary(name: &str, perf_data: &str) -> (PathBuf, String, Stri
     (bin, e, text)
 }
 
-/// Address space a run on a deep input may use, with one worker: a few times what profgen needs
-/// (under 64 MiB), far below what depth² frames or an unbounded recursion would take.
+/// Address space a run on a deep or implausible input may use, with one worker: a few times what
+/// profgen needs (under 64 MiB; the time order's 64 MiB of copied records take about 430 MiB),
+/// far below what depth² frames, a copy per reference or an unbounded recursion would take.
 const DEEP_INPUT_ADDRESS_SPACE: u64 = 512 << 20;
 
 /// [`profgen`] with one worker and its address space capped at [`DEEP_INPUT_ADDRESS_SPACE`]: a
 /// run that needs more dies of a failed allocation (a signal), which [`run`] rejects.
 fn profgen_capped(opts: &[&str], files: &[(&str, &Path)], out: &Path) -> Output {
+    capped(profgen_command(&[opts, &["--threads", "1"]].concat(), files, out))
+}
+
+/// [`run`]s `cmd` with its address space capped at [`DEEP_INPUT_ADDRESS_SPACE`].
+fn capped(mut cmd: Command) -> Output {
     use std::os::unix::process::CommandExt;
-    let mut cmd = profgen_command(&[opts, &["--threads", "1"]].concat(), files, out);
     // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
         cmd.pre_exec(|| {
@@ -664,4 +669,218 @@ fn unsymbolized_contexts_of_13000_and_1000000_frames_keep_their_innermost_1024()
             }
         }
     }
+}
+
+/// A perf script naming a new event on each of its 160,000 LBR lines (10 MB) reads in time
+/// linear in its lines: the events were looked up by a scan of the names seen, which took over a
+/// minute.
+#[test]
+fn perf_script_naming_an_event_per_line_reads_in_linear_time() {
+    let dir = scratch("event-per-line");
+    let binary = sample("inline_chain/inline_chain");
+    let mut script = String::from(
+        "PERF_RECORD_MMAP2 1/1: [0x400000(0x100000) @ 0 08:01 1 0]: r-xp /bin/inline_chain\n",
+    );
+    for i in 0..160_000 {
+        script.push_str(&format!("e{i}:  0x401000/0x401010/P/-/-/0  0x401020/0x401030/P/-/-/0\n"));
+    }
+    let s = write(&dir, "events.script", script.as_bytes());
+    let out = dir.join("out.txt");
+    let cmd =
+        profgen_command(&["--threads", "1"], &[("--binary", &binary), ("--perfscript", &s)], &out);
+    let o = run_with_deadline(cmd, 30);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A file-mode perf.data of 10,000 events, each claiming the whole file (800 KB) as its ids:
+/// the ids are read once, those of events past the file's worth are dropped with a warning each
+/// (before, every event's were read: 20 s, quadratic in the file's size).
+#[test]
+fn attr_ids_overlapping_are_read_once() {
+    const EVENTS: usize = 10_000;
+    let dir = scratch("overlapping-ids");
+    let le = |v: u64| v.to_le_bytes();
+    let (header, entry) = (104, 64 + 16);
+    let len = header + EVENTS * entry + 8;
+    let mut data = b"PERFILE2".to_vec();
+    for v in [header, entry, header, EVENTS * entry, header + EVENTS * entry, 8, 0, 0] {
+        data.extend(le(v as u64));
+    }
+    data.extend([0; 32]); // no features
+    for _ in 0..EVENTS {
+        let mut attr = [0u8; 64];
+        attr[4..8].copy_from_slice(&64u32.to_le_bytes());
+        // sample_type IP | TID | ID: samples name their event by id.
+        attr[24..32].copy_from_slice(&le(1 | 2 | 64));
+        data.extend(attr);
+        data.extend(le(0));
+        data.extend(le(len as u64));
+    }
+    data.extend([68, 0, 0, 0, 0, 0, 8, 0]); // one FINISHED_ROUND
+    assert_eq!(data.len(), len);
+    let perf_data = write(&dir, "perf.data", &data);
+    let out = dir.join("out.txt");
+    let binary = sample("inline_chain/inline_chain");
+    let cmd = profgen_command(
+        &["--threads", "1"],
+        &[("--binary", &binary), ("--perfdata", &perf_data)],
+        &out,
+    );
+    let o = run_with_deadline(cmd, 10);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "{e}");
+    let warning = format!(
+        "warning: {}: at byte offset 184: ids of event 1 ({len} bytes at 0) overlap those of \
+         earlier events, which together take more than the file's {len} bytes; its samples \
+         cannot be told apart\n",
+        perf_data.display()
+    );
+    assert!(e.contains(&warning), "{e}");
+    assert_eq!(e.matches("overlap those of earlier events").count(), EVENTS - 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Records copied to be queued for time order (from a stream or compressed data) are bounded by
+/// the memory they take: `pipe_zstd_unreleased_round` (23 KB) inflates, after its one finished
+/// round, to 16.7 million 16-byte samples, which were queued up to 256 MiB by their length
+/// (1 GiB with their locations and entries, 1.4 GB of address space) and aborted.
+#[test]
+fn records_queued_for_time_order_are_bounded_by_their_memory() {
+    let dir = scratch("queued-memory");
+    let out = dir.join("out.txt");
+    let perf_data = fixture("robustness/pipe_zstd_unreleased_round");
+    let binary = sample("inline_chain/inline_chain");
+    let files = [("--binary", binary.as_path()), ("--perfdata", &perf_data)];
+    let o = profgen_capped(&["--leading-ip-only"], &files, &out);
+    let e = stderr(&o);
+    // The samples lie in no mapping: read to the end, the run fails as for the wrong binary.
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(e.contains("17000000 samples are in no mapped file"), "{e}");
+    let warning = "over 67108864 bytes of copied records (a stream or compressed data) without a \
+                   finished round; time order is approximate\n";
+    assert!(e.contains(warning), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Unsigned LEB128, for crafting binary profiles.
+fn uleb(mut v: u64, out: &mut Vec<u8>) {
+    loop {
+        let byte = (v & 0x7f) as u8;
+        v >>= 7;
+        if v == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+/// An extbinary profile whose section headers overlap is refused, naming the sections: 100
+/// headers over one 400 KB context table read it 100 times, past 1 GiB.
+#[test]
+fn extbinary_sections_overlapping_are_refused() {
+    use profgen::llvm::sample_prof::{FORMAT_EXT_BINARY, VERSION, magic, sec};
+    let path = Path::new("overlap.extbinary");
+    let mut names = Vec::new();
+    uleb(1, &mut names);
+    names.extend(b"f\0");
+    // One context: one frame, `f` at line 0.
+    let contexts = [1, 1, 0, 0, 0];
+    let mut data = Vec::new();
+    uleb(magic(FORMAT_EXT_BINARY), &mut data);
+    uleb(VERSION, &mut data);
+    let count_at = data.len();
+    data.extend(3u64.to_le_bytes());
+    let at = (data.len() + 3 * 32) as u64;
+    let table = at + names.len() as u64;
+    for (ty, offset, size) in [
+        (sec::NAME_TABLE, at, names.len()),
+        (sec::CS_NAME_TABLE, table, contexts.len()),
+        (sec::CS_NAME_TABLE, table, contexts.len()),
+    ] {
+        for v in [ty, 0, offset, size as u64] {
+            data.extend(v.to_le_bytes());
+        }
+    }
+    data.extend(&names);
+    data.extend(contexts);
+    let err = profgen::reader::read_profile(&data, path).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        format!(
+            "overlap.extbinary: at byte offset {table}: section 6 at {table}..+5 overlaps section 6 at {table}..+5"
+        )
+    );
+    // Without the third header, it reads.
+    data[count_at] = 2;
+    let read = profgen::reader::read_profile(&data, path).unwrap();
+    assert_eq!(read.profile.functions.len(), 0);
+}
+
+/// A binary profile names a function by its index in a name table: its references share the
+/// name. An extbinary profile of one 100,000-byte name and one context of 10,000 frames naming
+/// it (130 KB), and an aggregate of the same, take memory linear in their size: a copy of the
+/// name per frame took over 1 GiB and aborted.
+#[test]
+fn binary_profiles_share_their_names() {
+    use profgen::llvm::sample_prof::{FORMAT_EXT_BINARY, VERSION, magic, sec};
+    const NAME: usize = 100_000;
+    const FRAMES: usize = 10_000;
+    let dir = scratch("shared-names");
+    let mut names = Vec::new();
+    uleb(1, &mut names);
+    names.extend(vec![b'f'; NAME]);
+    names.push(0);
+    let mut contexts = vec![1];
+    uleb(FRAMES as u64, &mut contexts);
+    contexts.extend([0; 3].repeat(FRAMES)); // name 0, line 0, discriminator 0
+    let mut profile = Vec::new();
+    uleb(magic(FORMAT_EXT_BINARY), &mut profile);
+    uleb(VERSION, &mut profile);
+    profile.extend(2u64.to_le_bytes());
+    let at = (profile.len() + 2 * 32) as u64;
+    for (ty, offset, size) in [
+        (sec::NAME_TABLE, at, names.len()),
+        (sec::CS_NAME_TABLE, at + names.len() as u64, contexts.len()),
+    ] {
+        for v in [ty, 0, offset, size as u64] {
+            profile.extend(v.to_le_bytes());
+        }
+    }
+    profile.extend(&names);
+    profile.extend(&contexts);
+    let profile = write(&dir, "names.extbinary", &profile);
+    let binary = fixture("unsymbolized/loop");
+    let out = dir.join("remapped.prof");
+    let mut cmd = Command::new(PROFGEN);
+    cmd.arg("remap").arg("--profile").arg(&profile).arg("--binary").arg(&binary);
+    cmd.arg("-o").arg(&out);
+    let o = capped(cmd);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    // The aggregate: one binary, one name, one context of the frames.
+    let mut payload = vec![0, 0, 1, 1, 1, 1, b'a'];
+    payload.extend([0; 2 + 7 + 1 + 4 + 1 + 5 + 1]);
+    payload.push(1); // context sensitive
+    payload.extend([0; 4]);
+    payload.push(1);
+    uleb(NAME as u64, &mut payload);
+    payload.extend(vec![b'f'; NAME]);
+    payload.extend([1, 2]);
+    uleb(FRAMES as u64, &mut payload);
+    payload.extend([0; 3].repeat(FRAMES));
+    payload.extend([0, 0, 0]); // no ranges, no branches, nothing unprofiled
+    let mut pga = b"\x89PGA\r\n\x1a\n".to_vec();
+    pga.extend(2u32.to_le_bytes());
+    pga.extend(0u32.to_le_bytes());
+    pga.extend((payload.len() as u64).to_le_bytes());
+    pga.extend(<md5::Md5 as md5::Digest>::digest(&payload));
+    pga.extend(payload);
+    let pga = write(&dir, "names.pga", &pga);
+    let mut cmd = Command::new(PROFGEN);
+    cmd.arg("merge").arg("-o").arg(dir.join("merged.pga")).arg(&pga);
+    let o = capped(cmd);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
 }

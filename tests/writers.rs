@@ -43,7 +43,7 @@ fn func(name: &str, total: u64, head: u64, body: Body) -> FunctionSamples {
 }
 
 fn inline(parent: &mut FunctionSamples, line: u32, discr: u32, callee: FunctionSamples) {
-    let name = callee.name.to_string();
+    let name = callee.name.clone();
     parent.callsites.entry(LineLocation::new(line, discr)).or_default().insert(name, callee);
 }
 
@@ -163,7 +163,7 @@ fn random_samples(
             let (loc, callee) = (rng.loc(), rng.pick(NAMES));
             let mut inlinee = random_samples(rng, callee, depth + 1, probe, attrs);
             inlinee.head_samples = 0;
-            fs.callsites.entry(loc).or_default().insert(callee.to_string(), inlinee);
+            fs.callsites.entry(loc).or_default().insert(callee.into(), inlinee);
         }
     }
     if probe {

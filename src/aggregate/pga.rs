@@ -72,7 +72,7 @@ use super::{ContextCounters, ContextKey, Counters};
 use crate::addr::Vaddr;
 use crate::error::Error;
 use crate::llvm::leb128::{Leb128Error, read_uleb128, unzigzag, write_uleb128, zigzag};
-use crate::llvm::{ContextFrame, LineLocation};
+use crate::llvm::{ContextFrame, FuncName, LineLocation};
 use crate::mapping::{MatchedBy, hex};
 use md5::{Digest, Md5};
 use std::collections::{BTreeMap, BTreeSet};
@@ -591,7 +591,9 @@ impl Reader<'_> {
         Ok(out)
     }
 
-    fn key(&mut self, names: &[String]) -> Result<ContextKey, Error> {
+    /// A context; its frames share the names' text (a frame takes three bytes or more, a copy of
+    /// its name as many as the name has).
+    fn key(&mut self, names: &[FuncName]) -> Result<ContextKey, Error> {
         let at = self.pos;
         Ok(match self.uleb("context kind")? {
             0 => ContextKey::None,
@@ -611,7 +613,7 @@ impl Reader<'_> {
                     let line_offset = self.u32("frame line offset")?;
                     let discriminator = self.u32("frame discriminator")?;
                     frames.push(ContextFrame {
-                        func: func.as_str().into(),
+                        func: func.clone(),
                         loc: LineLocation::new(line_offset, discriminator),
                     });
                 }
@@ -681,7 +683,7 @@ impl Reader<'_> {
             let at = self.pos;
             let name = self.string("function name")?;
             self.increasing(&mut prev, name.clone(), at, "function names")?;
-            names.push(name);
+            names.push(FuncName::from(name));
         }
         let n_contexts = self.count("contexts", 3)?;
         let mut by_context = hashbrown::HashMap::with_capacity(n_contexts);

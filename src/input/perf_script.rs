@@ -37,6 +37,7 @@
 
 use std::path::Path;
 
+use hashbrown::HashMap;
 use memchr::memmem;
 
 use super::{BranchStack, CallChain, MmapEvent, PerfEvent, RawBranch, RawWord, Sample};
@@ -139,6 +140,7 @@ pub fn read_perf_script(
         frames: Vec::new(),
         branches: Vec::new(),
         pending_event: None,
+        event_indexes: HashMap::new(),
     };
     let mut lines = Lines::new(text);
     while let Some(line) = lines.cur {
@@ -213,6 +215,9 @@ struct Parser<'o> {
     branches: Vec<RawBranch>,
     /// Event named by an `event:` line that precedes a frame block.
     pending_event: Option<usize>,
+    /// Each name of [`ScriptReport::event_names`] to its index: a script may name an event per
+    /// line, and a scan of the names per line took quadratic time (160,000 names: over a minute).
+    event_indexes: HashMap<Box<[u8]>, usize>,
 }
 
 impl Parser<'_> {
@@ -225,14 +230,13 @@ impl Parser<'_> {
     }
 
     fn event_index(&mut self, name: &[u8]) -> usize {
-        let names = &mut self.report.event_names;
-        match names.iter().position(|n| n.as_bytes() == name) {
-            Some(i) => i,
-            None => {
-                names.push(String::from_utf8_lossy(name).into_owned());
-                names.len() - 1
-            }
+        if let Some(&i) = self.event_indexes.get(name) {
+            return i;
         }
+        let names = &mut self.report.event_names;
+        names.push(String::from_utf8_lossy(name).into_owned());
+        self.event_indexes.insert(name.into(), names.len() - 1);
+        names.len() - 1
     }
 
     fn warn_unfiltered_event(&mut self, line_no: u64, line: &[u8]) {

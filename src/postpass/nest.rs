@@ -197,7 +197,7 @@ fn convert(nodes: &mut [FrameNode], to_top: &mut Vec<ToTop>, merged_base: bool) 
                     to_top.push(ToTop::Duplicate(func.clone(), child_fs.clone()));
                 }
                 let callees = parent.callsites.entry(callsite).or_default();
-                let nested = callees.entry(func.to_string()).or_insert(child_fs);
+                let nested = callees.entry(func.clone()).or_insert(child_fs);
                 if merged_base {
                     nested.attributes |= attr::DUPLICATED_INTO_BASE;
                 }

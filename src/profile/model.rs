@@ -518,8 +518,9 @@ pub struct FunctionSamples {
     pub total_samples: u64,
     pub head_samples: u64,
     pub body: VecMap<LineLocation, BodySample>,
-    /// Inlinee profiles by call-site location, then callee name.
-    pub callsites: BTreeMap<LineLocation, BTreeMap<String, FunctionSamples>>,
+    /// Inlinee profiles by call-site location, then callee name (the inlinee's own `name`'s
+    /// text, shared).
+    pub callsites: BTreeMap<LineLocation, BTreeMap<FuncName, FunctionSamples>>,
     /// `!CFGChecksum` of probe-based profiles.
     pub checksum: Option<u64>,
     /// `!Attributes` ([`attr`] bits).
@@ -564,13 +565,19 @@ impl FunctionSamples {
         let t = self.body_mut(loc).call_targets.get_or_insert(callee);
         *t = t.saturating_add(n);
     }
-    /// The nested profile of `callee` inlined at `loc`, created empty if absent.
-    pub fn callsite_mut(&mut self, loc: LineLocation, callee: &str) -> &mut FunctionSamples {
-        self.callsites
-            .entry(loc)
-            .or_default()
-            .entry(callee.to_string())
-            .or_insert_with(|| FunctionSamples::new(callee))
+    /// The nested profile of `callee` inlined at `loc`, created empty if absent (sharing
+    /// `callee`'s text when it is a [`FuncName`]: a binary profile names a function by index, so
+    /// a copy per inlinee made its few bytes each a copy of the name).
+    pub fn callsite_mut<N>(&mut self, loc: LineLocation, callee: N) -> &mut FunctionSamples
+    where
+        N: std::ops::Deref<Target = str> + Into<FuncName>,
+    {
+        let callees = self.callsites.entry(loc).or_default();
+        if !callees.contains_key(&*callee) {
+            let name: FuncName = callee.into();
+            return callees.entry(name.clone()).or_insert_with(|| FunctionSamples::new(name));
+        }
+        callees.get_mut(&*callee).expect("present")
     }
 
     /// Adds `other`'s body counts and call targets into `self`'s.
@@ -592,7 +599,7 @@ impl FunctionSamples {
         self.merge_body(other);
         for (loc, callees) in &other.callsites {
             for (name, fs) in callees {
-                self.callsite_mut(*loc, name).merge(fs);
+                self.callsite_mut(*loc, name.clone()).merge(fs);
             }
         }
         if self.checksum.is_none() {

@@ -7,7 +7,7 @@ use super::{FileFormat, ProfileFile};
 use crate::error::{Error, Result};
 use crate::llvm::leb128::read_uleb128;
 use crate::llvm::sample_prof::{VERSION, flag, sec};
-use crate::llvm::{ContextFrame, LineLocation};
+use crate::llvm::{ContextFrame, FuncName, LineLocation};
 use crate::profile::model::{Context, FunctionSamples, Profile};
 use std::path::Path;
 
@@ -67,10 +67,12 @@ impl<'a> Cursor<'a> {
     fn loc(&mut self) -> Result<LineLocation> {
         Ok(LineLocation::new(self.u32("line offset")?, self.u32("discriminator")?))
     }
-    fn name<'n>(&mut self, names: &'n [String]) -> Result<&'n str> {
+    /// A name-table reference: the table's name, shared (a reference takes a byte or two, a
+    /// copy of the name as many bytes as the name has).
+    fn name<'n>(&mut self, names: &'n [FuncName]) -> Result<&'n FuncName> {
         let at = self.pos;
         let i = self.uleb("name index")?;
-        names.get(i as usize).map(String::as_str).ok_or_else(|| {
+        names.get(i as usize).ok_or_else(|| {
             self.pos = at;
             self.err(format!("name index {i} out of range ({} names)", names.len()))
         })
@@ -98,7 +100,12 @@ fn skip_summary(c: &mut Cursor) -> Result<()> {
 }
 
 /// The body record of a profile (`readProfile`): its name index has been read by the caller.
-fn read_body(c: &mut Cursor, fs: &mut FunctionSamples, names: &[String], depth: u32) -> Result<()> {
+fn read_body(
+    c: &mut Cursor,
+    fs: &mut FunctionSamples,
+    names: &[FuncName],
+    depth: u32,
+) -> Result<()> {
     if depth > 1000 {
         return Err(c.err("inlinees nested more than 1000 deep"));
     }
@@ -112,24 +119,25 @@ fn read_body(c: &mut Cursor, fs: &mut FunctionSamples, names: &[String], depth: 
         for _ in 0..targets {
             let name = c.name(names)?;
             let n = c.uleb("call target count")?;
-            fs.add_call_target(loc, &name.into(), n);
+            fs.add_call_target(loc, name, n);
         }
     }
     let inlinees = c.count("inlinee count")?;
     for _ in 0..inlinees {
         let loc = c.loc()?;
         let name = c.name(names)?;
-        let callee = fs.callsite_mut(loc, name);
+        let callee = fs.callsite_mut(loc, name.clone());
         read_body(c, callee, names, depth + 1)?;
     }
     Ok(())
 }
 
-fn read_name_table(c: &mut Cursor, md5: bool) -> Result<Vec<String>> {
+fn read_name_table(c: &mut Cursor, md5: bool) -> Result<Vec<FuncName>> {
     let n = c.count("name count")?;
     let mut names = Vec::with_capacity(n);
     for _ in 0..n {
-        names.push(if md5 { c.u64_le("MD5 name")?.to_string() } else { c.cstr()? });
+        let name = if md5 { c.u64_le("MD5 name")?.to_string() } else { c.cstr()? };
+        names.push(FuncName::from(name));
     }
     Ok(names)
 }
@@ -142,11 +150,11 @@ pub fn read_raw_binary(data: &[u8], path: &Path) -> Result<ProfileFile> {
     let mut profile = Profile::default();
     while c.pos < data.len() {
         let head = c.uleb("head samples")?;
-        let name = c.name(&names)?.to_string();
-        let mut fs = FunctionSamples::new(name.as_str());
+        let name = c.name(&names)?;
+        let mut fs = FunctionSamples::new(name);
         fs.head_samples = head;
         read_body(&mut c, &mut fs, &names, 0)?;
-        insert_top_level(&mut profile, Context::base(name.as_str()), fs);
+        insert_top_level(&mut profile, Context::base(name), fs);
     }
     Ok(ProfileFile { profile, format: FileFormat::Binary, md5_names: false })
 }
@@ -182,8 +190,23 @@ pub fn read_ext_binary(data: &[u8], path: &Path) -> Result<ProfileFile> {
         let size = c.u64_le("section size")?;
         hdrs.push(SecHdr { ty, flags, offset, size });
     }
+    // LLVM writes sections one after another. Overlapping ones would read the same bytes again
+    // for each header: 100 headers over one 400 KB context table took over 1 GiB.
+    let mut spans: Vec<&SecHdr> = hdrs.iter().filter(|h| h.size > 0).collect();
+    spans.sort_unstable_by_key(|h| h.offset);
+    if let Some(w) = spans.windows(2).find(|w| w[1].offset < w[0].offset.saturating_add(w[0].size))
+    {
+        return Err(Error::Malformed {
+            path: path.to_path_buf(),
+            offset: w[1].offset,
+            what: format!(
+                "section {} at {}..+{} overlaps section {} at {}..+{}",
+                w[1].ty, w[1].offset, w[1].size, w[0].ty, w[0].offset, w[0].size
+            ),
+        });
+    }
     let mut profile = Profile::default();
-    let mut names: Vec<String> = Vec::new();
+    let mut names: Vec<FuncName> = Vec::new();
     let mut md5_names = false;
     let mut contexts: Vec<Context> = Vec::new();
     // Sections in file order: LLVM reads them in the header's order, and the metadata section
@@ -227,7 +250,7 @@ pub fn read_ext_binary(data: &[u8], path: &Path) -> Result<ProfileFile> {
                     let frames = s.count("context frame count")?;
                     let mut ctx = Vec::with_capacity(frames);
                     for _ in 0..frames {
-                        let func = s.name(&names)?.into();
+                        let func = s.name(&names)?.clone();
                         ctx.push(ContextFrame { func, loc: s.loc()? });
                     }
                     if ctx.is_empty() {
@@ -303,16 +326,16 @@ fn profile_context(
     cs: bool,
     idx: usize,
     contexts: &[Context],
-    names: &[String],
+    names: &[FuncName],
 ) -> Option<Context> {
-    if cs { contexts.get(idx).cloned() } else { names.get(idx).map(|n| Context::base(n.as_str())) }
+    if cs { contexts.get(idx).cloned() } else { names.get(idx).map(Context::base) }
 }
 
 /// `readFuncMetadata` for one profile (and, for nested profiles, its inlinees).
 fn read_metadata(
     c: &mut Cursor,
     fs: &mut FunctionSamples,
-    names: &[String],
+    names: &[FuncName],
     cs: bool,
     attributes: bool,
     probe: bool,

@@ -129,8 +129,7 @@ fn close_to(
         let (ctx, loc, fs) = open.pop().expect("len > depth");
         match open.last_mut() {
             Some((_, _, parent)) => {
-                let name = fs.name.to_string();
-                parent.callsites.entry(loc).or_default().insert(name, fs);
+                parent.callsites.entry(loc).or_default().insert(fs.name.clone(), fs);
             }
             None => match profile.functions.get_mut(&ctx) {
                 Some(existing) => existing.merge(&fs),

@@ -519,7 +519,7 @@ fn rename(p: &Profile, renames: &BTreeMap<String, String>) -> Profile {
         for (loc, callees) in &fs.callsites {
             for c in callees.values() {
                 let c = walk(c, renames);
-                match out.callsites.entry(*loc).or_default().entry(c.name.to_string()) {
+                match out.callsites.entry(*loc).or_default().entry(c.name.clone()) {
                     std::collections::btree_map::Entry::Occupied(mut e) => e.get_mut().merge(&c),
                     std::collections::btree_map::Entry::Vacant(e) => {
                         e.insert(c);
@@ -641,7 +641,7 @@ fn rewrite(
         if let Some(callees) = fs.callsites.get(&from).filter(|_| carried) {
             for c in callees.values() {
                 if let Some(c) = rewrite(c, maps, stats) {
-                    match out.callsites.entry(to).or_default().entry(c.name.to_string()) {
+                    match out.callsites.entry(to).or_default().entry(c.name.clone()) {
                         std::collections::btree_map::Entry::Occupied(mut e) => {
                             e.get_mut().merge(&c)
                         }

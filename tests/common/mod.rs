@@ -162,19 +162,21 @@ pub fn mkfifo(path: &Path) {
 }
 
 /// [`run`] with a deadline: a run still going after `seconds` is killed and fails the test
-/// (something it opened blocks, say a FIFO nobody writes).
+/// (something it opened blocks, say a FIFO nobody writes, or it takes time quadratic in its
+/// input). Its output is read as it comes, so a run that writes more than a pipe holds does not
+/// block on it.
 pub fn run_with_deadline(mut cmd: Command, seconds: u64) -> Output {
     use std::process::Stdio;
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let start = std::time::Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed().as_secs() >= seconds {
-            child.kill().unwrap();
-            panic!("{cmd:?} still running after {seconds} s");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let output = child.wait_with_output().unwrap();
+    let child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let pid = child.id() as libc::pid_t;
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || done.send(child.wait_with_output()));
+    let Ok(output) = finished.recv_timeout(std::time::Duration::from_secs(seconds)) else {
+        // SAFETY: `pid` is the child's, not reaped while `wait_with_output` waits for it.
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        panic!("{cmd:?} still running after {seconds} s");
+    };
+    let output = output.unwrap();
     check_ended(&output);
     output
 }

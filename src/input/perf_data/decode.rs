@@ -16,7 +16,7 @@ use super::attr::*;
 use super::bytes::{Cursor, Loc, u16_at, u32_at, u64_at};
 use super::features;
 use super::layout::{SampleFields, SampleLayout};
-use super::order::{ARENA_LIMIT, NO_ROUNDS_WINDOW, PREFETCH_RECORDS, TimeOrder};
+use super::order::{ARENA_LIMIT, COPIED_LIMIT, NO_ROUNDS_WINDOW, PREFETCH_RECORDS, TimeOrder};
 use super::{ReadReport, Truncation};
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::error::Error;
@@ -231,11 +231,17 @@ impl<'p> Decoder<'p> {
         if let Some(limit) = order.window_limit() {
             return self.release(Some(limit), sink);
         }
-        if order.queued_bytes() > ARENA_LIMIT {
+        if order.queued_bytes() > ARENA_LIMIT || order.copied_bytes() > COPIED_LIMIT {
             if !std::mem::replace(&mut order.overflowed, true) {
-                let what = format!(
-                    "over {ARENA_LIMIT} bytes of records without a finished round; time order is approximate"
-                );
+                let what = if order.copied_bytes() > COPIED_LIMIT {
+                    format!(
+                        "over {COPIED_LIMIT} bytes of copied records (a stream or compressed data) without a finished round; time order is approximate"
+                    )
+                } else {
+                    format!(
+                        "over {ARENA_LIMIT} bytes of records without a finished round; time order is approximate"
+                    )
+                };
                 self.warn(loc, what);
             }
             return self.release(None, sink);

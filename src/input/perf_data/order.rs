@@ -18,6 +18,13 @@ use super::bytes::{Loc, prefetch_lines, u64_at};
 /// ordered_events does the same when it runs out of its memory budget).
 pub(super) const ARENA_LIMIT: usize = 256 << 20;
 
+/// Heap bytes of copied records (from a stream or compressed data, with their [`Loc`] and
+/// entry) past which the queue is released early like past [`ARENA_LIMIT`]: copies cost the
+/// process about four times their bytes (arena and spare, grown by doubling), so 256 MiB of
+/// copied 16-byte samples, which the records of one 23 KB compressed record inflate to, took
+/// over 1.4 GB of address space.
+pub(super) const COPIED_LIMIT: usize = 64 << 20;
+
 /// Queued bytes past which an input without rounds releases its older half (see the module doc).
 pub(super) const NO_ROUNDS_WINDOW: usize = 32 << 20;
 
@@ -41,6 +48,11 @@ struct Queued {
 /// Bytes before each record in the arena: its [`Loc`], as the offset, then 0 (no decompressed
 /// offset) or 1 and the decompressed offset.
 const ARENA_LOC: usize = 24;
+
+/// The heap bytes a copied record of `len` bytes takes queued: its copy, its [`Loc`], its entry.
+fn copied_size(len: usize) -> usize {
+    ARENA_LOC + len + std::mem::size_of::<Queued>()
+}
 
 fn loc_bytes(loc: Loc) -> [u8; ARENA_LOC] {
     let mut b = [0; ARENA_LOC];
@@ -71,6 +83,8 @@ pub(super) struct TimeOrder {
     /// Bytes of all queued records, copied or not (bounds both memory and the input range that
     /// must stay mapped).
     queued_len: usize,
+    /// Heap bytes the queued copies take (see [`COPIED_LIMIT`]).
+    copied_len: usize,
     /// The lowest input position a queued record points into: kept as records come and go,
     /// since the reader asks for it every MiB read and the queue holds thousands of records.
     oldest_in_input: Option<usize>,
@@ -97,6 +111,7 @@ impl TimeOrder {
             None => {
                 self.arena.extend_from_slice(&loc_bytes(loc));
                 self.arena.extend_from_slice(rec);
+                self.copied_len += copied_size(rec.len());
                 (false, self.arena.len() - rec.len())
             }
         };
@@ -130,11 +145,18 @@ impl TimeOrder {
         self.queued_len
     }
 
-    /// Whether the queue is past the reorder window (without rounds) or past [`ARENA_LIMIT`]:
-    /// some records are to be released now ([`window_limit`](Self::window_limit)).
+    /// Whether the queue is past the reorder window (without rounds), [`ARENA_LIMIT`] or
+    /// [`COPIED_LIMIT`]: some records are to be released now
+    /// ([`window_limit`](Self::window_limit)).
     #[inline]
     pub(super) fn past_limits(&self) -> bool {
-        (!self.rounds && self.queued_len > NO_ROUNDS_WINDOW) || self.queued_len > ARENA_LIMIT
+        (!self.rounds && self.queued_len > NO_ROUNDS_WINDOW)
+            || self.queued_len > ARENA_LIMIT
+            || self.copied_len > COPIED_LIMIT
+    }
+
+    pub(super) fn copied_bytes(&self) -> usize {
+        self.copied_len
     }
 
     /// At a FINISHED_ROUND: the limit up to which records may be released now.
@@ -197,7 +219,12 @@ impl TimeOrder {
 
     /// Drops the first `n` (released) records and compacts the arena around the rest.
     pub(super) fn retire(&mut self, n: usize) {
-        self.queued_len -= self.queue[..n].iter().map(|q| usize::from(q.len)).sum::<usize>();
+        for q in &self.queue[..n] {
+            self.queued_len -= usize::from(q.len);
+            if !q.in_input {
+                self.copied_len -= copied_size(usize::from(q.len));
+            }
+        }
         self.queue.drain(..n);
         self.spare.clear();
         self.oldest_in_input = None;
