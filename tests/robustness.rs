@@ -906,3 +906,55 @@ fn remap_of_a_deeply_nested_profile_stays_linear() {
     assert!(stderr(&o).contains("601 functions: 1 carried exactly"), "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// An aggregate names each binary's file, and a profile run over a binary store writes
+/// `OUT/NAME-BUILDID.prof`: a name with a `/` (`/tmp/x`, `../x`) is refused when the
+/// aggregate is read, naming the file and offset. Before, an aggregate whose entry had a stored
+/// binary's build id and the name `/tmp/x` had its profile written to `/tmp/x-BUILDID.prof`,
+/// outside `--output-dir`.
+#[test]
+fn aggregate_file_names_stay_in_the_output_dir() {
+    use md5::{Digest, Md5};
+    let dir = scratch("pga-file-name");
+    let binary = sample("inline_chain/inline_chain");
+    let real = dir.join("real.pga");
+    let mut cmd = Command::new(PROFGEN);
+    cmd.arg("aggregate").arg("--binary").arg(&binary);
+    cmd.arg("--perfdata").arg(sample("inline_chain/perf.data")).arg("-o").arg(&real);
+    assert_eq!(run(cmd).status.code(), Some(0));
+    let store = dir.join("store");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::copy(&binary, store.join("inline_chain")).unwrap();
+    let escaped = dir.join("escaped");
+    for name in [escaped.to_str().unwrap(), "../escaped"] {
+        let bytes = std::fs::read(&real).unwrap();
+        let at = bytes.windows(13).position(|w| w == b"\x0cinline_chain").unwrap();
+        let mut crafted = bytes[..at].to_vec();
+        crafted.push(name.len() as u8);
+        crafted.extend(name.as_bytes());
+        crafted.extend(&bytes[at + 13..]);
+        let payload = crafted[40..].to_vec();
+        crafted[16..24].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+        crafted[24..40].copy_from_slice(&Md5::digest(&payload));
+        let pga = write(&dir, "crafted.pga", &crafted);
+        let out = dir.join("out");
+        let mut cmd = Command::new(PROFGEN);
+        cmd.arg("--binaries").arg(&store).arg("--aggregate").arg(&pga);
+        cmd.arg("--output-dir").arg(&out);
+        let o = run(cmd);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{name}: {e}");
+        let error = format!(
+            "profgen: error: {}: at byte offset {at}: file name {name:?} is a path, not a file name\n",
+            pga.display()
+        );
+        assert!(e.ends_with(&error), "{name}: {e}");
+        assert!(
+            std::fs::read_dir(&dir)
+                .unwrap()
+                .all(|f| { !f.unwrap().file_name().to_string_lossy().starts_with("escaped") })
+        );
+        assert!(std::fs::read_dir(&out).is_ok_and(|mut f| f.next().is_none()) || !out.exists());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

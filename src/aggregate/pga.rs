@@ -625,7 +625,15 @@ impl Reader<'_> {
 
     fn binary(&mut self) -> Result<(BinaryKey, BinaryAggregate), Error> {
         let id = self.bytes("build id")?.to_vec();
+        let at = self.pos;
         let file_name = self.string("file name")?;
+        // A profile run over a binary store writes `OUT/NAME-BUILDID.prof`: a path here would
+        // put it elsewhere (`/tmp/x` or `../x`), and a binary's file name is never one.
+        if file_name.contains('/') {
+            return Err(
+                self.bad_at(at, format!("file name {file_name:?} is a path, not a file name"))
+            );
+        }
         let key = if id.is_empty() {
             BinaryKey::FileName(file_name.clone())
         } else {
