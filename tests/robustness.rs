@@ -743,8 +743,10 @@ fn attr_ids_overlapping_are_read_once() {
 
 /// Records copied to be queued for time order (from a stream or compressed data) are bounded by
 /// the memory they take: `pipe_zstd_unreleased_round` (23 KB) inflates, after its one finished
-/// round, to 16.7 million 16-byte samples, which were queued up to 256 MiB by their length
-/// (1 GiB with their locations and entries, 1.4 GB of address space) and aborted.
+/// round, to 17 million 16-byte samples, which were queued up to 256 MiB by their length
+/// (1 GiB with their locations and entries, 1.4 GB of address space) and aborted. Its first
+/// 5.6 million (past 1024 times its size: see `zstd_data_inflating_past_perf_compression_is_cut`)
+/// are read.
 #[test]
 fn records_queued_for_time_order_are_bounded_by_their_memory() {
     let dir = scratch("queued-memory");
@@ -754,12 +756,39 @@ fn records_queued_for_time_order_are_bounded_by_their_memory() {
     let files = [("--binary", binary.as_path()), ("--perfdata", &perf_data)];
     let o = profgen_capped(&["--leading-ip-only"], &files, &out);
     let e = stderr(&o);
-    // The samples lie in no mapping: read to the end, the run fails as for the wrong binary.
-    assert_eq!(o.status.code(), Some(1), "{e}");
-    assert!(e.contains("17000000 samples are in no mapped file"), "{e}");
+    // The samples lie in no mapping: an empty profile of a cut input.
+    assert_eq!(o.status.code(), Some(3), "{e}");
+    assert!(e.contains("5636096 samples are in no mapped file"), "{e}");
     let warning = "over 67108864 bytes of copied records (a stream or compressed data) without a \
                    finished round; time order is approximate\n";
     assert!(e.contains(warning), "{e}");
+    assert!(e.contains("input truncated at byte offset 160: compressed data inflating"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// zstd data is decoded up to 1024 times the compressed bytes read (and 64 MiB), perf's own
+/// compressing about ten to one: past that the input is cut, so a file's decoding time stays
+/// linear in its size. `pipe_zstd_ratio_bomb` (6.9 KB) inflates to 80 MB of records profgen
+/// skips; a 67 KB file of the same kind to 800 MB took 4 s.
+#[test]
+fn zstd_data_inflating_past_perf_compression_is_cut() {
+    let dir = scratch("zstd-ratio");
+    let out = dir.join("out.txt");
+    let perf_data = fixture("robustness/pipe_zstd_ratio_bomb");
+    let binary = sample("inline_chain/inline_chain");
+    let files = [("--binary", binary.as_path()), ("--perfdata", &perf_data)];
+    let o = profgen_capped(&["--leading-ip-only"], &files, &out);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(3), "{e}");
+    let warning = format!(
+        "warning: {}: input truncated at byte offset 152: compressed data inflating to over \
+         74448896 bytes from 6735 compressed bytes, past 1024 times their size and 64 MiB (not \
+         perf's compression); the compressed records from here on are skipped; using the events \
+         before it\n",
+        perf_data.display()
+    );
+    assert!(e.contains(&warning), "{e}");
+    assert!(e.contains("1 inputs (0 skipped, 1 truncated)"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

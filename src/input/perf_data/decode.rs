@@ -32,6 +32,13 @@ use crate::input::{
 /// Decompressed bytes produced per zstd call; records are cut out of it as they complete.
 const ZSTD_CHUNK: usize = 1 << 20;
 
+/// Decompressed bytes allowed per compressed byte read, past the first [`ZSTD_SLACK`]: crafted
+/// zstd data inflates ~12,000 times (a 67 KB file to 800 MB, 4 s of decoding), perf's own
+/// compressed records about ten times, so the time a file takes stays linear in its size. Past
+/// it the input is cut there, as a truncated file is.
+const ZSTD_MAX_RATIO: u64 = 1024;
+const ZSTD_SLACK: u64 = 64 << 20;
+
 /// Placed samples delivered as one event at most (a run is 16 bytes a sample: it stays in the
 /// first-level cache).
 const PLACED_RUN: usize = 512;
@@ -77,6 +84,10 @@ pub(super) struct Decoder<'p> {
     pending: Vec<u8>,
     /// Decompressed-stream offset of `pending[0]`.
     pending_offset: u64,
+    /// Compressed bytes fed to `zstd` so far (see [`ZSTD_MAX_RATIO`]).
+    zstd_in: u64,
+    /// The compressed data inflated past [`ZSTD_MAX_RATIO`]: the rest of it is skipped.
+    zstd_refused: bool,
     /// Samples are skipped, not decoded (a scan for the input's mappings).
     pub(super) skip_samples: bool,
     /// Samples whose record lies in the in-memory input are delivered without their call chain
@@ -113,6 +124,8 @@ impl<'p> Decoder<'p> {
             zstd_out: Vec::new(),
             pending: Vec::new(),
             pending_offset: 0,
+            zstd_in: 0,
+            zstd_refused: false,
             skip_samples: false,
             defer_bodies: false,
             placing: None,
@@ -519,6 +532,9 @@ impl<'p> Decoder<'p> {
     /// Feeds a compressed record's zstd data through the stream decoder (one zstd stream spans all
     /// compressed records) and decodes every record that becomes complete.
     fn decompress(&mut self, data: &[u8], loc: Loc, sink: &mut Sink<'_>) -> Result<(), Error> {
+        if self.zstd_refused {
+            return Ok(());
+        }
         let mut zstd = match self.zstd.take() {
             Some(z) => z,
             None => {
@@ -529,6 +545,8 @@ impl<'p> Decoder<'p> {
             }
         };
         let mut input = data;
+        self.zstd_in += data.len() as u64;
+        let allowed = self.zstd_in.saturating_mul(ZSTD_MAX_RATIO).saturating_add(ZSTD_SLACK);
         loop {
             let status = zstd
                 .run_on_buffers(input, &mut self.zstd_out)
@@ -537,6 +555,20 @@ impl<'p> Decoder<'p> {
                 return Err(self.malformed(loc, 8, "zstd decoder makes no progress on this data"));
             }
             input = &input[status.bytes_read..];
+            let inflated = self.pending_offset + (self.pending.len() + status.bytes_written) as u64;
+            if inflated > allowed {
+                self.zstd_refused = true;
+                self.pending.clear();
+                if self.report.truncated.is_none() {
+                    let reason = format!(
+                        "compressed data inflating to over {inflated} bytes from {} compressed bytes, past {ZSTD_MAX_RATIO} times their size and {} MiB (not perf's compression); the compressed records from here on are skipped",
+                        self.zstd_in,
+                        ZSTD_SLACK >> 20
+                    );
+                    self.report.truncated = Some(Truncation { offset: loc.offset, reason });
+                }
+                return Ok(());
+            }
             self.pending.extend_from_slice(&self.zstd_out[..status.bytes_written]);
             self.drain_pending(loc, sink)?;
             // Done once all input is consumed and the decoder had no more output to give.
