@@ -17,7 +17,7 @@
 use crate::addr::Vaddr;
 use crate::aggregate::{ContextCounters, ContextKey, Counters};
 use crate::binary::probes::{NodeId, Probe, ProbeInfo, ProbeType};
-use crate::binary::{CodeView, FuncId, FuncRange, InstKind};
+use crate::binary::{CodeView, FuncId, InstKind};
 use crate::llvm::discriminator::{base_discriminator, duplication_factor};
 use crate::llvm::{ContextFrame, ContextShape, FuncName, LineLocation};
 use crate::profile::model::attr;
@@ -727,23 +727,26 @@ impl SampledLeaves {
         if !inferrer.may_infer_from(last) {
             return false;
         }
-        // As `infer` meets the leaves' functions.
-        let mut seen: Option<(FuncRange, std::ops::Range<Vaddr>)> = None;
-        for leaf in self.leaves() {
-            if seen.as_ref().is_some_and(|(_, span)| span.contains(&leaf.addr)) {
-                continue;
-            }
-            seen = code.func_range_span(leaf.addr);
-            if inferrer.may_infer(last, seen.as_ref().map(|(r, _)| r.func)) {
-                return true;
-            }
-        }
-        false
+        self.leaf_funcs(code).any(|(func, _)| inferrer.may_infer(last, func))
     }
 
-    /// The leaf probes, in the order the builder meets them.
-    fn leaves(&self) -> impl Iterator<Item = &Probe> {
-        self.blocks.iter().map(|(p, _)| p).chain(self.calls.iter().map(|(p, ..)| p))
+    /// The leaf probes' functions, each with the leaf's address, in the order the builder meets
+    /// them; a leaf in the same function as the one before is left out (most leaves are, and
+    /// the span of the last function found answers for them without a look-up).
+    fn leaf_funcs<'s, C: CodeView + ?Sized>(
+        &'s self,
+        code: &'s C,
+    ) -> impl Iterator<Item = (Option<FuncId>, Vaddr)> + 's {
+        let leaves = self.blocks.iter().map(|(p, _)| p).chain(self.calls.iter().map(|(p, ..)| p));
+        let mut span: Option<std::ops::Range<Vaddr>> = None;
+        leaves.filter_map(move |leaf| {
+            if span.as_ref().is_some_and(|s| s.contains(&leaf.addr)) {
+                return None;
+            }
+            let found = code.func_range_span(leaf.addr);
+            span = found.as_ref().map(|(_, s)| s.clone());
+            Some((found.map(|(r, _)| r.func), leaf.addr))
+        })
     }
 
     /// Tail-call inference for every leaf function, queried in the order the builder meets
@@ -770,21 +773,13 @@ impl SampledLeaves {
         }
         // Nothing inferred above the last call site.
         let plain = prefix.len() + 1 == sites.len();
-        // The last leaf's function and the addresses that find it: most leaves follow one in
-        // the same function.
-        let mut seen: Option<(FuncRange, std::ops::Range<Vaddr>)> = None;
-        for leaf in self.leaves() {
-            if seen.as_ref().is_some_and(|(_, span)| span.contains(&leaf.addr)) {
-                continue;
-            }
-            seen = code.func_range_span(leaf.addr);
-            let func = seen.as_ref().map(|(r, _)| r.func);
+        for (func, addr) in self.leaf_funcs(code) {
             if funcs.contains(&func) {
                 continue;
             }
             funcs.push(func);
             tail.clear();
-            inferrer.infer_between(code, last, leaf.addr, tail);
+            inferrer.infer_between(code, last, addr, tail);
             // A leaf function whose sites are the context's own is not listed.
             if plain && tail.len() == 1 {
                 continue;
