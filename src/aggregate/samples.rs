@@ -1071,14 +1071,14 @@ impl EntryCache {
 /// of positions: nothing is allocated or freed per sample, a flush empties the arena in one go,
 /// and samples are reduced in the order they first came (no hash-order dependence).
 struct Pending {
-    /// Every held sample's `[pid, number of return addresses, leaf, return addresses…, (source,
-    /// target)…]`: runtime addresses but the leaf (see [`Aggregator::leaf`]), as a record holds
-    /// them: compared with a record's bytes as bytes.
+    /// Every held sample's `[pid, number of return addresses | number of branch entries << 32,
+    /// leaf, return addresses…, (source, target)…]`: runtime addresses but the leaf (see
+    /// [`Aggregator::leaf`]), as a record holds them: compared with a record's bytes as bytes.
     words: Vec<RawWord>,
     /// The distinct held samples, in the order first seen.
     held: Vec<Held>,
-    /// `held` by content: indices, found by [`Held::hash`].
-    index: HashTable<u32>,
+    /// `held` by content, found by [`Held::hash`].
+    index: HashTable<Slot>,
     /// Seeds [`raw_hash`]: one seed per process, so that a held sample's hash is also its hash
     /// in another aggregator's table ([`Aggregator::hold_from`]).
     seed: u64,
@@ -1113,6 +1113,15 @@ impl HeldSamples {
     pub fn distinct(&self) -> usize {
         self.held.len()
     }
+}
+
+/// A distinct held sample in [`Pending::index`]: its index in [`Pending::held`], and where its
+/// words start, so that a lookup compares the words without waiting for the [`Held`] (a cache
+/// miss between the index's and the words'); the words' second one tells their length.
+#[derive(Clone, Copy)]
+struct Slot {
+    start: u32,
+    held: u32,
 }
 
 /// One distinct held sample: where its words are, and the counts of the samples alike.
@@ -1184,13 +1193,10 @@ impl Pending {
     ) {
         self.samples += 1;
         let hash = raw_hash(self.seed, head, callers, branches);
-        let (held, all) = (&self.held, &self.words);
-        let alike = |&i: &u32| {
-            let h = &held[i as usize];
-            h.hash == hash && holds(&all[h.start..h.start + h.len], head, callers, branches)
-        };
-        if let Some(&i) = self.index.find(hash, alike) {
-            self.held[i as usize].count(1, repeat, cycles);
+        let all = &self.words;
+        let alike = |s: &Slot| holds(all, s.start as usize, head, callers, branches);
+        if let Some(s) = self.index.find(hash, alike) {
+            self.held[s.held as usize].count(1, repeat, cycles);
             return;
         }
         let start = self.reserve(head.len() + callers.len() + 2 * branches.len());
@@ -1212,13 +1218,12 @@ impl Pending {
     /// adds its counts to the held sample alike.
     fn hold_held(&mut self, h: &Held, words: &[RawWord]) {
         self.samples += h.n;
-        let (held, all) = (&self.held, &self.words);
-        let alike = |&i: &u32| {
-            let s = &held[i as usize];
-            s.hash == h.hash && all[s.start..s.start + s.len] == *words
-        };
-        if let Some(&i) = self.index.find(h.hash, alike) {
-            self.held[i as usize].count(h.n, h.repeat, h.cycles);
+        let all = &self.words;
+        // Equal second words, equal lengths.
+        let alike =
+            |s: &Slot| all.get(s.start as usize..s.start as usize + words.len()) == Some(words);
+        if let Some(s) = self.index.find(h.hash, alike) {
+            self.held[s.held as usize].count(h.n, h.repeat, h.cycles);
             return;
         }
         let start = self.reserve(words.len());
@@ -1244,10 +1249,12 @@ impl Pending {
     /// Adds `h`, whose words were just appended, as a new distinct sample.
     #[inline]
     fn push(&mut self, h: Held) {
-        let (hash, i) = (h.hash, self.held.len() as u32);
+        // At most a few times the limit: far below 2^32 words.
+        let slot = Slot { start: h.start as u32, held: self.held.len() as u32 };
+        let hash = h.hash;
         self.held.push(h);
         let held = &self.held;
-        self.index.insert_unique(hash, i, |&j| held[j as usize].hash);
+        self.index.insert_unique(hash, slot, |s| held[s.held as usize].hash);
     }
 }
 
@@ -1286,7 +1293,6 @@ fn fold(a: u64, b: u64) -> u64 {
 fn raw_hash(seed: u64, head: [u64; 3], callers: &[RawWord], branches: &[RawBranch]) -> u64 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut h = fold(seed ^ head[0], K ^ head[1]);
-    h = fold(h, K ^ branches.len() as u64);
     let (pairs, odd) = callers.as_chunks::<2>();
     for [a, b] in pairs {
         h = fold(h ^ u64::from_le_bytes(*a), K ^ u64::from_le_bytes(*b));
@@ -1308,23 +1314,34 @@ fn raw_hash(seed: u64, head: [u64; 3], callers: &[RawWord], branches: &[RawBranc
     h
 }
 
-/// Whether `stored` (a held sample's words) holds the sample [`Pending::hold`] is given.
+/// Whether the held sample whose words start at `start` in `all` holds the sample
+/// [`Pending::hold`] is given.
 #[inline]
-fn holds(stored: &[RawWord], head: [u64; 3], callers: &[RawWord], branches: &[RawBranch]) -> bool {
-    let Some((h, rest)) = stored.split_first_chunk::<3>() else { return false };
-    if h.map(u64::from_le_bytes) != head || rest.len() != callers.len() + 2 * branches.len() {
+fn holds(
+    all: &[RawWord],
+    start: usize,
+    head: [u64; 3],
+    callers: &[RawWord],
+    branches: &[RawBranch],
+) -> bool {
+    let Some(h) = all[start..].first_chunk::<3>() else { return false };
+    // Equal second words, equal lengths: the words are the held sample's.
+    if h.map(u64::from_le_bytes) != head {
         return false;
     }
+    let rest = &all[start + 3..start + 3 + callers.len() + 2 * branches.len()];
     let (stack, pairs) = rest.split_at(callers.len());
     // Without an early exit per entry: most samples looked up are held already, so every entry
-    // is compared anyway, and this loop is half as long.
+    // is compared anyway, and this loop is half as long. The two words' differences are kept
+    // apart, so that an entry is compared as one vector.
     let le = |w: &RawWord| u64::from_le_bytes(*w);
-    let mut diff = 0;
+    let mut diff = [0; 2];
     for (p, e) in pairs.as_chunks::<2>().0.iter().zip(branches) {
         let (w, _) = e.as_chunks::<8>();
-        diff |= (le(&p[0]) ^ le(&w[0])) | (le(&p[1]) ^ le(&w[1]));
+        diff[0] |= le(&p[0]) ^ le(&w[0]);
+        diff[1] |= le(&p[1]) ^ le(&w[1]);
     }
-    stack == callers && diff == 0
+    stack == callers && diff == [0; 2]
 }
 
 /// Reduces samples to binary addresses and counts them.
@@ -1486,7 +1503,7 @@ impl<'b> Aggregator<'b> {
         );
         p.generation = map.generation();
         let pid = s.pid.map_or(u64::MAX, |pid| u64::from(pid as u32));
-        let head = [pid, callers.len() as u64, leaf];
+        let head = [pid, callers.len() as u64 | (s.branches.0.len() as u64) << 32, leaf];
         p.hold(head, callers, s.branches.0, s.repeat, cycles);
         if p.words.len() > p.limit && !p.taken {
             self.flush(map);
@@ -1592,9 +1609,9 @@ impl<'b> Aggregator<'b> {
         let le = |w: &RawWord| u64::from_le_bytes(*w);
         for h in &held.held[part] {
             let key = &held.words[h.start..h.start + h.len];
-            let [pid, n_callers, leaf] = [le(&key[0]), le(&key[1]), le(&key[2])];
+            let [pid, lens, leaf] = [le(&key[0]), le(&key[1]), le(&key[2])];
             let pid = (pid != u64::MAX).then_some(pid as u32 as i32);
-            let (callers, branches) = key[3..].split_at(n_callers as usize);
+            let (callers, branches) = key[3..].split_at(lens as u32 as usize);
             let branches = branches.as_chunks::<2>().0.iter().map(|[s, t]| (le(s), le(t)));
             let process = map.process(pid);
             let (callers, n) = (callers.iter().map(le), h.n);
