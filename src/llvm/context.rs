@@ -9,15 +9,58 @@ use std::sync::Arc;
 use super::canonical_fn_name;
 
 /// `LineLocation`: line offset from the function's start line (or probe id) and discriminator.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+/// Ordered by line, then discriminator. In C's layout, so that [`LineLocation::bytes`] is
+/// one load.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
 pub struct LineLocation {
     pub line_offset: u32,
     pub discriminator: u32,
 }
 
+// Compared as one word: the derived field-by-field compares took two loads and two branches
+// per key in the profile merges' loops over body samples (the pre-inliner's walk).
+impl PartialEq for LineLocation {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes() == other.bytes()
+    }
+}
+
+impl Eq for LineLocation {}
+
+// As derived: field by field, so that hashes stay what they were.
+impl std::hash::Hash for LineLocation {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.line_offset.hash(state);
+        self.discriminator.hash(state);
+    }
+}
+
+impl Ord for LineLocation {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.word().cmp(&other.word())
+    }
+}
+
+impl PartialOrd for LineLocation {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl LineLocation {
     pub fn new(line_offset: u32, discriminator: u32) -> Self {
         LineLocation { line_offset, discriminator }
+    }
+
+    /// The two fields as they lie in memory (little-endian): one load.
+    fn bytes(&self) -> u64 {
+        u64::from(self.line_offset) | (u64::from(self.discriminator) << 32)
+    }
+
+    /// The line in the high half: words order as (line, discriminator) pairs do.
+    fn word(&self) -> u64 {
+        self.bytes().rotate_left(32)
     }
 
     /// Whether the location is a line before the function's start (LLVM keeps the offset's low
