@@ -312,7 +312,7 @@ fn split_function_has_one_entry_range() {
     assert_eq!(work.ranges, [(Vaddr(0x1057), Vaddr(0x107a)), (Vaddr(0x11b0), Vaddr(0x1207))]);
     assert!(!b.func_range(Vaddr(0x1057)).unwrap().is_entry, "work.cold is not an entry");
     assert!(b.func_range(Vaddr(0x11b0)).unwrap().is_entry);
-    assert_eq!(b.function(b.func_range(Vaddr(0x1060)).unwrap().func).name.as_ref(), "work");
+    assert_eq!(b.function(b.func_range(Vaddr(0x1060)).unwrap().func).name.as_str(), "work");
 }
 
 #[test]

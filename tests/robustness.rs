@@ -536,6 +536,12 @@ fn profgen_capped(opts: &[&str], files: &[(&str, &Path)], out: &Path) -> Output 
 
 /// [`run`]s `cmd` with its address space capped at [`DEEP_INPUT_ADDRESS_SPACE`].
 fn capped(mut cmd: Command) -> Output {
+    cap_address_space(&mut cmd);
+    run(cmd)
+}
+
+/// Caps `cmd`'s address space at [`DEEP_INPUT_ADDRESS_SPACE`].
+fn cap_address_space(cmd: &mut Command) {
     use std::os::unix::process::CommandExt;
     // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
@@ -550,7 +556,6 @@ fn capped(mut cmd: Command) -> Output {
             Ok(())
         });
     }
-    run(cmd)
 }
 
 /// The first sample of `unsymbolized/loop.hybrid.perfscript` (leaf in `foo`, LBR through `bar`
@@ -888,29 +893,89 @@ fn binary_profiles_share_their_names() {
     let o = capped(cmd);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 
-    // The aggregate: one binary, one name, one context of the frames.
+    // The aggregate: one name, one context of the frames.
+    let pga = aggregate_of_contexts(&[&vec![b'f'; NAME]], &one_context_of(FRAMES, &[0; 3]));
+    let pga = write(&dir, "names.pga", &pga);
+    let mut cmd = Command::new(PROFGEN);
+    cmd.arg("merge").arg("-o").arg(dir.join("merged.pga")).arg(&pga);
+    let o = capped(cmd);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An aggregate (.pga) of one context-sensitive binary (build id 01, file name `a`, no samples)
+/// naming the functions `names` (in increasing order) in `contexts` (their count, then each as
+/// `src/aggregate/pga.rs` lays it out).
+fn aggregate_of_contexts(names: &[&[u8]], contexts: &[u8]) -> Vec<u8> {
     let mut payload = vec![0, 0, 1, 1, 1, 1, b'a'];
     payload.extend([0; 2 + 7 + 1 + 4 + 1 + 5 + 1]);
     payload.push(1); // context sensitive
     payload.extend([0; 4]);
-    payload.push(1);
-    uleb(NAME as u64, &mut payload);
-    payload.extend(vec![b'f'; NAME]);
-    payload.extend([1, 2]);
-    uleb(FRAMES as u64, &mut payload);
-    payload.extend([0; 3].repeat(FRAMES));
-    payload.extend([0, 0, 0]); // no ranges, no branches, nothing unprofiled
+    uleb(names.len() as u64, &mut payload);
+    for name in names {
+        uleb(name.len() as u64, &mut payload);
+        payload.extend(*name);
+    }
+    payload.extend(contexts);
+    payload.push(0); // nothing unprofiled
     let mut pga = b"\x89PGA\r\n\x1a\n".to_vec();
     pga.extend(2u32.to_le_bytes());
     pga.extend(0u32.to_le_bytes());
     pga.extend((payload.len() as u64).to_le_bytes());
     pga.extend(<md5::Md5 as md5::Digest>::digest(&payload));
     pga.extend(payload);
-    let pga = write(&dir, "names.pga", &pga);
-    let mut cmd = Command::new(PROFGEN);
-    cmd.arg("merge").arg("-o").arg(dir.join("merged.pga")).arg(&pga);
-    let o = capped(cmd);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    pga
+}
+
+/// One context (for [`aggregate_of_contexts`]) of `frames` times the encoded `frame`, without
+/// ranges or branches.
+fn one_context_of(frames: usize, frame: &[u8]) -> Vec<u8> {
+    let mut context = vec![1, 2];
+    uleb(frames as u64, &mut context);
+    context.extend(frame.repeat(frames));
+    context.extend([0, 0]);
+    context
+}
+
+/// Reading, merging and writing aggregates hash and compare each distinct name's text a bounded
+/// number of times, not once per frame: `profgen merge` of two copies of one 1 MB name in a
+/// context of 1,000,000 frames (4 MB each), and of two 1 MB names differing in their last byte
+/// in 200,000 contexts, each pair of them comparing the two (4.4 MB), each take well under a
+/// second. Each name was hashed (and compared) per frame: the first merge took minutes.
+#[test]
+fn aggregate_names_are_hashed_once_per_name() {
+    const NAME: usize = 1 << 20;
+    let dir = scratch("pga-long-names");
+    let merge = |inputs: &[&Path], out: &Path| {
+        let mut cmd = Command::new(PROFGEN);
+        cmd.arg("merge").arg("-o").arg(out).args(inputs);
+        cap_address_space(&mut cmd);
+        let o = run_with_deadline(cmd, 30);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    };
+    // One name in 1,000,000 frames; the merge of two copies has the same (empty) counters.
+    let one = aggregate_of_contexts(&[&vec![b'f'; NAME]], &one_context_of(1_000_000, &[0; 3]));
+    let one_path = write(&dir, "one.pga", &one);
+    let out = dir.join("merged.pga");
+    merge(&[&one_path, &one_path], &out);
+    assert!(std::fs::read(&out).unwrap() == one, "the merge of two copies differs from one");
+    // Contexts `c:i @ A` and `c:i @ B` (name indices 0, 1 and 2), in order: checking the order
+    // and sorting compare A with B.
+    let (a, b) =
+        ([vec![b'f'; NAME], b"a".to_vec()].concat(), [vec![b'f'; NAME], b"b".to_vec()].concat());
+    let mut contexts = Vec::new();
+    uleb(200_000, &mut contexts);
+    for i in 0..100_000 {
+        for callee in [1, 2] {
+            contexts.extend([2, 2, 0]);
+            uleb(i, &mut contexts);
+            contexts.extend([0, callee, 0, 0, 0, 0]);
+        }
+    }
+    let two = aggregate_of_contexts(&[b"c", &a, &b], &contexts);
+    let two_path = write(&dir, "two.pga", &two);
+    merge(&[&two_path], &out);
+    assert!(std::fs::read(&out).unwrap() == two, "the merge of one aggregate differs from it");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

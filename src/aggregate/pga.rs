@@ -243,6 +243,15 @@ impl Aggregate {
 
     /// Reads an aggregate file's bytes; `path` names it in errors.
     pub fn decode(data: &[u8], path: &Path) -> Result<Aggregate, Error> {
+        Aggregate::decode_sharing(data, path, &mut SharedNames::new())
+    }
+
+    /// [`Self::decode`], its names' texts shared with `names` (and added there).
+    fn decode_sharing(
+        data: &[u8],
+        path: &Path,
+        names: &mut SharedNames,
+    ) -> Result<Aggregate, Error> {
         let bad = |offset: usize, what: String| Error::Malformed {
             path: path.to_path_buf(),
             offset: offset as u64,
@@ -282,7 +291,7 @@ impl Aggregate {
         if Md5::digest(payload)[..] != data[24..40] {
             return Err(bad(24, "checksum mismatch: the file is corrupt".into()));
         }
-        let mut r = Reader { data: payload, pos: 0, path };
+        let mut r = Reader { data: payload, pos: 0, path, names };
         let agg = r.aggregate()?;
         if r.pos != payload.len() {
             return Err(
@@ -292,24 +301,25 @@ impl Aggregate {
         Ok(agg)
     }
 
-    /// Reads the aggregate file at `path`.
-    pub fn read(path: &Path) -> Result<Aggregate, Error> {
+    /// Reads the aggregate file at `path`, its names' texts shared with `names`.
+    fn read(path: &Path, names: &mut SharedNames) -> Result<Aggregate, Error> {
         let data =
             std::fs::read(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
-        Aggregate::decode(&data, path)
+        Aggregate::decode_sharing(&data, path, names)
     }
 
     /// Reads and merges the aggregate files at `paths`, one at a time (memory holds the merged
     /// result and one input); `None` when `paths` is empty. With `skipped`, a file that cannot be
     /// read or merged is left out and its error collected there; without, the first error is
-    /// returned.
+    /// returned. The files share their names' texts, so the merge compares frames by pointer.
     pub fn read_merged(
         paths: &[PathBuf],
         mut skipped: Option<&mut Vec<Error>>,
     ) -> Result<Option<Aggregate>, Error> {
         let mut merged: Option<(Aggregate, String)> = None;
+        let mut names = SharedNames::new();
         for path in paths {
-            let result = Aggregate::read(path).and_then(|a| match &mut merged {
+            let result = Aggregate::read(path, &mut names).and_then(|a| match &mut merged {
                 None => {
                     merged = Some((a, path.display().to_string()));
                     Ok(())
@@ -345,6 +355,11 @@ pub fn describe_options(mine: &[(String, String)], theirs: &[(String, String)]) 
     let parts: Vec<String> =
         mine.iter().filter(|o| !theirs.contains(o)).map(|(k, v)| format!("--{k}={v}")).collect();
     if parts.is_empty() { "fewer options".to_string() } else { parts.join(", ") }
+}
+
+/// Where `name`'s text is: names sharing a text share it.
+fn text_address(name: &FuncName) -> usize {
+    name.as_ptr() as usize
 }
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
@@ -424,37 +439,65 @@ fn encode_binary(p: &mut Vec<u8>, key: &BinaryKey, b: &BinaryAggregate) {
         write_uleb128(p, v as u64);
         write_uleb128(p, (v >> 64) as u64);
     }
-    let mut contexts: Vec<_> = b.counters.by_context.iter().collect();
-    contexts.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    let names: BTreeSet<&str> = contexts
-        .iter()
-        .filter_map(|(k, _)| match k {
-            ContextKey::Frames(f) => Some(f.iter().map(|f| f.func.as_str())),
+    // Frames find their name's index by the name's shared text, and contexts sort by those
+    // indices (text order, [`StoredKey`]): each distinct text is read a bounded number of
+    // times, not once per frame (one 1 MB name in a million frames read a terabyte).
+    let mut shared: Vec<&FuncName> = b
+        .counters
+        .by_context
+        .keys()
+        .filter_map(|k| match k {
+            ContextKey::Frames(f) => Some(f.iter().map(|f| (text_address(&f.func), &f.func))),
             _ => None,
         })
         .flatten()
+        .collect::<hashbrown::HashMap<_, _>>()
+        .into_values()
         .collect();
+    shared.sort_unstable();
+    let mut names: Vec<&str> = Vec::new();
+    let mut index = hashbrown::HashMap::with_capacity(shared.len());
+    for name in shared {
+        if names.last() != Some(&name.as_str()) {
+            names.push(name.as_str());
+        }
+        index.insert(text_address(name), names.len() - 1);
+    }
     write_uleb128(p, names.len() as u64);
     for name in &names {
         put_bytes(p, name.as_bytes());
     }
-    let index: hashbrown::HashMap<&str, u64> =
-        names.iter().enumerate().map(|(i, n)| (*n, i as u64)).collect();
+    let mut contexts: Vec<_> = b
+        .counters
+        .by_context
+        .iter()
+        .map(|(key, c)| {
+            let order = match key {
+                ContextKey::None => StoredKey::None,
+                ContextKey::Addrs(a) => StoredKey::Addrs(a.clone()),
+                ContextKey::Frames(frames) => StoredKey::Frames(
+                    frames.iter().map(|f| (index[&text_address(&f.func)], f.loc)).collect(),
+                ),
+            };
+            (order, c)
+        })
+        .collect();
+    contexts.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     write_uleb128(p, contexts.len() as u64);
-    for (key, c) in contexts {
-        match key {
-            ContextKey::None => write_uleb128(p, 0),
-            ContextKey::Addrs(a) => {
+    for (order, c) in contexts {
+        match order {
+            StoredKey::None => write_uleb128(p, 0),
+            StoredKey::Addrs(a) => {
                 write_uleb128(p, 1);
-                put_addrs(p, a.iter().copied());
+                put_addrs(p, a.into_iter());
             }
-            ContextKey::Frames(frames) => {
+            StoredKey::Frames(frames) => {
                 write_uleb128(p, 2);
                 write_uleb128(p, frames.len() as u64);
-                for f in frames {
-                    write_uleb128(p, index[f.func.as_str()]);
-                    write_uleb128(p, u64::from(f.loc.line_offset));
-                    write_uleb128(p, u64::from(f.loc.discriminator));
+                for (i, loc) in frames {
+                    write_uleb128(p, i as u64);
+                    write_uleb128(p, u64::from(loc.line_offset));
+                    write_uleb128(p, u64::from(loc.discriminator));
                 }
             }
         }
@@ -463,11 +506,25 @@ fn encode_binary(p: &mut Vec<u8>, key: &BinaryKey, b: &BinaryAggregate) {
     }
 }
 
+/// Function names, one per text: aggregates read together share them, so merging their contexts
+/// compares names by pointer rather than by text (a million frames of a 1 MB name are a terabyte).
+type SharedNames = hashbrown::HashSet<FuncName>;
+
+/// A context as the file stores it, its frames' names by index in the binary's name table (whose
+/// order is the texts'): it sorts as the context does, without reading names.
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
+enum StoredKey {
+    None,
+    Addrs(Vec<Vaddr>),
+    Frames(Vec<(usize, LineLocation)>),
+}
+
 /// Decoding state over the payload; errors name the file offset (payload position + header).
 struct Reader<'a> {
     data: &'a [u8],
     pos: usize,
     path: &'a Path,
+    names: &'a mut SharedNames,
 }
 
 impl Reader<'_> {
@@ -591,16 +648,20 @@ impl Reader<'_> {
         Ok(out)
     }
 
-    /// A context; its frames share the names' text (a frame takes three bytes or more, a copy of
-    /// its name as many as the name has).
-    fn key(&mut self, names: &[FuncName]) -> Result<ContextKey, Error> {
+    /// A context and where it sorts; its frames share the names' text (a frame takes three bytes
+    /// or more, a copy of its name as many as the name has).
+    fn key(&mut self, names: &[FuncName]) -> Result<(ContextKey, StoredKey), Error> {
         let at = self.pos;
         Ok(match self.uleb("context kind")? {
-            0 => ContextKey::None,
-            1 => ContextKey::Addrs(self.addrs("context addresses")?),
+            0 => (ContextKey::None, StoredKey::None),
+            1 => {
+                let addrs = self.addrs("context addresses")?;
+                (ContextKey::Addrs(addrs.clone()), StoredKey::Addrs(addrs))
+            }
             2 => {
                 let n = self.count("context frames", 3)?;
                 let mut frames = Vec::with_capacity(n);
+                let mut order = Vec::with_capacity(n);
                 for _ in 0..n {
                     let i_at = self.pos;
                     let i = self.uleb("frame name index")?;
@@ -612,12 +673,11 @@ impl Reader<'_> {
                     })?;
                     let line_offset = self.u32("frame line offset")?;
                     let discriminator = self.u32("frame discriminator")?;
-                    frames.push(ContextFrame {
-                        func: func.clone(),
-                        loc: LineLocation::new(line_offset, discriminator),
-                    });
+                    let loc = LineLocation::new(line_offset, discriminator);
+                    frames.push(ContextFrame { func: func.clone(), loc });
+                    order.push((i as usize, loc));
                 }
-                ContextKey::Frames(frames)
+                (ContextKey::Frames(frames), StoredKey::Frames(order))
             }
             k => return Err(self.bad_at(at, format!("unknown context kind {k}"))),
         })
@@ -690,16 +750,24 @@ impl Reader<'_> {
         for _ in 0..n_names {
             let at = self.pos;
             let name = self.string("function name")?;
-            self.increasing(&mut prev, name.clone(), at, "function names")?;
-            names.push(FuncName::from(name));
+            let shared = match self.names.get(name.as_str()) {
+                Some(shared) => shared.clone(),
+                None => {
+                    let new = FuncName::from(name);
+                    self.names.insert(new.clone());
+                    new
+                }
+            };
+            self.increasing(&mut prev, shared.clone(), at, "function names")?;
+            names.push(shared);
         }
         let n_contexts = self.count("contexts", 3)?;
         let mut by_context = hashbrown::HashMap::with_capacity(n_contexts);
         let mut prev = None;
         for _ in 0..n_contexts {
             let at = self.pos;
-            let key = self.key(&names)?;
-            self.increasing(&mut prev, key.clone(), at, "contexts")?;
+            let (key, order) = self.key(&names)?;
+            self.increasing(&mut prev, order, at, "contexts")?;
             let ranges = self.pairs("ranges")?;
             let branches = self.pairs("branches")?;
             by_context.insert(key, Counters { ranges, branches });

@@ -5,6 +5,7 @@
 
 use super::{Binary, FuncId, FuncRange, InstKind, SourceFrame};
 use crate::addr::Vaddr;
+use crate::llvm::FuncName;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::sync::Arc;
@@ -34,7 +35,7 @@ pub trait CodeView {
     /// Name of the function entered by a branch to `a`: a function range that starts exactly at
     /// `a` and is the function's entry (llvm-profgen's `getCalleeNameForAddress`, before
     /// canonicalisation).
-    fn entry_func_name(&self, a: Vaddr) -> Option<Arc<str>>;
+    fn entry_func_name(&self, a: Vaddr) -> Option<FuncName>;
 }
 
 impl CodeView for Binary {
@@ -71,7 +72,7 @@ impl CodeView for Binary {
     fn func_range_span(&self, a: Vaddr) -> Option<(FuncRange, Range<Vaddr>)> {
         Binary::func_range_span(self, a).map(|(r, span)| (*r, span))
     }
-    fn entry_func_name(&self, a: Vaddr) -> Option<Arc<str>> {
+    fn entry_func_name(&self, a: Vaddr) -> Option<FuncName> {
         let r = self.func_range_at_start(a).filter(|r| r.is_entry)?;
         Some(self.function(r.func).name.clone())
     }
@@ -169,7 +170,7 @@ impl CodeView for CodeMap {
         let r = CodeView::func_range(self, a)?;
         Some((r, r.start..r.end))
     }
-    fn entry_func_name(&self, a: Vaddr) -> Option<Arc<str>> {
+    fn entry_func_name(&self, a: Vaddr) -> Option<FuncName> {
         self.funcs.iter().find(|f| f.0 == a.0).map(|f| f.2.as_str().into())
     }
 }

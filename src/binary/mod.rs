@@ -93,7 +93,7 @@ pub enum FuncSource {
 #[derive(Clone, Debug)]
 pub struct Function {
     /// Linkage name (DWARF linkage name, else DWARF name, else symbol name).
-    pub name: Arc<str>,
+    pub name: FuncName,
     /// Half-open [start, end) ranges, sorted.
     pub ranges: Vec<(Vaddr, Vaddr)>,
     pub source: FuncSource,
@@ -585,7 +585,7 @@ impl Binary {
         match (site, &self.debug) {
             (InlineSite::Dwarf(node), Some(debug)) => debug.node_frames(node, leaf_at.map(|a| a.0)),
             (InlineSite::Symbol(f), _) => vec![SourceFrame {
-                func_name: self.function(f).name.clone(),
+                func_name: self.function(f).name.shared_text().clone(),
                 line_offset: 0,
                 discriminator: 0,
             }],
@@ -681,7 +681,7 @@ impl FunctionsBuilder {
         let functions = &mut self.functions;
         let id = *self.by_name.entry((name.clone(), source == FuncSource::Symbol)).or_insert_with(
             || {
-                functions.push(Function { name: name.clone(), ranges: Vec::new(), source });
+                functions.push(Function { name: name.clone().into(), ranges: Vec::new(), source });
                 FuncId((functions.len() - 1) as u32)
             },
         );
@@ -785,7 +785,7 @@ mod tests {
             dwarf::Subprogram { name: name("gone"), ranges: vec![(0x0, 0x8)] },
         ];
         let func = |n: &str, ranges: &[(u64, u64)]| Function {
-            name: name(n),
+            name: name(n).into(),
             ranges: ranges.iter().map(|&(s, e)| (Vaddr(s), Vaddr(e))).collect(),
             source: FuncSource::Dwarf,
         };

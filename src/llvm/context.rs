@@ -73,31 +73,61 @@ impl LineLocation {
 
 /// One frame of a calling context: a function and the location in it (the call site for every
 /// frame but the leaf, whose location is (0, 0)).
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ContextFrame {
     pub func: FuncName,
     pub loc: LineLocation,
 }
 
+/// By the name's [`FuncName::text_hash`]: a context's hash reads no name text.
+impl std::hash::Hash for ContextFrame {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.func.text_hash());
+        self.loc.hash(state);
+    }
+}
+
 /// A function name in a context frame, shared: contexts repeat a few thousand names in millions
 /// of frames, so a frame holds a reference, copying one copies no text, and frames made from the
-/// same name compare equal without reading it. Equality, order and hash are the text's.
+/// same name compare equal without reading it. Equality, order and hash are the text's; the text
+/// is also hashed once when the name is made, and frames hash that ([`ContextFrame`]), so hashing a
+/// context costs its frames, not the length of their names (a crafted aggregate of one 1 MB name
+/// in a million frames hashed a terabyte).
 #[derive(Clone)]
-pub struct FuncName(Arc<str>);
+pub struct FuncName {
+    text: Arc<str>,
+    hash: u64,
+}
+
+/// The text's hash, one hasher for the process (seeded at random, as hashbrown's maps are): equal
+/// texts get equal hashes wherever their names were made.
+fn text_hash(text: &str) -> u64 {
+    use std::hash::BuildHasher;
+    static SEED: std::sync::OnceLock<hashbrown::DefaultHashBuilder> = std::sync::OnceLock::new();
+    SEED.get_or_init(hashbrown::DefaultHashBuilder::default).hash_one(text)
+}
 
 impl FuncName {
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.text
+    }
+    /// The text's hash, made with the name: equal texts give equal values.
+    pub fn text_hash(&self) -> u64 {
+        self.hash
+    }
+    /// The shared text.
+    pub fn shared_text(&self) -> &Arc<str> {
+        &self.text
     }
     /// Whether both hold the same shared text (then they are equal without reading it).
     pub fn same(&self, other: &FuncName) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        Arc::ptr_eq(&self.text, &other.text)
     }
-    /// `name`'s canonical form ([`canonical_fn_name`]), sharing `name`'s text when that is
-    /// already canonical (most names are).
-    pub fn canonical(name: &Arc<str>) -> FuncName {
+    /// `name`'s canonical form ([`canonical_fn_name`]): `name` itself when that is already
+    /// canonical (most names are).
+    pub fn canonical(name: &FuncName) -> FuncName {
         match canonical_fn_name(name) {
-            c if c.len() == name.len() => FuncName(name.clone()),
+            c if c.len() == name.len() => name.clone(),
             c => FuncName::from(c),
         }
     }
@@ -106,32 +136,26 @@ impl FuncName {
 /// The empty name (a fresh profile's): one shared allocation, as `Arc<str>`'s default.
 impl Default for FuncName {
     fn default() -> Self {
-        FuncName(Arc::default())
+        FuncName::from(Arc::<str>::default())
     }
 }
 
 impl std::ops::Deref for FuncName {
     type Target = str;
     fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::borrow::Borrow<str> for FuncName {
-    fn borrow(&self) -> &str {
-        &self.0
+        &self.text
     }
 }
 
 impl From<&str> for FuncName {
     fn from(s: &str) -> Self {
-        FuncName(s.into())
+        FuncName::from(Arc::<str>::from(s))
     }
 }
 
 impl From<String> for FuncName {
     fn from(s: String) -> Self {
-        FuncName(s.into())
+        FuncName::from(Arc::<str>::from(s))
     }
 }
 
@@ -142,14 +166,14 @@ impl From<&FuncName> for FuncName {
 }
 
 impl From<Arc<str>> for FuncName {
-    fn from(s: Arc<str>) -> Self {
-        FuncName(s)
+    fn from(text: Arc<str>) -> Self {
+        FuncName { hash: text_hash(&text), text }
     }
 }
 
 impl PartialEq for FuncName {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+        self.same(other) || (self.hash == other.hash && self.text == other.text)
     }
 }
 
@@ -157,22 +181,22 @@ impl Eq for FuncName {}
 
 impl PartialEq<str> for FuncName {
     fn eq(&self, other: &str) -> bool {
-        &*self.0 == other
+        &*self.text == other
     }
 }
 
 impl PartialEq<&str> for FuncName {
     fn eq(&self, other: &&str) -> bool {
-        &*self.0 == *other
+        &*self.text == *other
     }
 }
 
 impl Ord for FuncName {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        if Arc::ptr_eq(&self.0, &other.0) {
+        if self.same(other) {
             return std::cmp::Ordering::Equal;
         }
-        self.0.cmp(&other.0)
+        self.text.cmp(&other.text)
     }
 }
 
@@ -182,6 +206,14 @@ impl PartialOrd for FuncName {
     }
 }
 
+impl std::borrow::Borrow<str> for FuncName {
+    fn borrow(&self) -> &str {
+        &self.text
+    }
+}
+
+/// `str`'s hash, as [`Borrow<str>`](std::borrow::Borrow) requires (maps keyed by names are
+/// looked up by text).
 impl std::hash::Hash for FuncName {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.as_str().hash(state);
