@@ -39,11 +39,6 @@ pub trait ContextSizeOracle: Sync {
     /// with its call site (the leaf's location is ignored). A frame is taken only while the
     /// context still matches.
     fn func_size(&self, leaf_first: &mut dyn Iterator<Item = (Option<u32>, LineLocation)>) -> u32;
-
-    /// [`Self::func_size`] of `context`, root first, leaf last with location (0, 0).
-    fn func_size_for_context(&self, context: &[ContextFrame]) -> u32 {
-        self.func_size(&mut context.iter().rev().map(|f| (self.name_id(&f.func), f.loc)))
-    }
 }
 
 /// The size oracle for `--use-context-cost-for-preinliner=0`, where sizes come from the profile
@@ -408,6 +403,11 @@ mod tests {
     use super::*;
     use crate::llvm::callsite_hash;
 
+    /// [`ContextSizeOracle::func_size`] of `context`, root first, leaf last with location (0, 0).
+    fn size_for_context(sizes: &impl ContextSizeOracle, context: &[ContextFrame]) -> u32 {
+        sizes.func_size(&mut context.iter().rev().map(|f| (sizes.name_id(&f.func), f.loc)))
+    }
+
     /// `"main:3 @ foo:2.1 @ bar"` → frames, root first.
     fn ctx(s: &str) -> Vec<ContextFrame> {
         s.split(" @ ")
@@ -469,13 +469,13 @@ mod tests {
         s.add_instruction(&ctx("foo:2 @ bar"), 20);
         s.add_instruction(&ctx("bar:7"), 30);
         s.add_instruction(&ctx("bar:9"), 20);
-        assert_eq!(s.func_size_for_context(&ctx("main:3 @ foo:2 @ bar")), 10);
+        assert_eq!(size_for_context(&s, &ctx("main:3 @ foo:2 @ bar")), 10);
         // More callers than recorded: the deepest recorded context.
-        assert_eq!(s.func_size_for_context(&ctx("start:1 @ main:3 @ foo:2 @ bar")), 10);
+        assert_eq!(size_for_context(&s, &ctx("start:1 @ main:3 @ foo:2 @ bar")), 10);
         // A different call site in main: the match stops at `foo:2 @ bar`.
-        assert_eq!(s.func_size_for_context(&ctx("main:4 @ foo:2 @ bar")), 20);
+        assert_eq!(size_for_context(&s, &ctx("main:4 @ foo:2 @ bar")), 20);
         // A discriminator is part of the call site; the leaf location is not.
-        assert_eq!(s.func_size_for_context(&ctx("foo:2.1 @ bar")), 50);
+        assert_eq!(size_for_context(&s, &ctx("foo:2.1 @ bar")), 50);
     }
 
     /// Without a size on the matched path, LLVM pivots to the first child (lowest
@@ -489,20 +489,20 @@ mod tests {
         assert_ne!(hash("a", 1), hash("b", 2));
         let first = if hash("a", 1) < hash("b", 2) { 7 } else { 9 };
         // `baz` matches (without a size), `c:5` does not: pivot below `baz`.
-        assert_eq!(s.func_size_for_context(&ctx("c:5 @ baz")), first);
-        assert_eq!(s.func_size_for_context(&ctx("baz")), first);
+        assert_eq!(size_for_context(&s, &ctx("c:5 @ baz")), first);
+        assert_eq!(size_for_context(&s, &ctx("baz")), first);
 
         // The pivot descends through size-less nodes.
         let mut s = ContextSizeTracker::default();
         s.add_instruction(&ctx("x:1 @ y:2 @ qux"), 4);
-        assert_eq!(s.func_size_for_context(&ctx("qux")), 4);
+        assert_eq!(size_for_context(&s, &ctx("qux")), 4);
         // A partial match pivots from the last matched node: `y:2 @ qux`, then `x:1`.
-        assert_eq!(s.func_size_for_context(&ctx("z:8 @ y:2 @ qux")), 4);
+        assert_eq!(size_for_context(&s, &ctx("z:8 @ y:2 @ qux")), 4);
         // An unknown function pivots from the root (LLVM asserts instead).
-        assert_eq!(s.func_size_for_context(&ctx("unknown")), 4);
+        assert_eq!(size_for_context(&s, &ctx("unknown")), 4);
         // A known size of 0 is not replaced by another context's.
         mark_known(&mut s, &ctx("main:3 @ qux"));
-        assert_eq!(s.func_size_for_context(&ctx("main:3 @ qux")), 0);
+        assert_eq!(size_for_context(&s, &ctx("main:3 @ qux")), 0);
     }
 
     fn corpus_binary(case: &str) -> Binary {
@@ -528,7 +528,7 @@ mod tests {
         let all = all_dwarf_functions(&b);
         assert_eq!(recorded(&b, &all), [("main".to_string(), 583), ("run".to_string(), 121)]);
         let s = context_sizes(&b, &all);
-        assert_eq!(s.func_size_for_context(&ctx("main:6 @ run")), 121);
+        assert_eq!(size_for_context(&s, &ctx("main:6 @ run")), 121);
     }
 
     /// Probe binary: call sites are probe ids from the DWARF discriminators; `noop` left no
@@ -546,7 +546,7 @@ mod tests {
         ];
         assert_eq!(recorded(&b, &all_dwarf_functions(&b)), expected);
         let s = context_sizes(&b, &all_dwarf_functions(&b));
-        assert_eq!(s.func_size_for_context(&ctx(&format!("main:5 @ work:2 @ _ZL4noopi{uniq}"))), 0);
+        assert_eq!(size_for_context(&s, &ctx(&format!("main:5 @ work:2 @ _ZL4noopi{uniq}"))), 0);
         // Only profiled functions are measured.
         let work: Vec<FuncId> = all_dwarf_functions(&b)
             .into_iter()
@@ -569,10 +569,10 @@ mod tests {
         assert_eq!(size_of("work:2.6 @ big"), Some(246), "{recorded:?}");
         assert_eq!(size_of("work:2.8 @ big"), Some(170), "{recorded:?}");
         let s = context_sizes(&b, &all);
-        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.6 @ big")), 246);
-        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.8 @ big")), 170);
-        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.3 @ big")), 246);
-        assert_eq!(s.func_size_for_context(&ctx("main:5.2 @ work:2.4 @ big")), 246);
+        assert_eq!(size_for_context(&s, &ctx("main:5.2 @ work:2.6 @ big")), 246);
+        assert_eq!(size_for_context(&s, &ctx("main:5.2 @ work:2.8 @ big")), 170);
+        assert_eq!(size_for_context(&s, &ctx("main:5.2 @ work:2.3 @ big")), 246);
+        assert_eq!(size_for_context(&s, &ctx("main:5.2 @ work:2.4 @ big")), 246);
     }
 
     /// Range starts, branch ends and (address-keyed contexts only) call-stack addresses.
@@ -617,12 +617,12 @@ mod tests {
             s.last_mut().unwrap().loc = LineLocation::default();
             s
         };
-        assert_eq!(sizes.func_size_for_context(&ctx(&[("foo", 0)])), 10);
-        assert_eq!(sizes.func_size_for_context(&ctx(&[("main", 3), ("foo", 0)])), 5);
+        assert_eq!(size_for_context(&sizes, &ctx(&[("foo", 0)])), 10);
+        assert_eq!(size_for_context(&sizes, &ctx(&[("main", 3), ("foo", 0)])), 5);
         // Deeper than anything recorded: the deepest match with a size.
-        assert_eq!(sizes.func_size_for_context(&ctx(&[("x", 1), ("main", 3), ("foo", 0)])), 5);
+        assert_eq!(size_for_context(&sizes, &ctx(&[("x", 1), ("main", 3), ("foo", 0)])), 5);
         // Other call site: the context-less size.
-        assert_eq!(sizes.func_size_for_context(&ctx(&[("main", 4), ("foo", 0)])), 10);
+        assert_eq!(size_for_context(&sizes, &ctx(&[("main", 4), ("foo", 0)])), 10);
     }
 
     #[test]
@@ -632,9 +632,9 @@ mod tests {
         sizes.add_instruction(&stack(&[("main", 2), ("bar", 1)]), 3);
         mark_known(&mut sizes, &stack(&[("main", 5), ("gone", 0)]));
         let ctx = stack(&[("other", 1), ("bar", 0)]);
-        assert_eq!(sizes.func_size_for_context(&ctx), 3);
-        assert_eq!(sizes.func_size_for_context(&stack(&[("main", 5), ("gone", 0)])), 0);
+        assert_eq!(size_for_context(&sizes, &ctx), 3);
+        assert_eq!(size_for_context(&sizes, &stack(&[("main", 5), ("gone", 0)])), 0);
         let empty = ContextSizeTracker::default();
-        assert_eq!(empty.func_size_for_context(&stack(&[("unknown", 0)])), 0);
+        assert_eq!(size_for_context(&empty, &stack(&[("unknown", 0)])), 0);
     }
 }
