@@ -184,47 +184,28 @@ fn bit_flips_end_in_a_profile_or_an_error() {
         let _ = std::fs::remove_file(out);
     };
     let good_binary = sample("inline_chain/inline_chain");
-    for i in 0..120 {
-        let mut bytes = perf_data.clone();
-        rng.flip_bits(&mut bytes, 4);
-        let data = write(&dir, "flip.data", &bytes);
-        check(
-            run_lib(&[], &[("--binary", &good_binary), ("--perfdata", &data)], &out),
-            &format!("perf.data flip {i}"),
-            &out,
-        );
-    }
     let data = write(&dir, "good.data", &perf_data);
-    for i in 0..60 {
-        let mut bytes = binary.clone();
-        rng.flip_bits(&mut bytes, 4);
-        let bin = write(&dir, "inline_chain", &bytes);
-        check(
-            run_lib(&[], &[("--binary", &bin), ("--perfdata", &data)], &out),
-            &format!("binary flip {i}"),
-            &out,
-        );
-    }
-    for i in 0..60 {
-        let mut bytes = script.clone();
-        rng.flip_bits(&mut bytes, 4);
-        let s = write(&dir, "flip.perfscript", &bytes);
-        check(
-            run_lib(&[], &[("--binary", &loop_bin), ("--perfscript", &s)], &out),
-            &format!("perf script flip {i}"),
-            &out,
-        );
-    }
-    for i in 0..60 {
-        let mut bytes = raw.clone();
-        rng.flip_bits(&mut bytes, 4);
-        let r = write(&dir, "flip.raw", &bytes);
-        check(
-            run_lib(&[], &[("--binary", &loop_bin), ("--unsymbolized-profile", &r)], &out),
-            &format!("unsymbolized flip {i}"),
-            &out,
-        );
-    }
+    // `runs` runs, each on a copy of `original` with bits flipped, written to `dir/name`.
+    let mut flipped = |original: &[u8], runs: usize, name: &str, run: &dyn Fn(&Path) -> _| {
+        for i in 0..runs {
+            let mut bytes = original.to_vec();
+            rng.flip_bits(&mut bytes, 4);
+            let path = write(&dir, name, &bytes);
+            check(run(&path), &format!("{name} flip {i}"), &out);
+        }
+    };
+    flipped(&perf_data, 120, "flip.data", &|data| {
+        run_lib(&[], &[("--binary", &good_binary), ("--perfdata", data)], &out)
+    });
+    flipped(&binary, 60, "inline_chain", &|bin| {
+        run_lib(&[], &[("--binary", bin), ("--perfdata", &data)], &out)
+    });
+    flipped(&script, 60, "flip.perfscript", &|s| {
+        run_lib(&[], &[("--binary", &loop_bin), ("--perfscript", s)], &out)
+    });
+    flipped(&raw, 60, "flip.raw", &|r| {
+        run_lib(&[], &[("--binary", &loop_bin), ("--unsymbolized-profile", r)], &out)
+    });
     // Both outcomes occur, so the loop exercises both paths.
     assert!(ok > 0 && failed > 0, "{ok} profiles, {failed} errors");
     assert_eq!(leftovers(&dir, &[]).len(), 5, "{:?}", leftovers(&dir, &[]));
@@ -523,6 +504,19 @@ fn run_implausible_binary(name: &str, perf_data: &str) -> (PathBuf, String, Stri
     (bin, e, text)
 }
 
+/// A run (`--leading-ip-only`) on the crafted recording `tests/fixtures/robustness/<name>` with
+/// `inline_chain`'s binary, in a capped address space ([`profgen_capped`]); returns the
+/// recording's path, the run's exit code and its stderr.
+fn run_crafted_recording(name: &str) -> (PathBuf, Option<i32>, String) {
+    let dir = scratch(name);
+    let perf_data = fixture(&format!("robustness/{name}"));
+    let binary = sample("inline_chain/inline_chain");
+    let files = [("--binary", binary.as_path()), ("--perfdata", &perf_data)];
+    let o = profgen_capped(&["--leading-ip-only"], &files, &dir.join("out.txt"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    (perf_data, o.status.code(), stderr(&o))
+}
+
 /// Address space a run on a deep or implausible input may use, with one worker: a few times what
 /// profgen needs (under 64 MiB; the time order's 64 MiB of copied records take about 430 MiB),
 /// far below what depth² frames, a copy per reference or an unbounded recursion would take.
@@ -754,21 +748,14 @@ fn attr_ids_overlapping_are_read_once() {
 /// are read.
 #[test]
 fn records_queued_for_time_order_are_bounded_by_their_memory() {
-    let dir = scratch("queued-memory");
-    let out = dir.join("out.txt");
-    let perf_data = fixture("robustness/pipe_zstd_unreleased_round");
-    let binary = sample("inline_chain/inline_chain");
-    let files = [("--binary", binary.as_path()), ("--perfdata", &perf_data)];
-    let o = profgen_capped(&["--leading-ip-only"], &files, &out);
-    let e = stderr(&o);
+    let (_, code, e) = run_crafted_recording("pipe_zstd_unreleased_round");
     // The samples lie in no mapping: an empty profile of a cut input.
-    assert_eq!(o.status.code(), Some(3), "{e}");
+    assert_eq!(code, Some(3), "{e}");
     assert!(e.contains("5636096 samples are in no mapped file"), "{e}");
     let warning = "over 67108864 bytes of copied records (a stream or compressed data) without a \
                    finished round; time order is approximate\n";
     assert!(e.contains(warning), "{e}");
     assert!(e.contains("input truncated at byte offset 160: compressed data inflating"), "{e}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// zstd data is decoded up to 1024 times the compressed bytes read (and 64 MiB), perf's own
@@ -777,14 +764,8 @@ fn records_queued_for_time_order_are_bounded_by_their_memory() {
 /// skips; a 67 KB file of the same kind to 800 MB took 4 s.
 #[test]
 fn zstd_data_inflating_past_perf_compression_is_cut() {
-    let dir = scratch("zstd-ratio");
-    let out = dir.join("out.txt");
-    let perf_data = fixture("robustness/pipe_zstd_ratio_bomb");
-    let binary = sample("inline_chain/inline_chain");
-    let files = [("--binary", binary.as_path()), ("--perfdata", &perf_data)];
-    let o = profgen_capped(&["--leading-ip-only"], &files, &out);
-    let e = stderr(&o);
-    assert_eq!(o.status.code(), Some(3), "{e}");
+    let (perf_data, code, e) = run_crafted_recording("pipe_zstd_ratio_bomb");
+    assert_eq!(code, Some(3), "{e}");
     let warning = format!(
         "warning: {}: input truncated at byte offset 152: compressed data inflating to over \
          74448896 bytes from 6735 compressed bytes, past 1024 times their size and 64 MiB (not \
@@ -794,7 +775,6 @@ fn zstd_data_inflating_past_perf_compression_is_cut() {
     );
     assert!(e.contains(&warning), "{e}");
     assert!(e.contains("1 inputs (0 skipped, 1 truncated)"), "{e}");
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Unsigned LEB128, for crafting binary profiles.
