@@ -168,6 +168,10 @@ impl<'p> Decoder<'p> {
         for id in ids {
             self.ids.insert(id, index);
         }
+        // An id may now name another attr.
+        if let Some(order) = self.order.as_mut() {
+            order.forget_placed();
+        }
     }
 
     fn malformed(&self, loc: Loc, at: usize, what: impl std::fmt::Display) -> Error {
@@ -204,13 +208,19 @@ impl<'p> Decoder<'p> {
         loc: Loc,
         sink: &mut Sink<'_>,
     ) -> Result<u64, Error> {
+        let rtype = u32_at(rec, 0).unwrap_or(0);
         if self.order.is_some()
-            && let Some(time) = self.record_time(u32_at(rec, 0).unwrap_or(0), rec)
-            && let Some(order) = self.order.as_mut()
+            && let Some(time) = self.record_time(rtype, rec)
         {
-            order.push(time, rec, input_pos, loc);
-            if order.past_limits() {
-                self.release_early(loc, sink)?;
+            let placed = match rtype {
+                RECORD_SAMPLE => self.placed_attr(rec, input_pos),
+                _ => None,
+            };
+            if let Some(order) = self.order.as_mut() {
+                order.push(time, rec, input_pos, loc, placed);
+                if order.past_limits() {
+                    self.release_early(loc, sink)?;
+                }
             }
             return Ok(0);
         }
@@ -288,6 +298,10 @@ impl<'p> Decoder<'p> {
         let mut result = Ok(());
         for i in 0..ready {
             order.prefetch(self.input, i + PREFETCH_RECORDS);
+            if let Some((record, attr, len)) = order.placed(i) {
+                self.place(PlacedSample { record, attr, len }, sink);
+                continue;
+            }
             let (rec, input_pos, loc) = order.get(self.input, i);
             if let Err(e) = self.deliver(rec, input_pos, loc, sink) {
                 result = Err(e);
@@ -298,6 +312,34 @@ impl<'p> Decoder<'p> {
         order.retire(ready);
         self.order = Some(order);
         result
+    }
+
+    /// The attr of `rec` if it is a sample to be handed out by its place (see
+    /// [`Decoder::placing`]): it lies in the input, and its attr's fixed layout fills it.
+    #[inline(always)]
+    fn placed_attr(&self, rec: &[u8], input_pos: Option<usize>) -> Option<u16> {
+        // Placed samples are queued only once the flag is set, which stays so.
+        match &self.placing {
+            Some(placing) if placing.load(Relaxed) => {}
+            _ => return None,
+        }
+        if input_pos.is_none() || u32_at(rec, 0) != Some(RECORD_SAMPLE) {
+            return None;
+        }
+        let attr = self.sample_attr(&rec[8..])?;
+        match &self.layouts[attr] {
+            Some(layout) if layout.fills(&rec[8..]) => u16::try_from(attr).ok(),
+            _ => None,
+        }
+    }
+
+    /// Queues a sample to be handed out by its place in the run.
+    #[inline(always)]
+    fn place(&mut self, sample: PlacedSample, sink: &mut Sink<'_>) {
+        self.run.push(sample);
+        if self.run.len() >= PLACED_RUN {
+            self.deliver_run(sink);
+        }
     }
 
     /// Delivers one whole record: a sample as part of a run of [`PerfEvent::Placed`] if it can be
@@ -311,23 +353,14 @@ impl<'p> Decoder<'p> {
         loc: Loc,
         sink: &mut Sink<'_>,
     ) -> Result<u64, Error> {
-        // Placed samples are queued only once the flag is set, which stays so.
-        if self.placing.as_ref().is_some_and(|p| p.load(Relaxed)) {
-            if let Some(record) = input_pos
-                && u32_at(rec, 0) == Some(RECORD_SAMPLE)
-                && let Some(attr) = self.sample_attr(&rec[8..])
-                && self.layouts[attr].is_some_and(|l| l.fills(&rec[8..]))
-                && let Ok(attr) = u16::try_from(attr)
-            {
-                // A record's size is a u16.
-                self.run.push(PlacedSample { record, attr, len: rec.len() as u16 });
-                if self.run.len() >= PLACED_RUN {
-                    self.deliver_run(sink);
-                }
-                return Ok(0);
-            }
-            self.deliver_run(sink);
+        if let Some(attr) = self.placed_attr(rec, input_pos)
+            && let Some(record) = input_pos
+        {
+            // A record's size is a u16.
+            self.place(PlacedSample { record, attr, len: rec.len() as u16 }, sink);
+            return Ok(0);
         }
+        self.deliver_run(sink);
         self.decode_record(rec, input_pos, loc, sink)
     }
 

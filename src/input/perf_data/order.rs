@@ -43,6 +43,10 @@ struct Queued {
     len: u16,
     /// Whether `start` indexes the caller's input rather than the arena.
     in_input: bool,
+    /// The attr of a sample to be handed out by its place, found when it was queued (its header
+    /// lines hot from reading its time), so that its release reads nothing of it again; `None`:
+    /// any other record, or one to be checked at release.
+    placed: Option<u16>,
 }
 
 /// Bytes before each record in the arena: its [`Loc`], as the offset, then 0 (no decompressed
@@ -99,9 +103,17 @@ pub(super) struct TimeOrder {
 
 impl TimeOrder {
     /// Queues `rec` (at most 64 KiB, its size being a u16); `input_pos` is its position in the
-    /// input when it lies there (not copied), and then `loc` is that position.
+    /// input when it lies there (not copied), and then `loc` is that position; `placed` is the
+    /// attr of a sample to be handed out by its place ([`placed`](Self::placed)).
     #[inline]
-    pub(super) fn push(&mut self, time: u64, rec: &[u8], input_pos: Option<usize>, loc: Loc) {
+    pub(super) fn push(
+        &mut self,
+        time: u64,
+        rec: &[u8],
+        input_pos: Option<usize>,
+        loc: Loc,
+        placed: Option<u16>,
+    ) {
         let (in_input, start) = match input_pos {
             Some(pos) => {
                 debug_assert!(loc.offset == pos as u64 && loc.decompressed.is_none());
@@ -118,7 +130,7 @@ impl TimeOrder {
         if time < self.released_time {
             self.late += 1;
         }
-        self.queue.push(Queued { time, start, len: rec.len() as u16, in_input });
+        self.queue.push(Queued { time, start, len: rec.len() as u16, in_input, placed });
         self.queued_len += rec.len();
         // Every record queued (or released) is at most `max_time` old.
         if time < self.max_time {
@@ -206,12 +218,28 @@ impl TimeOrder {
         (rec, None, loc_from(loc))
     }
 
+    /// The `i`th queued record's input position, attr and size if it was queued as a sample to
+    /// be handed out by its place.
+    #[inline]
+    pub(super) fn placed(&self, i: usize) -> Option<(usize, u16, u16)> {
+        let q = &self.queue[i];
+        q.placed.map(|attr| (q.start, attr, q.len))
+    }
+
+    /// The attrs or layouts changed: the queued samples are checked again at release.
+    pub(super) fn forget_placed(&mut self) {
+        for q in &mut self.queue {
+            q.placed = None;
+        }
+    }
+
     /// Prefetches the first lines of the `i`th queued record (its fixed fields and, in the usual
-    /// layouts, the counts of its call chain and branch stack), if there is one: released in time
-    /// order, records are read out of file order, long after their header was.
+    /// layouts, the counts of its call chain and branch stack), if there is one and its release
+    /// reads it (not a sample handed out by place): released in time order, records are read out
+    /// of file order, long after their header was.
     #[inline]
     pub(super) fn prefetch(&self, input: &[u8], i: usize) {
-        if let Some(q) = self.queue.get(i) {
+        if let Some(q) = self.queue.get(i).filter(|q| q.placed.is_none()) {
             let from = if q.in_input { input } else { &self.arena };
             prefetch_lines(from, q.start..q.start + usize::from(q.len).min(PREFETCHED_LEN));
         }
@@ -263,9 +291,15 @@ mod tests {
                 let time = 1000 + round * 50 + (i * 37) % 80;
                 let rec = &input[pos..pos + 64];
                 if i % 3 == 2 {
-                    order.push(time, rec, None, Loc { offset: 0, decompressed: Some(pos as u64) });
+                    order.push(
+                        time,
+                        rec,
+                        None,
+                        Loc { offset: 0, decompressed: Some(pos as u64) },
+                        None,
+                    );
                 } else {
-                    order.push(time, rec, Some(pos), Loc::plain(pos as u64));
+                    order.push(time, rec, Some(pos), Loc::plain(pos as u64), None);
                 }
                 assert_eq!(order.oldest_input_pos(), scan(&order));
             }
@@ -279,6 +313,21 @@ mod tests {
         let n = order.ready(None);
         order.retire(n);
         assert_eq!(order.oldest_input_pos(), None);
+    }
+
+    /// A sample queued to be handed out by its place comes back so, until the attrs change (an
+    /// id may name another attr then): every queued record is then checked at release.
+    #[test]
+    fn placed_samples_are_kept_until_the_attrs_change() {
+        let input = [0u8; 64];
+        let mut order = TimeOrder::default();
+        order.push(1, &input[..16], Some(0), Loc::plain(0), Some(3));
+        order.push(2, &input[16..32], Some(16), Loc::plain(16), None);
+        assert_eq!((order.placed(0), order.placed(1)), (Some((0, 3, 16)), None));
+        order.forget_placed();
+        order.push(3, &input[32..48], Some(32), Loc::plain(32), Some(1));
+        let placed: Vec<_> = (0..3).map(|i| order.placed(i)).collect();
+        assert_eq!(placed, [None, None, Some((32, 1, 16))]);
     }
 
     /// Rounds release what a stable sort of everything queued releases, in that order, whether
@@ -304,7 +353,7 @@ mod tests {
             };
             for k in 0..5 * round {
                 let time = times(k);
-                order.push(time, &input, None, Loc::plain(k));
+                order.push(time, &input, None, Loc::plain(k), None);
                 model.push((time, k));
                 model_max = model_max.max(time);
                 if k % round == round - 1 {
