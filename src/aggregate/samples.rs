@@ -1332,16 +1332,25 @@ fn holds(
     let rest = &all[start + 3..start + 3 + callers.len() + 2 * branches.len()];
     let (stack, pairs) = rest.split_at(callers.len());
     // Without an early exit per entry: most samples looked up are held already, so every entry
-    // is compared anyway, and this loop is half as long. The two words' differences are kept
-    // apart, so that an entry is compared as one vector.
+    // is compared anyway, and this loop is half as long. The words' differences are kept apart,
+    // so that an entry is compared as one vector, two entries a step.
     let le = |w: &RawWord| u64::from_le_bytes(*w);
-    let mut diff = [0; 2];
-    for (p, e) in pairs.as_chunks::<2>().0.iter().zip(branches) {
-        let (w, _) = e.as_chunks::<8>();
-        diff[0] |= le(&p[0]) ^ le(&w[0]);
-        diff[1] |= le(&p[1]) ^ le(&w[1]);
+    let mut diff = [0; 4];
+    let (pairs, last_pair) = pairs.as_chunks::<4>();
+    let (entries, last_entry) = branches.as_chunks::<2>();
+    for (p, [a, b]) in pairs.iter().zip(entries) {
+        let (a, b) = (entry_words(a), entry_words(b));
+        diff[0] |= le(&p[0]) ^ a[0];
+        diff[1] |= le(&p[1]) ^ a[1];
+        diff[2] |= le(&p[2]) ^ b[0];
+        diff[3] |= le(&p[3]) ^ b[1];
     }
-    stack == callers && diff == [0; 2]
+    if let ([source, target], [e]) = (last_pair, last_entry) {
+        let e = entry_words(e);
+        diff[0] |= le(source) ^ e[0];
+        diff[1] |= le(target) ^ e[1];
+    }
+    stack == callers && diff == [0; 4]
 }
 
 /// Reduces samples to binary addresses and counts them.
