@@ -448,6 +448,9 @@ struct Frame {
     /// How many call sites the context has (frames below the root or the innermost external
     /// frame above, this one included); [`UNKNOWN`] until asked.
     depth: u32,
+    /// Probe-based: the frame that walking back over a return from a callee of this call site
+    /// enters, [`ROOT`] until one does (see [`Trie::callee`]).
+    callee: usize,
 }
 
 impl Frame {
@@ -610,6 +613,7 @@ impl Trie {
                 f.ranges.clear();
                 f.branches.clear();
                 (f.node, f.depth) = (node, depth);
+                f.callee = ROOT;
             }
             None => self.frames.push(Frame {
                 addr,
@@ -619,6 +623,7 @@ impl Trie {
                 branches: Vec::new(),
                 node,
                 depth,
+                callee: ROOT,
             }),
         }
         id
@@ -629,6 +634,27 @@ impl Trie {
         }
         let id = self.add(addr, parent);
         self.link(parent, addr, id);
+        id
+    }
+    /// Probe-based: the callee frame under call site `parent` that walking back over a return
+    /// from `addr` (inside the binary) enters: one per call site, whichever return it was (its
+    /// address is the first one's). Probe-based counts go to the leaf's caller's frame and a
+    /// leaf gets callees only once it has switched to a call site, so a callee frame's address
+    /// is in no context; the walk compares it only with call sites, which no return is. So one
+    /// frame serves every return, found without a search of `parent`'s children (where each
+    /// return instruction had a frame of its own).
+    #[inline(always)]
+    fn callee(&mut self, parent: usize, addr: Vaddr) -> usize {
+        match self.frames[parent].callee {
+            ROOT => self.new_callee(parent, addr),
+            c => c,
+        }
+    }
+    #[inline(never)]
+    fn new_callee(&mut self, parent: usize, addr: Vaddr) -> usize {
+        let id = self.add(addr, parent);
+        self.external_callees |= self.frames[parent].addr.is_external();
+        self.frames[parent].callee = id;
         id
     }
 }
@@ -671,6 +697,11 @@ impl State<'_> {
                 self.leaf = self.trie.child(p, addr);
             }
         }
+    }
+    /// Probe-based: the callee frame under the leaf that a return from `addr` enters.
+    #[inline(always)]
+    fn push_callee(&mut self, addr: Vaddr) {
+        self.leaf = self.trie.callee(self.leaf, addr);
     }
     /// A callee frame at `addr` under the leaf (a new activation).
     fn push(&mut self, addr: Vaddr) {
@@ -1168,7 +1199,11 @@ impl<'c, C: CodeView + ?Sized> Unwinder<'c, C> {
             self.call_sites.get(br.target, (br.target.0, 0), || call_site_of(code, br.target))
         };
         st.switch_to(call);
-        st.push(br.source);
+        if self.opts.probe_based && !br.source.is_external() {
+            st.push_callee(br.source);
+        } else {
+            st.push(br.source);
+        }
         st.ip = br.source;
     }
 
