@@ -33,6 +33,7 @@ use crate::aggregate::{ContextCounters, ContextKey, Counters, add_count};
 use crate::binary::{CodeView, InstKind, SourceFrame};
 use crate::llvm::discriminator::base_discriminator;
 use crate::llvm::{ContextFrame, ContextShape, LineLocation, MAX_CONTEXT_FRAMES};
+use hashbrown::hash_map::RawEntryMut;
 use std::collections::BTreeSet;
 
 /// The most LBR entries of a sample the unwinder walks (the newest; hardware records at most 64,
@@ -1026,13 +1027,20 @@ impl ContextShards {
             .collect();
         ContextShards { hasher, shards }
     }
+    /// One map of all shards' counters, on one thread while the others wait: each key goes in
+    /// by the hash its shard kept (the map takes the shards' hasher), without a search, since
+    /// a key is in one shard only.
     fn into_counters(self) -> ContextCounters {
-        let mut out = ContextCounters { context_sensitive: true, ..Default::default() };
-        out.by_context.reserve(self.shards.iter().map(|s| s.len()).sum());
-        for shard in self.shards {
-            out.by_context.extend(shard.into_iter().map(|(_, key, c)| (key, c)));
+        let len = self.shards.iter().map(|s| s.len()).sum();
+        let mut by_context = hashbrown::HashMap::with_capacity_and_hasher(len, self.hasher);
+        for (hash, key, c) in self.shards.into_iter().flatten() {
+            let RawEntryMut::Vacant(v) = by_context.raw_entry_mut().from_hash(hash, |_| false)
+            else {
+                unreachable!("no key matches")
+            };
+            v.insert_hashed_nocheck(hash, key, c);
         }
-        out
+        ContextCounters { by_context, context_sensitive: true, ..Default::default() }
     }
 }
 
