@@ -565,19 +565,38 @@ impl FunctionSamples {
         let t = self.body_mut(loc).call_targets.get_or_insert(callee);
         *t = t.saturating_add(n);
     }
-    /// The nested profile of `callee` inlined at `loc`, created empty if absent (sharing
-    /// `callee`'s text when it is a [`FuncName`]: a binary profile names a function by index, so
-    /// a copy per inlinee made its few bytes each a copy of the name).
-    pub fn callsite_mut<N>(&mut self, loc: LineLocation, callee: N) -> &mut FunctionSamples
+    /// The nested profile of `callee` inlined at `loc`, created empty if absent.
+    pub fn callsite_mut(&mut self, loc: LineLocation, callee: &str) -> &mut FunctionSamples {
+        self.callsite_by(loc, callee, || callee.into())
+    }
+
+    /// [`Self::callsite_mut`] of a shared name, found by it (a name sharing a key's text equals
+    /// it without reading the text) and sharing its text: a binary profile names a function by
+    /// index, and one long name in a million inlinees was read (or copied) once per inlinee.
+    pub fn shared_callsite_mut(
+        &mut self,
+        loc: LineLocation,
+        callee: &FuncName,
+    ) -> &mut FunctionSamples {
+        self.callsite_by(loc, callee, || callee.clone())
+    }
+
+    fn callsite_by<Q>(
+        &mut self,
+        loc: LineLocation,
+        callee: &Q,
+        name: impl FnOnce() -> FuncName,
+    ) -> &mut FunctionSamples
     where
-        N: std::ops::Deref<Target = str> + Into<FuncName>,
+        FuncName: std::borrow::Borrow<Q>,
+        Q: Ord + ?Sized,
     {
         let callees = self.callsites.entry(loc).or_default();
-        if !callees.contains_key(&*callee) {
-            let name: FuncName = callee.into();
+        if !callees.contains_key(callee) {
+            let name = name();
             return callees.entry(name.clone()).or_insert_with(|| FunctionSamples::new(name));
         }
-        callees.get_mut(&*callee).expect("present")
+        callees.get_mut(callee).expect("present")
     }
 
     /// Adds `other`'s body counts and call targets into `self`'s.
@@ -599,7 +618,7 @@ impl FunctionSamples {
         self.merge_body(other);
         for (loc, callees) in &other.callsites {
             for (name, fs) in callees {
-                self.callsite_mut(*loc, name.clone()).merge(fs);
+                self.shared_callsite_mut(*loc, name).merge(fs);
             }
         }
         if self.checksum.is_none() {

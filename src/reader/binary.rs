@@ -126,7 +126,7 @@ fn read_body(
     for _ in 0..inlinees {
         let loc = c.loc()?;
         let name = c.name(names)?;
-        let callee = fs.callsite_mut(loc, name.clone());
+        let callee = fs.shared_callsite_mut(loc, name);
         read_body(c, callee, names, depth + 1)?;
     }
     Ok(())

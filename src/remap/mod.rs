@@ -570,7 +570,7 @@ fn flatten(p: &Profile) -> BTreeMap<String, FunctionSamples> {
         flat.attributes |= fs.attributes;
         for (loc, callees) in &fs.callsites {
             for (name, c) in callees {
-                flat.callsite_mut(*loc, name.clone()).add_total(c.total_samples);
+                flat.shared_callsite_mut(*loc, name).add_total(c.total_samples);
             }
         }
         for callees in fs.callsites.values() {
