@@ -232,15 +232,17 @@ impl<K: Ord, V> VecMap<K, V> {
         let first_new = 'keys: loop {
             let Some(e) = rest.next() else { return };
             let (k, w) = e;
+            // `<` then `==`, not one `cmp`: a three-way result made of a word compare (line
+            // locations) took three more instructions per key to branch on.
             while let Some((m, v)) = self.0.get_mut(i) {
-                match (*m).cmp(k) {
-                    std::cmp::Ordering::Less => i += 1,
-                    std::cmp::Ordering::Equal => {
-                        add(v, w);
-                        i += 1;
-                        continue 'keys;
-                    }
-                    std::cmp::Ordering::Greater => break,
+                if *m < *k {
+                    i += 1;
+                } else if *m == *k {
+                    add(v, w);
+                    i += 1;
+                    continue 'keys;
+                } else {
+                    break;
                 }
             }
             break e;
