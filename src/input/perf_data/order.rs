@@ -99,6 +99,12 @@ pub(super) struct TimeOrder {
     /// The newest time released so far by the window, and how many records came in older.
     released_time: u64,
     pub(super) late: u64,
+    /// Queued samples placed before this input position are checked again at release (the
+    /// attrs changed after they were queued): placed samples lie in the input, queued in file
+    /// order, so forgetting is one store, not a pass over the queue per attr record.
+    placed_from: usize,
+    /// The end of the last record queued from the input.
+    input_end: usize,
 }
 
 impl TimeOrder {
@@ -129,6 +135,9 @@ impl TimeOrder {
         };
         if time < self.released_time {
             self.late += 1;
+        }
+        if in_input {
+            self.input_end = self.input_end.max(start + rec.len());
         }
         self.queue.push(Queued { time, start, len: rec.len() as u16, in_input, placed });
         self.queued_len += rec.len();
@@ -223,14 +232,18 @@ impl TimeOrder {
     #[inline]
     pub(super) fn placed(&self, i: usize) -> Option<(usize, u16, u16)> {
         let q = &self.queue[i];
-        q.placed.map(|attr| (q.start, attr, q.len))
+        self.placed_attr(q).map(|attr| (q.start, attr, q.len))
     }
 
-    /// The attrs or layouts changed: the queued samples are checked again at release.
+    /// `q`'s attr if it is still to be handed out by its place.
+    #[inline]
+    fn placed_attr(&self, q: &Queued) -> Option<u16> {
+        q.placed.filter(|_| q.start >= self.placed_from)
+    }
+
+    /// The attrs or layouts changed: the samples queued so far are checked again at release.
     pub(super) fn forget_placed(&mut self) {
-        for q in &mut self.queue {
-            q.placed = None;
-        }
+        self.placed_from = self.input_end;
     }
 
     /// Prefetches the first lines of the `i`th queued record (its fixed fields and, in the usual
@@ -239,7 +252,7 @@ impl TimeOrder {
     /// of file order, long after their header was.
     #[inline]
     pub(super) fn prefetch(&self, input: &[u8], i: usize) {
-        if let Some(q) = self.queue.get(i).filter(|q| q.placed.is_none()) {
+        if let Some(q) = self.queue.get(i).filter(|q| self.placed_attr(q).is_none()) {
             let from = if q.in_input { input } else { &self.arena };
             prefetch_lines(from, q.start..q.start + usize::from(q.len).min(PREFETCHED_LEN));
         }
@@ -316,7 +329,8 @@ mod tests {
     }
 
     /// A sample queued to be handed out by its place comes back so, until the attrs change (an
-    /// id may name another attr then): every queued record is then checked at release.
+    /// id may name another attr then): every queued record is then checked at release, also
+    /// once sorted into time order.
     #[test]
     fn placed_samples_are_kept_until_the_attrs_change() {
         let input = [0u8; 64];
@@ -328,6 +342,11 @@ mod tests {
         order.push(3, &input[32..48], Some(32), Loc::plain(32), Some(1));
         let placed: Vec<_> = (0..3).map(|i| order.placed(i)).collect();
         assert_eq!(placed, [None, None, Some((32, 1, 16))]);
+        // Sorted into time order, each keeps what it was queued as.
+        order.push(0, &input[48..64], Some(48), Loc::plain(48), Some(2));
+        assert_eq!(order.ready(None), 4);
+        let placed: Vec<_> = (0..4).map(|i| order.placed(i)).collect();
+        assert_eq!(placed, [Some((48, 2, 16)), None, None, Some((32, 1, 16))]);
     }
 
     /// Rounds release what a stable sort of everything queued releases, in that order, whether
