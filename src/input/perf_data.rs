@@ -533,6 +533,7 @@ impl<'a> PerfData<'a> {
         let mut decoder = self.template.fork();
         decoder.defer_bodies = !self.is_pipe();
         decoder.placing = placing;
+        decoder.placeable_attrs = decoder.layouts().len();
         self.decode_with(decoder, self.data_range(), true, on_event, &mut on_consumed)
     }
 

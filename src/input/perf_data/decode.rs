@@ -98,6 +98,9 @@ pub(super) struct Decoder<'p> {
     /// delivered as [`PerfEvent::Placed`], read no further (only set with `defer_bodies` and
     /// without `skip_samples`).
     pub(super) placing: Option<Arc<AtomicBool>>,
+    /// How many of the attrs a placed sample may have: the header's, the only ones the workers'
+    /// [`super::SampleBodies`] know (an attr record in the data section adds others).
+    pub(super) placeable_attrs: usize,
     /// Placed samples not delivered yet: delivered as one event before any other event, and
     /// before the decoder returns from `record` (so that every record before the position it
     /// reports as consumed has been delivered).
@@ -129,6 +132,7 @@ impl<'p> Decoder<'p> {
             skip_samples: false,
             defer_bodies: false,
             placing: None,
+            placeable_attrs: 0,
             run: Vec::new(),
             report: ReadReport::default(),
         }
@@ -315,7 +319,8 @@ impl<'p> Decoder<'p> {
     }
 
     /// The attr of `rec` if it is a sample to be handed out by its place (see
-    /// [`Decoder::placing`]): it lies in the input, and its attr's fixed layout fills it.
+    /// [`Decoder::placing`]): it lies in the input, its attr is one of the header's, and that
+    /// attr's fixed layout fills it.
     #[inline(always)]
     fn placed_attr(&self, rec: &[u8], input_pos: Option<usize>) -> Option<u16> {
         // Placed samples are queued only once the flag is set, which stays so.
@@ -326,7 +331,7 @@ impl<'p> Decoder<'p> {
         if input_pos.is_none() || u32_at(rec, 0) != Some(RECORD_SAMPLE) {
             return None;
         }
-        let attr = self.sample_attr(&rec[8..])?;
+        let attr = self.sample_attr(&rec[8..]).filter(|&a| a < self.placeable_attrs)?;
         match &self.layouts[attr] {
             Some(layout) if layout.fills(&rec[8..]) => u16::try_from(attr).ok(),
             _ => None,
