@@ -1143,8 +1143,7 @@ fn mapped_executables_find_their_build_ids_by_path() {
 /// same samples, each read under a new attr of the same layout.
 fn with_attr_record_per_sample(perf_data: &[u8]) -> Vec<u8> {
     let u64_at = |d: &[u8], at: usize| u64::from_le_bytes(d[at..at + 8].try_into().unwrap());
-    let (attrs_at, data_at, data_len) =
-        (u64_at(perf_data, 24) as usize, u64_at(perf_data, 40) as usize, u64_at(perf_data, 48));
+    let attrs_at = u64_at(perf_data, 24) as usize;
     let attr_len = u32::from_le_bytes(perf_data[attrs_at + 4..attrs_at + 8].try_into().unwrap());
     let mut attr = perf_data[attrs_at..attrs_at + attr_len as usize].to_vec();
     let sample_type = u64_at(&attr, 24);
@@ -1161,12 +1160,12 @@ fn with_attr_record_per_sample(perf_data: &[u8]) -> Vec<u8> {
     let mut attr_record = header(64, &[0, 0], 8 + attr.len() + 8);
     attr_record.extend(&attr);
     attr_record.extend(id);
+    let (data_at, data_len, starts) = record_starts(perf_data);
+    let end = data_at + data_len;
     let mut data = Vec::new();
-    let (mut at, end) = (data_at, data_at + data_len as usize);
-    while at < end {
-        let size = u16::from_le_bytes(perf_data[at + 6..at + 8].try_into().unwrap()) as usize;
-        let (kind, rec) = (perf_data[at] as u32, &perf_data[at..at + size]);
-        at += size;
+    for (i, &at) in starts.iter().enumerate() {
+        let rec = &perf_data[at..starts.get(i + 1).copied().unwrap_or(end)];
+        let (kind, size) = (u32::from(rec[0]), rec.len());
         match kind {
             9 => {
                 data.extend(header(9, &rec[4..6], size + 8));
@@ -1190,9 +1189,8 @@ fn with_attr_record_per_sample(perf_data: &[u8]) -> Vec<u8> {
     out.extend(id);
     let ids = attrs_at + attr.len();
     out[ids..ids + 16].copy_from_slice(&[ids_at.to_le_bytes(), 8u64.to_le_bytes()].concat());
-    let features = u64_at(perf_data, 72).count_ones() as usize
-        + (1..4).map(|i| u64_at(perf_data, 72 + 8 * i).count_ones() as usize).sum::<usize>();
-    let table = perf_data[end..end + 16 * features].to_vec();
+    let features: u32 = perf_data[72..104].iter().map(|b| b.count_ones()).sum();
+    let table = perf_data[end..end + 16 * features as usize].to_vec();
     let new_data_at = out.len() as u64;
     out[40..56]
         .copy_from_slice(&[new_data_at.to_le_bytes(), (data.len() as u64).to_le_bytes()].concat());
