@@ -10,7 +10,7 @@ use super::weighting::{
     CycleWeights, RangeWeights, SpanCache, Weighting, external_span, window_weight,
 };
 use super::{Counters, add_count};
-use crate::addr::{RuntimeAddr, Vaddr};
+use crate::addr::{Branch, RuntimeAddr, Vaddr};
 use crate::binary::Binary;
 use crate::input::{RawBranch, RawWord, Sample};
 use crate::mapping::{AddressMap, ProcessView};
@@ -1380,7 +1380,7 @@ pub struct Aggregator<'b> {
     pending: Pending,
     /// See [`stamp`](Self::stamp): (the map's address, its generation, the pid), and the stamp.
     last_stamp: ((usize, u64, Option<i32>), u64),
-    /// Reused buffer: the sample's stack and LBR entries as translated addresses.
+    /// Reused buffer: the sample's call stack as translated addresses.
     translated: Vec<u64>,
     /// Reused normalisation and key buffers.
     hybrid: HybridSample,
@@ -1662,12 +1662,13 @@ impl<'b> Aggregator<'b> {
         let stamp = process.stamp();
         let mut translated = std::mem::take(&mut self.translated);
         translated.clear();
-        translated.push((usize::from(leaf.is_some()) + callers.len()) as u64);
         translated.extend(leaf);
         for f in callers {
             translated.push(self.internal(process, stamp, RuntimeAddr(f)));
         }
-        let stack_end = translated.len();
+        // The kept entries go straight where normalising reads them.
+        let mut kept = std::mem::take(&mut self.hybrid.branches);
+        kept.clear();
         // Instructions the window ran outside the binary (libc, the loader): part of its span.
         let mut external = 0u64;
         let mut newer_source = None;
@@ -1690,10 +1691,12 @@ impl<'b> Aggregator<'b> {
             newer_source = Some((raw_from, from == ext));
             // External-to-external entries carry nothing (llvm-profgen drops them too).
             if from != ext || to != ext {
-                translated.extend([from, to]);
+                kept.push(Branch { source: Vaddr(from), target: Vaddr(to) });
             }
         }
-        if translated.len() == stack_end {
+        let empty = kept.is_empty();
+        self.hybrid.branches = kept;
+        if empty {
             self.stats.outside_binary += n;
             self.translated = translated;
             return;
@@ -1703,26 +1706,18 @@ impl<'b> Aggregator<'b> {
             count = count.saturating_mul(p);
             cycles = cycles.scaled(count, repeat);
         }
-        let (callchain, branches) = (&translated[1..stack_end], &translated[stack_end..]);
-        self.keep_hybrid(callchain, branches, count, cycles, external);
+        self.keep_hybrid(&translated, count, cycles, external);
         self.stats.used += n;
         self.translated = translated;
     }
 
     /// Normalises a sample with a call stack now (return addresses → call sites, leaf → newest
-    /// branch target): more samples become identical, and only the normalised form is kept.
-    /// Out of line, so that the LBR-only path of [`add`](Self::add) stays small.
+    /// branch target), its translated LBR entries in `self.hybrid.branches`: more samples become
+    /// identical, and only the normalised form is kept. Out of line, so that the LBR-only path of
+    /// [`add`](Self::add) stays small.
     #[inline(never)]
-    fn keep_hybrid(
-        &mut self,
-        callchain: &[u64],
-        branches: &[u64],
-        count: u64,
-        cycles: CycleWeights,
-        external: u64,
-    ) {
+    fn keep_hybrid(&mut self, callchain: &[u64], count: u64, cycles: CycleWeights, external: u64) {
         let callchain = callchain.iter().map(|&a| Vaddr(a));
-        let branches = branches.chunks_exact(2).map(|p| (Vaddr(p[0]), Vaddr(p[1])));
         // Translated addresses are instruction starts or external: no second search.
         let is_code = |a: Vaddr| !a.is_external();
         let (binary, sites) = (self.binary, &mut self.call_sites);
@@ -1739,9 +1734,7 @@ impl<'b> Aggregator<'b> {
         };
         let (normalize, h) = (&mut self.samples.normalize, &mut self.hybrid);
         let recover = !self.opts.llvm_compatible;
-        if normalize_into(
-            binary, is_code, call_site, callchain, branches, count, recover, normalize, h,
-        ) {
+        if normalize_into(binary, is_code, call_site, callchain, count, recover, normalize, h) {
             // The ranges the unwinder will count: between consecutive entries, in the binary.
             let ranges = h
                 .branches

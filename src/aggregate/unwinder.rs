@@ -132,16 +132,20 @@ pub fn normalize_hybrid_sample<C: CodeView + ?Sized>(
     recover_prolog_epilog: bool,
     stats: &mut NormalizeStats,
 ) -> Option<HybridSample> {
-    let mut out = HybridSample {
-        callchain: Vec::with_capacity(raw_callchain.len()),
-        branches: Vec::with_capacity(raw_branches.len()),
-    };
+    // Addresses that are not instruction starts become external; entries with both ends
+    // external are dropped.
+    let ext = |a: Vaddr| if code.is_code(a) { a } else { Vaddr::EXTERNAL };
+    let branches = raw_branches
+        .iter()
+        .map(|&(s, t)| Branch { source: ext(s), target: ext(t) })
+        .filter(|b| !(b.source.is_external() && b.target.is_external()))
+        .collect();
+    let mut out = HybridSample { callchain: Vec::with_capacity(raw_callchain.len()), branches };
     normalize_into(
         code,
         |a| code.is_code(a),
         |a| code.call_addr_from_return_addr(a),
         raw_callchain.iter().copied(),
-        raw_branches.iter().copied(),
         repeat,
         recover_prolog_epilog,
         stats,
@@ -150,18 +154,19 @@ pub fn normalize_hybrid_sample<C: CodeView + ?Sized>(
     .then_some(out)
 }
 
-/// [`normalize_hybrid_sample`] into a reused `out` (its vectors keep their capacity); false when
-/// the sample is dropped. `is_code` is [`CodeView::is_code`], or a cheaper test when the caller
-/// already knows (addresses translated to an instruction start or [`Vaddr::EXTERNAL`]);
-/// `call_site` is [`CodeView::call_addr_from_return_addr`] (of an instruction start), or a cache
-/// of it.
+/// [`normalize_hybrid_sample`] into a reused `out` (its vectors keep their capacity), whose
+/// `branches` the caller has filled with the sample's LBR entries (newest first, each end an
+/// instruction start or [`Vaddr::EXTERNAL`], none external at both ends: the aggregator writes
+/// them as it translates them, without a second copy); false when the sample is dropped.
+/// `is_code` is [`CodeView::is_code`], or a cheaper test when the caller already knows
+/// (addresses translated to an instruction start or [`Vaddr::EXTERNAL`]); `call_site` is
+/// [`CodeView::call_addr_from_return_addr`] (of an instruction start), or a cache of it.
 #[allow(clippy::too_many_arguments)]
 pub fn normalize_into<C: CodeView + ?Sized>(
     code: &C,
     is_code: impl Fn(Vaddr) -> bool,
     mut call_site: impl FnMut(Vaddr) -> Option<Vaddr>,
     raw_callchain: impl Iterator<Item = Vaddr>,
-    raw_branches: impl ExactSizeIterator<Item = (Vaddr, Vaddr)>,
     repeat: u64,
     recover_prolog_epilog: bool,
     stats: &mut NormalizeStats,
@@ -207,28 +212,10 @@ pub fn normalize_into<C: CodeView + ?Sized>(
         }
         caller_missing = lacks_caller_frame(code, leaf);
     }
-    // Addresses that are not instruction starts become external; entries with both ends
-    // external are dropped.
-    let ext = |a: Vaddr| if is_code(a) { a } else { Vaddr::EXTERNAL };
-    if raw_branches.len() > MAX_BRANCHES {
+    if out.branches.len() > MAX_BRANCHES {
         stats.long_lbr = stats.long_lbr.saturating_add(repeat);
+        out.branches.truncate(MAX_BRANCHES);
     }
-    // A plain loop (an iterator chain of map and filter costs several times more per entry),
-    // each entry written at the next kept place of a vector sized for all, then cut: a push per
-    // entry checked the room and stored the length at every one.
-    let branches = &mut out.branches;
-    branches.clear();
-    let none = Branch { source: Vaddr::EXTERNAL, target: Vaddr::EXTERNAL };
-    branches.resize(raw_branches.len().min(MAX_BRANCHES), none);
-    let mut kept = 0;
-    for (s, t) in raw_branches.take(MAX_BRANCHES) {
-        let b = Branch { source: ext(s), target: ext(t) };
-        if let Some(slot) = branches.get_mut(kept) {
-            *slot = b;
-            kept += usize::from(!(b.source.is_external() && b.target.is_external()));
-        }
-    }
-    branches.truncate(kept);
     let Some(first) = out.branches.first() else {
         stats.dropped_empty_lbr = stats.dropped_empty_lbr.saturating_add(repeat);
         return false;
