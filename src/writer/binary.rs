@@ -69,7 +69,7 @@ pub(crate) fn write_body(out: &mut Vec<u8>, own_idx: u64, fs: &FunctionSamples, 
     for (loc, callees) in &fs.callsites {
         for (name, callee) in callees {
             write_loc(out, *loc);
-            write_body(out, names.of_text(name), callee, names);
+            write_body(out, names.of(name), callee, names);
         }
     }
 }

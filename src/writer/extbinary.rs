@@ -215,7 +215,7 @@ fn write_metadata(
         for (loc, callees) in &fs.callsites {
             for (name, callee) in callees {
                 write_loc(out, *loc);
-                write_metadata(out, names.of_text(name), callee, profile, names);
+                write_metadata(out, names.of(name), callee, profile, names);
             }
         }
     }

@@ -193,16 +193,16 @@ pub(crate) fn sorted_profiles(profile: &Profile) -> Vec<(&Context, &FunctionSamp
 /// `std::set<FunctionId>`, with each one's index in that order.
 ///
 /// A profile's names are a few thousand texts used many times over: each shared text is taken
-/// once by its address (inlinee names, which are Strings, once by text), and only the distinct
-/// texts are sorted, rather than every use searched for in a set (a text compare per level).
-pub(crate) fn collect_names(profile: &Profile) -> (Vec<&str>, NameIndex<'_>) {
+/// once by its address, and only the distinct texts are sorted, rather than every use searched
+/// for in a set (a text compare per level).
+pub(crate) fn collect_names(profile: &Profile) -> (Vec<&str>, NameIndex) {
     /// Each distinct text gets an id as met; the ids become indices once the texts are sorted,
-    /// rewritten in place in both maps.
+    /// rewritten in place in the map by address.
     #[derive(Default)]
     struct Names<'a> {
         /// The shared texts met, by address.
         by_addr: hashbrown::HashMap<usize, u64>,
-        /// The distinct texts (several shared texts, and every inlinee name, may spell one).
+        /// The distinct texts (several shared texts may spell one).
         by_text: hashbrown::HashMap<&'a str, u64>,
     }
     impl<'a> Names<'a> {
@@ -210,12 +210,9 @@ pub(crate) fn collect_names(profile: &Profile) -> (Vec<&str>, NameIndex<'_>) {
             if let hashbrown::hash_map::Entry::Vacant(e) =
                 self.by_addr.entry(name.as_ptr() as usize)
             {
-                e.insert(Self::id(&mut self.by_text, name));
+                let next = self.by_text.len() as u64;
+                e.insert(*self.by_text.entry(name.as_str()).or_insert(next));
             }
-        }
-        fn id(by_text: &mut hashbrown::HashMap<&'a str, u64>, text: &'a str) -> u64 {
-            let next = by_text.len() as u64;
-            *by_text.entry(text).or_insert(next)
         }
         fn add_profile(&mut self, fs: &'a FunctionSamples) {
             for b in fs.body.values() {
@@ -225,7 +222,7 @@ pub(crate) fn collect_names(profile: &Profile) -> (Vec<&str>, NameIndex<'_>) {
             }
             for callees in fs.callsites.values() {
                 for (name, callee) in callees {
-                    Self::id(&mut self.by_text, name);
+                    self.add(name);
                     self.add_profile(callee);
                 }
             }
@@ -242,38 +239,29 @@ pub(crate) fn collect_names(profile: &Profile) -> (Vec<&str>, NameIndex<'_>) {
         }
         names.add_profile(fs);
     }
-    let Names { mut by_addr, mut by_text } = names;
+    let Names { mut by_addr, by_text } = names;
     let mut texts: Vec<(&str, u64)> = by_text.iter().map(|(&t, &id)| (t, id)).collect();
     texts.sort_unstable_by_key(|&(text, _)| text);
     let mut index = vec![0; texts.len()];
     for (i, &(_, id)) in texts.iter().enumerate() {
         index[id as usize] = i as u64;
     }
-    for id in by_addr.values_mut().chain(by_text.values_mut()) {
+    for id in by_addr.values_mut() {
         *id = index[*id as usize];
     }
-    (texts.into_iter().map(|(t, _)| t).collect(), NameIndex { by_addr, by_text })
+    (texts.into_iter().map(|(t, _)| t).collect(), NameIndex { by_addr })
 }
 
 /// Name → index in the sorted name table. The encoders look a name up for every context frame,
-/// call target and inlinee: a shared text (`FuncName`) by its address, without reading it; an
-/// inlinee's name (a String) by text.
-pub(crate) struct NameIndex<'a> {
+/// call target and inlinee, by its shared text's address, without reading it.
+pub(crate) struct NameIndex {
     by_addr: hashbrown::HashMap<usize, u64>,
-    by_text: hashbrown::HashMap<&'a str, u64>,
 }
 
-impl NameIndex<'_> {
+impl NameIndex {
     /// The index of a name [`collect_names`] took (one of the profile's shared texts).
     pub(crate) fn of(&self, name: &FuncName) -> u64 {
-        match self.by_addr.get(&(name.as_ptr() as usize)) {
-            Some(&i) => i,
-            None => self.of_text(name),
-        }
-    }
-
-    pub(crate) fn of_text(&self, name: &str) -> u64 {
-        self.by_text[name]
+        self.by_addr[&(name.as_ptr() as usize)]
     }
 }
 
