@@ -128,7 +128,7 @@ impl SampleLayout {
     /// Whether the fields of `body` fill it exactly and name the thread: then the sample can be
     /// read from its place alone, later ([`read_filled`](Self::read_filled)), with nothing to
     /// count or report (see [`crate::input::PerfEvent::Placed`]).
-    #[inline]
+    #[inline(always)]
     pub(super) fn fills(&self, body: &[u8]) -> bool {
         self.tid.is_some() && self.places(body).is_some_and(|(.., end)| end == body.len())
     }
@@ -165,7 +165,7 @@ impl SampleLayout {
 
     /// Where the call chain and branch stack of `body` lie and where its fields end; `None` if a
     /// field does not fit.
-    #[inline]
+    #[inline(always)]
     fn places(&self, body: &[u8]) -> Option<Places> {
         if body.len() < self.head {
             return None;
