@@ -144,8 +144,8 @@ fn generate(cfg: &Config, reporter: &Reporter, report: &mut RunReport) -> Result
         if cfg.run.warn_not_symbolized {
             report.warnings.extend(not_symbolized_warning(&binary, &counters));
         }
-        // Dropped before the post-passes, which reuse their memory.
-        drop(counters);
+        // Freed before the post-passes, which reuse their memory.
+        counters.free();
         reporter.phase(Phase::PostProcessing);
         finish_profile(&binary, sampled, profile, &cfg.output, report)?;
     }

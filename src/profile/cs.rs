@@ -544,52 +544,57 @@ where
     // names) are made once per worker rather than once per run. Exact: each cache
     // maps its key to one value whichever run asks.
     let idle: std::sync::Mutex<Vec<ProbeCsBuilder<P>>> = Default::default();
-    let build =
-        |block: &[(&[Vaddr], &Counters)], leaves: &[SampledLeaves], inferred: &[InferredSites]| {
-            // Several runs per worker, for balance.
-            let run_len = block.len().div_ceil(4 * rayon::current_num_threads()).max(1);
-            block
-                .par_chunks(run_len)
-                .zip(leaves.par_chunks(run_len))
-                .zip(inferred.par_chunks(run_len))
-                .map(|((keys, leaves), inferred)| {
-                    let taken = idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
-                    let mut g = taken.unwrap_or_else(|| ProbeCsBuilder {
-                        probes,
-                        opts,
-                        profiles: ContextProfiles::with_hasher(hasher.clone()),
-                        stats: ProbeCsStats::default(),
-                        resolved: ResolvedHere::new(probes.node_count()),
-                        shared_names: &shared_names,
-                        names: HashMap::new(),
-                        name_table: Vec::new(),
-                        key: Vec::new(),
-                        repeats: NameRepeats::default(),
-                        inline_context_of: vec![0; probes.node_count()],
-                        inline_contexts: Vec::new(),
-                        buffers: Default::default(),
-                        sampled_nodes: Vec::new(),
-                        bodies: Vec::new(),
-                        node_locs: &node_locs,
-                    });
-                    for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
-                        g.resolved.clear();
-                        g.body_samples(code, sites, inf, l);
-                        g.boundary_samples(code, sites, inf, l);
-                    }
-                    // A builder's next run is about as long as this one (or up to twice: blocks
-                    // at most double): room for this one's profiles spares most of their tables'
-                    // growth (capacity only: the same profiles).
-                    let room = g.profiles.profiles.len();
-                    let fresh = ContextProfiles::with_capacity_and_hasher(room, hasher.clone());
-                    let mut run = std::mem::replace(&mut g.profiles, fresh);
-                    let stats = std::mem::take(&mut g.stats);
-                    idle.lock().unwrap_or_else(|e| e.into_inner()).push(g);
-                    let ends = run.partition(shard_count);
-                    (run, ends, stats)
-                })
-                .collect::<Vec<(ContextProfiles<FrameKey>, Vec<usize>, ProbeCsStats)>>()
-        };
+    let build = |block: &[(&[Vaddr], &Counters)],
+                 leaves: &mut [SampledLeaves],
+                 inferred: &mut [InferredSites]| {
+        // Several runs per worker, for balance.
+        let run_len = block.len().div_ceil(4 * rayon::current_num_threads()).max(1);
+        block
+            .par_chunks(run_len)
+            .zip(leaves.par_chunks_mut(run_len))
+            .zip(inferred.par_chunks_mut(run_len))
+            .map(|((keys, leaves), inferred)| {
+                let taken = idle.lock().unwrap_or_else(|e| e.into_inner()).pop();
+                let mut g = taken.unwrap_or_else(|| ProbeCsBuilder {
+                    probes,
+                    opts,
+                    profiles: ContextProfiles::with_hasher(hasher.clone()),
+                    stats: ProbeCsStats::default(),
+                    resolved: ResolvedHere::new(probes.node_count()),
+                    shared_names: &shared_names,
+                    names: HashMap::new(),
+                    name_table: Vec::new(),
+                    key: Vec::new(),
+                    repeats: NameRepeats::default(),
+                    inline_context_of: vec![0; probes.node_count()],
+                    inline_contexts: Vec::new(),
+                    buffers: Default::default(),
+                    sampled_nodes: Vec::new(),
+                    bodies: Vec::new(),
+                    node_locs: &node_locs,
+                });
+                for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
+                    g.resolved.clear();
+                    g.body_samples(code, sites, inf, l);
+                    g.boundary_samples(code, sites, inf, l);
+                    // Freed here, in parallel, rather than after the block on one thread
+                    // (and reused by this worker's next allocations).
+                    *l = SampledLeaves::default();
+                    *inf = InferredSites::default();
+                }
+                // A builder's next run is about as long as this one (or up to twice: blocks
+                // at most double): room for this one's profiles spares most of their tables'
+                // growth (capacity only: the same profiles).
+                let room = g.profiles.profiles.len();
+                let fresh = ContextProfiles::with_capacity_and_hasher(room, hasher.clone());
+                let mut run = std::mem::replace(&mut g.profiles, fresh);
+                let stats = std::mem::take(&mut g.stats);
+                idle.lock().unwrap_or_else(|e| e.into_inner()).push(g);
+                let ends = run.partition(shard_count);
+                (run, ends, stats)
+            })
+            .collect::<Vec<(ContextProfiles<FrameKey>, Vec<usize>, ProbeCsStats)>>()
+    };
     // The first block's sampling and inference overlap nothing: the blocks start small and
     // double up to KEY_BLOCK, each built while the next (at most twice as large) is sampled.
     let mut blocks: Vec<&[(&[Vaddr], &Counters)]> = Vec::new();
@@ -601,12 +606,12 @@ where
     }
     let mut sampled = blocks.first().map(|b| sample(b, inferrer.as_mut()));
     for (i, block) in blocks.iter().enumerate() {
-        let (leaves, inferred) = sampled.take().expect("the block was sampled");
+        let (mut leaves, mut inferred) = sampled.take().expect("the block was sampled");
         let next = blocks.get(i + 1);
         let ((), next_sampled) = rayon::join(
             || {
                 // Merged in order: the profile does not depend on the number of runs.
-                let mut runs = build(block, &leaves, &inferred);
+                let mut runs = build(block, &mut leaves, &mut inferred);
                 type Part<'r> = (&'r mut [(FrameKey, FunctionSamples)], &'r [u64]);
                 let mut by_shard: Vec<Vec<Part>> = Vec::new();
                 by_shard.resize_with(shard_count, Vec::new);
@@ -637,12 +642,16 @@ where
         preinlined: false,
         fs_discriminator: false,
     };
+    // The builders borrow the names and the probes' locations: freed first, the locations and
+    // the inferrer beside the profile's map build rather than after it.
+    drop(idle);
     let names = shared_names.into_inner().unwrap_or_else(|e| e.into_inner()).names;
     let (profile, r) = ContextProfiles::<FrameKey>::finish(
         shards,
         &names,
         kind,
         opts.update_total_samples,
+        (inferrer, node_locs),
         beside,
     );
     (profile, stats, r)
@@ -652,6 +661,7 @@ where
 const KEY_BLOCK: usize = 4096;
 
 /// The leaf probes one context's counters sample, in the order the builder visits them.
+#[derive(Default)]
 struct SampledLeaves {
     /// Block probes with their summed counts, by (address, position at it); no zero counts.
     blocks: Vec<(Probe, u64)>,
@@ -1407,12 +1417,14 @@ type SharedNames = std::sync::Mutex<NameIndex>;
 impl ContextProfiles<FrameKey> {
     /// The profile of the `shards` (distinct contexts) by [`Context`]s, updated
     /// ([`Self::update`]) and sorted on rayon's current pool. `names`: the frames' names by
-    /// index. `beside` runs while the map is built.
+    /// index. `beside` runs while the map is built, and `spent` is freed there (its thread
+    /// would otherwise free it alone at the end).
     fn finish<R: Send>(
         mut shards: Vec<Self>,
         names: &[FuncName],
         kind: ProfileKind,
         update_total_samples: bool,
+        spent: impl Send,
         beside: impl FnOnce() -> R + Send,
     ) -> (Profile, R) {
         shards.par_iter_mut().for_each(|s| s.update(update_total_samples));
@@ -1474,7 +1486,13 @@ impl ContextProfiles<FrameKey> {
         shards.into_par_iter().for_each(drop);
         // Contexts are distinct: the BTreeMap then only checks the order. That is sequential:
         // `beside` keeps the other core busy.
-        let (functions, r) = rayon::join(|| profiles.into_iter().collect(), beside);
+        let (functions, r) = rayon::join(
+            || {
+                drop(spent);
+                profiles.into_iter().collect()
+            },
+            beside,
+        );
         (Profile { kind, functions, symbol_list: None }, r)
     }
 }
