@@ -276,13 +276,17 @@ impl<K: Ord, V> VecMap<K, V> {
             }
         }
         let mut merged = Vec::with_capacity(self.0.len() + new);
-        let mut mine = std::mem::take(&mut self.0).into_iter().peekable();
+        let mut mine = std::mem::take(&mut self.0).into_iter();
         merged.extend(mine.by_ref().take(i));
         for (k, w) in std::iter::once(first_new).chain(rest) {
-            while let Some(e) = mine.next_if(|(m, _)| m < k) {
-                merged.push(e);
-            }
-            let mut e = mine.next_if(|(m, _)| m == k).unwrap_or_else(|| (key(k), V::default()));
+            // Mine before `k` counted, then moved as one run (element by element, each move
+            // was a peek and a push).
+            let before = mine.as_slice().iter().take_while(|(m, _)| m < k).count();
+            merged.extend(mine.by_ref().take(before));
+            let mut e = match mine.as_slice().first() {
+                Some((m, _)) if m == k => mine.next().expect("the entry just seen"),
+                _ => (key(k), V::default()),
+            };
             add(&mut e.1, w);
             merged.push(e);
         }
