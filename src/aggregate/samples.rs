@@ -790,6 +790,105 @@ impl PairCache {
     fn new() -> Self {
         PairCache { slots: slots([0; 5]) }
     }
+
+    /// Keeps the entries of `branches` (raw LBR entries) whose translation is cached for `stamp`
+    /// in `kept`, up to the first one missed: returned, with its slot. Out of line and without
+    /// calls, so that its loop holds its state in registers (with the misses' translation
+    /// inlined, LLVM made one loop of both and spilled it).
+    #[inline(never)]
+    fn keep_cached(
+        &self,
+        stamp: u64,
+        branches: &mut impl Iterator<Item = (u64, u64)>,
+        kept: &mut KeptEntries,
+    ) -> Option<(usize, [u64; 2])> {
+        // The state in a local, written back once: stored through `kept` at every entry.
+        let mut window = kept.window;
+        let mut miss = None;
+        for (raw_from, raw_to) in branches {
+            let slot = slot_of::<PAIR_SLOTS>(stamp ^ raw_from, raw_to);
+            match self.slots[slot] {
+                [s, f, t, from, to] if s == stamp && f == raw_from && t == raw_to => {
+                    window.keep(&mut kept.branches, [raw_from, raw_to], [from, to]);
+                }
+                _ => {
+                    miss = Some((slot, [raw_from, raw_to]));
+                    break;
+                }
+            }
+        }
+        kept.window = window;
+        miss
+    }
+}
+
+/// The translated LBR entries of a call-stack sample's window as they are kept, newest first,
+/// and what is measured on them.
+struct KeptEntries {
+    /// The entries kept, at `..window.k`: each written at the next kept place of a vector at
+    /// least as long as the window, then cut (a push checked the room and stored the length at
+    /// each).
+    branches: Vec<Branch<Vaddr>>,
+    window: KeptWindow,
+}
+
+/// What [`KeptEntries`] measures as it keeps entries.
+#[derive(Clone, Copy, Default)]
+struct KeptWindow {
+    /// Entries kept.
+    k: usize,
+    /// Instructions the window ran outside the binary (libc, the loader): part of its span.
+    external: u64,
+    /// The raw source of the newer entry, and whether it translated external.
+    newer_raw: u64,
+    newer_external: bool,
+}
+
+impl KeptWindow {
+    /// The next (older) entry: `raw` translated to `[from, to]`, kept in `branches` unless
+    /// external at both ends.
+    #[inline(always)]
+    fn keep(
+        &mut self,
+        branches: &mut [Branch<Vaddr>],
+        [raw_from, raw_to]: [u64; 2],
+        [from, to]: [u64; 2],
+    ) {
+        let ext = Vaddr::EXTERNAL.0;
+        if self.newer_external && to == ext {
+            self.external = self.external.saturating_add(external_span(raw_to, self.newer_raw));
+        }
+        (self.newer_raw, self.newer_external) = (raw_from, from == ext);
+        // External-to-external entries carry nothing (llvm-profgen drops them too).
+        if (from != ext || to != ext)
+            && let Some(place) = branches.get_mut(self.k)
+        {
+            *place = Branch { source: Vaddr(from), target: Vaddr(to) };
+            self.k += 1;
+        }
+    }
+}
+
+impl KeptEntries {
+    /// Keeps the entries of a window of `n` in `branches` (a reused vector: mostly long enough
+    /// from the last window).
+    fn new(mut branches: Vec<Branch<Vaddr>>, n: usize) -> Self {
+        if branches.len() < n {
+            branches.resize(n, Branch { source: Vaddr::EXTERNAL, target: Vaddr::EXTERNAL });
+        }
+        KeptEntries { branches, window: KeptWindow::default() }
+    }
+
+    /// The next (older) entry: `raw` translated to `[from, to]`.
+    fn keep(&mut self, raw: [u64; 2], translated: [u64; 2]) {
+        self.window.keep(&mut self.branches, raw, translated);
+    }
+
+    /// The entries kept.
+    fn finish(mut self) -> Vec<Branch<Vaddr>> {
+        self.branches.truncate(self.window.k);
+        self.branches
+    }
 }
 
 /// Range counts of `--leading-ip-only` samples on their way to [`Counters`]: hot code adds the
@@ -1653,12 +1752,11 @@ impl<'b> Aggregator<'b> {
         process: &ProcessView<'_>,
         leaf: Option<u64>,
         callers: impl ExactSizeIterator<Item = u64>,
-        branches: impl Iterator<Item = (u64, u64)>,
+        branches: impl ExactSizeIterator<Item = (u64, u64)>,
         repeat: u64,
         n: u64,
         mut cycles: CycleWeights,
     ) {
-        let ext = Vaddr::EXTERNAL.0;
         let stamp = process.stamp();
         let mut translated = std::mem::take(&mut self.translated);
         translated.clear();
@@ -1667,36 +1765,14 @@ impl<'b> Aggregator<'b> {
             translated.push(self.internal(process, stamp, RuntimeAddr(f)));
         }
         // The kept entries go straight where normalising reads them.
-        let mut kept = std::mem::take(&mut self.hybrid.branches);
-        kept.clear();
-        // Instructions the window ran outside the binary (libc, the loader): part of its span.
-        let mut external = 0u64;
-        let mut newer_source = None;
-        for (raw_from, raw_to) in branches {
-            let slot = slot_of::<PAIR_SLOTS>(stamp ^ raw_from, raw_to);
-            let (from, to) = match self.pairs.slots[slot] {
-                [s, f, t, from, to] if s == stamp && f == raw_from && t == raw_to => (from, to),
-                _ => {
-                    let from = self.internal(process, stamp, RuntimeAddr(raw_from));
-                    let to = self.internal(process, stamp, RuntimeAddr(raw_to));
-                    self.pairs.slots[slot] = [stamp, raw_from, raw_to, from, to];
-                    (from, to)
-                }
-            };
-            if let Some((newer, true)) = newer_source
-                && to == ext
-            {
-                external = external.saturating_add(external_span(raw_to, newer));
-            }
-            newer_source = Some((raw_from, from == ext));
-            // External-to-external entries carry nothing (llvm-profgen drops them too).
-            if from != ext || to != ext {
-                kept.push(Branch { source: Vaddr(from), target: Vaddr(to) });
-            }
+        let mut kept = KeptEntries::new(std::mem::take(&mut self.hybrid.branches), branches.len());
+        let mut branches = branches;
+        while let Some((slot, raw)) = self.pairs.keep_cached(stamp, &mut branches, &mut kept) {
+            kept.keep(raw, self.translate_pair(process, stamp, slot, raw));
         }
-        let empty = kept.is_empty();
-        self.hybrid.branches = kept;
-        if empty {
+        let external = kept.window.external;
+        self.hybrid.branches = kept.finish();
+        if self.hybrid.branches.is_empty() {
             self.stats.outside_binary += n;
             self.translated = translated;
             return;
@@ -1709,6 +1785,22 @@ impl<'b> Aggregator<'b> {
         self.keep_hybrid(&translated, count, cycles, external);
         self.stats.used += n;
         self.translated = translated;
+    }
+
+    /// Translates the raw LBR entry `raw` on a miss of [`PairCache`] slot `slot`, filling it
+    /// (out of line: a few percent of the entries).
+    #[inline(never)]
+    fn translate_pair(
+        &mut self,
+        process: &ProcessView<'_>,
+        stamp: u64,
+        slot: usize,
+        [raw_from, raw_to]: [u64; 2],
+    ) -> [u64; 2] {
+        let from = self.internal(process, stamp, RuntimeAddr(raw_from));
+        let to = self.internal(process, stamp, RuntimeAddr(raw_to));
+        self.pairs.slots[slot] = [stamp, raw_from, raw_to, from, to];
+        [from, to]
     }
 
     /// Normalises a sample with a call stack now (return addresses → call sites, leaf → newest
