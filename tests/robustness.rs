@@ -849,7 +849,7 @@ fn binary_profiles_share_their_names() {
     let mut contexts = vec![1];
     uleb(FRAMES as u64, &mut contexts);
     contexts.extend([0; 3].repeat(FRAMES)); // name 0, line 0, discriminator 0
-    let profile = extbinary_of(&[(sec::NAME_TABLE, &names), (sec::CS_NAME_TABLE, &contexts)]);
+    let profile = extbinary_of(&[(sec::NAME_TABLE, 0, &names), (sec::CS_NAME_TABLE, 0, &contexts)]);
     let profile = write(&dir, "names.extbinary", &profile);
     let binary = fixture("unsymbolized/loop");
     let out = dir.join("remapped.prof");
@@ -869,21 +869,21 @@ fn binary_profiles_share_their_names() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// An extbinary profile of `sections` (type, bytes), one after another.
-fn extbinary_of(sections: &[(u64, &[u8])]) -> Vec<u8> {
+/// An extbinary profile of `sections` (type, LLVM's section flags, bytes), one after another.
+fn extbinary_of(sections: &[(u64, u32, &[u8])]) -> Vec<u8> {
     use profgen::llvm::sample_prof::{FORMAT_EXT_BINARY, VERSION, magic};
     let mut profile = Vec::new();
     uleb(magic(FORMAT_EXT_BINARY), &mut profile);
     uleb(VERSION, &mut profile);
     profile.extend((sections.len() as u64).to_le_bytes());
     let mut at = (profile.len() + sections.len() * 32) as u64;
-    for (ty, bytes) in sections {
-        for v in [*ty, 0, at, bytes.len() as u64] {
+    for (ty, flags, bytes) in sections {
+        for v in [*ty, u64::from(*flags) << 32, at, bytes.len() as u64] {
             profile.extend(v.to_le_bytes());
         }
         at += bytes.len() as u64;
     }
-    for (_, bytes) in sections {
+    for (_, _, bytes) in sections {
         profile.extend(*bytes);
     }
     profile
@@ -907,7 +907,7 @@ fn binary_profile_inlinees_find_their_callee_by_shared_name() {
     let mut profiles = vec![0, 0, 0, 0];
     uleb(INLINEES as u64, &mut profiles);
     profiles.extend([1, 0, 0, 0, 0, 0].repeat(INLINEES));
-    let profile = extbinary_of(&[(sec::NAME_TABLE, &names), (sec::LBR_PROFILE, &profiles)]);
+    let profile = extbinary_of(&[(sec::NAME_TABLE, 0, &names), (sec::LBR_PROFILE, 0, &profiles)]);
     let profile = write(&dir, "inlinees.extbinary", &profile);
     let mut cmd = Command::new(PROFGEN);
     cmd.arg("remap").arg("--profile").arg(&profile);
@@ -920,6 +920,116 @@ fn binary_profile_inlinees_find_their_callee_by_shared_name() {
     let summary = "profgen remap: 1 functions: 0 carried exactly, 0 matched by anchors (0 \
                    renamed), 1 dropped; samples: 0 exact, 0 matched, 0 dropped\n";
     assert!(stderr(&o).ends_with(summary), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `profgen remap` of `profile` onto `unsymbolized/loop`, its output in text format, capped and
+/// with a 30 s deadline: (output, stderr).
+fn remap_capped(profile: &Path, out: &Path) -> (String, String) {
+    let mut cmd = Command::new(PROFGEN);
+    cmd.arg("remap").arg("--profile").arg(profile);
+    cmd.arg("--binary").arg(fixture("unsymbolized/loop"));
+    cmd.arg("--format").arg("text").arg("-o").arg(out);
+    cap_address_space(&mut cmd);
+    let o = run_with_deadline(cmd, 30);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    (std::fs::read_to_string(out).unwrap(), stderr(&o))
+}
+
+/// Two 1 MiB names differing in their last byte, named at 300,000 places of one function of an
+/// extbinary profile (call targets of one line, inlinees at one call site; one name twice in the
+/// name table, two equal texts not shared) (7 MB): `profgen remap` takes well under a second,
+/// the names in their texts' order. Each place compared the two texts (a third of a terabyte:
+/// minutes); now a name's text is placed among the others once, and compares by its label.
+#[test]
+fn names_sharing_a_long_prefix_are_ordered_without_reading_it() {
+    use profgen::llvm::sample_prof::sec;
+    const PLACES: usize = 300_000;
+    let dir = scratch("long-prefix");
+    let long = |last: u8| [vec![b'f'; 1 << 20], vec![last]].concat();
+    let (a, b) = (long(b'a'), long(b'b'));
+    let mut names = Vec::new();
+    uleb(4, &mut names);
+    for name in [&b"main"[..], &a, &b, &a] {
+        names.extend(name);
+        names.push(0);
+    }
+    // `main` (name 0): head samples, name, total samples; body records at line 1 of count 1,
+    // each calling one copy of A and B once; inlinees at line 1 (A, B, A's copy), without
+    // samples, body records or inlinees.
+    let mut profiles = vec![0, 0, 0];
+    uleb(PLACES as u64, &mut profiles);
+    for i in 0..PLACES {
+        let (x, y) = [(1, 2), (2, 3), (3, 2), (2, 1)][i % 4];
+        profiles.extend([1, 0, 1, 2, x, 1, y, 1]);
+    }
+    uleb(PLACES as u64, &mut profiles);
+    for i in 0..PLACES {
+        profiles.extend([1, 0, 1 + (i % 3) as u8, 0, 0, 0]);
+    }
+    let profile = extbinary_of(&[(sec::NAME_TABLE, 0, &names), (sec::LBR_PROFILE, 0, &profiles)]);
+    let profile = write(&dir, "long-prefix.extbinary", &profile);
+    let (out, err) = remap_capped(&profile, &dir.join("remapped.prof"));
+    let (a, b) = (String::from_utf8(a).unwrap(), String::from_utf8(b).unwrap());
+    assert!(out == format!("main:0:0\n 1: {PLACES} {a}:{PLACES} {b}:{PLACES}\n"), "differs");
+    // A and B are not in the binary: their inlinees are dropped.
+    let summary = format!(
+        "profgen remap: 3 functions: 1 carried exactly, 0 matched by anchors (0 renamed), 2 \
+         dropped; samples: {PLACES} exact, 0 matched, 0 dropped\n"
+    );
+    assert!(err.ends_with(&summary), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `profgen remap` of an extbinary CS profile of 20,000 contexts `c:i @ A` and `c:i @ B`, A and
+/// B two 1 MiB names differing in their last byte (2.4 MB), takes well under a second: the
+/// contexts are ordered without reading the names, and renaming and flattening them copy each
+/// name once. Every frame's name was copied (20 GB) and compared by text.
+#[test]
+fn remap_of_contexts_copies_each_name_once() {
+    use profgen::llvm::sample_prof::{flag, sec};
+    const CONTEXTS: u64 = 20_000;
+    let dir = scratch("long-contexts");
+    let mut names = Vec::new();
+    uleb(3, &mut names);
+    for last in [b'a', b'b'] {
+        names.extend(vec![b'f'; 1 << 20]);
+        names.extend([last, 0]);
+    }
+    names.extend(b"c\0");
+    let mut contexts = Vec::new();
+    uleb(CONTEXTS, &mut contexts);
+    for i in 0..CONTEXTS / 2 {
+        for leaf in [0, 1] {
+            contexts.extend([2, 2]); // two frames, `c` at line i
+            uleb(i, &mut contexts);
+            contexts.extend([0, leaf, 0, 0]);
+        }
+    }
+    // Each context's profile: head samples, context index, total samples, no body records or
+    // inlinees.
+    let mut profiles = Vec::new();
+    for i in 0..CONTEXTS {
+        profiles.push(1);
+        uleb(i, &mut profiles);
+        profiles.extend([1, 0, 0]);
+    }
+    let full_context = flag::SUMMARY_FULL_CONTEXT as u32;
+    let profile = extbinary_of(&[
+        (sec::PROF_SUMMARY, full_context, &[0; 6]),
+        (sec::NAME_TABLE, 0, &names),
+        (sec::CS_NAME_TABLE, 0, &contexts),
+        (sec::LBR_PROFILE, 0, &profiles),
+    ]);
+    let profile = write(&dir, "contexts.extbinary", &profile);
+    let (out, err) = remap_capped(&profile, &dir.join("remapped.prof"));
+    // Neither leaf is in the binary.
+    assert_eq!(out, "");
+    let summary = format!(
+        "profgen remap: 2 functions: 0 carried exactly, 0 matched by anchors (0 renamed), 2 \
+         dropped; samples: 0 exact, 0 matched, 0 dropped; {CONTEXTS} contexts dropped\n"
+    );
+    assert!(err.ends_with(&summary), "{err}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -191,12 +191,130 @@ impl PartialEq<&str> for FuncName {
     }
 }
 
+/// Names whose first this many bytes agree are ordered by their [`LongNames`] labels: comparing
+/// texts costs their common prefix, and a crafted profile of two 1 MB names differing in their
+/// last byte, inlined or called at a million places, compared them once per place (a terabyte).
+const COMPARED_PREFIX: usize = 256;
+
 impl Ord for FuncName {
+    // Inline as before: sorting the profiles compares names millions of times, mostly short.
+    #[inline]
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         if self.same(other) {
             return std::cmp::Ordering::Equal;
         }
-        self.text.cmp(&other.text)
+        let (a, b) = (self.text.as_bytes(), other.text.as_bytes());
+        if a.len() < COMPARED_PREFIX || b.len() < COMPARED_PREFIX {
+            return a.cmp(b);
+        }
+        self.cmp_long(other)
+    }
+}
+
+impl FuncName {
+    /// [`Ord::cmp`] of two names of at least [`COMPARED_PREFIX`] bytes.
+    #[inline(never)]
+    fn cmp_long(&self, other: &Self) -> std::cmp::Ordering {
+        let (a, b) =
+            (&self.text.as_bytes()[..COMPARED_PREFIX], &other.text.as_bytes()[..COMPARED_PREFIX]);
+        match a.cmp(b) {
+            std::cmp::Ordering::Equal => LONG_NAMES.with_borrow_mut(|l| l.cmp(self, other)),
+            by_prefix => by_prefix,
+        }
+    }
+}
+
+thread_local! {
+    static LONG_NAMES: std::cell::RefCell<LongNames> = std::cell::RefCell::default();
+}
+
+/// Labels in text order for the names [`FuncName`]'s order meets with a long common prefix (one
+/// table per thread): each name's text is placed once, by text compares, when first met; after
+/// that it is found by its allocation's address and compares by label. Relabelling spreads the
+/// labels evenly when two neighbours leave no room between them.
+#[derive(Default)]
+struct LongNames {
+    /// The texts met, by address: the weak reference keeps the address from being reused while
+    /// the entry lasts; the slot is the text's.
+    by_address: hashbrown::HashMap<usize, (std::sync::Weak<str>, usize)>,
+    /// Per slot, its text (held) and label; `None` for a free slot.
+    slots: Vec<Option<(Arc<str>, u64)>>,
+    free: Vec<usize>,
+    /// The used slots in text order: labels increase along it.
+    order: Vec<usize>,
+    /// `by_address`'s size at which the names no longer held are swept out.
+    sweep_at: usize,
+}
+
+impl LongNames {
+    fn cmp(&mut self, a: &FuncName, b: &FuncName) -> std::cmp::Ordering {
+        let (a, b) = (self.slot(&a.text), self.slot(&b.text));
+        self.label(a).cmp(&self.label(b))
+    }
+
+    fn label(&self, slot: usize) -> u64 {
+        self.slots[slot].as_ref().expect("a used slot").1
+    }
+
+    fn text(&self, slot: usize) -> &str {
+        &self.slots[slot].as_ref().expect("a used slot").0
+    }
+
+    /// The slot of `text`'s text, placed in order if new.
+    fn slot(&mut self, text: &Arc<str>) -> usize {
+        let address = text.as_ptr() as usize;
+        if let Some((_, slot)) = self.by_address.get(&address) {
+            return *slot;
+        }
+        if self.by_address.len() >= self.sweep_at {
+            self.sweep();
+        }
+        let slot = match self.order.binary_search_by(|&s| self.text(s).cmp(text)) {
+            Ok(at) => self.order[at],
+            Err(at) => self.place(text, at),
+        };
+        self.by_address.insert(address, (Arc::downgrade(text), slot));
+        slot
+    }
+
+    /// A slot for a new text at `at` in `order`, labelled between its neighbours.
+    fn place(&mut self, text: &Arc<str>, at: usize) -> usize {
+        let low = at.checked_sub(1).map_or(0, |i| self.label(self.order[i]));
+        let high = self.order.get(at).map_or(u64::MAX, |&s| self.label(s));
+        let slot = self.free.pop().unwrap_or(self.slots.len());
+        if slot == self.slots.len() {
+            self.slots.push(None);
+        }
+        self.slots[slot] = Some((text.clone(), low + (high - low) / 2));
+        self.order.insert(at, slot);
+        if high - low < 2 {
+            let step = u64::MAX / (self.order.len() as u64 + 1);
+            for (i, &s) in self.order.iter().enumerate() {
+                self.slots[s].as_mut().expect("a used slot").1 = step * (i as u64 + 1);
+            }
+        }
+        slot
+    }
+
+    /// Drops the addresses of names no longer held (a slot's own text held by nothing else), and
+    /// the texts no address refers to.
+    fn sweep(&mut self) {
+        let slots = &self.slots;
+        self.by_address.retain(|&address, (name, slot)| {
+            let own = slots[*slot].as_ref().is_some_and(|(t, _)| t.as_ptr() as usize == address);
+            name.strong_count() > usize::from(own)
+        });
+        let mut used = vec![false; self.slots.len()];
+        for (_, slot) in self.by_address.values() {
+            used[*slot] = true;
+        }
+        for (slot, used) in used.into_iter().enumerate() {
+            if !used && self.slots[slot].take().is_some() {
+                self.free.push(slot);
+            }
+        }
+        self.order.retain(|&s| self.slots[s].is_some());
+        self.sweep_at = (2 * self.by_address.len()).max(1024);
     }
 }
 
@@ -406,6 +524,34 @@ pub fn trim_context<T>(context: &mut Vec<T>, depth: i32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Names sharing a long prefix order as their texts: through relabelling (each name placed
+    /// between the first and the last one placed, halving the room there), sweeps (more names
+    /// made and dropped than a sweep waits for) and equal texts in two allocations.
+    #[test]
+    fn long_names_order_as_their_texts() {
+        let prefix = "p".repeat(COMPARED_PREFIX);
+        let name = |s: &str| FuncName::from(format!("{prefix}{s}"));
+        let first = name("a");
+        let mut names = vec![first.clone()];
+        for k in 0..200 {
+            let n = name(&format!("{}b", "a".repeat(k)));
+            assert_eq!(n.cmp(&first), std::cmp::Ordering::Greater);
+            names.push(n);
+        }
+        for i in 0..3000 {
+            let dropped = name(&format!("{i}"));
+            assert_eq!(dropped.cmp(&first), dropped.as_str().cmp(first.as_str()));
+        }
+        assert!(LONG_NAMES.with_borrow(|l| l.by_address.len()) < 2 * 1024);
+        names.push(name("ab"));
+        names.push(name(""));
+        for a in &names {
+            for b in &names {
+                assert_eq!(a.cmp(b), a.as_str().cmp(b.as_str()), "{} {}", &a[256..], &b[256..]);
+            }
+        }
+    }
 
     fn compressed(s: &str, max: i32) -> String {
         let mut v: Vec<char> = s.chars().collect();

@@ -509,11 +509,14 @@ impl PartialOrd for Context {
     }
 }
 
+/// By the names' [`FuncName::text_hash`], as [`ContextFrame`]'s: hashing a context reads no name
+/// text.
 impl std::hash::Hash for Context {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         state.write_usize(self.len);
-        for f in self.named_frames() {
-            f.hash(state);
+        for (func, loc) in self.named_frames() {
+            state.write_u64(func.text_hash());
+            loc.hash(state);
         }
     }
 }

@@ -38,7 +38,9 @@ pub mod rename;
 use crate::binary::anchors::{CodeAnchors, FunctionAnchors};
 use crate::binary::shape::FunctionShape;
 use crate::error::Error;
-use crate::llvm::{ContextFrame, LineLocation, canonical_fn_name, md5_guid, stable_fn_name};
+use crate::llvm::{
+    ContextFrame, FuncName, LineLocation, canonical_fn_name, md5_guid, stable_fn_name,
+};
 use crate::profile::{Context, FunctionSamples, Profile};
 use matcher::{LocationMap, match_locations, profile_anchors};
 use rename::{RenameIndex, same_function, score, similarity};
@@ -380,7 +382,7 @@ pub fn remap_profile(
     }
 
     // 3. Rewrite every profile through its function's map.
-    let mut stats: BTreeMap<String, [u64; 3]> = BTreeMap::new();
+    let mut stats: BTreeMap<FuncName, [u64; 3]> = BTreeMap::new();
     let mut out = Profile { kind: profile.kind, symbol_list: None, ..Default::default() };
     let mut contexts_dropped = 0;
     for (ctx, fs) in &profile.functions {
@@ -407,6 +409,7 @@ pub fn remap_profile(
     let mut report =
         RemapReport { contexts_dropped, by_content: shapes.is_some(), ..Default::default() };
     for (name, [exact, matched, dropped]) in stats {
+        let name = name.to_string();
         let outcome = match maps.get(&name) {
             None => Outcome::Dropped,
             Some(m) if m.exact => Outcome::Exact,
@@ -481,11 +484,13 @@ fn common_suffix(a: &str, b: &str) -> usize {
 }
 
 /// Every function name the profile mentions: profiles at every level, call targets, contexts.
+/// Collected as the shared names and copied once each: a copy per mention copied a long name
+/// as often as a binary profile refers to it.
 fn all_names(p: &Profile) -> BTreeSet<String> {
-    fn walk(fs: &FunctionSamples, out: &mut BTreeSet<String>) {
-        out.insert(fs.name.to_string());
+    fn walk<'a>(fs: &'a FunctionSamples, out: &mut BTreeSet<&'a FuncName>) {
+        out.insert(&fs.name);
         for b in fs.body.values() {
-            out.extend(b.call_targets.keys().map(|k| k.to_string()));
+            out.extend(b.call_targets.keys());
         }
         for callees in fs.callsites.values() {
             for c in callees.values() {
@@ -495,21 +500,34 @@ fn all_names(p: &Profile) -> BTreeSet<String> {
     }
     let mut out = BTreeSet::new();
     for (ctx, fs) in &p.functions {
-        out.extend(ctx.frames().map(|(func, _)| func.to_string()));
+        out.extend(ctx.named_frames().map(|(func, _)| func));
         walk(fs, &mut out);
     }
-    out
+    out.into_iter().map(|n| n.to_string()).collect()
 }
 
-/// `p` with every function name in `renames` replaced.
+/// `p` with every function name in `renames` replaced. Names not renamed stay shared, and each
+/// shared name is looked up once: a copy (or lookup) per mention read a long name as often as a
+/// binary profile refers to it.
 fn rename(p: &Profile, renames: &BTreeMap<String, String>) -> Profile {
-    fn new_name(n: &str, renames: &BTreeMap<String, String>) -> String {
-        renames.get(n).cloned().unwrap_or_else(|| n.to_string())
+    struct Renames<'a> {
+        renames: &'a BTreeMap<String, String>,
+        /// By the name's text address (the profile holds each name throughout).
+        seen: hashbrown::HashMap<usize, FuncName>,
     }
-    fn walk(fs: &FunctionSamples, renames: &BTreeMap<String, String>) -> FunctionSamples {
+    impl Renames<'_> {
+        fn of(&mut self, n: &FuncName) -> FuncName {
+            let renames = self.renames;
+            let new = self.seen.entry(n.as_ptr() as usize).or_insert_with(|| {
+                renames.get(n.as_str()).map_or_else(|| n.clone(), |r| r.as_str().into())
+            });
+            new.clone()
+        }
+    }
+    fn walk(fs: &FunctionSamples, renames: &mut Renames) -> FunctionSamples {
         // Not a clone of `fs` emptied: that copied each inlinee's whole subtree once per level.
         let mut out = FunctionSamples {
-            name: new_name(&fs.name, renames).into(),
+            name: renames.of(&fs.name),
             total_samples: fs.total_samples,
             head_samples: fs.head_samples,
             checksum: fs.checksum,
@@ -519,7 +537,7 @@ fn rename(p: &Profile, renames: &BTreeMap<String, String>) -> Profile {
         for (loc, b) in &fs.body {
             out.add_body(*loc, b.count);
             for (t, n) in &b.call_targets {
-                out.add_call_target(*loc, &new_name(t, renames).into(), *n);
+                out.add_call_target(*loc, &renames.of(t), *n);
             }
         }
         for (loc, callees) in &fs.callsites {
@@ -537,11 +555,10 @@ fn rename(p: &Profile, renames: &BTreeMap<String, String>) -> Profile {
     }
     let mut out =
         Profile { kind: p.kind, symbol_list: p.symbol_list.clone(), ..Default::default() };
+    let renames = &mut Renames { renames, seen: Default::default() };
     for (ctx, fs) in &p.functions {
-        let ctx = Context::new(
-            ctx.frames()
-                .map(|(func, loc)| ContextFrame { func: new_name(func, renames).into(), loc })
-                .collect(),
+        let ctx = Context::from_frames(
+            ctx.named_frames().map(|(func, loc)| ContextFrame { func: renames.of(func), loc }),
         );
         let fs = walk(fs, renames);
         match out.functions.get_mut(&ctx) {
@@ -559,8 +576,10 @@ fn rename(p: &Profile, renames: &BTreeMap<String, String>) -> Profile {
 /// (each nested profile is merged under its own name; merging whole subtrees made memory grow
 /// with the square of the nesting depth: 600 levels, 180 KB of text, took 760 MB).
 fn flatten(p: &Profile) -> BTreeMap<String, FunctionSamples> {
-    fn walk(fs: &FunctionSamples, out: &mut BTreeMap<String, FunctionSamples>) {
-        let flat = out.entry(fs.name.to_string()).or_insert_with(|| FunctionSamples::new(&fs.name));
+    // By the shared names, copied once each: a copy per profile copied a long name as often as
+    // a binary profile refers to it.
+    fn walk(fs: &FunctionSamples, out: &mut BTreeMap<FuncName, FunctionSamples>) {
+        let flat = out.entry(fs.name.clone()).or_insert_with(|| FunctionSamples::new(&fs.name));
         flat.add_total(fs.total_samples);
         flat.add_head(fs.head_samples);
         flat.merge_body(fs);
@@ -583,7 +602,7 @@ fn flatten(p: &Profile) -> BTreeMap<String, FunctionSamples> {
     for fs in p.functions.values() {
         walk(fs, &mut out);
     }
-    out
+    out.into_iter().map(|(name, fs)| (name.to_string(), fs)).collect()
 }
 
 /// A CS context's call sites moved to the new build's locations: each caller frame's call site
@@ -616,8 +635,8 @@ fn remap_context(
 }
 
 /// Counts every body sample of `fs` and its inlinees as dropped.
-fn drop_all(fs: &FunctionSamples, stats: &mut BTreeMap<String, [u64; 3]>) {
-    let s = stats.entry(fs.name.to_string()).or_default();
+fn drop_all(fs: &FunctionSamples, stats: &mut BTreeMap<FuncName, [u64; 3]>) {
+    let s = stats.entry(fs.name.clone()).or_default();
     s[2] += fs.body.values().map(|b| b.count).sum::<u64>();
     for callees in fs.callsites.values() {
         for c in callees.values() {
@@ -630,7 +649,7 @@ fn drop_all(fs: &FunctionSamples, stats: &mut BTreeMap<String, [u64; 3]>) {
 fn rewrite(
     fs: &FunctionSamples,
     maps: &BTreeMap<String, FunctionMap>,
-    stats: &mut BTreeMap<String, [u64; 3]>,
+    stats: &mut BTreeMap<FuncName, [u64; 3]>,
 ) -> Option<FunctionSamples> {
     let Some(m) = maps.get(fs.name.as_str()) else {
         drop_all(fs, stats);
@@ -682,7 +701,7 @@ fn rewrite(
             }
         }
     }
-    let s = stats.entry(fs.name.to_string()).or_default();
+    let s = stats.entry(fs.name.clone()).or_default();
     for (loc, b) in &fs.body {
         match read.get(loc) {
             Some(true) => s[0] += b.count,
