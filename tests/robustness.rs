@@ -7,8 +7,9 @@
 mod common;
 
 use common::{
-    PROFGEN, first_records, fixture, leftovers, profgen, profgen_command, record_starts, run,
-    run_with_deadline, sample, scratch, small_perf_data, stderr, write,
+    PERF_ATTR_ENTRY, PERF_HEADER, PROFGEN, first_records, fixture, leftovers, perf_data_file,
+    profgen, profgen_command, record_starts, run, run_with_deadline, sample, scratch,
+    small_perf_data, stderr, write,
 };
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -699,24 +700,11 @@ fn perf_script_naming_an_event_per_line_reads_in_linear_time() {
 fn attr_ids_overlapping_are_read_once() {
     const EVENTS: usize = 10_000;
     let dir = scratch("overlapping-ids");
-    let le = |v: u64| v.to_le_bytes();
-    let (header, entry) = (104, 64 + 16);
-    let len = header + EVENTS * entry + 8;
-    let mut data = b"PERFILE2".to_vec();
-    for v in [header, entry, header, EVENTS * entry, header + EVENTS * entry, 8, 0, 0] {
-        data.extend(le(v as u64));
-    }
-    data.extend([0; 32]); // no features
-    for _ in 0..EVENTS {
-        let mut attr = [0u8; 64];
-        attr[4..8].copy_from_slice(&64u32.to_le_bytes());
-        // sample_type IP | TID | ID: samples name their event by id.
-        attr[24..32].copy_from_slice(&le(1 | 2 | 64));
-        data.extend(attr);
-        data.extend(le(0));
-        data.extend(le(len as u64));
-    }
-    data.extend([68, 0, 0, 0, 0, 0, 8, 0]); // one FINISHED_ROUND
+    let len = PERF_HEADER + EVENTS * PERF_ATTR_ENTRY + 8;
+    // sample_type IP | TID | ID: samples name their event by id; each event's ids are the file.
+    let attrs = vec![(1 | 2 | 64, [0, len as u64]); EVENTS];
+    let finished_round = [68, 0, 0, 0, 0, 0, 8, 0];
+    let data = perf_data_file(&attrs, &finished_round, &[]);
     assert_eq!(data.len(), len);
     let perf_data = write(&dir, "perf.data", &data);
     let out = dir.join("out.txt");
@@ -1213,24 +1201,8 @@ fn mapped_executables_find_their_build_ids_by_path() {
         id.extend(format!("/usr/lib/b/lib{i:08}.so\0\0\0\0\0\0\0").as_bytes());
         build_ids.extend(record(67, &id));
     }
-    let (header, entry) = (104u64, 80u64);
-    let data_at = header + entry;
-    let features_at = data_at + data.len() as u64;
-    let mut file = b"PERFILE2".to_vec();
-    for v in [header, entry, header, entry, data_at, data.len() as u64, 0, 0] {
-        file.extend(le(v));
-    }
-    file.extend(le(1 << 2)); // features: build ids
-    file.extend([0; 24]);
-    let mut attr = [0u8; 64];
-    attr[4..8].copy_from_slice(&64u32.to_le_bytes());
-    attr[24..32].copy_from_slice(&le(1 | 2)); // sample_type IP | TID
-    file.extend(attr);
-    file.extend([0; 16]); // no ids
-    file.extend(&data);
-    file.extend(le(features_at + 16));
-    file.extend(le(build_ids.len() as u64));
-    file.extend(&build_ids);
+    // sample_type IP | TID, no ids; the build ids feature (bit 2).
+    let file = perf_data_file(&[(1 | 2, [0, 0])], &data, &[(2, &build_ids)]);
     let perf_data = write(&dir, "perf.data", &file);
     let store = dir.join("store");
     std::fs::create_dir(&store).unwrap();

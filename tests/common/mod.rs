@@ -128,6 +128,51 @@ pub fn record_starts(perf_data: &[u8]) -> (usize, usize, Vec<usize>) {
     (data_offset, data_size, starts)
 }
 
+/// The size of a file-mode perf.data header, and of an attrs-section entry [`perf_data_file`]
+/// writes (a 64-byte attr and its ids' file section).
+pub const PERF_HEADER: usize = 104;
+pub const PERF_ATTR_ENTRY: usize = 64 + 16;
+
+/// A file-mode perf.data laid out as perf writes one: the header, an attrs-section entry per
+/// `attrs` element (a 64-byte attr of that sample type, and the file section of its ids: offset,
+/// size), the data section `data`, then the feature sections `features` (feature bit, bytes; in
+/// increasing bit order), each after the table of their offsets and sizes.
+pub fn perf_data_file(
+    attrs: &[(u64, [u64; 2])],
+    data: &[u8],
+    features: &[(u32, &[u8])],
+) -> Vec<u8> {
+    let le = |v: usize| (v as u64).to_le_bytes();
+    let attrs_size = PERF_ATTR_ENTRY * attrs.len();
+    let data_at = PERF_HEADER + attrs_size;
+    let mut file = b"PERFILE2".to_vec();
+    for v in [PERF_HEADER, PERF_ATTR_ENTRY, PERF_HEADER, attrs_size, data_at, data.len(), 0, 0] {
+        file.extend(le(v));
+    }
+    let mut bits = [0u8; 32];
+    for (bit, _) in features {
+        bits[*bit as usize / 8] |= 1 << (bit % 8);
+    }
+    file.extend(bits);
+    for (sample_type, ids) in attrs {
+        let mut attr = [0u8; 64];
+        attr[4..8].copy_from_slice(&64u32.to_le_bytes());
+        attr[24..32].copy_from_slice(&sample_type.to_le_bytes());
+        file.extend(attr);
+        file.extend(ids.map(u64::to_le_bytes).concat());
+    }
+    file.extend(data);
+    let mut at = file.len() + 16 * features.len();
+    for (_, bytes) in features {
+        file.extend([le(at), le(bytes.len())].concat());
+        at += bytes.len();
+    }
+    for (_, bytes) in features {
+        file.extend(*bytes);
+    }
+    file
+}
+
 /// A small, complete file-mode perf.data: the first `records` records of a recorded one, with the
 /// header's data size and the feature sections after the data moved to match.
 pub fn first_records(perf_data: &[u8], records: usize) -> Vec<u8> {
