@@ -255,6 +255,9 @@ impl<K: Eq + Hash> ContextProfiles<K> {
                     let checksum = fs.checksum.or(mine.checksum);
                     mine.merge(fs);
                     mine.checksum = checksum;
+                    // Freed here, in the shards' parallel merge, rather than with its run
+                    // after the merge, on one thread.
+                    (*ctx, *fs) = Default::default();
                 }
                 None => {
                     let hashes = &self.hashes;
@@ -631,6 +634,8 @@ where
                         shard.merge(part, hashes);
                     }
                 });
+                // What the merge left of the runs is freed on both cores, not on this one.
+                runs.into_par_iter().for_each(drop);
             },
             || next.map(|b| sample(b, inferrer.as_mut())),
         );
