@@ -21,7 +21,7 @@ use crate::binary::{CodeView, FuncId, InstKind};
 use crate::llvm::discriminator::{base_discriminator, duplication_factor};
 use crate::llvm::{ContextFrame, ContextShape, FuncName, LineLocation};
 use crate::profile::model::attr;
-use crate::profile::ranges::disjoint_ranges;
+use crate::profile::ranges::{RangeScratch, disjoint_ranges, disjoint_ranges_in};
 use crate::profile::{Context, FunctionSamples, Profile, ProfileKind, VecMap};
 use hashbrown::HashMap;
 use rayon::prelude::*;
@@ -520,9 +520,9 @@ where
         let (leaves, may_infer): (Vec<SampledLeaves>, Vec<bool>) = block
             .par_iter()
             .map_init(
-                || (Vec::new(), (&[][..], 0)),
-                |(found, before), &(sites, c)| {
-                    let l = SampledLeaves::of(code, probes, c, found);
+                || (LeafScratch::default(), (&[][..], 0)),
+                |(scratch, before), &(sites, c)| {
+                    let l = SampledLeaves::of(code, probes, c, scratch);
                     let may = shared.is_some_and(|inf| l.may_infer(code, inf, sites, before));
                     (l, may)
                 },
@@ -674,19 +674,28 @@ struct SampledLeaves {
     calls: Vec<(Probe, Vaddr, u64)>,
 }
 
+/// [`SampledLeaves::of`]'s buffers, reused from context to context: the leaves are gathered
+/// there and copied out at their final size, rather than grown each time.
+#[derive(Default)]
+struct LeafScratch {
+    blocks: Vec<(Probe, u64)>,
+    calls: Vec<(Probe, Vaddr, u64)>,
+    ranges: RangeScratch,
+}
+
 impl SampledLeaves {
-    /// `found` is scratch space (left empty), reused from context to context: the block probes
-    /// are gathered there and copied out at their final size, rather than grown each time.
     fn of<C: CodeView + ?Sized, P: ProbeView + ?Sized>(
         code: &C,
         probes: &P,
         c: &Counters,
-        found: &mut Vec<(Probe, u64)>,
+        scratch: &mut LeafScratch,
     ) -> Self {
         // The segments are disjoint and ascending: each probe is met once, in order, with the
         // count of its segment. Only probes at instruction starts count.
-        let blocks = found;
-        for (start, end, n) in disjoint_ranges(c.ranges.iter().map(|(&r, &n)| (r, n))) {
+        let LeafScratch { blocks, calls, ranges } = scratch;
+        blocks.clear();
+        calls.clear();
+        for &(start, end, n) in disjoint_ranges_in(c.ranges.iter().map(|(&r, &n)| (r, n)), ranges) {
             // Zero counts come from gaps that belong to no range of this context.
             if n == 0 {
                 continue;
@@ -700,15 +709,13 @@ impl SampledLeaves {
         }
         // Only the branches from call probes are kept: filtered before they are sorted, by
         // branch (a call probe is at its branch's source; each branch is met once).
-        let mut calls: Vec<(Probe, Vaddr, u64)> = c
-            .branches
-            .iter()
-            .filter_map(|(&(src, dst), &n)| Some((probes.call_probe_at(src)?, dst, n)))
-            .collect();
+        calls.extend(
+            c.branches
+                .iter()
+                .filter_map(|(&(src, dst), &n)| Some((probes.call_probe_at(src)?, dst, n))),
+        );
         calls.sort_unstable_by_key(|&(call, dst, _)| (call.addr, dst));
-        let sampled = SampledLeaves { blocks: blocks.to_vec(), calls };
-        blocks.clear();
-        sampled
+        SampledLeaves { blocks: blocks.to_vec(), calls: calls.to_vec() }
     }
 
     /// Whether [`Self::infer`] may infer a frame for this context (`sites`): false when none

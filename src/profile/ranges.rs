@@ -26,9 +26,30 @@ struct Boundary {
 pub fn disjoint_ranges(
     ranges: impl Iterator<Item = ((Vaddr, Vaddr), u64)>,
 ) -> Vec<(Vaddr, Vaddr, u64)> {
-    // (address, whether a range ends there, count), grouped by address below: a sort of one
-    // vector instead of a tree per context.
-    let mut events: Vec<(u64, bool, u64)> = Vec::with_capacity(2 * ranges.size_hint().0);
+    let mut scratch = RangeScratch::default();
+    disjoint_ranges_in(ranges, &mut scratch);
+    scratch.out
+}
+
+/// [`disjoint_ranges`]' buffers, reused from context to context (two allocations a context
+/// otherwise, and their frees).
+#[derive(Default)]
+pub struct RangeScratch {
+    /// (address, whether a range ends there, count), grouped by address: a sort of one vector
+    /// instead of a tree per context.
+    events: Vec<(u64, bool, u64)>,
+    out: Vec<(Vaddr, Vaddr, u64)>,
+}
+
+/// [`disjoint_ranges`] into `scratch`'s buffers: the segments are borrowed from it.
+pub fn disjoint_ranges_in(
+    ranges: impl Iterator<Item = ((Vaddr, Vaddr), u64)>,
+    scratch: &mut RangeScratch,
+) -> &[(Vaddr, Vaddr, u64)] {
+    let RangeScratch { events, out } = scratch;
+    events.clear();
+    out.clear();
+    events.reserve(2 * ranges.size_hint().0);
     for ((start, end), count) in ranges {
         if start > end {
             continue;
@@ -40,7 +61,7 @@ pub fn disjoint_ranges(
 
     // At most one segment starts at each range's start and one ends at each range's end: room
     // for them all up front spares the vector's growth (one reallocation in four, per context).
-    let mut out = Vec::with_capacity(events.len());
+    out.reserve(events.len());
     // Start of the segment being built, `None` when no range is open.
     let mut seg_start: Option<u64> = None;
     let mut zero_depth: u32 = 0;
