@@ -1620,10 +1620,11 @@ impl<'b> Aggregator<'b> {
 
     /// Holds samples past the limit until [`take_held`](Self::take_held) takes them: for a
     /// thread that others wait for, which hands its held samples to one of them rather than
-    /// reduce them all in one go. Its limit is a quarter of the usual one: the samples handed
-    /// off are still in memory while it holds the next ones.
+    /// reduce them all in one go. Its limit is an eighth of the usual one: the samples handed
+    /// off are still in memory while it holds the next ones (the worker holds them again with
+    /// its own, so a smaller window here costs little dedup).
     pub fn handing_off_held(mut self) -> Self {
-        self.pending.limit = Pending::MAX_WORDS / 4;
+        self.pending.limit = Pending::MAX_WORDS / 8;
         self.pending.taken = true;
         self.pending.room = Pending::HAND_OFF_ROOM;
         self
