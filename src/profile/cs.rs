@@ -574,6 +574,7 @@ where
                     buffers: Default::default(),
                     sampled_nodes: Vec::new(),
                     bodies: Vec::new(),
+                    inlined_calls: Vec::new(),
                     node_locs: &node_locs,
                 });
                 for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
@@ -964,8 +965,10 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     /// The call probes and frames of the context being resolved, reused.
     buffers: (Vec<Probe>, Vec<Frame>),
     /// [`Self::body_samples`]' sampled function instances and body samples, reused.
-    sampled_nodes: Vec<(NodeId, usize)>,
+    sampled_nodes: Vec<(usize, NodeId)>,
     bodies: Vec<(usize, NodeId, LineLocation, u64)>,
+    /// (caller's slot, call site, callee's name index, count) of the inlined callees' entries.
+    inlined_calls: Vec<(usize, LineLocation, u32, u64)>,
     /// The locations of an inline node's probes, by node index, made once for all runs (the
     /// first run that needs one makes it).
     node_locs: &'a [OnceLock<NodeLocs>],
@@ -1080,12 +1083,16 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
         inferred: &InferredSites,
         leaves: &SampledLeaves,
     ) {
-        // (inline node, profile slot) of the sampled function instances.
+        // (profile slot, inline node) of the sampled function instances.
         let mut sampled_nodes = std::mem::take(&mut self.sampled_nodes);
         sampled_nodes.clear();
         // (profile slot, inline node, location, count) of the body samples, added at the end.
         let mut bodies = std::mem::take(&mut self.bodies);
         bodies.clear();
+        // Added after the explicit zeros, in room they leave: added before, a call site grew
+        // the caller's body, which the zeros then remade.
+        let mut inlined_calls = std::mem::take(&mut self.inlined_calls);
+        inlined_calls.clear();
         for &(probe, n) in &leaves.blocks {
             let Some(leaf) = self.leaf_probe_context(code, sites, inferred, &probe) else {
                 continue;
@@ -1116,26 +1123,32 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
                     parent[caller + 4..].fill(0);
                     let slot = self.key_slot(&parent, false);
                     self.key = parent;
-                    // The name's text read in place: no copy of it per call counted.
-                    let callee = self.name_table[callee as usize].as_ref();
                     let p = &mut self.profiles.profiles[slot].1;
                     p.checksum = Some(inliner_hash);
-                    p.add_body(callsite, n);
                     p.add_total(n);
-                    p.add_call_target(callsite, callee.expect("a name the builder met"), n);
+                    inlined_calls.push((slot, callsite, callee, n));
                 }
             }
-            sampled_nodes.push((probe.node, leaf.slot));
+            sampled_nodes.push((leaf.slot, probe.node));
         }
         // Unsampled probes of a sampled function instance get explicit zeros, so the compiler
         // can tell "not executed" from "optimized away". First, so that the body samples below
         // add in place (each of their locations is a probe of a node sampled in their profile).
+        // With room for the slot's inlined calls' distinct call sites it lacks: they are not
+        // among its node's probes (an inlined call leaves no call probe).
         sampled_nodes.sort_unstable();
         sampled_nodes.dedup();
-        for &(node, slot) in &sampled_nodes {
+        inlined_calls.sort_unstable_by_key(|&(slot, callsite, ..)| (slot, callsite));
+        let mut calls = &inlined_calls[..];
+        for &(slot, node) in &sampled_nodes {
+            calls = &calls[calls.partition_point(|c| c.0 < slot)..];
+            let here = &calls[..calls.partition_point(|c| c.0 == slot)];
+            let fs = &mut self.profiles.profiles[slot].1;
+            let lacks = |c: &&[(usize, LineLocation, u32, u64)]| fs.body.get(&c[0].1).is_none();
+            let room = here.chunk_by(|a, b| a.1 == b.1).filter(lacks).count();
             let probes = self.probes;
             let locs = self.node_locs[node.0 as usize].get_or_init(|| NodeLocs::of(probes, node));
-            self.profiles.profiles[slot].1.ensure_bodies(&locs.locs);
+            fs.ensure_bodies(&locs.locs, room);
         }
         // Each location is in its profile now: found, not inserted (saturating sums do not
         // depend on the order of their terms). A profile's body is mostly its node's probes
@@ -1144,6 +1157,14 @@ impl<P: ProbeView + ?Sized> ProbeCsBuilder<'_, P> {
             let locs = self.node_locs[node.0 as usize].get().expect("made above");
             self.profiles.at(slot).add_body_near(locs.place(loc), loc, n);
         }
+        for &(slot, callsite, callee, n) in &inlined_calls {
+            // The name's text read in place: no copy of it per call counted.
+            let callee = self.name_table[callee as usize].as_ref();
+            let p = &mut self.profiles.profiles[slot].1;
+            p.add_body(callsite, n);
+            p.add_call_target(callsite, callee.expect("a name the builder met"), n);
+        }
+        self.inlined_calls = inlined_calls;
         self.bodies = bodies;
         self.sampled_nodes = sampled_nodes;
     }

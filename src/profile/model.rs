@@ -293,31 +293,47 @@ impl<K: Ord, V> VecMap<K, V> {
         merged.extend(mine);
         self.0 = merged;
     }
-    /// Gives each of `other`'s keys an entry, `V::default()` where absent; present values stay.
-    /// For a small map taking a large one's keys: the runs of new keys between two of mine
-    /// (found by binary search) are made in one go, with no per-key compare.
-    pub fn ensure_keys<W>(&mut self, other: &VecMap<K, W>)
+    /// Gives each of `other`'s keys an entry, `V::default()` where absent; present values stay;
+    /// with room for `room` more entries after them (the caller's inserts to come: one
+    /// allocation, not a growth). In place: the absent keys' entries are appended, then mine
+    /// are moved back to their places from the end (a new vector and the old one's free
+    /// cost an allocator call more).
+    pub fn ensure_keys<W>(&mut self, other: &VecMap<K, W>, room: usize)
     where
         K: Clone,
         V: Default,
     {
         let present = self.0.iter().filter(|(m, _)| other.find(m).is_ok()).count();
-        if present == other.len() {
+        let absent = other.len() - present;
+        self.0.reserve_exact(absent + room);
+        if absent == 0 {
             return;
         }
-        let mut merged = Vec::with_capacity(self.0.len() + other.len() - present);
-        let mut theirs = &other.0[..];
-        for (m, v) in std::mem::take(&mut self.0) {
-            let before = theirs.partition_point(|(k, _)| *k < m);
-            merged.extend(theirs[..before].iter().map(|(k, _)| (k.clone(), V::default())));
-            theirs = &theirs[before..];
-            if theirs.first().is_some_and(|(k, _)| *k == m) {
-                theirs = &theirs[1..];
-            }
-            merged.push((m, v));
+        let mut mine = self.0.len();
+        if mine == 0 {
+            self.0.extend(other.0.iter().map(|(k, _)| (k.clone(), V::default())));
+            return;
         }
-        merged.extend(theirs.iter().map(|(k, _)| (k.clone(), V::default())));
-        self.0 = merged;
+        // Placeholders at the end: the holes are [mine, to). From the end, the greater of
+        // mine's last unmoved entry and theirs' last unplaced key fills the last hole (a key of
+        // theirs equal to mine's is present: passed). While holes remain, theirs has keys left.
+        self.0.extend(other.0[..absent].iter().map(|(k, _)| (k.clone(), V::default())));
+        let (mut to, mut theirs) = (self.0.len(), other.len());
+        while mine < to {
+            to -= 1;
+            let k = &other.0[theirs - 1].0;
+            let m = mine.checked_sub(1).map(|i| &self.0[i].0);
+            if m.is_some_and(|m| m >= k) {
+                if m == Some(k) {
+                    theirs -= 1;
+                }
+                mine -= 1;
+                self.0.swap(mine, to);
+            } else {
+                theirs -= 1;
+                self.0[to] = (k.clone(), V::default());
+            }
+        }
     }
     /// The first entry whose key is greater than `after` (the first of all with `None`).
     pub fn first_after(&self, after: Option<&K>) -> Option<(&K, &V)> {
@@ -569,9 +585,9 @@ impl FunctionSamples {
     pub fn body_mut(&mut self, loc: LineLocation) -> &mut BodySample {
         self.body.get_or_insert_with(&loc, || loc)
     }
-    /// A body sample at each of `locs`, with count 0 where absent.
-    pub fn ensure_bodies(&mut self, locs: &VecMap<LineLocation, ()>) {
-        self.body.ensure_keys(locs);
+    /// A body sample at each of `locs`, with count 0 where absent, and room for `room` more.
+    pub fn ensure_bodies(&mut self, locs: &VecMap<LineLocation, ()>, room: usize) {
+        self.body.ensure_keys(locs, room);
     }
     pub fn add_body(&mut self, loc: LineLocation, n: u64) {
         let b = self.body_mut(loc);
@@ -770,22 +786,24 @@ mod tests {
         let keys = |k: &[u32]| -> VecMap<u32, ()> { k.iter().map(|&k| (k, ())).collect() };
         let entries = |m: &VecMap<u32, u64>| m.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>();
         let mut m = map(&[(3, 1), (7, 2), (20, 3)]);
-        m.ensure_keys(&keys(&[1, 3, 5, 6, 7, 9, 30]));
+        m.ensure_keys(&keys(&[1, 3, 5, 6, 7, 9, 30]), 2);
+        assert!(m.0.capacity() >= 10);
         let want = [(1, 0), (3, 1), (5, 0), (6, 0), (7, 2), (9, 0), (20, 3), (30, 0)];
         assert_eq!(entries(&m), want);
-        m.ensure_keys(&keys(&[1, 20, 30]));
+        m.ensure_keys(&keys(&[1, 20, 30]), 0);
         assert_eq!(entries(&m), want);
         let mut empty = VecMap::default();
-        empty.ensure_keys(&keys(&[4, 8]));
+        empty.ensure_keys(&keys(&[4, 8]), 1);
+        assert!(empty.0.capacity() >= 3);
         assert_eq!(entries(&empty), [(4, 0), (8, 0)]);
-        empty.ensure_keys(&keys(&[]));
+        empty.ensure_keys(&keys(&[]), 0);
         assert_eq!(entries(&empty), [(4, 0), (8, 0)]);
         // Against a B-tree, with mine before, among and after theirs.
         let mut big = map(&(0..50).map(|k| (k * 7, u64::from(k) + 1)).collect::<Vec<_>>());
         let mut model: std::collections::BTreeMap<u32, u64> =
             big.iter().map(|(k, v)| (*k, *v)).collect();
         for ks in [vec![0, 1, 2, 3], (100..140).collect(), vec![343, 344, 400, 1000]] {
-            big.ensure_keys(&keys(&ks));
+            big.ensure_keys(&keys(&ks), 0);
             for k in ks {
                 model.entry(k).or_default();
             }
