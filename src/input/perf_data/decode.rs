@@ -349,7 +349,7 @@ impl<'p> Decoder<'p> {
 
     /// Delivers one whole record: a sample as part of a run of [`PerfEvent::Placed`] if it can be
     /// (see [`Decoder::placing`]), else decoded now, after the run before it. Kept apart from
-    /// `decode_record`, whose frame (every record type inlined) cost more than the check.
+    /// `decode_other`, whose frame (every record type inlined) cost more than the check.
     #[inline(always)]
     fn deliver(
         &mut self,
@@ -366,7 +366,14 @@ impl<'p> Decoder<'p> {
             return Ok(0);
         }
         self.deliver_run(sink);
-        self.decode_record(rec, input_pos, loc, sink)
+        let r = &mut self.report;
+        r.records = r.records.saturating_add(1);
+        // Samples apart from the other record types: in one frame with them, every sample saved
+        // and restored the registers and stack their arms need.
+        match u32_at(rec, 0).unwrap_or(0) {
+            RECORD_SAMPLE => self.decode_sample(rec, input_pos, loc, sink).map(|()| 0),
+            rtype => self.decode_other(rtype, rec, input_pos, loc, sink),
+        }
     }
 
     /// Delivers the placed samples not delivered yet, as one event, and counts them.
@@ -381,24 +388,35 @@ impl<'p> Decoder<'p> {
         }
     }
 
-    /// Decodes one whole record now.
-    fn decode_record(
+    /// Decodes a sample record now.
+    #[inline(never)]
+    fn decode_sample(
         &mut self,
         rec: &[u8],
         input_pos: Option<usize>,
         loc: Loc,
         sink: &mut Sink<'_>,
-    ) -> Result<u64, Error> {
-        let rtype = u32_at(rec, 0).unwrap_or(0);
+    ) -> Result<(), Error> {
+        if self.skip_samples {
+            return Ok(());
+        }
         let misc = u16_at(rec, 4).unwrap_or(0);
-        let r = &mut self.report;
-        r.records = r.records.saturating_add(1);
+        let deferred = input_pos.filter(|_| self.defer_bodies);
+        self.sample(rec, misc, loc, deferred, sink)
+    }
+
+    /// Decodes one whole record other than a sample now.
+    #[inline(never)]
+    fn decode_other(
+        &mut self,
+        rtype: u32,
+        rec: &[u8],
+        input_pos: Option<usize>,
+        loc: Loc,
+        sink: &mut Sink<'_>,
+    ) -> Result<u64, Error> {
+        let misc = u16_at(rec, 4).unwrap_or(0);
         match rtype {
-            RECORD_SAMPLE if self.skip_samples => {}
-            RECORD_SAMPLE => {
-                let deferred = input_pos.filter(|_| self.defer_bodies);
-                self.sample(rec, misc, loc, deferred, sink)?
-            }
             RECORD_MMAP | RECORD_MMAP2 => self.mmap(rec, input_pos, loc, sink)?,
             RECORD_COMM => {
                 let mut c = Cursor::new(&rec[8..]);
@@ -529,7 +547,7 @@ impl<'p> Decoder<'p> {
             r.samples_without_attr = r.samples_without_attr.saturating_add(1);
             return Ok(());
         };
-        let f = match self.layouts[attr_index].and_then(|l| l.read(body)) {
+        let f = match self.layouts[attr_index].as_ref().and_then(|l| l.read(body)) {
             Some(f) => f,
             None => walk_sample(&self.attrs[attr_index], body, self.path, loc)?,
         };

@@ -43,11 +43,12 @@ type Places = ((u16, u16), (u16, u16), usize);
 /// branch stack (`sample_type` without READ, RAW, REGS_USER, STACK_USER, REGS_INTR and AUX).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct SampleLayout {
-    /// Offsets in the body of the fixed fields before the call chain.
-    ip: Option<usize>,
-    tid: Option<usize>,
-    time: Option<usize>,
-    period: Option<usize>,
+    /// The fixed fields before the call chain, by word (8 bytes) in the body: a word index is
+    /// one compare from a read, a byte offset's range two and an overflow check.
+    ip: Option<u8>,
+    tid: Option<u8>,
+    time: Option<u8>,
+    period: Option<u8>,
     /// Bytes of the fixed fields before the call chain.
     head: usize,
     /// Whether the samples record a call chain (see [`crate::input::Sample::has_callchain`]).
@@ -70,12 +71,12 @@ impl SampleLayout {
         if st & (variable | SAMPLE_AUX) != 0 {
             return None;
         }
-        // The fixed fields before the call chain in perf_event.h order, each a u64.
+        // The fixed fields before the call chain in perf_event.h order, each a u64 (nine at most).
         let mut head = 0;
         let mut field = |bit: u64| {
             (st & bit != 0).then(|| {
                 head += 8;
-                head - 8
+                (head / 8 - 1) as u8
             })
         };
         field(SAMPLE_IDENTIFIER);
@@ -115,13 +116,13 @@ impl SampleLayout {
     /// in it (the walk then names which).
     #[inline]
     pub(super) fn read(&self, body: &[u8]) -> Option<SampleFields> {
-        let word = |at: usize| u64_at(body, at);
         let (callchain, branches, end) = self.places(body)?;
         // Inside the head: these reads cannot fail.
-        let ip = self.ip.and_then(word).unwrap_or(0);
-        let pid_tid = self.tid.and_then(word);
-        let time = self.time.and_then(word);
-        let period = self.period.and_then(word).unwrap_or(1);
+        let word = head_word(body);
+        let ip = self.ip.and_then(&word).unwrap_or(0);
+        let pid_tid = self.tid.and_then(&word);
+        let time = self.time.and_then(&word);
+        let period = self.period.and_then(&word).unwrap_or(1);
         Some(SampleFields { ip, pid_tid, time, period, callchain, branches, end })
     }
 
@@ -152,11 +153,13 @@ impl SampleLayout {
         };
         let callchain = stack(self.callchain, 0, 8);
         let branches = stack(self.branch_stack, self.branch_skip, self.branch_size);
+        let field = head_word(body);
+        let field = |i| field(i).unwrap_or(0);
         SampleFields {
-            ip: self.ip.map_or(0, word),
-            pid_tid: self.tid.map(word),
-            time: self.time.map(word),
-            period: self.period.map_or(1, word),
+            ip: self.ip.map_or(0, field),
+            pid_tid: self.tid.map(field),
+            time: self.time.map(field),
+            period: self.period.map_or(1, field),
             callchain,
             branches,
             end: body.len(),
@@ -183,6 +186,14 @@ impl SampleLayout {
         }
         Some((callchain, branches, end))
     }
+}
+
+/// Reads a fixed field of `body` by its word index (see [`SampleLayout::ip`]); `None` past the
+/// body.
+#[inline(always)]
+fn head_word(body: &[u8]) -> impl Fn(u8) -> Option<u64> + '_ {
+    let words = body.as_chunks::<8>().0;
+    move |i| words.get(usize::from(i)).map(|w| u64::from_le_bytes(*w))
 }
 
 /// The count of `body`'s stack entries of `size` bytes at `pos` and where they start in the
