@@ -1865,7 +1865,8 @@ impl<'b> Aggregator<'b> {
     /// internal target, and the straight-line code between consecutive entries (entry i's target
     /// ran up to entry i-1's source). Unless its weight is known up front, the window is measured
     /// first (its spans give the weight), and then counted in the slots the measuring found, or,
-    /// if it took over slots (where it may have replaced one it found before), walked again.
+    /// if it took over slots (where it may have replaced one it found before) and has more than
+    /// one, walked again.
     fn count_lbr(
         &mut self,
         process: &ProcessView<'_>,
@@ -1884,6 +1885,10 @@ impl<'b> Aggregator<'b> {
         let mut found = self.found.take().unwrap_or_default();
         found.clear();
         let misses = self.entries.misses;
+        // A window of one slot (two entries) found it after taking it over, if it did: it is
+        // counted there without a second walk. Short-lived processes' windows miss in every
+        // slot (each process is a new state of the map).
+        let one_slot = branches.size_hint().1.is_some_and(|n| n <= 2);
         let window = self.walk_lbr(process, branches.clone(), None, Some(&mut found));
         if window.entries == 0 {
             self.found = Some(found);
@@ -1902,7 +1907,7 @@ impl<'b> Aggregator<'b> {
         }
         let weight = window_weight(w, || window.span, window.external, count, cycles);
         if weight > 0 {
-            if found.complete && misses == self.entries.misses {
+            if found.complete && (one_slot || misses == self.entries.misses) {
                 for &i in &found.slots[..found.n] {
                     self.entries.add_at(i as usize, weight);
                 }
