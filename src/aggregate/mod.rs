@@ -109,8 +109,8 @@ impl ContextCounters {
         });
         self.by_context.retain(|_, c| !c.is_empty());
     }
-    /// Frees the counters on rayon's current pool: on one thread, at the end of profile
-    /// generation, the other core idled through it.
+    /// Frees the counters on rayon's current pool: on one thread, the other core idled through
+    /// it.
     pub fn free(self) {
         use rayon::prelude::*;
         self.by_context.into_par_iter().for_each(drop);

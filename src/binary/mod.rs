@@ -488,6 +488,12 @@ impl Binary {
         let i = self.func_range_index(a)?;
         Some((&self.func_ranges[i], answer_span(&self.func_ranges, i)))
     }
+    /// Every function range with the addresses for which [`Self::func_range`] finds it (see
+    /// [`Self::func_range_span`]), in address order.
+    pub fn func_range_spans(&self) -> impl Iterator<Item = (&FuncRange, Range<Vaddr>)> {
+        let ranges = &self.func_ranges;
+        (0..ranges.len()).map(|i| (&ranges[i], answer_span(ranges, i)))
+    }
     /// The function range starting exactly at `a`.
     pub fn func_range_at_start(&self, a: Vaddr) -> Option<&FuncRange> {
         let i = self.func_ranges.binary_search_by_key(&a, |r| r.start).ok()?;

@@ -16,6 +16,7 @@ use crate::mapping::file_name_of;
 use crate::profile;
 use crate::progress::{Phase, PhaseTimer};
 use crate::writer;
+use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -281,12 +282,11 @@ fn generate_store(cfg: &Config) -> Result<Vec<BinaryReport>, Error> {
         report.inputs = inputs;
         let (profile, sampled) = profile::generate_beside(
             &binary,
-            &counters,
+            Cow::Owned(counters),
             &cfg.profile,
             &mut report.warnings,
-            || crate::postpass::sampled(&binary, &counters, &cfg.output.postpass),
+            |counters| crate::postpass::sampled(&binary, counters, &cfg.output.postpass),
         );
-        drop(counters);
         let name = match id {
             Some(id) => format!("{}-{}.prof", entry.file_name, hex(id)),
             None => format!("{}.prof", entry.file_name),

@@ -33,6 +33,7 @@ use crate::progress::{Display, Phase, PhaseTimer, Reporter, Sink};
 use crate::writer::{self, OutputFormat, USE_MD5_IGNORED};
 use crate::{aggregate, postpass};
 use report::run_report_json;
+use std::borrow::Cow;
 use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::Arc;
@@ -135,17 +136,19 @@ fn generate(cfg: &Config, reporter: &Reporter, report: &mut RunReport) -> Result
         let mut opts = cfg.profile;
         // Inputs recorded without branch stacks were read as IP samples: profile them as such.
         opts.line.leading_ip_only |= report.inputs.ip_samples_detected;
-        // What the post-passes need of the counters is read while the profile is built.
-        let (profile, sampled) =
-            profile::generate_beside(&binary, &counters, &opts, &mut report.warnings, || {
-                postpass::sampled(&binary, &counters, &cfg.output.postpass)
-            });
+        let not_symbolized =
+            cfg.run.warn_not_symbolized.then(|| not_symbolized_warning(&binary, &counters));
+        // What the post-passes need of the counters is read while the profile is built; the
+        // counters are freed there, once read (the post-passes reuse their memory).
+        let (profile, sampled) = profile::generate_beside(
+            &binary,
+            Cow::Owned(counters),
+            &opts,
+            &mut report.warnings,
+            |counters| postpass::sampled(&binary, counters, &cfg.output.postpass),
+        );
         aggregate::read::release_freed_heap();
-        if cfg.run.warn_not_symbolized {
-            report.warnings.extend(not_symbolized_warning(&binary, &counters));
-        }
-        // Freed before the post-passes, which reuse their memory.
-        counters.free();
+        report.warnings.extend(not_symbolized.flatten());
         reporter.phase(Phase::PostProcessing);
         finish_profile(&binary, sampled, profile, &cfg.output, report)?;
     }

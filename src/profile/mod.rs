@@ -20,6 +20,7 @@ pub use model::*;
 
 use crate::aggregate::{ContextCounters, ContextKey};
 use crate::binary::Binary;
+use std::borrow::Cow;
 
 /// Options of profile generation, for every kind of profile.
 #[derive(Clone, Copy, Debug, Default)]
@@ -42,51 +43,56 @@ pub fn generate(
     opts: &ProfileOptions,
     warnings: &mut Vec<String>,
 ) -> Profile {
-    generate_beside(binary, counters, opts, warnings, || ()).0
+    generate_beside(binary, Cow::Borrowed(counters), opts, warnings, |_| ()).0
 }
 
-/// [`generate`], and `beside`'s result: `beside` runs on the other worker while the profile is
-/// built (for a probe CS profile, while its map is, which leaves a core idle).
+/// [`generate`], and `beside`'s result: `beside` reads the counters while the profile is built
+/// (a probe CS profile: once its contexts are, see [`cs::generate_probe_cs_beside`]). Owned
+/// counters are freed once the profile no longer reads them.
 pub fn generate_beside<R: Send>(
     binary: &Binary,
-    counters: &ContextCounters,
+    counters: Cow<'_, ContextCounters>,
     opts: &ProfileOptions,
     warnings: &mut Vec<String>,
-    beside: impl FnOnce() -> R + Send,
+    beside: impl FnOnce(&ContextCounters) -> R + Send,
 ) -> (Profile, R) {
-    if counters.context_sensitive {
-        return match binary.probes() {
-            Some(probes) => {
-                let (profile, stats, r) =
-                    cs::generate_probe_cs_beside(binary, probes, counters, &opts.cs, beside);
-                if stats.probes_without_desc > 0 {
-                    warnings.push(format!(
-                        "{} probes skipped: a function on their inline chain has no .pseudo_probe_desc entry",
-                        stats.probes_without_desc
-                    ));
-                }
-                (profile, r)
-            }
-            None => rayon::join(|| cs::generate_line_cs(binary, counters, &opts.cs), beside),
+    // A probe CS build frees owned counters itself, once it has read them.
+    if let Some(probes) = binary.probes().filter(|_| counters.context_sensitive) {
+        let (profile, stats, r) =
+            cs::generate_probe_cs_beside(binary, probes, counters, &opts.cs, beside);
+        if stats.probes_without_desc > 0 {
+            warnings.push(format!(
+                "{} probes skipped: a function on their inline chain has no .pseudo_probe_desc entry",
+                stats.probes_without_desc
+            ));
+        }
+        return (profile, r);
+    }
+    let generated = if counters.context_sensitive {
+        rayon::join(|| cs::generate_line_cs(binary, &counters, &opts.cs), || beside(&counters))
+    } else {
+        let empty = Default::default();
+        let mut c = counters.by_context.get(&ContextKey::None).unwrap_or(&empty);
+        let mut line = opts.line;
+        let blocks;
+        if line.leading_ip_only && !opts.llvm_compatible {
+            blocks = ip_blocks::block_counters(binary, c);
+            c = &blocks;
+            // IP samples count for their block ([`ip_blocks`]); lines then keep their hottest
+            // block's count, as from LBR ranges.
+            line.leading_ip_only = false;
+        }
+        let mut profile = match binary.probes() {
+            Some(probes) => probe::build(binary, probes, c, line.fill_zero_for_all_funcs),
+            None => line::build(binary, c, line),
         };
-    }
-    let empty = Default::default();
-    let mut c = counters.by_context.get(&ContextKey::None).unwrap_or(&empty);
-    let mut line = opts.line;
-    let blocks;
-    if line.leading_ip_only && !opts.llvm_compatible {
-        blocks = ip_blocks::block_counters(binary, c);
-        c = &blocks;
-        // IP samples count for their block ([`ip_blocks`]); lines then keep their hottest
-        // block's count, as from LBR ranges.
-        line.leading_ip_only = false;
-    }
-    let mut profile = match binary.probes() {
-        Some(probes) => probe::build(binary, probes, c, line.fill_zero_for_all_funcs),
-        None => line::build(binary, c, line),
+        update::update_function_samples(&mut profile, opts.update_total_samples);
+        (profile, beside(&counters))
     };
-    update::update_function_samples(&mut profile, opts.update_total_samples);
-    (profile, beside())
+    if let Cow::Owned(counters) = counters {
+        counters.free();
+    }
+    generated
 }
 
 /// The extbinary profile symbol list (`--populate-profile-symbol-list`): every function of the
