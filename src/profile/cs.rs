@@ -141,17 +141,22 @@ fn shard_of(hash: u64, n: usize) -> usize {
 impl<K: Eq + Hash> ContextProfiles<K> {
     /// Empty profiles hashing contexts with `hasher`.
     fn with_hasher(hasher: hashbrown::DefaultHashBuilder) -> Self {
-        Self::with_capacity_and_hasher(0, hasher)
-    }
-
-    /// Empty profiles hashing contexts with `hasher`, with room for `n` (no growth until then).
-    fn with_capacity_and_hasher(n: usize, hasher: hashbrown::DefaultHashBuilder) -> Self {
         ContextProfiles {
             hasher,
-            slots: hashbrown::HashTable::with_capacity(n),
-            profiles: Vec::with_capacity(n),
-            hashes: Vec::with_capacity(n),
+            slots: hashbrown::HashTable::new(),
+            profiles: Vec::new(),
+            hashes: Vec::new(),
         }
+    }
+
+    /// Room for `total` profiles in all (no growth until then): a table grown by doubling
+    /// copies its profiles each time.
+    fn reserve_total(&mut self, total: usize) {
+        let n = total.saturating_sub(self.profiles.len());
+        self.profiles.reserve_exact(n);
+        self.hashes.reserve_exact(n);
+        let hashes = &self.hashes;
+        self.slots.reserve(n, |&i| hashes[i]);
     }
 
     /// The slot of `ctx` (hashed to `hash`), if it has a profile.
@@ -580,7 +585,12 @@ where
                     bodies: Vec::new(),
                     inlined_calls: Vec::new(),
                     node_locs: &node_locs,
+                    last_run: (0, 0),
                 });
+                // Room for as many profiles a context as the builder's last run made (capacity
+                // only: the same profiles), sparing most of the tables' growth.
+                let (profiles, contexts) = g.last_run;
+                g.profiles.reserve_total((keys.len() * profiles).div_ceil(contexts.max(1)));
                 for ((&(sites, _), l), inf) in keys.iter().zip(leaves).zip(inferred) {
                     g.resolved.clear();
                     g.body_samples(code, sites, inf, l);
@@ -590,11 +600,8 @@ where
                     *l = SampledLeaves::default();
                     *inf = InferredSites::default();
                 }
-                // A builder's next run is about as long as this one (or up to twice: blocks
-                // at most double): room for this one's profiles spares most of their tables'
-                // growth (capacity only: the same profiles).
-                let room = g.profiles.profiles.len();
-                let fresh = ContextProfiles::with_capacity_and_hasher(room, hasher.clone());
+                g.last_run = (g.profiles.profiles.len(), keys.len());
+                let fresh = ContextProfiles::with_hasher(hasher.clone());
                 let mut run = std::mem::replace(&mut g.profiles, fresh);
                 let stats = std::mem::take(&mut g.stats);
                 idle.lock().unwrap_or_else(|e| e.into_inner()).push(g);
@@ -613,7 +620,9 @@ where
         (rest, len) = (after, (2 * len).min(KEY_BLOCK));
     }
     let mut sampled = blocks.first().map(|b| sample(b, inferrer.as_mut()));
+    let mut done = 0;
     for (i, block) in blocks.iter().enumerate() {
+        done += block.len();
         let (mut leaves, mut inferred) = sampled.take().expect("the block was sampled");
         let next = blocks.get(i + 1);
         let ((), next_sampled) = rayon::join(
@@ -635,6 +644,13 @@ where
                     }
                 }
                 shards.par_iter_mut().zip(by_shard).for_each(|(shard, parts)| {
+                    // A shard about to grow is sized for all contexts at the rate of those done
+                    // (grown by doubling, it was copied about once a block).
+                    let most =
+                        shard.profiles.len() + parts.iter().map(|p| p.0.len()).sum::<usize>();
+                    if most > shard.profiles.capacity() {
+                        shard.reserve_total(most * keys.len() / done);
+                    }
                     for (part, hashes) in parts {
                         shard.merge(part, hashes);
                     }
@@ -977,6 +993,8 @@ struct ProbeCsBuilder<'a, P: ProbeView + ?Sized> {
     /// The locations of an inline node's probes, by node index, made once for all runs (the
     /// first run that needs one makes it).
     node_locs: &'a [OnceLock<NodeLocs>],
+    /// The profiles and contexts of the builder's last run.
+    last_run: (usize, usize),
 }
 
 /// The locations of an inline node's probes, made once for all runs.
