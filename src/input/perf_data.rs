@@ -714,8 +714,9 @@ impl SampleBodies<'_> {
 
     /// The sample of a [`PerfEvent::Placed`] (its `record`, `attr` and `len`), read by the
     /// attr's layout: the reading thread checked that its fields fill the record, so it is
-    /// read without checking them again.
-    #[inline]
+    /// read without checking them again. Inlined in the workers' loop: called, its frame and
+    /// the returned Option<Sample> cost ~20 instructions a sample.
+    #[inline(always)]
     pub fn sample(&mut self, record: usize, attr: usize, len: usize) -> Option<Sample<'_>> {
         let layout = self.layouts.get(attr)?.as_ref()?;
         let rec = self.bytes.get(record..record.checked_add(len)?)?;

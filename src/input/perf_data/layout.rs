@@ -118,11 +118,12 @@ impl SampleLayout {
     pub(super) fn read(&self, body: &[u8]) -> Option<SampleFields> {
         let (callchain, branches, end) = self.places(body)?;
         // Inside the head: these reads cannot fail.
-        let word = head_word(body);
-        let ip = self.ip.and_then(&word).unwrap_or(0);
-        let pid_tid = self.tid.and_then(&word);
-        let time = self.time.and_then(&word);
-        let period = self.period.and_then(&word).unwrap_or(1);
+        let word = words(body);
+        let field = |i: u8| word(i.into());
+        let ip = self.ip.and_then(field).unwrap_or(0);
+        let pid_tid = self.tid.and_then(field);
+        let time = self.time.and_then(field);
+        let period = self.period.and_then(field).unwrap_or(1);
         Some(SampleFields { ip, pid_tid, time, period, callchain, branches, end })
     }
 
@@ -140,21 +141,22 @@ impl SampleLayout {
     /// checked, at about half the cost of `read`).
     #[inline]
     pub(super) fn read_filled(&self, body: &[u8]) -> SampleFields {
-        let word = |at: usize| u64_at(body, at).unwrap_or(0);
+        // Every field and entry is a whole number of words: the counts are read by word index.
+        let word = words(body);
+        let word = |i: usize| word(i).unwrap_or(0);
         let mut pos = self.head;
         let mut stack = |present: bool, skip: usize, size: usize| {
             if !present {
                 return (0, 0);
             }
-            let nr = word(pos);
+            let nr = word(pos / 8);
             let at = pos + 8 + skip;
             pos = at.wrapping_add((nr as usize).wrapping_mul(size));
             ((8 + at) as u16, nr as u16)
         };
         let callchain = stack(self.callchain, 0, 8);
         let branches = stack(self.branch_stack, self.branch_skip, self.branch_size);
-        let field = head_word(body);
-        let field = |i| field(i).unwrap_or(0);
+        let field = |i: u8| word(i.into());
         SampleFields {
             ip: self.ip.map_or(0, field),
             pid_tid: self.tid.map(field),
@@ -188,12 +190,11 @@ impl SampleLayout {
     }
 }
 
-/// Reads a fixed field of `body` by its word index (see [`SampleLayout::ip`]); `None` past the
-/// body.
+/// Reads the words of `body` by index (see [`SampleLayout::ip`]); `None` past the body.
 #[inline(always)]
-fn head_word(body: &[u8]) -> impl Fn(u8) -> Option<u64> + '_ {
+fn words(body: &[u8]) -> impl Fn(usize) -> Option<u64> + '_ {
     let words = body.as_chunks::<8>().0;
-    move |i| words.get(usize::from(i)).map(|w| u64::from_le_bytes(*w))
+    move |i| words.get(i).map(|w| u64::from_le_bytes(*w))
 }
 
 /// The count of `body`'s stack entries of `size` bytes at `pos` and where they start in the
