@@ -38,7 +38,9 @@
 //! ends once its records span [`BATCH_SPAN`] bytes of input, and a batch a worker is slow on (one
 //! that reduces its held samples) keeps its own span mapped, not all the input read after it.
 //! A worker without a batch maps the input the reading thread is about to read, a few MiB ahead
-//! ([`NeededInput::populate_ahead`]): the kernel's part of the reading thread's work.
+//! ([`NeededInput::populate_ahead`]): the kernel's part of the reading thread's work. Before its
+//! first batch it walks the records past the first reorder window's half instead
+//! ([`SampleBodies::walk_ahead`]): a file without rounds sends none for its first 32 MiB.
 
 use super::samples::{AggregatedSamples, Aggregator, HeldSamples, SampleOptions, SampleStats};
 use crate::addr::RuntimeAddr;
@@ -199,6 +201,9 @@ pub struct NeededInput {
     populated: AtomicUsize,
     /// The length of the input (0: not known).
     len: usize,
+    /// A batch has been sent: a worker walking the input ahead of the reading thread
+    /// ([`SampleBodies::walk_ahead`]) stops to take it.
+    batched: AtomicBool,
 }
 
 /// Input left to read below which the workers hold fewer samples ([`Aggregator::hold_less`]):
@@ -234,6 +239,7 @@ impl NeededInput {
             read: AtomicUsize::new(0),
             populated: AtomicUsize::new(0),
             len,
+            batched: AtomicBool::new(false),
         }
     }
 
@@ -769,6 +775,7 @@ impl BatchSender<'_, '_> {
         }
         let seq = self.batch.seq + 1;
         self.limit = (2 * self.limit).min(BATCH_SAMPLES);
+        self.needed.batched.store(true, Relaxed);
         // Sized like the batch before: growing the vectors sample by sample cost about a tenth
         // of the reading thread's work per sample.
         let b = &self.batch;
@@ -1065,10 +1072,18 @@ fn work(
     let next = || rx.lock().ok()?.as_ref()?.recv().ok();
     let ready = || rx.lock().ok()?.as_ref()?.try_recv().ok();
     let mut ending = false;
+    let mut walk = w.bodies.as_ref().and_then(|b| b.walk_ahead().cloned());
     loop {
         let batch = match ready() {
             Some(batch) => batch,
-            // No batch yet: map input ahead of the reading thread meanwhile.
+            // No batch yet: walk the records ahead of the reading thread (a file without rounds
+            // sends none for its first 32 MiB), or map input ahead of it, meanwhile.
+            None if walk.is_some() => {
+                if let Some(walk) = walk.take() {
+                    walk.walk(|| !needed.batched.load(Relaxed));
+                }
+                continue;
+            }
             None if pages.is_some_and(|p| needed.populate_ahead(p)) => continue,
             None => match next() {
                 Some(batch) => batch,

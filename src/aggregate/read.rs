@@ -1071,6 +1071,8 @@ fn read_perf_data_file(
     let map = perf_data::map_file(path)?;
     let data = PerfData::parse(&map, path)?;
     let pages = perf_data::PageReleaser::new(&map);
+    let bodies = data.sample_bodies();
+    let ahead = bodies.as_ref().and_then(|b| b.walk_ahead().cloned());
     let event_names = data.info().event_names.clone();
     let (opts, weighting) = weighted_by(opts, Some(&data.info().branch_events));
     let opts = &opts;
@@ -1079,7 +1081,7 @@ fn read_perf_data_file(
         workers,
         binary,
         functions,
-        data.sample_bodies().map(|bodies| (bodies, &pages)),
+        bodies.map(|bodies| (bodies, &pages)),
         |on_event, deferral| {
             let progress = opts.reporter.input(&path.display().to_string(), Some(map.len() as u64));
             let needed = deferral.as_ref().map(|(needed, _)| *needed);
@@ -1092,9 +1094,12 @@ fn read_perf_data_file(
                 progress.consumed(upto as u64);
             };
             Ok(finish(match deferral {
-                Some((_, placing)) => {
-                    data.decode_in_time_order_deferred(on_event, consumed, placing)?
-                }
+                Some((_, placing)) => data.decode_in_time_order_deferred(
+                    on_event,
+                    consumed,
+                    placing,
+                    ahead.as_deref(),
+                )?,
                 None => data.decode_in_time_order_releasing(on_event, consumed)?,
             }))
         },

@@ -36,6 +36,7 @@
 //! caller that needs mmaps before samples can take the mmaps from a first pass).
 
 pub mod abi;
+mod ahead;
 mod attr;
 mod bytes;
 mod decode;
@@ -53,6 +54,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use abi::{FILE_HEADER_SIZE, MAGIC};
+pub use ahead::WalkAhead;
 use attr::Attr;
 pub(crate) use bytes::c_str;
 use bytes::{Loc, prefetch_lines, u16_at, u32_at, u64_at};
@@ -523,25 +525,43 @@ impl<'a> PerfData<'a> {
     /// [`Sample::record`] set, for [`SampleBodies`] to decode on other threads. Samples inside
     /// compressed records, and all samples in pipe mode, are decoded whole. Once `placing` (if
     /// given) is set, the samples whose fields fill their record and name its thread come in
-    /// runs as [`PerfEvent::Placed`], only checked that far.
+    /// runs as [`PerfEvent::Placed`], only checked that far. With `ahead` (this input's, from
+    /// [`SampleBodies::walk_ahead`]), records another thread walked are queued as it noted them.
     pub fn decode_in_time_order_deferred(
         &self,
         on_event: &mut dyn FnMut(PerfEvent<'_>),
         mut on_consumed: impl FnMut(usize, usize),
         placing: Option<Arc<AtomicBool>>,
+        ahead: Option<&WalkAhead<'_>>,
     ) -> Result<ReadReport, Error> {
         let mut decoder = self.template.fork();
         decoder.defer_bodies = !self.is_pipe();
         decoder.placing = placing;
         decoder.placeable_attrs = decoder.layouts().len();
-        self.decode_with(decoder, self.data_range(), true, on_event, &mut on_consumed)
+        let (range, sink) = (self.data_range(), on_event);
+        let report = self.decode_walking(decoder, range, true, sink, &mut on_consumed, ahead);
+        if let Some(ahead) = ahead {
+            ahead.stop();
+        }
+        report
     }
 
     /// A decoder of the sample records that a deferred decode hands out by position; `None` in
     /// pipe mode, whose attrs arrive as records (its samples are not deferred).
     pub fn sample_bodies(&self) -> Option<SampleBodies<'a>> {
         let layouts = self.template.layouts().to_vec();
-        (!self.is_pipe()).then_some(SampleBodies { bytes: self.bytes, layouts, copy: Vec::new() })
+        (!self.is_pipe()).then(|| {
+            // The walk notes placeable samples as a deferred decode finds them.
+            let mut decoder = self.template.fork();
+            decoder.placeable_attrs = layouts.len();
+            let ahead = WalkAhead::new(decoder, self.bytes, self.data.clone());
+            SampleBodies {
+                bytes: self.bytes,
+                layouts,
+                copy: Vec::new(),
+                ahead: ahead.map(Arc::new),
+            }
+        })
     }
 
     /// Decodes the records in `range` (the whole [`data_range`](Self::data_range) or a piece from
@@ -603,11 +623,24 @@ impl<'a> PerfData<'a> {
     /// Decodes the records in `range` with `decoder` (a fork of the template, set up).
     fn decode_with(
         &self,
+        decoder: Decoder<'a>,
+        range: Range<usize>,
+        by_time: bool,
+        sink: &mut Sink<'_>,
+        on_consumed: &mut dyn FnMut(usize, usize),
+    ) -> Result<ReadReport, Error> {
+        self.decode_walking(decoder, range, by_time, sink, on_consumed, None)
+    }
+
+    /// [`decode_with`](Self::decode_with), taking the records `ahead` walked where they start.
+    fn decode_walking(
+        &self,
         mut decoder: Decoder<'a>,
         range: Range<usize>,
         by_time: bool,
         sink: &mut Sink<'_>,
         on_consumed: &mut dyn FnMut(usize, usize),
+        mut ahead: Option<&WalkAhead<'_>>,
     ) -> Result<ReadReport, Error> {
         if by_time {
             decoder.order_by_time(self.bytes);
@@ -616,6 +649,10 @@ impl<'a> PerfData<'a> {
         let data = self.bytes.get(range.start..end).unwrap_or_default();
         let mut pos = 0;
         let mut reported = 0;
+        // Where the walked records start (relative to `range`), once known; and the next
+        // position at which to report progress or look for them.
+        let mut take_at = usize::MAX;
+        let mut look_at = CONSUMED_STEP;
         while pos < data.len() {
             // A load ahead has the kernel map the page there (and the pages around it) before the
             // walk gets there. Lines are not prefetched: the walk reads each record's first lines
@@ -652,11 +689,6 @@ impl<'a> PerfData<'a> {
             };
             let extra = decoder.record(rec, Some(range.start + pos), loc, sink)?;
             pos += size;
-            if pos - reported >= CONSUMED_STEP {
-                reported = pos;
-                let read = range.start + pos;
-                on_consumed(decoder.oldest_queued_input_pos().unwrap_or(read), read);
-            }
             let left = (data.len() - pos) as u64;
             if extra > left {
                 decoder.report.truncated = Some(cut(
@@ -667,6 +699,39 @@ impl<'a> PerfData<'a> {
                 break;
             }
             pos += extra as usize;
+            if pos >= look_at {
+                if pos - reported >= CONSUMED_STEP {
+                    reported = pos;
+                    consumed(&decoder, on_consumed, range.start + pos);
+                }
+                if let Some(walk) = ahead {
+                    if pos == take_at && walk.matches(&decoder) {
+                        // Queued as `record` would, reporting progress as this loop does.
+                        while let Some(records) = walk.take(range.start + pos) {
+                            for r in records {
+                                let len = usize::from(r.len);
+                                let Some(rec) = data.get(pos..pos + len) else { break };
+                                decoder.queue_walked(r, rec, range.start + pos, sink)?;
+                                pos += len;
+                                if pos - reported >= CONSUMED_STEP {
+                                    reported = pos;
+                                    consumed(&decoder, on_consumed, range.start + pos);
+                                }
+                            }
+                        }
+                    }
+                    match walk.start() {
+                        Some(start) if start > range.start + pos => take_at = start - range.start,
+                        None if walk.from() > range.start + pos => {}
+                        // Taken, or passed.
+                        _ => {
+                            walk.stop();
+                            (ahead, take_at) = (None, usize::MAX);
+                        }
+                    }
+                }
+                look_at = (reported + CONSUMED_STEP).min(take_at);
+            }
         }
         decoder.finish((range.start + pos) as u64, sink)?;
         if range.start == self.data.start {
@@ -674,6 +739,12 @@ impl<'a> PerfData<'a> {
         }
         Ok(decoder.report)
     }
+}
+
+/// Tells `on_consumed` that the records before `read` are read, and which input the queue of
+/// `decoder` still holds.
+fn consumed(decoder: &Decoder<'_>, on_consumed: &mut dyn FnMut(usize, usize), read: usize) {
+    on_consumed(decoder.oldest_queued_input_pos().unwrap_or(read), read);
 }
 
 /// Reads the call chains and branch stacks of the samples that a deferred decode
@@ -685,12 +756,25 @@ pub struct SampleBodies<'a> {
     layouts: Vec<Option<layout::SampleLayout>>,
     /// The user frames of a call chain that are not one run in its record, copied.
     copy: Vec<RawWord>,
+    /// The input's records walked ahead of the reading thread (an input large enough).
+    ahead: Option<Arc<WalkAhead<'a>>>,
 }
 
-impl SampleBodies<'_> {
+impl<'a> SampleBodies<'a> {
     /// Another reader of the same input, for another thread.
     pub fn fork(&self) -> Self {
-        SampleBodies { bytes: self.bytes, layouts: self.layouts.clone(), copy: Vec::new() }
+        SampleBodies {
+            bytes: self.bytes,
+            layouts: self.layouts.clone(),
+            copy: Vec::new(),
+            ahead: self.ahead.clone(),
+        }
+    }
+
+    /// The walk of the input's records ahead of the reading thread, for a worker with nothing
+    /// else to do ([`WalkAhead::walk`]) and the reading thread's decode.
+    pub fn walk_ahead(&self) -> Option<&Arc<WalkAhead<'a>>> {
+        self.ahead.as_ref()
     }
 
     /// Asks the CPU to load the call chain and branch stack of the deferred sample `d`, a hint

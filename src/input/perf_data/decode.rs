@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use hashbrown::HashMap;
 use zstd::stream::raw::Operation;
 
+use super::ahead::WalkedRecord;
 use super::attr::*;
 use super::bytes::{Cursor, Loc, u16_at, u32_at, u64_at};
 use super::features;
@@ -217,18 +218,67 @@ impl<'p> Decoder<'p> {
             && let Some(time) = self.record_time(rtype, rec)
         {
             let placed = match rtype {
-                RECORD_SAMPLE => self.placed_attr(rec, input_pos),
+                RECORD_SAMPLE => self.placeable_attr(rec, input_pos),
                 _ => None,
             };
-            if let Some(order) = self.order.as_mut() {
-                order.push(time, rec, input_pos, loc, placed);
-                if order.past_limits() {
-                    self.release_early(loc, sink)?;
-                }
-            }
+            self.queue(time, rec, input_pos, loc, placed, sink)?;
             return Ok(0);
         }
         self.record_now(rec, input_pos, loc, sink)
+    }
+
+    /// Queues the record `rec` of time `time` (see [`record`](Self::record)), releasing what the
+    /// reorder window or the limits say.
+    #[inline(always)]
+    fn queue(
+        &mut self,
+        time: u64,
+        rec: &[u8],
+        input_pos: Option<usize>,
+        loc: Loc,
+        placed: Option<u16>,
+        sink: &mut Sink<'_>,
+    ) -> Result<(), Error> {
+        if let Some(order) = self.order.as_mut() {
+            order.push(time, rec, input_pos, loc, placed);
+            if order.past_limits() {
+                self.release_early(loc, sink)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Queues the record at `pos` in the input, `rec`, as another decoder walking ahead found it
+    /// ([`super::ahead`]): what [`record`](Self::record) does with it, without reading it.
+    #[inline]
+    pub(super) fn queue_walked(
+        &mut self,
+        walked: WalkedRecord,
+        rec: &[u8],
+        pos: usize,
+        sink: &mut Sink<'_>,
+    ) -> Result<(), Error> {
+        let placed = walked.placed.filter(|_| self.placing.is_some());
+        self.queue(walked.time, rec, Some(pos), Loc::plain(pos as u64), placed, sink)
+    }
+
+    /// Whether records are queued for time ordering, and how many attrs the decoder knows: the
+    /// state a decoder walking ahead ([`super::ahead`]) must share for its records to be taken.
+    pub(super) fn walk_state(&self) -> (bool, usize) {
+        (self.order.is_some(), self.attrs.len())
+    }
+
+    /// What [`record`](Self::record) queues of the record `rec` at `pos` in the input: its time,
+    /// size and placeable attr; `None` if it is not queued (it has no time).
+    #[inline]
+    pub(super) fn walked(&self, rec: &[u8]) -> Option<WalkedRecord> {
+        let rtype = u32_at(rec, 0)?;
+        let time = self.record_time(rtype, rec)?;
+        let placed = match rtype {
+            RECORD_SAMPLE => self.placeable(rec),
+            _ => None,
+        };
+        Some(WalkedRecord { time, len: rec.len() as u16, placed })
     }
 
     /// A record [`record`](Self::record) does not queue: a round's end (which releases the
@@ -300,8 +350,21 @@ impl<'p> Decoder<'p> {
         };
         let ready = order.ready(limit);
         let mut result = Ok(());
-        for i in 0..ready {
-            order.prefetch(self.input, i + PREFETCH_RECORDS);
+        let mut i = 0;
+        // Until placing turns on (while delivering: at the first sample in the binary), every
+        // record is read, placeable or not.
+        while i < ready && self.placing.is_some() && !self.placing_on() {
+            order.prefetch(self.input, i + PREFETCH_RECORDS, false);
+            let (rec, input_pos, loc) = order.get(self.input, i);
+            if let Err(e) = self.deliver(rec, input_pos, loc, sink) {
+                // Nothing more is delivered.
+                (result, i) = (Err(e), ready);
+                break;
+            }
+            i += 1;
+        }
+        for i in i..ready {
+            order.prefetch(self.input, i + PREFETCH_RECORDS, true);
             if let Some((record, attr, len)) = order.placed(i) {
                 self.place(PlacedSample { record, attr, len }, sink);
                 continue;
@@ -318,19 +381,36 @@ impl<'p> Decoder<'p> {
         result
     }
 
+    /// Whether samples are handed out by their place now (see [`Decoder::placing`]).
+    #[inline(always)]
+    fn placing_on(&self) -> bool {
+        matches!(&self.placing, Some(placing) if placing.load(Relaxed))
+    }
+
     /// The attr of `rec` if it is a sample to be handed out by its place (see
-    /// [`Decoder::placing`]): it lies in the input, its attr is one of the header's, and that
-    /// attr's fixed layout fills it.
+    /// [`Decoder::placing`]).
     #[inline(always)]
     fn placed_attr(&self, rec: &[u8], input_pos: Option<usize>) -> Option<u16> {
-        // Placed samples are queued only once the flag is set, which stays so.
-        match &self.placing {
-            Some(placing) if placing.load(Relaxed) => {}
-            _ => return None,
-        }
-        if input_pos.is_none() || u32_at(rec, 0) != Some(RECORD_SAMPLE) {
+        self.placing_on().then(|| self.placeable_attr(rec, input_pos)).flatten()
+    }
+
+    /// The attr of `rec` if it is a sample that can be handed out by its place once placing is
+    /// on: it lies in the input, its attr is one of the header's, and that attr's fixed layout
+    /// fills it. Found when a sample is queued whether placing is on yet or not (its release
+    /// asks): the first records of a file without rounds are released only once 32 MiB are
+    /// queued, and read again then their headers missed the cache (~37k samples on Lua).
+    #[inline(always)]
+    fn placeable_attr(&self, rec: &[u8], input_pos: Option<usize>) -> Option<u16> {
+        if self.placing.is_none() || input_pos.is_none() || u32_at(rec, 0) != Some(RECORD_SAMPLE) {
             return None;
         }
+        self.placeable(rec)
+    }
+
+    /// The attr of the sample `rec` (lying in the input) if it can be handed out by its place:
+    /// its attr is one of the header's, and that attr's fixed layout fills it.
+    #[inline(always)]
+    fn placeable(&self, rec: &[u8]) -> Option<u16> {
         let attr = self.sample_attr(&rec[8..]).filter(|&a| a < self.placeable_attrs)?;
         match &self.layouts[attr] {
             Some(layout) if layout.fills(&rec[8..]) => u16::try_from(attr).ok(),

@@ -43,9 +43,9 @@ struct Queued {
     len: u16,
     /// Whether `start` indexes the caller's input rather than the arena.
     in_input: bool,
-    /// The attr of a sample to be handed out by its place, found when it was queued (its header
-    /// lines hot from reading its time), so that its release reads nothing of it again; `None`:
-    /// any other record, or one to be checked at release.
+    /// The attr of a sample to be handed out by its place once placing is on, found when it was
+    /// queued (its header lines hot from reading its time), so that its release reads nothing of
+    /// it again; `None`: any other record, or one to be checked at release.
     placed: Option<u16>,
 }
 
@@ -248,11 +248,12 @@ impl TimeOrder {
 
     /// Prefetches the first lines of the `i`th queued record (its fixed fields and, in the usual
     /// layouts, the counts of its call chain and branch stack), if there is one and its release
-    /// reads it (not a sample handed out by place): released in time order, records are read out
-    /// of file order, long after their header was.
+    /// reads it (not a sample handed out by place while `placing`): released in time order,
+    /// records are read out of file order, long after their header was.
     #[inline]
-    pub(super) fn prefetch(&self, input: &[u8], i: usize) {
-        if let Some(q) = self.queue.get(i).filter(|q| self.placed_attr(q).is_none()) {
+    pub(super) fn prefetch(&self, input: &[u8], i: usize, placing: bool) {
+        let read = |q: &&Queued| !placing || self.placed_attr(q).is_none();
+        if let Some(q) = self.queue.get(i).filter(read) {
             let from = if q.in_input { input } else { &self.arena };
             prefetch_lines(from, q.start..q.start + usize::from(q.len).min(PREFETCHED_LEN));
         }

@@ -344,6 +344,7 @@ fn deferred_mmaps_read_again_from_their_records() {
         },
         |_, _| {},
         None,
+        None,
     )
     .unwrap();
     let paths: Vec<_> = mmaps.iter().map(|m| m.path.to_string()).collect();
@@ -526,6 +527,7 @@ fn deferred_samples_decode_in_place_to_the_whole_samples() {
                 },
                 |_, _| {},
                 None,
+                None,
             )
             .unwrap();
         assert_eq!(in_place, whole);
@@ -616,6 +618,7 @@ fn placed_samples_read_from_their_place_to_the_whole_samples() {
                 },
                 |_, _| {},
                 Some(placing.clone()),
+                None,
             )
             .unwrap();
         assert_eq!(in_place, whole);
@@ -723,4 +726,74 @@ fn string_fields_end_at_nul_and_read_odd_bytes_lossily() {
     assert_eq!(c_str(b"no nul"), "no nul");
     assert_eq!(c_str(b"\0after"), "");
     assert_eq!(c_str(b"a\xffb\0c"), "a\u{fffd}b");
+}
+
+/// A round-less file of samples with call chains of 1 to 47 frames (records of 56 to 424 bytes),
+/// `n` of them, their times in file order but for every 97th, which comes `late_by` older.
+fn roundless_chains_file(n: u64, late_by: u64) -> Vec<u8> {
+    let st = SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CALLCHAIN;
+    let mut data = Vec::new();
+    for i in 0..n {
+        let time = 1_000_000 + 10 * i - if i % 97 == 0 { late_by.min(10 * i) } else { 0 };
+        let frames = 1 + (i * 7919) % 47;
+        let mut body = words(&[0x1000 + i, 1 | (1 << 32), time, frames]);
+        body.extend(words(&(0..frames).map(|f| 0x2000 + f).collect::<Vec<_>>()));
+        data.extend(record(9, 2, &body));
+    }
+    file_mode(attr(64, st, 0, 0, 0), &data)
+}
+
+/// What a deferred decode delivers (each sample read from its place, and whether it came placed)
+/// and its counts and warnings, with the records past the window's first half walked ahead by
+/// another decoder first, or not.
+fn deferred_events(bytes: &[u8], walked: bool) -> (Vec<String>, (u64, u64), Vec<String>) {
+    let data = PerfData::parse(bytes, Path::new("t.data")).unwrap();
+    let mut bodies = data.sample_bodies().unwrap();
+    let ahead = bodies.walk_ahead().cloned().filter(|_| walked);
+    if let Some(ahead) = &ahead {
+        ahead.walk(|| true);
+        assert!(ahead.start().is_some() && ahead.chunks_left() > 0);
+    }
+    let placing = Arc::new(AtomicBool::new(false));
+    let mut events = Vec::new();
+    let report = data
+        .decode_in_time_order_deferred(
+            &mut |e| match e {
+                PerfEvent::Placed(run) => {
+                    for p in run {
+                        let s = bodies.sample(p.record, p.attr.into(), p.len.into()).unwrap();
+                        events.push(format!("placed {}", describe(&s)));
+                    }
+                }
+                PerfEvent::Sample(s) => {
+                    let (callchain, branches) = bodies.stacks(&s.record.unwrap());
+                    events.push(describe(&Sample { callchain, branches, record: None, ..s }));
+                    placing.store(true, Relaxed);
+                }
+                _ => {}
+            },
+            |_, _| {},
+            Some(placing.clone()),
+            ahead.as_deref(),
+        )
+        .unwrap();
+    if let Some(ahead) = &ahead {
+        assert_eq!(ahead.chunks_left(), 0, "every walked record taken");
+    }
+    (events, (report.records, report.samples), report.warnings)
+}
+
+/// Records walked ahead of the reading thread are queued as it would have queued them: the same
+/// events in the same order (placed alike), the same records counted late, in order or not.
+#[test]
+fn records_walked_ahead_are_queued_as_the_reading_thread_would() {
+    for late_by in [0, 2_000_000] {
+        let bytes = roundless_chains_file(200_000, late_by);
+        let walked = deferred_events(&bytes, true);
+        assert_eq!(walked, deferred_events(&bytes, false));
+        let (events, counts, warnings) = walked;
+        assert_eq!(counts, (200_000, 200_000));
+        assert_eq!(warnings.len(), usize::from(late_by > 0), "{warnings:?}");
+        assert!(events[0].starts_with("sample") && events[1].starts_with("placed"));
+    }
 }
