@@ -80,6 +80,9 @@ pub(super) struct TimeOrder {
     /// newest one queued before it): else the sort is skipped, a stable sort of records in
     /// order leaving them as they are.
     unsorted: bool,
+    /// Whether the queue was sorted since it was last empty: else its records from the input
+    /// are in file order, as queued.
+    reordered: bool,
     arena: Vec<u8>,
     spare: Vec<u8>,
     next_flush: u64,
@@ -153,6 +156,7 @@ impl TimeOrder {
     /// they are in order.
     fn sort(&mut self) {
         if std::mem::take(&mut self.unsorted) {
+            self.reordered = true;
             self.queue.sort_by_key(|q| q.time);
         }
     }
@@ -268,6 +272,15 @@ impl TimeOrder {
             }
         }
         self.queue.drain(..n);
+        self.reordered &= !self.queue.is_empty();
+        if self.copied_len == 0 && !self.reordered {
+            // Nothing copied is left to compact, and the records left are in file order: the
+            // first is the oldest in the input (a pass over the thousands left took a round's
+            // release ~6 instructions a record).
+            self.arena.clear();
+            self.oldest_in_input = self.queue.first().map(|q| q.start);
+            return;
+        }
         self.spare.clear();
         self.oldest_in_input = None;
         for q in self.queue.iter_mut() {
@@ -324,6 +337,27 @@ mod tests {
             seen.push(order.oldest_input_pos());
         }
         assert_eq!(seen, [0, 9, 17, 25, 33].map(|r| Some(r * 64)));
+        let n = order.ready(None);
+        order.retire(n);
+        assert_eq!(order.oldest_input_pos(), None);
+
+        // In time order and none copied (retire takes the first left), then a round out of
+        // order (it scans the queue until it is empty again).
+        let mut order = TimeOrder::default();
+        for round in 0..5u64 {
+            for i in 0..8u64 {
+                let pos = (round * 8 + i) as usize * 64;
+                let time = match round {
+                    3 => 1000 + round * 50 + (i * 37) % 80,
+                    _ => 1000 + round * 50 + i * 10,
+                };
+                order.push(time, &input[pos..pos + 64], Some(pos), Loc::plain(pos as u64), None);
+            }
+            let limit = order.end_round();
+            let n = order.ready(Some(limit));
+            order.retire(n);
+            assert_eq!(order.oldest_input_pos(), scan(&order));
+        }
         let n = order.ready(None);
         order.retire(n);
         assert_eq!(order.oldest_input_pos(), None);
