@@ -1307,3 +1307,53 @@ fn attr_records_in_the_data_section_lose_no_samples_at_two_threads() {
     assert_eq!(profile(&perf_data, "2"), expected);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `binary` with the symbol-table size of its function symbol `name` set to `size` (a 64-bit
+/// little-endian ELF).
+fn with_symbol_size(binary: &[u8], name: &str, size: u64) -> Vec<u8> {
+    let u64_at = |at: usize| u64::from_le_bytes(binary[at..at + 8].try_into().unwrap());
+    let u32_at = |at: usize| u32::from_le_bytes(binary[at..at + 4].try_into().unwrap());
+    let (shoff, shnum) = (u64_at(0x28) as usize, u16::from_le_bytes([binary[0x3c], binary[0x3d]]));
+    let section = |i: usize| shoff + i * 64;
+    let symtab = (0..shnum as usize).map(section).find(|&s| u32_at(s + 4) == 2).unwrap();
+    let strtab = section(u32_at(symtab + 40) as usize);
+    let (syms, syms_len, names) =
+        (u64_at(symtab + 24) as usize, u64_at(symtab + 32) as usize, u64_at(strtab + 24) as usize);
+    let sym = (syms..syms + syms_len)
+        .step_by(24)
+        .find(|&s| {
+            let at = names + u32_at(s) as usize;
+            binary[at..].split(|&b| b == 0).next() == Some(name.as_bytes())
+        })
+        .unwrap();
+    let mut out = binary.to_vec();
+    out[sym + 16..sym + 24].copy_from_slice(&size.to_le_bytes());
+    out
+}
+
+/// The profiled functions (the pre-inliner's context sizes) were marked in a bitmap of a bit per
+/// byte of the function ranges' extent: a symbol whose size reaches the end of the address space
+/// asked for 2^57 bytes and aborted the run. The bitmap covers the code the binary's instruction
+/// index does (addresses outside are searched for), and the profile is the one of the unaltered
+/// symbol (which no sample reaches).
+#[test]
+fn a_function_symbol_spanning_the_address_space_is_no_allocation_of_its_size() {
+    let dir = scratch("huge-symbol");
+    let perf_data = sample("recursion/perf.data");
+    let original = sample("recursion/recursion");
+    let binary = write(
+        &dir,
+        "recursion",
+        &with_symbol_size(&std::fs::read(&original).unwrap(), "_fini", 1 << 60),
+    );
+    let profile = |binary: &Path| {
+        let out = dir.join("out.txt");
+        let o = profgen(&[], &[("--binary", binary), ("--perfdata", &perf_data)], &out);
+        let e = stderr(&o);
+        assert_eq!(o.status.code(), Some(0), "{e}");
+        assert!(e.contains("profgen: 1294 samples read, 1170 used"), "{e}");
+        std::fs::read(&out).unwrap()
+    };
+    assert_eq!(profile(&binary), profile(&original));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -578,6 +578,13 @@ impl Code {
         (self.addrs.get(i) == Some(&a)).then_some(i)
     }
 
+    /// The addresses the index keeps a bit a byte for (where code is dense; empty otherwise):
+    /// no more than the instruction count's bytes-per-bit table the index already is.
+    pub fn dense_extent(&self) -> std::ops::Range<u64> {
+        let base = self.index.buckets.base;
+        base..base.saturating_add(self.index.bits.len() as u64 * 64)
+    }
+
     /// Whether an instruction starts at `a`.
     #[inline]
     pub fn is_inst_start(&self, a: u64) -> bool {

@@ -406,6 +406,12 @@ impl Binary {
         let first = self.code.lower_bound(start.0);
         self.code.addrs[first..].iter().take_while(move |&&a| a <= end.0).map(|&a| Vaddr(a))
     }
+    /// An address range over the code for which a bitmap of a bit a byte is no larger than the
+    /// binary's own instruction index (empty where code is spread thinly).
+    pub fn dense_code_extent(&self) -> Range<Vaddr> {
+        let r = self.code.dense_extent();
+        Vaddr(r.start)..Vaddr(r.end)
+    }
     /// How many decoded instructions start within [start, end] (inclusive).
     pub fn inst_count(&self, start: Vaddr, end: Vaddr) -> u64 {
         self.inst_indices(start, end).len() as u64

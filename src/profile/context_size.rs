@@ -205,39 +205,56 @@ impl ContextSizeOracle for ContextSizeTracker {
 /// containing a range start, a branch source or a branch target of any context, and for probe
 /// binaries (address-keyed contexts) every call-stack address. Sorted, no duplicates.
 ///
-/// The addresses are marked in a bitmap of the functions' extent (a bit a byte: SQLite's 1.3 MB
-/// of text take 160 KB) on rayon's current pool, then each function range's span (the addresses
-/// [`Binary::func_range`] answers with it) is looked up there: one pass over the counters
-/// without a search per address, so that it is cheap enough to run before the counters are
-/// freed rather than beside the profile's build.
+/// The addresses are marked in a bitmap of the code (a bit a byte: SQLite's 1.3 MB of text take
+/// 160 KB) on rayon's current pool, then each function range's span (the addresses
+/// [`Binary::func_range`] answers with it) is looked up there: one pass over the counters without
+/// a search per address, so that it is cheap enough to run before the counters are freed rather
+/// than beside the profile's build. The bitmap covers [`Binary::dense_code_extent`], not the
+/// function ranges' extent (a symbol's size or a DWARF range can stretch that over the whole
+/// address space); an address outside it is searched for.
 pub fn profiled_functions(binary: &Binary, counters: &ContextCounters) -> Vec<FuncId> {
-    let ranges = binary.func_ranges();
-    let (Some(first), Some(end)) = (ranges.first(), ranges.iter().map(|r| r.end).max()) else {
-        return Vec::new();
-    };
-    let (base, extent) = (first.start.0, end.0 - first.start.0);
-    let marks: Vec<AtomicU64> = (0..extent.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
-    let mark = |a: Vaddr| {
-        let Some(at) = a.0.checked_sub(base).filter(|&at| at < extent) else { return };
-        let (word, bit) = (&marks[(at / 64) as usize], 1 << (at % 64));
-        // Addresses repeat across contexts: most are marked already, and a load shares the line.
-        if word.load(Relaxed) & bit == 0 {
-            word.fetch_or(bit, Relaxed);
-        }
-    };
-    counters.by_context.par_iter().for_each(|(key, c)| {
-        if let ContextKey::Addrs(stack) = key {
-            stack.iter().for_each(|&a| mark(a));
-        }
-        c.ranges.keys().for_each(|&(start, _)| mark(start));
-        for &(src, dst) in c.branches.keys() {
-            mark(src);
-            mark(dst);
-        }
-    });
-    // Whether any address of `span` is marked, a word at a time.
+    let extent = binary.dense_code_extent();
+    let (base, len) = (extent.start.0, extent.end.0 - extent.start.0);
+    let marks: Vec<AtomicU64> = (0..len.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
+    // Each fold keeps the functions of the addresses it searched for (a repeat of the last one
+    // skipped).
+    let searched: Vec<FuncId> = counters
+        .by_context
+        .par_iter()
+        .fold(Vec::new, |mut searched, (key, c)| {
+            let mut mark = |a: Vaddr| match a.0.checked_sub(base).filter(|&at| at < len) {
+                Some(at) => {
+                    let (word, bit) = (&marks[(at / 64) as usize], 1 << (at % 64));
+                    // Addresses repeat across contexts: most are marked already, and a load
+                    // shares the line.
+                    if word.load(Relaxed) & bit == 0 {
+                        word.fetch_or(bit, Relaxed);
+                    }
+                }
+                None => {
+                    if let Some(r) = binary.func_range(a)
+                        && searched.last() != Some(&r.func)
+                    {
+                        searched.push(r.func);
+                    }
+                }
+            };
+            if let ContextKey::Addrs(stack) = key {
+                stack.iter().for_each(|&a| mark(a));
+            }
+            c.ranges.keys().for_each(|&(start, _)| mark(start));
+            for &(src, dst) in c.branches.keys() {
+                mark(src);
+                mark(dst);
+            }
+            searched
+        })
+        .flatten_iter()
+        .collect();
+    // Whether any address of `span` in the bitmap is marked, a word at a time.
     let marked = |span: std::ops::Range<Vaddr>| {
-        let (lo, hi) = (span.start.0 - base, span.end.0 - base);
+        let lo = span.start.0.max(base) - base;
+        let hi = span.end.0.min(extent.end.0).max(base) - base;
         lo < hi
             && (lo / 64..=(hi - 1) / 64).any(|w| {
                 let (from, to) = (lo.max(w * 64) - w * 64, hi.min(w * 64 + 64) - w * 64);
@@ -249,6 +266,7 @@ pub fn profiled_functions(binary: &Binary, counters: &ContextCounters) -> Vec<Fu
         .func_range_spans()
         .filter(|(_, span)| marked(span.clone()))
         .map(|(r, _)| r.func)
+        .chain(searched)
         .collect();
     funcs.sort_unstable();
     funcs.dedup();
