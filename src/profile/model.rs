@@ -31,7 +31,10 @@ impl CallTargets {
     }
     /// The count of `callee`, inserted as 0 if absent.
     pub fn get_or_insert(&mut self, callee: &FuncName) -> &mut u64 {
-        self.0.get_or_insert_with(Default::default).get_or_insert_with(callee, || callee.clone())
+        // Room for the first target alone: most call sites have one (grown from empty, the
+        // map took room for four in a growth call).
+        let map = self.0.get_or_insert_with(|| Box::new(VecMap(Vec::with_capacity(1))));
+        map.get_or_insert_with(callee, || callee.clone())
     }
     pub fn remove(&mut self, callee: &str) -> Option<u64> {
         let map = self.0.as_deref_mut()?;
