@@ -119,7 +119,7 @@ pub(crate) fn run_preinliner<R: Send>(
         None => {
             let mut trie = ContextTrie::of_contexts(&profile.functions);
             trie.take_profiles(profile);
-            let order = order(&call_graph(&trie, |s| &trie.samples[s].fs));
+            let order = order(&call_graph(&trie, |s| &trie.samples[s]));
             (trie, order)
         }
     };
@@ -147,7 +147,7 @@ pub(crate) fn run_preinliner<R: Send>(
     );
     // Contexts not inlined were merged into their base profile: dropped, not moved back.
     let (kept, dropped) = trie.take_kept_profiles(|trie, node, sample| {
-        trie.node(node).parent == Some(ROOT) || trie.samples[sample].state & state::INLINED != 0
+        trie.node(node).parent == Some(ROOT) || trie.states[sample] & state::INLINED != 0
     });
     inliner.stats.contexts_dropped = dropped;
     profile.kind.preinlined = true;
@@ -249,19 +249,19 @@ impl PreInliner<'_> {
                 trie.frames_leaf_first(node).map(|(func, loc)| (self.name_ids[func as usize], loc));
             u64::from(self.sizes.func_size(&mut leaf_first))
         } else {
-            trie.node(node).samples.map_or(0, |s| trie.samples[s].fs.body.len() as u64)
+            trie.node(node).samples.map_or(0, |s| trie.samples[s].body.len() as u64)
         }
     }
 
     /// `getInlineCandidates`: the profiled children of the caller's trie node.
     fn push_candidates(&self, trie: &ContextTrie, queue: &mut CandidateQueue, caller: SampleId) {
         let caller_node = trie.node_of(caller);
-        let caller_fs = &trie.samples[caller].fs;
+        let caller_fs = &trie.samples[caller];
         for child in trie.children(caller_node) {
             let Some(callee) = trie.node(child).samples else {
                 continue;
             };
-            let callee_fs = &trie.samples[callee].fs;
+            let callee_fs = &trie.samples[callee];
             queue.push(Candidate {
                 sample: callee,
                 callsite_count: edge_weight(caller_fs, callee_fs, trie.node(child).callsite),
@@ -272,7 +272,7 @@ impl PreInliner<'_> {
     }
 
     fn should_inline(&self, trie: &ContextTrie, c: &Candidate) -> bool {
-        let was_inlined = trie.samples[c.sample].fs.attributes & attr::WAS_INLINED != 0;
+        let was_inlined = trie.samples[c.sample].attributes & attr::WAS_INLINED != 0;
         if self.opts.replay_preinline {
             return was_inlined;
         }
@@ -312,9 +312,8 @@ impl PreInliner<'_> {
         while final_size < size_limit {
             let Some(c) = queue.pop() else { break };
             if self.should_inline(trie, &c) {
-                let callee = &mut trie.samples[c.sample];
-                callee.state |= state::INLINED;
-                callee.fs.attributes |= attr::SHOULD_BE_INLINED;
+                trie.states[c.sample] |= state::INLINED;
+                trie.samples[c.sample].attributes |= attr::SHOULD_BE_INLINED;
                 final_size = final_size.wrapping_add(c.size_cost as u32);
                 self.push_candidates(trie, &mut queue, c.sample);
                 self.stats.inlined += 1;

@@ -13,9 +13,13 @@ use crate::profile::{Context, FunctionSamples, Profile, VecMap};
 
 /// `ContextStateMask` bits.
 pub(crate) mod state {
-    pub const RAW: u32 = 1;
-    pub const INLINED: u32 = 4;
-    pub const MERGED: u32 = 8;
+    pub const RAW: u8 = 1;
+    pub const INLINED: u8 = 4;
+    pub const MERGED: u8 = 8;
+    /// Not LLVM's: the context has its leaf's function in a caller frame too. Promotions only
+    /// cut contexts' leading frames, so only such a profile can lie in the subtree of its
+    /// function's base profile ([`super::ContextTrie::base_samples_for`]).
+    pub const RECURSIVE: u8 = 0x80;
 }
 
 pub(crate) type NodeId = usize;
@@ -23,10 +27,14 @@ pub(crate) type SampleId = usize;
 /// An interned function name.
 pub(crate) type FuncId = u32;
 pub(crate) const ROOT: NodeId = 0;
+/// No node ([`ContextTrie::top_level`]).
+const NO_NODE: NodeId = NodeId::MAX;
 
-/// Child key: LLVM keys by the call-site hash alone; name and location only break
-/// (theoretical) ties.
-type ChildKey = (u64, FuncId, LineLocation);
+/// Child key: LLVM keys by the call-site hash alone; the name only breaks (theoretical) ties.
+/// The location is implied, so the search compares two fields, not four: the hash is the name's
+/// GUID plus 33 times the location's id (wrapping), and 33 is odd, so a name and a hash give
+/// one location.
+type ChildKey = (u64, FuncId);
 
 pub(crate) struct Node {
     pub func: FuncId,
@@ -41,14 +49,18 @@ pub(crate) struct Node {
 /// copies whole subtrees).
 type Children = VecMap<ChildKey, NodeId>;
 
-pub(crate) struct Sample {
-    pub fs: FunctionSamples,
-    pub state: u32,
-}
-
 pub(crate) struct ContextTrie {
     nodes: Vec<Node>,
-    pub samples: Vec<Sample>,
+    /// The root's children, by function (`NO_NODE` where none; the root's own child vector
+    /// stays empty): a top-level context is one per function, and the walk looks one up per
+    /// promotion and adds one per new base profile, a search and a shift in a sorted vector of
+    /// thousands.
+    top_level: Vec<NodeId>,
+    pub samples: Vec<FunctionSamples>,
+    /// Each sample's `state` bits, apart from its profile: the walk checks every context of a
+    /// function ([`ContextTrie::base_samples_for`]) and skips most, which read from the
+    /// profiles' headers was a cold line each.
+    pub states: Vec<u8>,
     sample_node: Vec<NodeId>,
     names: Vec<FuncName>,
     /// GUID (`MD5Hash`) of each interned name.
@@ -93,11 +105,16 @@ impl ContextTrie {
         let contexts: Vec<&Context> = functions.keys().filter(|c| !c.is_empty()).collect();
         let shared = shared_with_previous(&contexts);
         let profiles = contexts.len();
-        let mut nodes = Vec::with_capacity(1 + path_nodes(&contexts, &shared));
+        // With room for the nodes the pre-inliner's walk adds (one per context it moves to a
+        // new place, and the copies recursion makes: ~7.4k on sqlite-cs's ~26k contexts), which
+        // grown there would copy the whole trie on the walk's one thread.
+        let mut nodes = Vec::with_capacity(1 + path_nodes(&contexts, &shared) + profiles / 2);
         nodes.push(root);
         let mut trie = ContextTrie {
             nodes,
+            top_level: Vec::new(),
             samples: Vec::new(),
+            states: Vec::with_capacity(profiles),
             sample_node: Vec::with_capacity(profiles),
             names: Vec::new(),
             guids: Vec::new(),
@@ -109,12 +126,24 @@ impl ContextTrie {
         // Contexts in order: a context shares its leading nodes with the one before it, and
         // adds a node for each frame past them.
         let mut path: Vec<NodeId> = Vec::new();
+        // How many of `path`'s nodes are each function's, kept as the path changes: a context
+        // is recursive when its leaf's function is on it twice.
+        let mut on_path: Vec<u32> = Vec::new();
         for (context, shared) in contexts.into_iter().zip(shared) {
+            for &n in &path[shared..] {
+                on_path[trie.nodes[n].func as usize] -= 1;
+            }
             path.truncate(shared);
             trie.extend_path(&mut path, context);
+            on_path.resize(trie.names.len(), 0);
+            for &n in &path[shared..] {
+                on_path[trie.nodes[n].func as usize] += 1;
+            }
             let node = *path.last().expect("a context has a leaf frame");
             let id = trie.sample_node.len();
             trie.sample_node.push(node);
+            let recursive = on_path[trie.nodes[node].func as usize] > 1;
+            trie.states.push(if recursive { state::RAW | state::RECURSIVE } else { state::RAW });
             trie.nodes[node].samples = Some(id);
         }
         trie.guids = trie.names.par_iter().map(|name| md5_guid(name)).collect();
@@ -153,7 +182,11 @@ impl ContextTrie {
             by_parent[next[p]] = id;
             next[p] += 1;
         }
-        for p in 0..n {
+        self.top_level = vec![NO_NODE; self.names.len()];
+        for &c in &by_parent[start[ROOT]..start[ROOT + 1]] {
+            self.top_level[self.nodes[c].func as usize] = c;
+        }
+        for p in 1..n {
             let kids = &by_parent[start[p]..start[p + 1]];
             if kids.is_empty() {
                 continue;
@@ -185,7 +218,7 @@ impl ContextTrie {
             Some(first) => functions.split_off(&first.clone()),
             None => BTreeMap::new(),
         };
-        let mut samples: Vec<Sample> = Vec::with_capacity(n);
+        let mut samples: Vec<FunctionSamples> = Vec::with_capacity(n);
         self.contexts.clear();
         self.contexts.reserve(n);
         let first = functions.len();
@@ -268,16 +301,22 @@ impl ContextTrie {
     }
 
     fn key(&self, func: FuncId, loc: LineLocation) -> ChildKey {
-        (callsite_hash_from_guid(self.guid(func), loc), func, loc)
+        (callsite_hash_from_guid(self.guid(func), loc), func)
     }
 
     pub fn node_of(&self, sample: SampleId) -> NodeId {
         self.sample_node[sample]
     }
 
-    /// Children in LLVM's iteration order.
+    /// Children in LLVM's iteration order; not the root's ([`ContextTrie::top_level_nodes`]).
     pub fn children(&self, id: NodeId) -> impl Iterator<Item = NodeId> + '_ {
+        debug_assert_ne!(id, ROOT, "the root's children are kept by function");
         self.nodes[id].children.values().copied()
+    }
+
+    /// The root's children, unordered.
+    fn top_level_nodes(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.top_level.iter().copied().filter(|&n| n != NO_NODE)
     }
 
     /// Breadth-first order from the root (`SampleContextTracker::Iterator`), root included.
@@ -285,7 +324,12 @@ impl ContextTrie {
         // The order is its own queue: nodes are appended as they are reached.
         let mut order = Vec::with_capacity(self.nodes.len());
         order.push(ROOT);
-        let mut next = 0;
+        let mut top: Vec<(ChildKey, NodeId)> = (self.top_level_nodes())
+            .map(|n| (self.key(self.nodes[n].func, self.nodes[n].callsite), n))
+            .collect();
+        top.sort_unstable();
+        order.extend(top.into_iter().map(|(_, n)| n));
+        let mut next = 1;
         while let Some(&n) = order.get(next) {
             next += 1;
             order.extend(self.children(n));
@@ -321,18 +365,32 @@ impl ContextTrie {
     }
 
     fn child(&self, parent: NodeId, loc: LineLocation, func: FuncId) -> Option<NodeId> {
+        if parent == ROOT {
+            debug_assert_eq!(loc, LineLocation::default(), "top-level contexts have no call site");
+            return Some(self.top_level[func as usize]).filter(|&n| n != NO_NODE);
+        }
         self.nodes[parent].children.get(&self.key(func, loc)).copied()
     }
 
     fn attach(&mut self, parent: NodeId, child: NodeId) {
-        let key = self.key(self.nodes[child].func, self.nodes[child].callsite);
-        self.nodes[parent].children.insert(key, child);
+        let (func, loc) = (self.nodes[child].func, self.nodes[child].callsite);
+        if parent == ROOT {
+            debug_assert_eq!(loc, LineLocation::default(), "top-level contexts have no call site");
+            self.top_level[func as usize] = child;
+        } else {
+            let key = self.key(func, loc);
+            self.nodes[parent].children.insert(key, child);
+        }
         self.nodes[child].parent = Some(parent);
     }
 
     fn detach(&mut self, child: NodeId) {
-        if let Some(parent) = self.nodes[child].parent.take() {
-            let key = self.key(self.nodes[child].func, self.nodes[child].callsite);
+        let Some(parent) = self.nodes[child].parent.take() else { return };
+        let func = self.nodes[child].func;
+        if parent == ROOT {
+            self.top_level[func as usize] = NO_NODE;
+        } else {
+            let key = self.key(func, self.nodes[child].callsite);
             self.nodes[parent].children.remove(&key);
         }
     }
@@ -367,7 +425,7 @@ impl ContextTrie {
         let mut base = self.child(ROOT, LineLocation::default(), func);
         for i in 0..self.func_to_profiles[func as usize].len() {
             let s = self.func_to_profiles[func as usize][i];
-            if self.samples[s].state & (state::INLINED | state::MERGED) != 0 {
+            if self.states[s] & (state::INLINED | state::MERGED) != 0 {
                 continue;
             }
             let from = self.sample_node[s];
@@ -376,7 +434,9 @@ impl ContextTrie {
             }
             // Only a context under the base profile's own subtree (recursion) can see a
             // moved subtree's original again; any other is moved, not copied.
-            let copy = base.is_some_and(|b| self.is_ancestor(b, from));
+            let recursive = self.states[s] & state::RECURSIVE != 0;
+            let copy = base.is_some_and(|b| recursive && self.is_ancestor(b, from));
+            debug_assert!(recursive || base.is_none_or(|b| !self.is_ancestor(b, from)));
             base = Some(self.promote_merge(from, ROOT, copy));
         }
         base.and_then(|b| self.nodes[b].samples)
@@ -519,11 +579,10 @@ impl ContextTrie {
                 // A node sharing its profile with the target (a copy's original, in recursion)
                 // leaves it as it is.
                 if let Ok([from, to]) = self.samples.get_disjoint_mut([f, t]) {
-                    merge_samples(&mut to.fs, &from.fs);
-                    to.fs.attributes |=
-                        from.fs.attributes & crate::profile::attr::SHOULD_BE_INLINED;
+                    merge_samples(to, from);
+                    to.attributes |= from.attributes & crate::profile::attr::SHOULD_BE_INLINED;
                 }
-                self.samples[f].state |= state::MERGED;
+                self.states[f] |= state::MERGED;
             }
             (Some(f), None) => {
                 self.nodes[to].samples = Some(f);
@@ -584,7 +643,7 @@ impl ContextTrie {
                     (lines.len() - 1, depth)
                 }
             };
-            let fs = std::mem::take(&mut self.samples[s].fs);
+            let fs = std::mem::take(&mut self.samples[s]);
             moved.push((lines[line].prefix(depth), fs));
         }
         (moved, dropped)
@@ -601,12 +660,13 @@ impl ContextTrie {
         let mut siblings: Vec<NodeId> = Vec::new();
         let visit = |node: NodeId, stack: &mut Vec<NodeId>, siblings: &mut Vec<NodeId>| {
             siblings.clear();
-            siblings.extend(self.children(node));
             if node == ROOT {
+                siblings.extend(self.top_level_nodes());
                 siblings.sort_by(|&a, &b| {
                     self.name(self.nodes[a].func).cmp(self.name(self.nodes[b].func))
                 });
             } else {
+                siblings.extend(self.children(node));
                 siblings.sort_by(|&a, &b| {
                     let (a, b) = (&self.nodes[a], &self.nodes[b]);
                     a.callsite
@@ -631,12 +691,12 @@ impl ContextTrie {
 fn move_into(
     part: BTreeMap<Context, FunctionSamples>,
     contexts: &mut [MaybeUninit<Context>],
-    samples: &mut [MaybeUninit<Sample>],
+    samples: &mut [MaybeUninit<FunctionSamples>],
 ) {
     assert!(part.len() == contexts.len() && part.len() == samples.len(), "one slot each");
     for ((context, fs), (c, s)) in part.into_iter().zip(contexts.iter_mut().zip(samples)) {
         c.write(context);
-        s.write(Sample { fs, state: state::RAW });
+        s.write(fs);
     }
 }
 
@@ -882,6 +942,6 @@ mod tests {
         let trie = ContextTrie::from_profile(&mut p);
         // main, main:1 @ f, its g at 2 and at 3, main:2 @ f, x, x:1 @ f, y, y:1 @ f, its g.
         assert_eq!((expected, trie.nodes.len()), (10, 11));
-        assert_eq!(trie.nodes.capacity(), trie.nodes.len());
+        assert_eq!(trie.nodes.capacity(), trie.nodes.len() + trie.samples.len() / 2);
     }
 }
