@@ -1357,3 +1357,38 @@ fn a_function_symbol_spanning_the_address_space_is_no_allocation_of_its_size() {
     assert_eq!(profile(&binary), profile(&original));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Samples whose event the file does not name (two events, and samples that carry no id to tell
+/// them apart) were skipped without a word: the run wrote an empty profile and said only how many
+/// samples it read. They are counted in a warning now, the same at one and two threads.
+#[test]
+fn samples_of_no_known_event_are_warned_about() {
+    let dir = scratch("no-known-event");
+    let le = |v: u64| v.to_le_bytes();
+    let mut data = Vec::new();
+    for ip in [0x401000u64, 0x401010, 0x401020] {
+        // PERF_RECORD_SAMPLE (9), user mode: ip, then pid and tid.
+        data.extend([9u32.to_le_bytes(), [2, 0, 24, 0]].concat());
+        data.extend([le(ip), le(7 | 7 << 32)].concat());
+    }
+    // Two events of sample_type IP | TID, neither with ids.
+    let file = perf_data_file(&[(1 | 2, [0, 0]), (1 | 2, [0, 0])], &data, &[]);
+    let perf_data = write(&dir, "perf.data", &file);
+    let binary = sample("inline_chain/inline_chain");
+    for threads in ["1", "2"] {
+        let out = dir.join(format!("{threads}.txt"));
+        let o = profgen(
+            &["--threads", threads],
+            &[("--binary", &binary), ("--perfdata", &perf_data)],
+            &out,
+        );
+        let e = stderr(&o);
+        let warning = format!(
+            "warning: {}: 3 samples skipped: they name no event of the file (several events and \
+             samples without an id, or an id no event lists)",
+            perf_data.display()
+        );
+        assert!(e.contains(&warning), "{e}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -98,7 +98,8 @@ pub struct ReadReport {
 }
 
 impl ReadReport {
-    /// The warnings to show for `path`: the reader's own, then the truncation and lost events.
+    /// The warnings to show for `path`: the reader's own, then the truncation, lost events and
+    /// samples of no known event.
     pub fn into_warnings(self, path: &Path) -> Vec<String> {
         let mut warnings = self.warnings;
         if let Some(t) = &self.truncated {
@@ -109,6 +110,14 @@ impl ReadReport {
                 "{}: the kernel lost {} events while recording",
                 path.display(),
                 self.lost_events
+            ));
+        }
+        if self.samples_without_attr > 0 {
+            warnings.push(format!(
+                "{}: {} samples skipped: they name no event of the file (several events and \
+                 samples without an id, or an id no event lists)",
+                path.display(),
+                self.samples_without_attr
             ));
         }
         warnings
