@@ -214,8 +214,9 @@ const ENDING: usize = 16 << 20;
 
 /// Input read between two drops of pages by the threads that finish batches: each drop
 /// interrupts the other cores running the process (their TLBs are flushed), so not after every
-/// batch.
-const DROP_STEP: usize = 4 << 20;
+/// batch; but each step's pages stay resident until the next (the reading thread reports how far
+/// it has consumed every 1 MiB).
+const DROP_STEP: usize = 1 << 20;
 /// Input past the reading thread's position that an idle worker maps ahead of it: the reading
 /// thread sends batches only when a round ends, so a worker done with them maps the next rounds
 /// while the reading thread walks them (pages it would map a little later anyway: lbr's peak RSS
@@ -864,8 +865,8 @@ impl BatchSender<'_, '_> {
     }
 
     /// Sends `batch`, waiting for room in the channel, and meanwhile drops the input's pages that
-    /// no batch needs: the workers drop them only every [`DROP_STEP`] of input, and while the
-    /// queued batches keep this thread waiting, the pages read since pile up (an input of many
+    /// no batch needs (every [`DROP_STEP`] of input, as the workers do on finishing a batch):
+    /// while the queued batches keep this thread waiting, the pages read since pile up (an input of many
     /// processes, whose batches all change the map, waited so at every batch once the workers
     /// had more to do than the reading thread). `send` fails only once every worker has ended,
     /// by a panic that the scope re-raises. Once [`finish`](Self::finish)ed, the batch is left
@@ -876,7 +877,7 @@ impl BatchSender<'_, '_> {
             return;
         }
         if let Some(pages) = self.pages {
-            self.needed.drop_pages(pages, DROP_STEP / 4, &mut self.worker.spans);
+            self.needed.drop_pages(pages, DROP_STEP, &mut self.worker.spans);
         }
         drop(self.tx.send(batch));
     }
