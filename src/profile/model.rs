@@ -16,30 +16,83 @@ pub struct BodySample {
 
 /// The functions called from a source location, by name, with their counts. Most locations
 /// call nothing: the empty map is one null word, so a body sample takes 16 bytes, not 32
-/// (the body samples are the bulk of a CS profile's memory). Names are shared [`FuncName`]s:
-/// profiles built from one binary share each callee's text, so merges of their call targets
-/// (the pre-inliner's walk) compare pointers rather than reading the texts.
-#[derive(Clone, Default, PartialEq, Eq)]
-pub struct CallTargets(Option<Box<VecMap<FuncName, u64>>>);
+/// (the body samples are the bulk of a CS profile's memory). Most that call have one target,
+/// held in that one allocation (a map would add its vector: 39k allocations on SQLite).
+/// Names are shared [`FuncName`]s: profiles built from one binary share each callee's text, so
+/// merges of their call targets (the pre-inliner's walk) compare pointers rather than reading
+/// the texts.
+#[derive(Clone, Default)]
+pub struct CallTargets(Option<Box<Targets>>);
+
+/// Call targets, at least one: one, or a map of any number (made a map by a second target;
+/// a removal does not turn it back, and equality reads the entries, not the form).
+#[derive(Clone)]
+enum Targets {
+    One((FuncName, u64)),
+    Many(VecMap<FuncName, u64>),
+}
+
+impl Targets {
+    fn entries(&self) -> &[(FuncName, u64)] {
+        match self {
+            Targets::One(one) => std::slice::from_ref(one),
+            Targets::Many(map) => &map.0,
+        }
+    }
+    /// The targets as a map; one target becomes its first entry, with room for a second.
+    fn map(&mut self) -> &mut VecMap<FuncName, u64> {
+        let map = match std::mem::replace(self, Targets::Many(VecMap::default())) {
+            Targets::One(one) => {
+                let mut entries = Vec::with_capacity(2);
+                entries.push(one);
+                VecMap(entries)
+            }
+            Targets::Many(map) => map,
+        };
+        *self = Targets::Many(map);
+        match self {
+            Targets::Many(map) => map,
+            Targets::One(_) => unreachable!("made a map above"),
+        }
+    }
+}
 
 impl CallTargets {
     fn entries(&self) -> &[(FuncName, u64)] {
-        self.0.as_deref().map_or(&[], |m| &m.0)
+        self.0.as_deref().map_or(&[], Targets::entries)
     }
     pub fn get(&self, callee: &str) -> Option<&u64> {
-        self.0.as_deref()?.get(callee)
+        match self.0.as_deref()? {
+            Targets::One((name, n)) => (name.as_str() == callee).then_some(n),
+            Targets::Many(map) => map.get(callee),
+        }
     }
     /// The count of `callee`, inserted as 0 if absent.
     pub fn get_or_insert(&mut self, callee: &FuncName) -> &mut u64 {
-        // Room for the first target alone: most call sites have one (grown from empty, the
-        // map took room for four in a growth call).
-        let map = self.0.get_or_insert_with(|| Box::new(VecMap(Vec::with_capacity(1))));
-        map.get_or_insert_with(callee, || callee.clone())
+        let targets =
+            &mut **self.0.get_or_insert_with(|| Box::new(Targets::One((callee.clone(), 0))));
+        if let Targets::One((name, _)) = targets
+            && name != callee
+        {
+            targets.map();
+        }
+        match targets {
+            Targets::One((_, n)) => n,
+            Targets::Many(map) => map.get_or_insert_with(callee, || callee.clone()),
+        }
     }
     pub fn remove(&mut self, callee: &str) -> Option<u64> {
-        let map = self.0.as_deref_mut()?;
-        let n = map.remove(callee);
-        if map.is_empty() {
+        let (n, emptied) = match self.0.as_deref_mut()? {
+            Targets::One((name, n)) => {
+                let found = name.as_str() == callee;
+                (found.then_some(*n), found)
+            }
+            Targets::Many(map) => {
+                let n = map.remove(callee);
+                (n, map.is_empty())
+            }
+        };
+        if emptied {
             self.0 = None;
         }
         n
@@ -49,12 +102,20 @@ impl CallTargets {
     #[inline]
     pub fn merge(&mut self, other: &CallTargets) {
         if let Some(theirs) = other.0.as_deref() {
-            self.merge_entries(theirs);
+            self.merge_targets(theirs);
         }
     }
-    fn merge_entries(&mut self, theirs: &VecMap<FuncName, u64>) {
-        let mine = self.0.get_or_insert_with(Default::default);
-        mine.merge_from(theirs, FuncName::clone, |n, m| *n = n.saturating_add(*m));
+    fn merge_targets(&mut self, theirs: &Targets) {
+        let Some(mine) = self.0.as_deref_mut() else {
+            self.0 = Some(Box::new(theirs.clone()));
+            return;
+        };
+        match (mine, theirs) {
+            (Targets::One((m, n)), Targets::One((k, w))) if m == k => *n = n.saturating_add(*w),
+            (mine, theirs) => mine
+                .map()
+                .merge_from(theirs.entries(), FuncName::clone, |n, m| *n = n.saturating_add(*m)),
+        }
     }
     pub fn len(&self) -> usize {
         self.entries().len()
@@ -87,10 +148,22 @@ impl std::ops::Index<&str> for CallTargets {
     }
 }
 
+impl PartialEq for CallTargets {
+    fn eq(&self, other: &Self) -> bool {
+        self.entries() == other.entries()
+    }
+}
+
+impl Eq for CallTargets {}
+
 impl FromIterator<(FuncName, u64)> for CallTargets {
     fn from_iter<I: IntoIterator<Item = (FuncName, u64)>>(iter: I) -> Self {
-        let map: VecMap<FuncName, u64> = iter.into_iter().collect();
-        CallTargets((!map.is_empty()).then(|| Box::new(map)))
+        let mut map: VecMap<FuncName, u64> = iter.into_iter().collect();
+        CallTargets(match map.len() {
+            0 => None,
+            1 => map.0.pop().map(|one| Box::new(Targets::One(one))),
+            _ => Some(Box::new(Targets::Many(map))),
+        })
     }
 }
 
@@ -209,14 +282,14 @@ impl<K: Ord, V> VecMap<K, V> {
     {
         self.find(key).ok().map(|i| self.0.remove(i).1)
     }
-    /// Merges `other` in, key by key: `add(mine, theirs)` on the value at each of `other`'s keys,
-    /// inserted as `V::default()` under `key(theirs)` where absent. Adds in place while every key
-    /// is present (mostly all are: a context's lines are mostly in the profile it merges into);
-    /// from the first new key on, one walk over both maps (inserting entry by entry shifts the
-    /// tail once per new key).
+    /// Merges `other`'s entries (in key order, as a map's) in, key by key: `add(mine, theirs)` on
+    /// the value at each of `other`'s keys, inserted as `V::default()` under `key(theirs)` where
+    /// absent. Adds in place while every key is present (mostly all are: a context's lines are
+    /// mostly in the profile it merges into); from the first new key on, one walk over both maps
+    /// (inserting entry by entry shifts the tail once per new key).
     pub fn merge_from<W>(
         &mut self,
-        other: &VecMap<K, W>,
+        other: &[(K, W)],
         key: impl Fn(&K) -> K,
         mut add: impl FnMut(&mut V, &W),
     ) where
@@ -224,14 +297,14 @@ impl<K: Ord, V> VecMap<K, V> {
     {
         // Mostly both hold the same keys: add pairwise while they match, one compare an entry.
         let mut i = 0;
-        for ((m, v), (k, w)) in self.0.iter_mut().zip(&other.0) {
+        for ((m, v), (k, w)) in self.0.iter_mut().zip(other) {
             if *m != *k {
                 break;
             }
             add(v, w);
             i += 1;
         }
-        let mut rest = other.0[i..].iter();
+        let mut rest = other[i..].iter();
         let first_new = 'keys: loop {
             let Some(e) = rest.next() else { return };
             let (k, w) = e;
@@ -648,7 +721,7 @@ impl FunctionSamples {
     /// Adds `other`'s body counts and call targets into `self`'s.
     pub fn merge_body(&mut self, other: &FunctionSamples) {
         self.body.merge_from(
-            &other.body,
+            &other.body.0,
             |loc| *loc,
             |to, from| {
                 to.count = to.count.saturating_add(from.count);
@@ -753,6 +826,43 @@ mod tests {
         assert!(std::iter::empty().collect::<CallTargets>().is_empty());
     }
 
+    /// One target is held apart from a map's vector: the forms are equal when their entries
+    /// are, and inserts, merges and removals across them give what a map's would.
+    #[test]
+    fn call_targets_of_one_and_of_a_map_agree() {
+        let of =
+            |e: &[(&str, u64)]| -> CallTargets { e.iter().map(|&(k, n)| (k.into(), n)).collect() };
+        let entries = |t: &CallTargets| -> Vec<(String, u64)> {
+            t.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+        };
+        let mut map = of(&[("f", 1), ("g", 2)]);
+        assert_eq!(map.remove("g"), Some(2));
+        assert_eq!((&map, map.len(), map.get("f")), (&of(&[("f", 1)]), 1, Some(&1)));
+        let mut one = of(&[("f", 1)]);
+        for (theirs, want) in [
+            (of(&[("f", 2)]), vec![("f", 3)]),
+            (map.clone(), vec![("f", 4)]),
+            (of(&[("a", 5)]), vec![("a", 5), ("f", 4)]),
+            (of(&[("a", 1), ("z", 1)]), vec![("a", 6), ("f", 4), ("z", 1)]),
+        ] {
+            one.merge(&theirs);
+            let want: Vec<(String, u64)> = want.iter().map(|&(k, n)| (k.into(), n)).collect();
+            assert_eq!(entries(&one), want);
+        }
+        map.merge(&of(&[("f", u64::MAX)]));
+        assert_eq!(map["f"], u64::MAX);
+        let mut fresh = CallTargets::default();
+        fresh.merge(&of(&[("b", 1)]));
+        *fresh.get_or_insert(&"b".into()) += 1;
+        *fresh.get_or_insert(&"a".into()) += 1;
+        assert_eq!(entries(&fresh), [("a".to_string(), 1), ("b".to_string(), 2)]);
+        assert_eq!(
+            (map.remove("x"), map.remove("f"), map.is_empty()),
+            (None, Some(u64::MAX), true)
+        );
+        assert_eq!((one.remove("x"), of(&[("f", 1)]).remove("f")), (None, Some(1)));
+    }
+
     /// A merge adds at shared keys and inserts the others in key order, whether or not any key
     /// is new; its result is what adding entry by entry gives.
     #[test]
@@ -760,12 +870,12 @@ mod tests {
         let map = |e: &[(u32, u64)]| -> VecMap<u32, u64> { e.iter().copied().collect() };
         let entries = |m: &VecMap<u32, u64>| m.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>();
         let mut m = map(&[(2, 1), (5, 1), (9, 1)]);
-        m.merge_from(&map(&[(2, 3), (9, 4)]), |k| *k, |v, w| *v += w);
+        m.merge_from(&map(&[(2, 3), (9, 4)]).0, |k| *k, |v, w| *v += w);
         assert_eq!(entries(&m), [(2, 4), (5, 1), (9, 5)]);
-        m.merge_from(&map(&[(1, 1), (5, 2), (7, 3), (12, 6)]), |k| *k, |v, w| *v += w);
+        m.merge_from(&map(&[(1, 1), (5, 2), (7, 3), (12, 6)]).0, |k| *k, |v, w| *v += w);
         assert_eq!(entries(&m), [(1, 1), (2, 4), (5, 3), (7, 3), (9, 5), (12, 6)]);
         let mut empty = VecMap::default();
-        empty.merge_from(&m, |k| *k, |v: &mut u64, w| *v += w);
+        empty.merge_from(&m.0, |k| *k, |v: &mut u64, w| *v += w);
         assert_eq!(entries(&empty), entries(&m));
         // New keys first, after present ones, last, or none, against a B-tree.
         let mut big = map(&(0..300).map(|k| (k * 3, 1)).collect::<Vec<_>>());
@@ -773,7 +883,7 @@ mod tests {
             big.iter().map(|(k, v)| (*k, *v)).collect();
         for keys in [vec![0, 1, 2, 3, 897], vec![6, 7, 500, 501, 502, 901], vec![3, 96, 384, 897]] {
             let other = map(&keys.iter().map(|&k| (k, u64::from(k) + 1)).collect::<Vec<_>>());
-            big.merge_from(&other, |k| *k, |v, w| *v += w);
+            big.merge_from(&other.0, |k| *k, |v, w| *v += w);
             for k in keys {
                 *model.entry(k).or_default() += u64::from(k) + 1;
             }
