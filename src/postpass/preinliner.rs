@@ -65,11 +65,11 @@ pub(crate) fn call_graph<'a>(
         .with_min_len(4096)
         .map(|n| {
             let node = trie.node(n);
-            let Some(caller) = node.parent.filter(|&p| p != ROOT) else {
+            let Some(caller) = node.parent().filter(|&p| p != ROOT) else {
                 return (NO_EDGE, 0);
             };
             let caller_node = trie.node(caller);
-            let weight = match (caller_node.samples, node.samples) {
+            let weight = match (caller_node.samples(), node.samples()) {
                 (Some(caller), Some(callee)) => {
                     edge_weight(profile(caller), profile(callee), node.callsite)
                 }
@@ -147,7 +147,7 @@ pub(crate) fn run_preinliner<R: Send>(
     );
     // Contexts not inlined were merged into their base profile: dropped, not moved back.
     let (kept, dropped) = trie.take_kept_profiles(|trie, node, sample| {
-        trie.node(node).parent == Some(ROOT) || trie.states[sample] & state::INLINED != 0
+        trie.node(node).parent() == Some(ROOT) || trie.states[sample] & state::INLINED != 0
     });
     inliner.stats.contexts_dropped = dropped;
     profile.kind.preinlined = true;
@@ -249,7 +249,7 @@ impl PreInliner<'_> {
                 trie.frames_leaf_first(node).map(|(func, loc)| (self.name_ids[func as usize], loc));
             u64::from(self.sizes.func_size(&mut leaf_first))
         } else {
-            trie.node(node).samples.map_or(0, |s| trie.samples[s].body.len() as u64)
+            trie.node(node).samples().map_or(0, |s| trie.samples[s].body.len() as u64)
         }
     }
 
@@ -258,7 +258,7 @@ impl PreInliner<'_> {
         let caller_node = trie.node_of(caller);
         let caller_fs = &trie.samples[caller];
         for child in trie.children(caller_node) {
-            let Some(callee) = trie.node(child).samples else {
+            let Some(callee) = trie.node(child).samples() else {
                 continue;
             };
             let callee_fs = &trie.samples[callee];

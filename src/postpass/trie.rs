@@ -36,12 +36,45 @@ const NO_NODE: NodeId = NodeId::MAX;
 /// one location.
 type ChildKey = (u64, FuncId);
 
+/// 48 bytes, not 72: the walk's steps each read a node (its children, parent and profile), a
+/// cold line or two, so the links are 32-bit ([`Link`]).
 pub(crate) struct Node {
     pub func: FuncId,
+    parent: Link,
+    samples: Link,
     pub callsite: LineLocation,
-    pub parent: Option<NodeId>,
     children: Children,
-    pub samples: Option<SampleId>,
+}
+
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Node>() == 48);
+
+impl Node {
+    pub fn parent(&self) -> Option<NodeId> {
+        self.parent.get()
+    }
+
+    /// The node's profile.
+    pub fn samples(&self) -> Option<SampleId> {
+        self.samples.get()
+    }
+}
+
+/// A node or sample id, or none. 32 bits: ids index the trie's vectors, which would need
+/// hundreds of bytes a context (its profile, its frames) times 2^32 to overflow one.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Link(u32);
+
+impl Link {
+    const NONE: Link = Link(u32::MAX);
+
+    fn new(id: Option<usize>) -> Link {
+        id.map_or(Link::NONE, |id| Link(u32::try_from(id).expect("under 2^32 trie ids")))
+    }
+
+    fn get(self) -> Option<usize> {
+        (self != Link::NONE).then_some(self.0 as usize)
+    }
 }
 
 /// A node's children, sorted by key: nodes mostly have a child or two, and a sorted vector
@@ -95,9 +128,9 @@ impl ContextTrie {
         let root = Node {
             func: 0,
             callsite: LineLocation::default(),
-            parent: None,
+            parent: Link::NONE,
+            samples: Link::NONE,
             children: Children::default(),
-            samples: None,
         };
         // Sized up front: grown by doubling, these vectors would be reallocated past the heap
         // the flat profile frees while it moves in.
@@ -144,7 +177,7 @@ impl ContextTrie {
             trie.sample_node.push(node);
             let recursive = on_path[trie.nodes[node].func as usize] > 1;
             trie.states.push(if recursive { state::RAW | state::RECURSIVE } else { state::RAW });
-            trie.nodes[node].samples = Some(id);
+            trie.nodes[node].samples = Link::new(Some(id));
         }
         trie.guids = trie.names.par_iter().map(|name| md5_guid(name)).collect();
         trie.link_children();
@@ -154,7 +187,7 @@ impl ContextTrie {
         }
         trie.func_to_profiles = per_func.into_iter().map(Vec::with_capacity).collect();
         for node in trie.bfs() {
-            if let Some(s) = trie.nodes[node].samples {
+            if let Some(s) = trie.nodes[node].samples() {
                 let func = trie.nodes[node].func as usize;
                 trie.func_to_profiles[func].push(s);
             }
@@ -170,7 +203,7 @@ impl ContextTrie {
         // Children by parent, in creation order: `start[p]..start[p + 1]` of `by_parent`.
         let mut start = vec![0usize; n + 1];
         for node in &self.nodes[1..] {
-            start[node.parent.expect("below the root") + 1] += 1;
+            start[node.parent().expect("below the root") + 1] += 1;
         }
         for p in 0..n {
             start[p + 1] += start[p];
@@ -178,7 +211,7 @@ impl ContextTrie {
         let mut next = start.clone();
         let mut by_parent = vec![ROOT; n - 1];
         for (id, node) in self.nodes.iter().enumerate().skip(1) {
-            let p = node.parent.expect("below the root");
+            let p = node.parent().expect("below the root");
             by_parent[next[p]] = id;
             next[p] += 1;
         }
@@ -354,9 +387,9 @@ impl ContextTrie {
             self.nodes.push(Node {
                 func,
                 callsite: loc,
-                parent: Some(node),
+                parent: Link::new(Some(node)),
+                samples: Link::NONE,
                 children: Children::default(),
-                samples: None,
             });
             node = id;
             path.push(node);
@@ -381,11 +414,12 @@ impl ContextTrie {
             let key = self.key(func, loc);
             self.nodes[parent].children.insert(key, child);
         }
-        self.nodes[child].parent = Some(parent);
+        self.nodes[child].parent = Link::new(Some(parent));
     }
 
     fn detach(&mut self, child: NodeId) {
-        let Some(parent) = self.nodes[child].parent.take() else { return };
+        let Some(parent) = self.nodes[child].parent() else { return };
+        self.nodes[child].parent = Link::NONE;
         let func = self.nodes[child].func;
         if parent == ROOT {
             self.top_level[func as usize] = NO_NODE;
@@ -414,7 +448,7 @@ impl ContextTrie {
         std::iter::from_fn(move || {
             let (node, loc) = next?;
             let n = &self.nodes[node];
-            next = n.parent.filter(|&p| p != ROOT).map(|p| (p, n.callsite));
+            next = n.parent().filter(|&p| p != ROOT).map(|p| (p, n.callsite));
             Some((n.func, loc))
         })
     }
@@ -439,7 +473,7 @@ impl ContextTrie {
             debug_assert!(recursive || base.is_none_or(|b| !self.is_ancestor(b, from)));
             base = Some(self.promote_merge(from, ROOT, copy));
         }
-        base.and_then(|b| self.nodes[b].samples)
+        base.and_then(|b| self.nodes[b].samples())
     }
 
     /// `promoteMergeContextSamplesTree(FromNode, ToNodeParent)`.
@@ -499,7 +533,7 @@ impl ContextTrie {
             // until the promotion that copied them ends.
             let mut queue = VecDeque::from([copy]);
             while let Some(n) = queue.pop_front() {
-                if let Some(s) = self.nodes[n].samples {
+                if let Some(s) = self.nodes[n].samples() {
                     self.sample_node[s] = n;
                 }
                 queue.extend(self.children(n));
@@ -512,17 +546,17 @@ impl ContextTrie {
         let moved = self.nodes.len();
         let children = std::mem::take(&mut self.nodes[from].children);
         for &child in children.values() {
-            self.nodes[child].parent = Some(moved);
+            self.nodes[child].parent = Link::new(Some(moved));
         }
         let samples = self.nodes[from].samples;
         self.nodes.push(Node {
             func: self.nodes[from].func,
             callsite: loc,
-            parent: None,
-            children,
+            parent: Link::NONE,
             samples,
+            children,
         });
-        if let Some(s) = samples {
+        if let Some(s) = samples.get() {
             self.sample_node[s] = moved;
         }
         self.attach(to_parent, moved);
@@ -534,7 +568,7 @@ impl ContextTrie {
     fn profiles_point_here(&self, node: NodeId) -> bool {
         let mut queue = VecDeque::from([node]);
         while let Some(n) = queue.pop_front() {
-            if self.nodes[n].samples.is_some_and(|s| self.sample_node[s] != n) {
+            if self.nodes[n].samples().is_some_and(|s| self.sample_node[s] != n) {
                 return false;
             }
             queue.extend(self.children(n));
@@ -547,9 +581,9 @@ impl ContextTrie {
         self.nodes.push(Node {
             func: self.nodes[node].func,
             callsite,
-            parent: None,
-            children: Children::with_capacity(self.nodes[node].children.len()),
+            parent: Link::NONE,
             samples: self.nodes[node].samples,
+            children: Children::with_capacity(self.nodes[node].children.len()),
         });
         let children: Vec<NodeId> = self.children(node).collect();
         for child in children {
@@ -565,7 +599,7 @@ impl ContextTrie {
             if node == ancestor {
                 return true;
             }
-            match self.nodes[node].parent {
+            match self.nodes[node].parent() {
                 Some(p) => node = p,
                 None => return false,
             }
@@ -574,7 +608,7 @@ impl ContextTrie {
 
     /// `mergeContextNode`.
     fn merge_node(&mut self, from: NodeId, to: NodeId) {
-        match (self.nodes[from].samples, self.nodes[to].samples) {
+        match (self.nodes[from].samples(), self.nodes[to].samples()) {
             (Some(f), Some(t)) => {
                 // A node sharing its profile with the target (a copy's original, in recursion)
                 // leaves it as it is.
@@ -585,7 +619,7 @@ impl ContextTrie {
                 self.states[f] |= state::MERGED;
             }
             (Some(f), None) => {
-                self.nodes[to].samples = Some(f);
+                self.nodes[to].samples = Link::new(Some(f));
                 self.sample_node[f] = to;
             }
             _ => {}
@@ -613,7 +647,7 @@ impl ContextTrie {
         // vector of their number.
         let mut kept: Vec<(NodeId, SampleId)> = Vec::new();
         for node in self.in_context_order() {
-            let Some(s) = self.nodes[node].samples else { continue };
+            let Some(s) = self.nodes[node].samples() else { continue };
             if keep(self, node, s) {
                 kept.push((node, s));
             } else {
