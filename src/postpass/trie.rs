@@ -397,21 +397,30 @@ impl ContextTrie {
         }
     }
 
-    fn child(&self, parent: NodeId, loc: LineLocation, func: FuncId) -> Option<NodeId> {
-        if parent == ROOT {
-            debug_assert_eq!(loc, LineLocation::default(), "top-level contexts have no call site");
-            return Some(self.top_level[func as usize]).filter(|&n| n != NO_NODE);
-        }
-        self.nodes[parent].children.get(&self.key(func, loc)).copied()
+    /// The key of a top-level context of `func`: the root's children are kept by function, so
+    /// its hash is never read (and not computed).
+    fn top_key(func: FuncId) -> ChildKey {
+        (0, func)
     }
 
-    fn attach(&mut self, parent: NodeId, child: NodeId) {
+    /// The child of `parent` under `key` (its function's and call site's: callers pass the key
+    /// they have, so that the walk does not hash every moved node again).
+    fn child(&self, parent: NodeId, key: ChildKey) -> Option<NodeId> {
+        if parent == ROOT {
+            return Some(self.top_level[key.1 as usize]).filter(|&n| n != NO_NODE);
+        }
+        self.nodes[parent].children.get(&key).copied()
+    }
+
+    /// Makes `child` the child of `parent` under `key`, its function's and call site's.
+    fn attach(&mut self, parent: NodeId, child: NodeId, key: ChildKey) {
         let (func, loc) = (self.nodes[child].func, self.nodes[child].callsite);
+        debug_assert_eq!(key.1, func, "the child's key");
         if parent == ROOT {
             debug_assert_eq!(loc, LineLocation::default(), "top-level contexts have no call site");
             self.top_level[func as usize] = child;
         } else {
-            let key = self.key(func, loc);
+            debug_assert_eq!(key, self.key(func, loc), "the child's key");
             self.nodes[parent].children.insert(key, child);
         }
         self.nodes[child].parent = Link::new(Some(parent));
@@ -456,7 +465,7 @@ impl ContextTrie {
     /// `getBaseSamplesFor(Name, MergeContext=true)`: promotes every context profile of `name`
     /// that is neither inlined nor already merged to the top level, merging them there.
     pub fn base_samples_for(&mut self, func: FuncId) -> Option<SampleId> {
-        let mut base = self.child(ROOT, LineLocation::default(), func);
+        let mut base = self.child(ROOT, Self::top_key(func));
         for i in 0..self.func_to_profiles[func as usize].len() {
             let s = self.func_to_profiles[func as usize][i];
             if self.states[s] & (state::INLINED | state::MERGED) != 0 {
@@ -471,7 +480,7 @@ impl ContextTrie {
             let recursive = self.states[s] & state::RECURSIVE != 0;
             let copy = base.is_some_and(|b| recursive && self.is_ancestor(b, from));
             debug_assert!(recursive || base.is_none_or(|b| !self.is_ancestor(b, from)));
-            base = Some(self.promote_merge(from, ROOT, copy));
+            base = Some(self.promote_merge(from, ROOT, Self::top_key(func), copy));
         }
         base.and_then(|b| self.nodes[b].samples())
     }
@@ -490,13 +499,21 @@ impl ContextTrie {
     /// Copying matters only when the destination lies in the subtree being promoted; otherwise
     /// (`copy` false) the originals are never reached again (detached from the root, or in a
     /// child map cleared before anything looks there), so subtrees are moved instead.
-    fn promote_merge(&mut self, from: NodeId, to_parent: NodeId, copy: bool) -> NodeId {
+    ///
+    /// `key` is `from`'s key under `to_parent`: its key in its own parent's children, or
+    /// [`ContextTrie::top_key`] at the root.
+    fn promote_merge(
+        &mut self,
+        from: NodeId,
+        to_parent: NodeId,
+        key: ChildKey,
+        copy: bool,
+    ) -> NodeId {
         let move_to_root = to_parent == ROOT;
         let new_loc =
             if move_to_root { LineLocation::default() } else { self.nodes[from].callsite };
-        let func = self.nodes[from].func;
-        let to = match self.child(to_parent, new_loc, func) {
-            None => self.move_subtree(from, to_parent, new_loc, copy),
+        let to = match self.child(to_parent, key) {
+            None => self.move_subtree(from, to_parent, new_loc, key, copy),
             Some(to) => {
                 self.merge_node(from, to);
                 let mut cursor: Option<ChildKey> = None;
@@ -504,7 +521,7 @@ impl ContextTrie {
                     self.nodes[from].children.first_after(cursor.as_ref())
                 {
                     cursor = Some(key);
-                    self.promote_merge(child, to, copy);
+                    self.promote_merge(child, to, key, copy);
                 }
                 self.nodes[from].children = Children::default();
                 to
@@ -524,11 +541,12 @@ impl ContextTrie {
         from: NodeId,
         to_parent: NodeId,
         loc: LineLocation,
+        key: ChildKey,
         copy: bool,
     ) -> NodeId {
         if copy {
             let copy = self.copy_subtree(from, loc);
-            self.attach(to_parent, copy);
+            self.attach(to_parent, copy, key);
             // Every profile of the subtree is now the copy's: the originals stay reachable
             // until the promotion that copied them ends.
             let mut queue = VecDeque::from([copy]);
@@ -559,7 +577,7 @@ impl ContextTrie {
         if let Some(s) = samples.get() {
             self.sample_node[s] = moved;
         }
-        self.attach(to_parent, moved);
+        self.attach(to_parent, moved, key);
         debug_assert!(self.profiles_point_here(moved), "a moved profile's node is its own");
         moved
     }
@@ -585,10 +603,11 @@ impl ContextTrie {
             samples: self.nodes[node].samples,
             children: Children::with_capacity(self.nodes[node].children.len()),
         });
-        let children: Vec<NodeId> = self.children(node).collect();
-        for child in children {
+        let children: Vec<(ChildKey, NodeId)> =
+            self.nodes[node].children.iter().map(|(&key, &child)| (key, child)).collect();
+        for (key, child) in children {
             let child_copy = self.copy_subtree(child, self.nodes[child].callsite);
-            self.attach(copy, child_copy);
+            self.attach(copy, child_copy, key);
         }
         copy
     }
