@@ -471,16 +471,12 @@ impl Batch {
         between: impl Fn(&mut Aggregator<'_>),
     ) {
         if let Some(bodies) = bodies.as_mut().filter(|_| !self.placed.is_empty()) {
-            for i in range {
+            let place =
+                |h: &PlacedHead| PlacedSample { record: h.record, attr: h.attr, len: h.len };
+            bodies.read_placed(&self.placed[range], place, |s| {
                 between(agg);
-                if let Some(n) = self.placed.get(i + 1) {
-                    bodies.prefetch_record(n.record, n.len.into());
-                }
-                let h = self.placed[i];
-                if let Some(s) = bodies.sample(h.record, h.attr.into(), h.len.into()) {
-                    agg.add(map, &s);
-                }
-            }
+                agg.add(map, s);
+            });
             return;
         }
         let (c, b) = at;

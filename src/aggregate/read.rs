@@ -30,6 +30,7 @@ use crate::progress::{Phase, Reporter};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::Relaxed;
 
 /// Where samples come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -455,6 +456,10 @@ struct EventFront<'c, N> {
     /// of the map (see [`AddressMapper::defer_events`]): with many processes, mapping was a
     /// fifth of the reading thread's work.
     defer_when_in_binary: bool,
+    /// At one thread, the flag that has the decode hand samples out by place alone, set once a
+    /// sample lands in the binary: from then on `handle` only adds a sample that names its
+    /// process (as a placed one does), under the map as it stands.
+    place_when_in_binary: Option<Arc<AtomicBool>>,
     traces: Option<TraceCollector<'c>>,
 }
 
@@ -507,7 +512,7 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
             }
             PerfEvent::Exit { .. } => {}
             PerfEvent::Comm { .. } => {}
-            // Only decoded for `aggregate_events`'s workers, which take them before this.
+            // Only decoded when `aggregate_events` asks, which takes them before this.
             PerfEvent::Placed(_) => unreachable!("a placed sample outside parallel reading"),
             PerfEvent::Sample(s) => {
                 if opts.pid.is_some_and(|p| s.pid.is_some_and(|sp| sp != p)) {
@@ -543,6 +548,9 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
                 if landed && self.defer_when_in_binary {
                     self.mapper.defer_events();
                 }
+                if let Some(placing) = self.place_when_in_binary.as_ref().filter(|_| landed) {
+                    placing.store(true, Relaxed);
+                }
             }
         }
     }
@@ -550,10 +558,10 @@ impl<N: Fn(usize) -> Option<String>> EventFront<'_, N> {
 
 /// How `read` is to deliver samples: whole, or (when the workers can decode them from the
 /// mapped input) by position, telling [`NeededInput`] how far it has read (the threads that
-/// aggregate the batches drop the pages no sample needs any more).
-/// With the flag that has it hand samples out by place alone
-/// ([`BatchSender::placing`]).
-type Deferral<'n> = Option<(&'n NeededInput, Option<Arc<AtomicBool>>)>;
+/// aggregate the batches drop the pages no sample needs any more); and the flag that has it
+/// hand samples out by place alone once set ([`BatchSender::placing`], or at one thread
+/// [`EventFront::place_when_in_binary`]).
+type Deferral<'n> = (Option<&'n NeededInput>, Option<Arc<AtomicBool>>);
 
 /// Feeds one input's events through a fresh mapper into aggregation: on this thread with one
 /// worker, else on `workers` threads fed in batches; with `by_position`, the workers decode the
@@ -593,20 +601,34 @@ fn aggregate_events(
         filtered: SampleStats::default(),
         ip_in_binary: false,
         defer_when_in_binary: false,
+        place_when_in_binary: None,
         traces: functions
             .zip(opts.temporal_traces)
             .map(|(table, max_length)| TraceCollector::new(table, max_length)),
     };
+    // Samples are read in place (by the workers, or by place at one thread) unless the temporal
+    // traces need them whole here; by place alone only when no filter reads their fields here.
+    let by_position = by_position.filter(|_| front.traces.is_none());
+    let unfiltered = opts.pid.is_none() && opts.perf_events.is_empty();
     let (reader_warnings, samples, mut stats) = if workers <= 1 {
         let mut agg = Aggregator::new(binary, opts.sample);
+        let mut bodies = by_position.filter(|_| unfiltered).map(|(bodies, _)| bodies);
+        front.place_when_in_binary = bodies.as_ref().map(|_| Arc::default());
+        let placing = front.place_when_in_binary.clone();
         let r = read(
             &mut |ev| {
+                // Read as the workers read them: what `handle` would do is only `add`.
+                if let (PerfEvent::Placed(run), Some(bodies)) = (&ev, bodies.as_mut()) {
+                    let map = front.mapper.map();
+                    bodies.read_placed(run, |p| *p, |s| agg.add(map, s));
+                    return;
+                }
                 if front.may_change_map(&ev) {
                     agg.flush(front.mapper.map());
                 }
                 front.handle(ev, &mut |mapper, s| agg.add(mapper.map(), s))
             },
-            None,
+            (None, placing),
         );
         agg.flush(front.mapper.map());
         let (samples, stats) = agg.finish();
@@ -616,15 +638,15 @@ fn aggregate_events(
         front.defer_when_in_binary =
             front.traces.is_none() && !opts.show_mmap_events && !perf_script;
         let initial = front.mapper.replica();
-        let by_position = by_position.filter(|_| front.traces.is_none());
         let by_position = by_position.as_ref().map(|(bodies, pages)| (bodies, *pages));
         let parallel =
             aggregate_in_parallel(binary, opts.sample, workers, &initial, by_position, |sender| {
                 let needed = sender.needed();
-                // A filter reads the sample's fields on this thread.
-                let unfiltered = opts.pid.is_none() && opts.perf_events.is_empty();
                 let placing = unfiltered.then(|| sender.placing());
-                let deferral = by_position.is_some().then_some((&*needed, placing));
+                let deferral = match by_position {
+                    Some(_) => (Some(&*needed), placing),
+                    None => (None, None),
+                };
                 let r = read(
                     &mut |ev| {
                         // Read by the workers alone: what `handle` would do is only `add`.
@@ -1084,7 +1106,7 @@ fn read_perf_data_file(
         bodies.map(|bodies| (bodies, &pages)),
         |on_event, deferral| {
             let progress = opts.reporter.input(&path.display().to_string(), Some(map.len() as u64));
-            let needed = deferral.as_ref().map(|(needed, _)| *needed);
+            let (needed, placing) = deferral;
             let consumed = |upto: usize, read: usize| {
                 match needed {
                     // Records handed out by position are read again by the workers.
@@ -1093,14 +1115,14 @@ fn read_perf_data_file(
                 }
                 progress.consumed(upto as u64);
             };
-            Ok(finish(match deferral {
-                Some((_, placing)) => data.decode_in_time_order_deferred(
+            Ok(finish(match needed {
+                Some(_) => data.decode_in_time_order_deferred(
                     on_event,
                     consumed,
                     placing,
                     ahead.as_deref(),
                 )?,
-                None => data.decode_in_time_order_releasing(on_event, consumed)?,
+                None => data.decode_in_time_order_releasing(on_event, consumed, placing)?,
             }))
         },
         |i| event_names.get(i).cloned(),

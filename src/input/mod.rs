@@ -291,14 +291,14 @@ pub enum PerfEvent<'a> {
         tid: i32,
     },
     Sample(Sample<'a>),
-    /// A run of consecutive samples handed out by their place alone (only a deferred decode that
-    /// was asked to gives these: [`perf_data::PerfData::decode_in_time_order_deferred`]).
+    /// A run of consecutive samples handed out by their place alone (only a decode that was asked
+    /// to gives these: [`perf_data::PerfData::decode_in_time_order_releasing`] and `_deferred`).
     Placed(&'a [PlacedSample]),
 }
 
 /// A sample handed out by its place alone: the decoder checked that the fields of attr `attr`
 /// fill the `len`-byte record at input position `record` exactly and name its thread, and read
-/// nothing else; a worker reads it whole ([`perf_data::SampleBodies::sample`]).
+/// nothing else; its reader reads it whole ([`perf_data::SampleBodies::read_placed`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlacedSample {
     pub record: usize,

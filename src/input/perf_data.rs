@@ -63,7 +63,8 @@ use decode::{Decoder, Sink, malformed};
 use crate::addr::{FileOffset, RuntimeAddr};
 use crate::error::Error;
 use crate::input::{
-    BranchStack, CallChain, Deferred, InputFile, InputInfo, PerfEvent, RawWord, Sample,
+    BranchStack, CallChain, Deferred, InputFile, InputInfo, PerfEvent, PlacedSample, RawWord,
+    Sample,
 };
 const PIPE_HEADER_SIZE: u64 = 16;
 /// How often (in input bytes) [`PerfData::decode_in_time_order_releasing`] reports progress:
@@ -521,12 +522,17 @@ impl<'a> PerfData<'a> {
     /// before `read` have been read. `on_event` is taken as the decoder's own `&mut dyn` (a caller
     /// holding one passes it on, rather than through a second indirect call that copies every
     /// event).
+    /// Once `placing` (if given) is set, the samples whose fields fill their record and name its
+    /// thread come in runs as [`PerfEvent::Placed`], only checked that far, for
+    /// [`SampleBodies::read_placed`] to read whole.
     pub fn decode_in_time_order_releasing(
         &self,
         on_event: &mut dyn FnMut(PerfEvent<'_>),
         mut on_consumed: impl FnMut(usize, usize),
+        placing: Option<Arc<AtomicBool>>,
     ) -> Result<ReadReport, Error> {
-        self.decode_range(self.data_range(), true, on_event, &mut on_consumed)
+        let decoder = self.placing_decoder(placing);
+        self.decode_with(decoder, self.data_range(), true, on_event, &mut on_consumed)
     }
 
     /// [`decode_in_time_order_releasing`](Self::decode_in_time_order_releasing), deferring sample
@@ -543,16 +549,22 @@ impl<'a> PerfData<'a> {
         placing: Option<Arc<AtomicBool>>,
         ahead: Option<&WalkAhead<'_>>,
     ) -> Result<ReadReport, Error> {
-        let mut decoder = self.template.fork();
+        let mut decoder = self.placing_decoder(placing);
         decoder.defer_bodies = !self.is_pipe();
-        decoder.placing = placing;
-        decoder.placeable_attrs = decoder.layouts().len();
         let (range, sink) = (self.data_range(), on_event);
         let report = self.decode_walking(decoder, range, true, sink, &mut on_consumed, ahead);
         if let Some(ahead) = ahead {
             ahead.stop();
         }
         report
+    }
+
+    /// A decoder that hands samples out by place once `placing` (if given) is set.
+    fn placing_decoder(&self, placing: Option<Arc<AtomicBool>>) -> Decoder<'a> {
+        let mut decoder = self.template.fork();
+        decoder.placing = placing;
+        decoder.placeable_attrs = decoder.layouts().len();
+        decoder
     }
 
     /// A decoder of the sample records that a deferred decode hands out by position; `None` in
@@ -807,8 +819,8 @@ impl<'a> SampleBodies<'a> {
 
     /// The sample of a [`PerfEvent::Placed`] (its `record`, `attr` and `len`), read by the
     /// attr's layout: the reading thread checked that its fields fill the record, so it is
-    /// read without checking them again. Inlined in the workers' loop: called, its frame and
-    /// the returned Option<Sample> cost ~20 instructions a sample.
+    /// read without checking them again. Inlined in [`read_placed`](Self::read_placed):
+    /// called, its frame and the returned Option<Sample> cost ~20 instructions a sample.
     #[inline(always)]
     pub fn sample(&mut self, record: usize, attr: usize, len: usize) -> Option<Sample<'_>> {
         let layout = self.layouts.get(attr)?.as_ref()?;
@@ -831,6 +843,28 @@ impl<'a> SampleBodies<'a> {
             has_callchain: layout.callchain,
             record: None,
         })
+    }
+
+    /// Reads the samples of a run handed out by place ([`PerfEvent::Placed`], or a batch's:
+    /// `place` gives each one's) in order, each as [`sample`](Self::sample) does, and gives them
+    /// to `add`, asking for the next one's record ahead: the loop of the workers and of a
+    /// one-thread read alike.
+    #[inline(always)]
+    pub fn read_placed<P>(
+        &mut self,
+        run: &[P],
+        place: impl Fn(&P) -> PlacedSample,
+        mut add: impl FnMut(&Sample<'_>),
+    ) {
+        for (i, p) in run.iter().enumerate() {
+            if let Some(n) = run.get(i + 1).map(&place) {
+                self.prefetch_record(n.record, n.len.into());
+            }
+            let p = place(p);
+            if let Some(s) = self.sample(p.record, p.attr.into(), p.len.into()) {
+                add(&s);
+            }
+        }
     }
 
     /// The pid, start, length and file offset of the mmap event whose record lies at `record`

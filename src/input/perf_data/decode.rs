@@ -95,9 +95,8 @@ pub(super) struct Decoder<'p> {
     /// and branch stack (checked, not copied) and with [`Sample::record`] set, for a worker to
     /// decode in place ([`super::SampleBodies`]).
     pub(super) defer_bodies: bool,
-    /// Once set, deferred samples whose fields [fill their record](SampleLayout::fills) are
-    /// delivered as [`PerfEvent::Placed`], read no further (only set with `defer_bodies` and
-    /// without `skip_samples`).
+    /// Once set, samples in the input whose fields [fill their record](SampleLayout::fills) are
+    /// delivered as [`PerfEvent::Placed`], read no further (only set without `skip_samples`).
     pub(super) placing: Option<Arc<AtomicBool>>,
     /// How many of the attrs a placed sample may have: the header's, the only ones the workers'
     /// [`super::SampleBodies`] know (an attr record in the data section adds others).

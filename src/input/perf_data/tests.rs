@@ -535,15 +535,15 @@ fn deferred_samples_decode_in_place_to_the_whole_samples() {
     }
 }
 
-/// Once its flag is set, a deferred decode hands out by place alone the samples whose fields fill
-/// their record and name the thread; reading them there gives the whole samples, in the same
-/// order among the other events (consecutive ones as one run), with the same counts. A sample
-/// with a word after its fields still comes decoded (and counted as such), as do those before
-/// the flag and those without a TID field.
+/// Once its flag is set, a decode (deferred, as at two threads, or not, as at one) hands out by
+/// place alone the samples whose fields fill their record and name the thread; reading them
+/// there gives the whole samples, in the same order among the other events (consecutive ones as
+/// one run), with the same counts. A sample with a word after its fields still comes decoded
+/// (and counted as such), as do those before the flag and those without a TID field.
 #[test]
 fn placed_samples_read_from_their_place_to_the_whole_samples() {
     let user = -512i64 as u64;
-    let events = |with_tid: bool| {
+    let events = |with_tid: bool, deferred: bool| {
         let tid = if with_tid { SAMPLE_TID } else { 0 };
         let st = SAMPLE_IP | tid | SAMPLE_TIME | SAMPLE_PERIOD | SAMPLE_CALLCHAIN;
         let st = st | SAMPLE_BRANCH_STACK;
@@ -592,43 +592,49 @@ fn placed_samples_read_from_their_place_to_the_whole_samples() {
         let mut bodies = data.sample_bodies().unwrap();
         let placing = Arc::new(AtomicBool::new(false));
         let (mut kinds, mut in_place) = (Vec::new(), Vec::new());
-        let deferred = data
-            .decode_in_time_order_deferred(
-                &mut |e| match e {
-                    PerfEvent::Placed(run) => {
-                        for p in run {
-                            let s = bodies.sample(p.record, p.attr.into(), p.len.into()).unwrap();
-                            in_place.push(describe(&s));
-                        }
-                        kinds.push(if run.len() == 1 { "placed" } else { "placed run" });
-                    }
-                    PerfEvent::Sample(s) => {
-                        let d = s.record.expect("a sample with its stacks in place");
+        let mut on_event = |e: PerfEvent<'_>| match e {
+            PerfEvent::Placed(run) => {
+                bodies.read_placed(run, |p| *p, |s| in_place.push(describe(s)));
+                kinds.push(if run.len() == 1 { "placed" } else { "placed run" });
+            }
+            PerfEvent::Sample(s) => {
+                let s = match s.record {
+                    Some(d) => {
+                        assert!(deferred);
                         let (callchain, branches) = bodies.stacks(&d);
-                        let s = Sample { callchain, branches, record: None, ..s };
-                        in_place.push(describe(&s));
-                        kinds.push("sample");
-                        placing.store(true, Relaxed);
+                        Sample { callchain, branches, record: None, ..s }
                     }
-                    PerfEvent::Mmap(_) => {
-                        in_place.push("mmap".to_string());
-                        kinds.push("mmap");
-                    }
-                    _ => {}
-                },
-                |_, _| {},
-                Some(placing.clone()),
-                None,
-            )
-            .unwrap();
+                    None => s,
+                };
+                in_place.push(describe(&s));
+                kinds.push("sample");
+                placing.store(true, Relaxed);
+            }
+            PerfEvent::Mmap(_) => {
+                in_place.push("mmap".to_string());
+                kinds.push("mmap");
+            }
+            _ => {}
+        };
+        let flag = Some(placing.clone());
+        let placed = if deferred {
+            data.decode_in_time_order_deferred(&mut on_event, |_, _| {}, flag, None)
+        } else {
+            data.decode_in_time_order_releasing(&mut on_event, |_, _| {}, flag)
+        };
+        let placed = placed.unwrap();
         assert_eq!(in_place, whole);
         let counts = |r: &ReadReport| (r.records, r.samples, r.samples_with_unknown_tail);
-        assert_eq!(counts(&deferred), counts(&report));
+        assert_eq!(counts(&placed), counts(&report));
         assert_eq!(counts(&report), (9, 5, 1));
         kinds
     };
-    assert_eq!(events(true), ["sample", "mmap", "placed", "sample", "placed run"]);
-    assert_eq!(events(false), ["sample", "mmap", "sample", "sample", "sample", "sample"]);
+    for deferred in [true, false] {
+        let kinds = ["sample", "mmap", "placed", "sample", "placed run"];
+        assert_eq!(events(true, deferred), kinds);
+        let kinds = ["sample", "mmap", "sample", "sample", "sample", "sample"];
+        assert_eq!(events(false, deferred), kinds);
+    }
 }
 
 /// A round-less file of `times.len()` samples of ~64 KiB each (SAMPLE_RAW padding), in file order.
@@ -655,6 +661,7 @@ fn ips_and_release(bytes: &[u8]) -> (Vec<u64>, usize, ReadReport) {
                 }
             },
             |upto, _| released = released.max(upto),
+            None,
         )
         .unwrap();
     (ips, released, report)
