@@ -884,18 +884,10 @@ impl BatchSender<'_, '_> {
     /// [`Batch::aggregate_into`]). They go at once if the channel has room, else before the next
     /// batch (see [`flush`](Self::flush)). The batch being filled has no change yet, so
     /// `log_end` and `map` are the state of the map they were read under; so are they for held
-    /// samples not sent yet (a batch with changes sends them first). While the last ones wait
-    /// to be taken (the workers have work enough), it holds on to the next ones, up to twice
-    /// its limit, rather than reduce the waiting ones itself: a stack both it and a worker
-    /// held was reduced by each (sqlite-cs: 62M instructions of this thread's, three times).
-    /// Not once the input's end nears: what it holds then, it reduces alone in `finish`.
+    /// samples not sent yet (a batch with changes sends them first).
     fn hand_off(&mut self, map: &AddressMap) {
-        let agg = &self.worker.agg;
-        if self.handoff.is_some() && !agg.held_past_twice_limit() && !self.needed.ending() {
-            return;
-        }
         let Some(held) = self.worker.agg.take_held() else { return };
-        // Still not taken: reduced here.
+        // The workers have not taken the last ones yet: they have work enough.
         if let Some(earlier) = self.handoff.take().and_then(|b| b.held) {
             self.worker.agg.reduce_held(map, &earlier);
         }

@@ -1244,8 +1244,7 @@ impl Pending {
     /// crosses it (32 LBR entries take 64 words, a call stack of perf's default 127 frames as
     /// many), or when handing off, by the rest of the batch that crossed it (the reading
     /// thread's batches mostly span at most 1 MiB of records, and a sample's words take fewer
-    /// bytes than its record), past as many again as the limit (see
-    /// [`Aggregator::held_past_twice_limit`]).
+    /// bytes than its record).
     const SAMPLE_ROOM: usize = 1 << 10;
     const HAND_OFF_ROOM: usize = (1 << 20) / size_of::<RawWord>();
 
@@ -1627,7 +1626,7 @@ impl<'b> Aggregator<'b> {
     pub fn handing_off_held(mut self) -> Self {
         self.pending.limit = Pending::MAX_WORDS / 8;
         self.pending.taken = true;
-        self.pending.room = self.pending.limit + Pending::HAND_OFF_ROOM;
+        self.pending.room = Pending::HAND_OFF_ROOM;
         self
     }
 
@@ -1655,14 +1654,6 @@ impl<'b> Aggregator<'b> {
     pub fn reducing_held(&mut self) {
         self.pending.taken = false;
         self.hold_less();
-    }
-
-    /// Whether the held samples are past twice the limit: a thread handing them off holds on to
-    /// them up to this while its earlier ones wait to be taken (see [`handing_off_held`]).
-    ///
-    /// [`handing_off_held`]: Self::handing_off_held
-    pub fn held_past_twice_limit(&self) -> bool {
-        self.pending.words.len() > 2 * self.pending.limit
     }
 
     /// The held samples, once past the limit, for another aggregator to reduce
