@@ -38,21 +38,22 @@
 //! ends once its records span [`BATCH_SPAN`] bytes of input, and a batch a worker is slow on (one
 //! that reduces its held samples) keeps its own span mapped, not all the input read after it.
 //! A worker without a batch maps the input the reading thread is about to read, a few MiB ahead
-//! ([`NeededInput::populate_ahead`]): the kernel's part of the reading thread's work. Before its
-//! first batch it walks the records past the first reorder window's half instead
-//! ([`SampleBodies::walk_ahead`]): a file without rounds sends none for its first 32 MiB.
+//! ([`NeededInput::populate_ahead`]): the kernel's part of the reading thread's work. In a file
+//! without rounds it also walks the records there ([`SampleBodies::walk_ahead`]): the reading
+//! thread sends none while it queues a reorder window's half (16 MiB), and before the first batch
+//! (32 MiB) the worker walks past the window's half first.
 
 use super::samples::{AggregatedSamples, Aggregator, HeldSamples, SampleOptions, SampleStats};
 use crate::addr::RuntimeAddr;
 use crate::binary::Binary;
-use crate::input::perf_data::{PageReleaser, SampleBodies};
+use crate::input::perf_data::{PageReleaser, SampleBodies, WalkAhead};
 use crate::input::{BranchStack, CallChain, Deferred, PlacedSample, RawBranch, RawWord, Sample};
 use crate::mapping::{AddressMap, AddressMapper, MapStep};
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::atomic::{AtomicBool, AtomicUsize};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 
 /// Samples per batch: large enough to make channel traffic negligible.
@@ -201,8 +202,8 @@ pub struct NeededInput {
     populated: AtomicUsize,
     /// The length of the input (0: not known).
     len: usize,
-    /// A batch has been sent: a worker walking the input ahead of the reading thread
-    /// ([`SampleBodies::walk_ahead`]) stops to take it.
+    /// A batch has been sent: a worker walks the input ahead of the reading thread
+    /// ([`SampleBodies::walk_ahead`]) only as far as it is mapped from then on.
     batched: AtomicBool,
 }
 
@@ -224,6 +225,9 @@ const DROP_STEP: usize = 1 << 20;
 const POPULATE_AHEAD: usize = 8 << 20;
 /// Input an idle worker maps at a time before it looks for a batch again.
 const POPULATE_STEP: usize = 1 << 20;
+/// How long a worker with nothing to do waits for a batch before it looks at the input again
+/// while the walk ahead is on (the reading thread reads ~1 MiB meanwhile).
+const WALK_POLL: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// Input read since pages were last dropped past which the reading thread drops them itself:
 /// inputs with few samples finish few batches.
@@ -296,6 +300,17 @@ impl NeededInput {
             pages.populate(from..end);
         }
         true
+    }
+
+    /// Walks a chunk of the records ahead of the reading thread ([`WalkAhead::walk`]): before
+    /// the first batch as far as the walk goes, then only within the input mapped ahead of it
+    /// (the walk faults in no page of its own: the peak RSS stays). Returns whether it walked.
+    fn walk_ahead(&self, walk: &WalkAhead<'_>) -> bool {
+        let until = match self.batched.load(Relaxed) {
+            true => self.populated.load(Relaxed),
+            false => usize::MAX,
+        };
+        walk.walk(self.read.load(Relaxed), until)
     }
 
     fn set_open(&self, span: &Range<usize>) {
@@ -1068,20 +1083,29 @@ fn work(
     // A poisoned lock means another worker panicked; the scope re-raises that panic.
     let next = || rx.lock().ok()?.as_ref()?.recv().ok();
     let ready = || rx.lock().ok()?.as_ref()?.try_recv().ok();
+    let next_within = |wait| match rx.lock().as_deref() {
+        Ok(Some(rx)) => rx.recv_timeout(wait),
+        _ => Err(RecvTimeoutError::Disconnected),
+    };
     let mut ending = false;
-    let mut walk = w.bodies.as_ref().and_then(|b| b.walk_ahead().cloned());
+    let walk = w.bodies.as_ref().and_then(|b| b.walk_ahead().cloned());
+    let walk = walk.as_deref();
+    let first = || !needed.batched.load(Relaxed);
     loop {
         let batch = match ready() {
             Some(batch) => batch,
-            // No batch yet: walk the records ahead of the reading thread (a file without rounds
-            // sends none for its first 32 MiB), or map input ahead of it, meanwhile.
-            None if walk.is_some() => {
-                if let Some(walk) = walk.take() {
-                    walk.walk(|| !needed.batched.load(Relaxed));
-                }
-                continue;
-            }
+            // No batch: walk the records ahead of the reading thread (a file without rounds
+            // sends none for its first 32 MiB, nor while it queues a window's half anew), and map
+            // the input ahead of it, meanwhile; before the first batch, the walk first.
+            None if walk.is_some_and(|walk| first() && needed.walk_ahead(walk)) => continue,
             None if pages.is_some_and(|p| needed.populate_ahead(p)) => continue,
+            None if walk.is_some_and(|walk| needed.walk_ahead(walk)) => continue,
+            // The reading thread moves on meanwhile: look again soon while the walk is on.
+            None if walk.is_some_and(WalkAhead::live) => match next_within(WALK_POLL) {
+                Ok(batch) => batch,
+                Err(RecvTimeoutError::Timeout) => continue,
+                Err(RecvTimeoutError::Disconnected) => break,
+            },
             None => match next() {
                 Some(batch) => batch,
                 None => break,

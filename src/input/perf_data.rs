@@ -741,15 +741,17 @@ impl<'a> PerfData<'a> {
                             }
                         }
                     }
-                    match walk.start() {
-                        Some(start) if start > range.start + pos => take_at = start - range.start,
-                        None if walk.from() > range.start + pos => {}
-                        // Taken, or passed.
-                        _ => {
+                    take_at = match walk.matches(&decoder) {
+                        true => walk
+                            .next_start(range.start + pos)
+                            .map_or(usize::MAX, |s| s - range.start),
+                        // Its attrs changed: nothing walked can be taken.
+                        false => {
                             walk.stop();
-                            (ahead, take_at) = (None, usize::MAX);
+                            ahead = None;
+                            usize::MAX
                         }
-                    }
+                    };
                 }
                 look_at = (reported + CONSUMED_STEP).min(take_at);
             }

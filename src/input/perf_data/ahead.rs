@@ -1,21 +1,25 @@
-//! The first reorder window of an input without rounds, walked in two parts. Without rounds
-//! nothing is released before [`NO_ROUNDS_WINDOW`] bytes are queued, so the workers have nothing
-//! to do while the reading thread walks the window's records one header after the next (a chain
-//! of cache misses: each record's size gives the next one's place). An idle worker walks the
-//! records from past the window's first half meanwhile ([`WalkAhead::walk`]): it finds a record
-//! there by the headers chaining up from it, and notes each record's time, size and placeable
-//! attr (what queueing it reads), in chunks. The reading thread, on reaching that record exactly,
-//! queues the noted records without reading them; past it without reaching it (a guess off its
-//! chain), it walks on alone. Records found from a place on the reading thread's own chain are
-//! the ones it would have found, read as it would have read them, so what is queued, released
-//! and counted late is the same.
+//! Records of an input without rounds walked ahead of the reading thread by an idle worker.
+//! Without rounds nothing is released before [`NO_ROUNDS_WINDOW`] bytes are queued, and then
+//! nothing again until the window's released half is queued anew, so the workers have nothing to
+//! do while the reading thread walks those records one header after the next (a chain of cache
+//! misses: each record's size gives the next one's place). An idle worker walks the records
+//! ahead of it meanwhile ([`WalkAhead::walk`]): it finds a record there by the headers chaining
+//! up from it, and notes each record's time, size and placeable attr (what queueing it reads),
+//! in chunks. The reading thread, on reaching the first of a chunk exactly, queues the noted
+//! records without reading them; past it without reaching it (a guess off its chain, or a chunk
+//! it outran), it walks on alone, and the worker starts again further ahead. Records found from
+//! a place on the reading thread's own chain are the ones it would have found, read as it would
+//! have read them, so what is queued, released and counted late is the same. A record that is not
+//! queued (a round's end, a record without a time) ends the walk for good: an input with rounds
+//! sends batches all along.
 
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
 
+use super::CONSUMED_STEP;
 use super::bytes::u16_at;
 use super::decode::Decoder;
 use super::order::NO_ROUNDS_WINDOW;
@@ -40,81 +44,101 @@ const CHUNK: usize = 1024;
 /// Records from a place whose headers must chain up (a size that is a multiple of 8 and a
 /// record with a time, each) for it to be taken as a record's start.
 const CHAIN: usize = 32;
-/// How far past its start the walk goes at most (its notes take ~2% of the bytes walked).
+/// How far past where it starts the walk goes at most (its notes take ~2% of the bytes walked).
 const WALK_LIMIT: usize = 2 * NO_ROUNDS_WINDOW;
-/// Inputs smaller than this are not walked in two parts.
+/// Inputs smaller than this are not walked ahead.
 const MIN_DATA: usize = 4 << 20;
+
+/// The walking thread's place.
+#[derive(Default)]
+struct Walker {
+    /// The next record on its chain (0: none found yet).
+    pos: usize,
+    /// Where it stops: [`WALK_LIMIT`] past where it started.
+    limit: usize,
+    /// It met a record that is not queued, or found no chain: it walks no more.
+    ended: bool,
+}
 
 /// The records of an input walked ahead of the reading thread by another thread (see the
 /// module doc): shared by the reading thread's decode and the workers.
 pub struct WalkAhead<'a> {
     /// A decoder with the header's attrs, read by the one thread that walks.
     decoder: Decoder<'a>,
-    /// A thread has begun the walk.
-    taken: AtomicBool,
+    /// Held by the thread walking.
+    walker: Mutex<Walker>,
     bytes: &'a [u8],
     data: Range<usize>,
-    /// Where the walk looks for its first record.
+    /// Where the first walk looks for its first record.
     from: usize,
     /// The attrs `decoder` knows: a reading thread that has met others takes nothing.
     attrs: usize,
-    /// The walk's first record (0 until found).
-    start: AtomicUsize,
     chunks: Mutex<VecDeque<Chunk>>,
     stop: AtomicBool,
 }
 
 impl<'a> WalkAhead<'a> {
-    /// A walk of the records in `data` of `bytes` from about half their first reorder window
-    /// on, with `decoder` (the header's state), if the data section is large enough.
+    /// A walk of the records in `data` of `bytes`, first from about half their first reorder
+    /// window on, with `decoder` (the header's state), if the data section is large enough.
     pub(super) fn new(decoder: Decoder<'a>, bytes: &'a [u8], data: Range<usize>) -> Option<Self> {
         (data.len() >= MIN_DATA).then(|| WalkAhead {
             attrs: decoder.walk_state().1,
             decoder,
-            taken: AtomicBool::new(false),
+            walker: Mutex::new(Walker::default()),
             bytes,
             from: data.start + data.len().min(NO_ROUNDS_WINDOW) / 2,
             data,
-            start: AtomicUsize::new(0),
             chunks: Mutex::new(VecDeque::new()),
             stop: AtomicBool::new(false),
         })
     }
 
-    /// Walks the records ahead of the reading thread, a chunk at a time while `go_on()` says
-    /// so and the reading thread has not stopped it; only the first call walks.
-    pub fn walk(&self, go_on: impl Fn() -> bool) {
-        if self.taken.swap(true, Relaxed) || self.stop.load(Relaxed) {
-            return;
+    /// Walks a chunk of records before `until`, on from where the last walk ended, or (none yet,
+    /// or the reading thread, which reported `read`, is about to pass it) from the first record
+    /// found two of its reporting steps past `read` (and past the first window's half): it looks
+    /// for walked records where it reports, so it could pass one found nearer unseen. Returns
+    /// whether it walked; `false` once the walk has ended or the reading thread has stopped it,
+    /// or while another thread walks.
+    pub fn walk(&self, read: usize, until: usize) -> bool {
+        let Ok(mut w) = self.walker.try_lock() else { return false };
+        if w.ended || self.stop.load(Relaxed) {
+            return false;
         }
         let decoder = &self.decoder;
-        let Some(mut pos) = self.find_start(decoder) else { return };
-        self.start.store(pos, Relaxed);
-        let limit = pos + WALK_LIMIT;
-        while pos < limit && !self.stop.load(Relaxed) && go_on() {
-            let start = pos;
-            let mut records = Vec::with_capacity(CHUNK);
-            while records.len() < CHUNK
-                && let Some(r) = self.record_at(decoder, pos)
-            {
-                pos += usize::from(r.len);
-                records.push(r);
-            }
-            let last = records.len() < CHUNK;
-            if !records.is_empty()
-                && let Ok(mut chunks) = self.chunks.lock()
-            {
-                chunks.push_back(Chunk { start, records });
-            }
-            if last {
-                break;
-            }
+        let from = (read + 2 * CONSUMED_STEP).max(self.from);
+        if w.pos < from {
+            let Some(start) = self.find_start(decoder, from) else {
+                w.ended = true;
+                return false;
+            };
+            (w.pos, w.limit) = (start, start + WALK_LIMIT);
         }
+        let (start, end) = (w.pos, until.min(w.limit));
+        if start >= end {
+            return false;
+        }
+        let mut records = Vec::with_capacity(CHUNK);
+        let mut pos = start;
+        while records.len() < CHUNK && pos < end {
+            let Some(r) = self.record_at(decoder, pos) else {
+                w.ended = true;
+                break;
+            };
+            pos += usize::from(r.len);
+            records.push(r);
+        }
+        w.pos = pos;
+        if !records.is_empty()
+            && let Ok(mut chunks) = self.chunks.lock()
+        {
+            chunks.push_back(Chunk { start, records });
+        }
+        true
     }
 
     /// The first place from `from` on (in steps of 8 bytes from the data's start, as records
     /// lie) from which [`CHAIN`] records chain up, within a record's greatest size.
-    fn find_start(&self, decoder: &Decoder<'_>) -> Option<usize> {
+    fn find_start(&self, decoder: &Decoder<'_>, from: usize) -> Option<usize> {
         let chains = |mut pos| {
             for _ in 0..CHAIN {
                 let r = self.record_at(decoder, pos)?;
@@ -122,7 +146,7 @@ impl<'a> WalkAhead<'a> {
             }
             Some(())
         };
-        let from = self.from - (self.from - self.data.start) % 8;
+        let from = from - (from - self.data.start) % 8;
         (from..from + (1 << 16)).step_by(8).find(|&pos| chains(pos).is_some())
     }
 
@@ -136,15 +160,19 @@ impl<'a> WalkAhead<'a> {
         decoder.walked(&self.bytes[pos..pos + size])
     }
 
-    /// The reading thread's next look: the input position at which it may take walked records
-    /// (`None`: none yet), or that it will not take any (after stopping the walk).
-    pub(super) fn start(&self) -> Option<usize> {
-        Some(self.start.load(Relaxed)).filter(|&s| s > 0)
+    /// Where the first walked chunk at or past `pos`, the reading thread's position, starts (the
+    /// chunks before it, passed, are dropped).
+    pub(super) fn next_start(&self, pos: usize) -> Option<usize> {
+        let mut chunks = self.chunks.lock().ok()?;
+        while chunks.front().is_some_and(|c| c.start < pos) {
+            chunks.pop_front();
+        }
+        chunks.front().map(|c| c.start)
     }
 
-    /// Where the walk begins looking for its first record.
-    pub(super) fn from(&self) -> usize {
-        self.from
+    /// Whether the walk may walk on (it has not ended, nor been stopped).
+    pub fn live(&self) -> bool {
+        !self.stop.load(Relaxed) && self.walker.try_lock().map_or(true, |w| !w.ended)
     }
 
     /// Ends the walk: the reading thread takes no more.
@@ -160,8 +188,8 @@ impl<'a> WalkAhead<'a> {
     /// The walked records from `pos`, the reading thread's position, if a chunk starts there.
     pub(super) fn take(&self, pos: usize) -> Option<Vec<WalkedRecord>> {
         let mut chunks = self.chunks.lock().ok()?;
-        let chunk = chunks.pop_front().filter(|c| c.start == pos)?;
-        Some(chunk.records)
+        chunks.front().filter(|c| c.start == pos)?;
+        chunks.pop_front().map(|c| c.records)
     }
 
     /// Chunks walked and not taken.

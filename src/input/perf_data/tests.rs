@@ -751,16 +751,30 @@ fn roundless_chains_file(n: u64, late_by: u64) -> Vec<u8> {
 }
 
 /// What a deferred decode delivers (each sample read from its place, and whether it came placed)
-/// and its counts and warnings, with the records past the window's first half walked ahead by
-/// another decoder first, or not.
-fn deferred_events(bytes: &[u8], walked: bool) -> (Vec<String>, (u64, u64), Vec<String>) {
+/// and its counts and warnings, with records walked ahead by another decoder, or not: first each
+/// of `walks` (`read`, `until`) as far as it goes, then (`beside`: chunks, lead) that many chunks
+/// at each of the decode's progress reports up to `lead` past it, as an idle worker would.
+fn deferred_events(
+    bytes: &[u8],
+    walks: &[(usize, usize)],
+    beside: Option<(usize, usize)>,
+) -> (Vec<String>, (u64, u64), Vec<String>) {
     let data = PerfData::parse(bytes, Path::new("t.data")).unwrap();
     let mut bodies = data.sample_bodies().unwrap();
+    let walked = !walks.is_empty() || beside.is_some();
     let ahead = bodies.walk_ahead().cloned().filter(|_| walked);
     if let Some(ahead) = &ahead {
-        ahead.walk(|| true);
-        assert!(ahead.start().is_some() && ahead.chunks_left() > 0);
+        for &(read, until) in walks {
+            while ahead.walk(read, until) {}
+        }
     }
+    let walk_beside = |_, read: usize| {
+        if let (Some(ahead), Some((chunks, lead))) = (&ahead, beside) {
+            for _ in 0..chunks {
+                ahead.walk(read, read + lead);
+            }
+        }
+    };
     let placing = Arc::new(AtomicBool::new(false));
     let mut events = Vec::new();
     let report = data
@@ -779,12 +793,12 @@ fn deferred_events(bytes: &[u8], walked: bool) -> (Vec<String>, (u64, u64), Vec<
                 }
                 _ => {}
             },
-            |_, _| {},
+            walk_beside,
             Some(placing.clone()),
             ahead.as_deref(),
         )
         .unwrap();
-    if let Some(ahead) = &ahead {
+    if let Some(ahead) = ahead.as_ref().filter(|_| beside.is_none()) {
         assert_eq!(ahead.chunks_left(), 0, "every walked record taken");
     }
     (events, (report.records, report.samples), report.warnings)
@@ -796,11 +810,28 @@ fn deferred_events(bytes: &[u8], walked: bool) -> (Vec<String>, (u64, u64), Vec<
 fn records_walked_ahead_are_queued_as_the_reading_thread_would() {
     for late_by in [0, 2_000_000] {
         let bytes = roundless_chains_file(200_000, late_by);
-        let walked = deferred_events(&bytes, true);
-        assert_eq!(walked, deferred_events(&bytes, false));
+        let walked = deferred_events(&bytes, &[(0, usize::MAX)], None);
+        assert_eq!(walked, deferred_events(&bytes, &[], None));
         let (events, counts, warnings) = walked;
         assert_eq!(counts, (200_000, 200_000));
         assert_eq!(warnings.len(), usize::from(late_by > 0), "{warnings:?}");
         assert!(events[0].starts_with("sample") && events[1].starts_with("placed"));
+    }
+}
+
+/// A walk that starts again further ahead (the reading thread about to pass it, or past it),
+/// beside a reading thread that takes some of its records and passes others, has its records
+/// queued as the reading thread would have queued them.
+#[test]
+fn records_walked_ahead_in_stretches_are_queued_as_the_reading_thread_would() {
+    let bytes = roundless_chains_file(200_000, 2_000_000);
+    let alone = deferred_events(&bytes, &[], None);
+    let mib = 1 << 20;
+    // The first window's half to 20 MiB; then from past a reading thread at 24 MiB to 30 MiB.
+    let walks = [(0, 20 * mib), (24 * mib, 30 * mib)];
+    assert_eq!(deferred_events(&bytes, &walks, None), alone);
+    // Slower than the reading thread, or as fast, within 3 or 8 MiB of it.
+    for beside in [(1, 3 * mib), (4, 8 * mib)] {
+        assert_eq!(deferred_events(&bytes, &walks[..1], Some(beside)), alone);
     }
 }
