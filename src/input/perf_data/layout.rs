@@ -43,12 +43,13 @@ type Places = ((u16, u16), (u16, u16), usize);
 /// branch stack (`sample_type` without READ, RAW, REGS_USER, STACK_USER, REGS_INTR and AUX).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct SampleLayout {
-    /// The fixed fields before the call chain, by word (8 bytes) in the body: a word index is
-    /// one compare from a read, a byte offset's range two and an overflow check.
-    ip: Option<u8>,
-    tid: Option<u8>,
-    time: Option<u8>,
-    period: Option<u8>,
+    /// The fixed fields before the call chain, by word (8 bytes) in the body, [`ABSENT`] for a
+    /// field the samples lack: a word index is one compare from a read (present or not), a byte
+    /// offset's range two and an overflow check.
+    ip: u16,
+    tid: u16,
+    time: u16,
+    period: u16,
     /// Bytes of the fixed fields before the call chain.
     head: usize,
     /// Whether the samples record a call chain (see [`crate::input::Sample::has_callchain`]).
@@ -74,10 +75,11 @@ impl SampleLayout {
         // The fixed fields before the call chain in perf_event.h order, each a u64 (nine at most).
         let mut head = 0;
         let mut field = |bit: u64| {
-            (st & bit != 0).then(|| {
-                head += 8;
-                (head / 8 - 1) as u8
-            })
+            if st & bit == 0 {
+                return ABSENT;
+            }
+            head += 8;
+            (head / 8 - 1) as u16
         };
         field(SAMPLE_IDENTIFIER);
         let ip = field(SAMPLE_IP);
@@ -117,13 +119,12 @@ impl SampleLayout {
     #[inline]
     pub(super) fn read(&self, body: &[u8]) -> Option<SampleFields> {
         let (callchain, branches, end) = self.places(body)?;
-        // Inside the head: these reads cannot fail.
-        let word = words(body);
-        let field = |i: u8| word(i.into());
-        let ip = self.ip.and_then(field).unwrap_or(0);
-        let pid_tid = self.tid.and_then(field);
-        let time = self.time.and_then(field);
-        let period = self.period.and_then(field).unwrap_or(1);
+        // Inside the head (an absent field's index lies past any body).
+        let field = words(body);
+        let ip = field(self.ip.into()).unwrap_or(0);
+        let pid_tid = field(self.tid.into());
+        let time = field(self.time.into());
+        let period = field(self.period.into()).unwrap_or(1);
         Some(SampleFields { ip, pid_tid, time, period, callchain, branches, end })
     }
 
@@ -132,7 +133,7 @@ impl SampleLayout {
     /// count or report (see [`crate::input::PerfEvent::Placed`]).
     #[inline(always)]
     pub(super) fn fills(&self, body: &[u8]) -> bool {
-        self.tid.is_some() && self.places(body).is_some_and(|(.., end)| end == body.len())
+        self.tid != ABSENT && self.places(body).is_some_and(|(.., end)| end == body.len())
     }
 
     /// What [`read`](Self::read) gives for a `body` its fields [fill](Self::fills), without
@@ -142,8 +143,8 @@ impl SampleLayout {
     #[inline]
     pub(super) fn read_filled(&self, body: &[u8]) -> SampleFields {
         // Every field and entry is a whole number of words: the counts are read by word index.
-        let word = words(body);
-        let word = |i: usize| word(i).unwrap_or(0);
+        let field = words(body);
+        let word = |i: usize| field(i).unwrap_or(0);
         let mut pos = self.head;
         let mut stack = |present: bool, skip: usize, size: usize| {
             if !present {
@@ -156,12 +157,11 @@ impl SampleLayout {
         };
         let callchain = stack(self.callchain, 0, 8);
         let branches = stack(self.branch_stack, self.branch_skip, self.branch_size);
-        let field = |i: u8| word(i.into());
         SampleFields {
-            ip: self.ip.map_or(0, field),
-            pid_tid: self.tid.map(field),
-            time: self.time.map(field),
-            period: self.period.map_or(1, field),
+            ip: field(self.ip.into()).unwrap_or(0),
+            pid_tid: field(self.tid.into()),
+            time: field(self.time.into()),
+            period: field(self.period.into()).unwrap_or(1),
             callchain,
             branches,
             end: body.len(),
@@ -190,6 +190,10 @@ impl SampleLayout {
     }
 }
 
+/// The word index of a field the samples lack ([`SampleLayout::ip`]): past any body, as a record
+/// is less than 64 KiB (8 Ki words).
+const ABSENT: u16 = u16::MAX;
+
 /// Reads the words of `body` by index (see [`SampleLayout::ip`]); `None` past the body.
 #[inline(always)]
 fn words(body: &[u8]) -> impl Fn(usize) -> Option<u64> + '_ {
@@ -199,16 +203,20 @@ fn words(body: &[u8]) -> impl Fn(usize) -> Option<u64> + '_ {
 
 /// The count of `body`'s stack entries of `size` bytes at `pos` and where they start in the
 /// record (see [`SampleFields::callchain`]); `pos` moved past them. The count is checked against
-/// what is left before any use.
+/// what is left before any use: a count of 2^16 or more is refused first (a record is less than
+/// 64 KiB, and an entry at least a byte), so that the entries' length takes no overflow check.
 #[inline(always)]
 fn stack(body: &[u8], pos: &mut usize, skip: usize, size: usize) -> Option<(u16, u16)> {
     let nr = u64_at(body, *pos)?;
-    let at = *pos + 8 + skip;
-    let len = usize::try_from(nr).ok()?.checked_mul(size)?;
-    if body.len().checked_sub(at)? < len {
+    if nr > u64::from(u16::MAX) {
         return None;
     }
-    *pos = at + len;
+    let at = *pos + 8 + skip;
+    let end = at + nr as usize * size;
+    if end > body.len() {
+        return None;
+    }
+    *pos = end;
     Some(((8 + at) as u16, nr as u16))
 }
 
@@ -320,6 +328,39 @@ mod tests {
                 assert!(walk_sample(&attr, &huge, path, loc).is_err());
                 assert_eq!(layout.read(&huge), None);
                 assert!(!layout.fills(&huge));
+            }
+        }
+    }
+
+    /// A stack count that the body cannot hold is refused as the walk refuses it, whatever its
+    /// size: one past what is left, about 2^16 (where the layout refuses a count before reading
+    /// the stack's length), with the low 16 bits of a small count, and past usize's multiply.
+    #[test]
+    fn stack_counts_past_the_body_are_refused_as_the_walk_refuses_them() {
+        let (path, loc) = (Path::new("t.data"), Loc::plain(0));
+        for (sample_type, branch_sample_type) in [
+            (SAMPLE_IP | SAMPLE_TID | SAMPLE_CALLCHAIN, 0),
+            (SAMPLE_IP | SAMPLE_TID | SAMPLE_BRANCH_STACK, BRANCH_HW_INDEX),
+            (SAMPLE_IP | SAMPLE_TID | SAMPLE_TIME | SAMPLE_CALLCHAIN | SAMPLE_BRANCH_STACK, 0),
+            (SAMPLE_TID | SAMPLE_CALLCHAIN | SAMPLE_BRANCH_STACK | SAMPLE_WEIGHT, BRANCH_COUNTERS),
+        ] {
+            let attr = Attr { sample_type, branch_sample_type, ..Attr::default() };
+            let layout = SampleLayout::of(&attr).unwrap();
+            let full = body(&attr);
+            // The first stack's count, and the branch stack's after a call chain of 3.
+            let mut counts = vec![(layout.head, if layout.callchain { 3 } else { 2 })];
+            if layout.callchain && layout.branch_stack {
+                counts.push((layout.head + 32, 2));
+            }
+            for (at, n) in counts {
+                for count in [n + 1, 0xffff, 0x1_0000, 0x1_0000 + n, u64::MAX / 8 + 1, u64::MAX] {
+                    let mut bad = full.clone();
+                    bad[at..at + 8].copy_from_slice(&count.to_le_bytes());
+                    let what = format!("{sample_type:#x} count {count:#x} at {at}");
+                    assert!(walk_sample(&attr, &bad, path, loc).is_err(), "{what}");
+                    assert_eq!(layout.read(&bad), None, "{what}");
+                    assert!(!layout.fills(&bad), "{what}");
+                }
             }
         }
     }
