@@ -984,13 +984,15 @@ struct EntrySlot {
     ranges: u8,
     /// [`EntrySlot::ALONE`] and the other flags.
     flags: u8,
-    /// Whether `count` was added to (a count of 0 still makes map entries).
-    counted: bool,
     from_a: u64,
     to_a: u64,
     from_b: u64,
     to_b: u64,
+    /// 0 until counted (only windows of a weight are).
     count: u64,
+    /// Instructions run outside the binary between the two entries (the newer's source and the
+    /// older's target external), else 0.
+    between: u32,
 }
 
 impl EntrySlot {
@@ -1001,11 +1003,8 @@ impl EntrySlot {
     const A_TO_EXTERNAL: u8 = 2;
     /// The older entry's source is external.
     const B_FROM_EXTERNAL: u8 = 4;
-    /// The newer entry's source and the older one's target are external: instructions ran
-    /// outside the binary between them.
-    const EXTERNAL_BETWEEN: u8 = 8;
     /// An entry's target is in the binary: the slot is counted.
-    const COUNTED: u8 = 16;
+    const COUNTED: u8 = 8;
 
     /// Whether an entry translated to `(from, to)` is kept: external-to-external entries carry
     /// nothing (llvm-profgen drops them too).
@@ -1113,11 +1112,17 @@ impl EntryCache {
         slot.ranges =
             u8::from(EntrySlot::spans(to_a, newer)) + u8::from(EntrySlot::spans(to_b, newer_b));
         slot.span = u32::try_from(slot.count_span(binary)).unwrap_or(EntrySlot::UNKNOWN);
+        if let Some(b) = b
+            && from_a == ext
+            && to_b == ext
+        {
+            // At most 2^14 + 1.
+            slot.between = external_span(b.1, a.0) as u32;
+        }
         let flag = |set: bool, f: u8| if set { f } else { 0 };
         slot.flags = flag(b.is_none(), EntrySlot::ALONE)
             | flag(to_a == ext, EntrySlot::A_TO_EXTERNAL)
             | flag(b.is_some() && from_b == ext, EntrySlot::B_FROM_EXTERNAL)
-            | flag(b.is_some() && from_a == ext && to_b == ext, EntrySlot::EXTERNAL_BETWEEN)
             | flag(to_a != ext || to_b != ext, EntrySlot::COUNTED);
         self.put(raw, i, slot);
     }
@@ -1127,7 +1132,7 @@ impl EntryCache {
     /// too.
     fn put(&mut self, raw: &mut Counters, i: usize, slot: EntrySlot) {
         let old = std::mem::replace(&mut self.slots[i & (Self::SLOTS - 1)], slot);
-        if !old.counted {
+        if old.count == 0 {
             return;
         }
         let ext = Vaddr::EXTERNAL.0;
@@ -1143,12 +1148,36 @@ impl EntryCache {
         }
     }
 
-    /// Adds `n` to the count of slot `i`.
+    /// Adds `n` (> 0) to the count of slot `i`.
     #[inline(always)]
     fn add_at(&mut self, i: usize, n: u64) {
         let slot = &mut self.slots[i & (Self::SLOTS - 1)];
         slot.count = slot.count.saturating_add(n);
-        slot.counted = true;
+    }
+
+    /// Measures the window whose slots `found` holds, in order (each still holding its entries).
+    /// Out of line, so that its loop has the registers to itself.
+    #[inline(never)]
+    fn measure(&self, binary: &Binary, found: &FoundSlots) -> LbrWindow {
+        let mut window = LbrWindow::default();
+        let mut before = (0, false);
+        for &i in &found.slots[..found.n] {
+            let s = &self.slots[i as usize & (Self::SLOTS - 1)];
+            window.measure(binary, s, before);
+            before = (s.b.0, s.flags & EntrySlot::B_FROM_EXTERNAL != 0);
+        }
+        window
+    }
+
+    /// Adds `n` (> 0) to the count of each slot of `found` (one with no entry counted moves
+    /// nothing to the maps).
+    #[inline(always)]
+    fn add_to(&mut self, found: &[u32], n: u64) {
+        let slots = &mut *self.slots;
+        for &i in found {
+            let slot = &mut slots[i as usize & (Self::SLOTS - 1)];
+            slot.count = slot.count.saturating_add(n);
+        }
     }
 
     /// Moves every held count into `raw`.
@@ -1586,10 +1615,9 @@ impl<'b> Aggregator<'b> {
         let Some((leaf, callers)) = s.callchain.0.split_first().filter(|_| with_stack) else {
             // Holding does not pay for LBR-only samples.
             let process = map.process(s.pid);
-            let branches = s.branches.iter().map(|b| (b.source.0, b.target.0));
             let weighting = self.opts.weighting;
             let cycles = || cycle_weights(weighting, s);
-            self.count_lbr(&process, branches, s.repeat, cycles);
+            self.count_lbr(&process, s.branches.0, s.repeat, cycles);
             return;
         };
         let cycles = cycle_weights(self.opts.weighting, s);
@@ -1861,35 +1889,43 @@ impl<'b> Aggregator<'b> {
 
     /// Counts an LBR-only sample (`repeat` samples alike, with the cycle weights `cycles`, summed
     /// only once the window is known to count and its entries are in cache) whose
-    /// LBR entries are `branches` (runtime addresses, most recent first): the branches with an
+    /// LBR entries are `stack` (runtime addresses, most recent first): the branches with an
     /// internal target, and the straight-line code between consecutive entries (entry i's target
-    /// ran up to entry i-1's source). Unless its weight is known up front, the window is measured
-    /// first (its spans give the weight), and then counted in the slots the measuring found, or,
-    /// if it took over slots (where it may have replaced one it found before) and has more than
-    /// one, walked again.
+    /// ran up to entry i-1's source). Unless its weight is known up front, the window's slots are
+    /// probed first, then measured from the slots found (its spans give the weight) and counted
+    /// in them; if a slot taken over replaced one the window found before, the window is walked
+    /// again, measuring as it goes, and once more to count.
     fn count_lbr(
         &mut self,
         process: &ProcessView<'_>,
-        branches: impl Iterator<Item = (u64, u64)> + Clone,
+        stack: &[RawBranch],
         repeat: u64,
         cycles: impl FnOnce() -> CycleWeights,
     ) {
+        let branches = stack.iter().map(|e| {
+            let [source, target, _] = entry_words(e);
+            (source, target)
+        });
         let w = self.opts.weighting;
         if w == Weighting::Plain && self.opts.sample_period.is_none() && repeat > 0 {
             // Plain windows weigh their repeat count (and keep no totals).
-            let window = self.walk_lbr(process, branches, Some(repeat), None);
+            let window = self.walk_lbr(process, branches, Some(repeat));
             self.stats.used += u64::from(window.entries > 0);
             self.stats.outside_binary += u64::from(window.entries == 0);
             return;
         }
         let mut found = self.found.take().unwrap_or_default();
-        found.clear();
-        let misses = self.entries.misses;
-        // A window of one slot (two entries) found it after taking it over, if it did: it is
-        // counted there without a second walk. Short-lived processes' windows miss in every
-        // slot (each process is a new state of the map).
-        let one_slot = branches.size_hint().1.is_some_and(|n| n <= 2);
-        let window = self.walk_lbr(process, branches.clone(), None, Some(&mut found));
+        let probed = self.probe_lbr(process, stack, &mut found);
+        let window = if probed && found.n == 1 {
+            // Measured in place: a call costs more than one slot's measure.
+            let mut window = LbrWindow::default();
+            window.measure(self.binary, &self.entries.slots[found.slots[0] as usize], (0, false));
+            window
+        } else if probed {
+            self.entries.measure(self.binary, &found)
+        } else {
+            self.walk_lbr(process, branches.clone(), None)
+        };
         if window.entries == 0 {
             self.found = Some(found);
             self.stats.outside_binary += 1;
@@ -1907,12 +1943,10 @@ impl<'b> Aggregator<'b> {
         }
         let weight = window_weight(w, || window.span, window.external, count, cycles);
         if weight > 0 {
-            if found.complete && (one_slot || misses == self.entries.misses) {
-                for &i in &found.slots[..found.n] {
-                    self.entries.add_at(i as usize, weight);
-                }
+            if probed {
+                self.entries.add_to(&found.slots[..found.n], weight);
             } else {
-                self.walk_lbr(process, branches, Some(weight), None);
+                self.walk_lbr(process, branches, Some(weight));
             }
             self.samples.weights.add_window(w, count, weight, window.k);
         }
@@ -1920,16 +1954,56 @@ impl<'b> Aggregator<'b> {
         self.stats.used += 1;
     }
 
+    /// Probes the slots of an LBR-only window (taking over those that miss), noting each in
+    /// `found`: true if all are noted and still hold the window's entries (no slot was taken
+    /// over after the window found it). Only the probes' state is live across this loop (the
+    /// measures are summed after it, from the slots' lines it touched).
+    #[inline(always)]
+    fn probe_lbr(
+        &mut self,
+        process: &ProcessView<'_>,
+        stack: &[RawBranch],
+        found: &mut FoundSlots,
+    ) -> bool {
+        let (pairs, last) = stack.as_chunks::<2>();
+        found.n = pairs.len() + last.len();
+        if found.n > FoundSlots::MAX {
+            return false;
+        }
+        let stamp = process.stamp();
+        let binary = self.binary;
+        let (cache, entries) = (&mut self.cache, &mut self.entries);
+        let raw = &mut self.samples.raw;
+        let mut translate = |a: u64| cache.translate(binary, process, stamp, RuntimeAddr(a));
+        let misses = entries.misses;
+        let entry = |e: &RawBranch| {
+            let [source, target, _] = entry_words(e);
+            (source, target)
+        };
+        // The newer entry's kept source and raw source.
+        let mut newer = (Vaddr::EXTERNAL.0, 0);
+        let mut noted = found.slots.iter_mut();
+        for ([a, b], note) in pairs.iter().zip(&mut noted) {
+            let (a, b) = (entry(a), entry(b));
+            let (i, s) = entries.slot(raw, binary, stamp, a, Some(b), newer, &mut translate);
+            newer = (s.newer_after, b.0);
+            *note = i as u32;
+        }
+        if let ([a], Some(note)) = (last, noted.next()) {
+            let (i, _) = entries.slot(raw, binary, stamp, entry(a), None, newer, &mut translate);
+            *note = i as u32;
+        }
+        misses == entries.misses || found.distinct()
+    }
+
     /// One walk over an LBR-only window (see [`count_lbr`](Self::count_lbr)): adds `weight` to
-    /// its branches and ranges if given, else measures it, noting in `found` the slots of what
-    /// is to be counted.
+    /// its branches and ranges if given, else measures it.
     #[inline(always)]
     fn walk_lbr(
         &mut self,
         process: &ProcessView<'_>,
         mut branches: impl Iterator<Item = (u64, u64)>,
         weight: Option<u64>,
-        mut found: Option<&mut FoundSlots>,
     ) -> LbrWindow {
         let stamp = process.stamp();
         let binary = self.binary;
@@ -1938,48 +2012,28 @@ impl<'b> Aggregator<'b> {
         let mut translate = |a: u64| cache.translate(binary, process, stamp, RuntimeAddr(a));
         let mut window = LbrWindow::default();
         // The raw source of the entry before (0 before the first), and whether it is external.
-        let (mut newer_raw, mut after_external) = (0, false);
+        let mut before = (0, false);
         // The source of the newer entry kept.
         let mut newer_source = Vaddr::EXTERNAL.0;
         while let Some(a) = branches.next() {
             let b = branches.next();
-            let newer = (newer_source, newer_raw);
+            let newer = (newer_source, before.0);
             let (i, s) = entries.slot(raw, binary, stamp, a, b, newer, &mut translate);
-            let (flags, kept, ranges, span) = (s.flags, s.kept, s.ranges, s.span);
+            let flags = s.flags;
             newer_source = s.newer_after;
-            if weight.is_none() {
-                if after_external && flags & EntrySlot::A_TO_EXTERNAL != 0 {
-                    window.external = window.external.saturating_add(external_span(a.1, newer_raw));
+            match weight {
+                Some(n) => {
+                    window.entries += u64::from(s.kept);
+                    if flags & EntrySlot::COUNTED != 0 {
+                        entries.add_at(i, n);
+                    }
                 }
-                if let Some(b) = b
-                    && flags & EntrySlot::EXTERNAL_BETWEEN != 0
-                {
-                    window.external = window.external.saturating_add(external_span(b.1, a.0));
-                }
+                None => window.measure(binary, s, before),
             }
-            (newer_raw, after_external) = match b {
+            before = match b {
                 Some(b) => (b.0, flags & EntrySlot::B_FROM_EXTERNAL != 0),
                 None => (a.0, false),
             };
-            window.entries += u64::from(kept);
-            // The entries' branches and the ranges up to their newer sources are counted in
-            // their slot.
-            if flags & EntrySlot::COUNTED != 0 {
-                match weight {
-                    Some(n) => entries.add_at(i, n),
-                    None => {
-                        if let Some(f) = found.as_deref_mut() {
-                            f.note(i);
-                        }
-                        window.k += usize::from(ranges);
-                        let span = match span {
-                            EntrySlot::UNKNOWN => entries.slots[i].count_span(binary),
-                            n => u64::from(n),
-                        };
-                        window.span = window.span.wrapping_add(span);
-                    }
-                }
-            }
         }
         window
     }
@@ -1997,37 +2051,49 @@ struct LbrWindow {
     external: u64,
 }
 
-/// The slots of an LBR-only window's counted entries, as measuring found them (on the stack: LBRs
-/// hold at most 32 entries, longer windows are walked again).
+impl LbrWindow {
+    /// Adds what the window's slot `s` measures, after the slots before it: `before` is the raw
+    /// source of the entry before (0 for the first) and whether it is external.
+    #[inline(always)]
+    fn measure(&mut self, binary: &Binary, s: &EntrySlot, before: (u64, bool)) {
+        let flags = s.flags;
+        if before.1 && flags & EntrySlot::A_TO_EXTERNAL != 0 {
+            self.external += external_span(s.a.1, before.0);
+        }
+        // No overflow: a slot adds at most 2^15 (a window would need 2^49 entries).
+        self.external += u64::from(s.between);
+        // Summed for every slot: one with no entry's target in the binary has no range.
+        self.entries += u64::from(s.kept);
+        self.k += usize::from(s.ranges);
+        let span = match s.span {
+            EntrySlot::UNKNOWN => s.count_span(binary),
+            n => u64::from(n),
+        };
+        self.span = self.span.wrapping_add(span);
+    }
+}
+
+/// The slots of an LBR-only window's entries, as probing found them (LBRs hold at most 32
+/// entries; windows of more than `2 * MAX` are walked).
 struct FoundSlots {
     slots: [u32; Self::MAX],
     n: usize,
-    /// False once a slot did not fit.
-    complete: bool,
 }
 
 impl Default for FoundSlots {
     fn default() -> Self {
-        FoundSlots { slots: [0; Self::MAX], n: 0, complete: true }
+        FoundSlots { slots: [0; Self::MAX], n: 0 }
     }
 }
 
 impl FoundSlots {
     const MAX: usize = 64;
 
-    /// Empties it for the next window (the slots past `n` are never read).
-    fn clear(&mut self) {
-        self.n = 0;
-        self.complete = true;
-    }
-
-    #[inline(always)]
-    fn note(&mut self, i: usize) {
-        match self.slots.get_mut(self.n) {
-            Some(slot) => *slot = i as u32,
-            None => self.complete = false,
-        }
-        self.n += 1;
+    /// Whether no slot is noted twice (a slot taken over later in the window replaced what the
+    /// window found in it before).
+    fn distinct(&self) -> bool {
+        let slots = &self.slots[..self.n.min(Self::MAX)];
+        slots.iter().enumerate().all(|(j, i)| !slots[..j].contains(i))
     }
 }
 
@@ -2138,6 +2204,40 @@ mod tests {
         assert_eq!(branches, sorted(want));
         assert_eq!(ranges, sorted(vec![(pair(3, 5), w), (pair(0, 2), w), (pair(0, 1), w)]));
         assert_eq!(weights, RangeWeights { plain: 6, weighted: 3 * u128::from(w) });
+    }
+
+    /// A window of more slots than [`FoundSlots`] holds is walked, measuring as it goes, and
+    /// walked again to count: the same counts as a window that fits, whose slots are probed and
+    /// then measured (here the first test's window repeated 32 and 33 times: 64 and 66 slots;
+    /// the range from a repeat's first target back to the repeat before is reversed: no span,
+    /// but the map keeps it).
+    #[test]
+    fn lbr_only_windows_past_the_found_slots_count_alike() {
+        let (binary, mapper, insts) = fixture();
+        let at = |i: usize| RuntimeAddr(insts[i].0);
+        let repeat = [
+            Branch { source: at(5), target: at(6) },
+            Branch { source: at(2), target: at(3) },
+            Branch { source: RuntimeAddr(0x10), target: RuntimeAddr(0x20) },
+            Branch { source: at(1), target: at(0) },
+        ];
+        for n in [32, 33] {
+            let window: Vec<_> = repeat.iter().cycle().take(4 * n as usize).copied().collect();
+            let (branches, ranges, weights) =
+                lbr_only_window_counted_twice(&binary, &mapper, &window);
+            // Two samples, each of 2n ranges of three instructions.
+            let w = super::super::weighting::ONE / (6 * n);
+            let pair = |a: usize, b: usize| (insts[a], insts[b]);
+            let each = 2 * n * w;
+            assert_eq!(
+                branches,
+                sorted(vec![(pair(5, 6), each), (pair(2, 3), each), (pair(1, 0), each)])
+            );
+            let want = vec![(pair(0, 2), each), (pair(3, 5), each), (pair(6, 1), 2 * (n - 1) * w)];
+            assert_eq!(ranges, sorted(want));
+            let k = 4 * u128::from(n);
+            assert_eq!(weights, RangeWeights { plain: k, weighted: k * u128::from(w) });
+        }
     }
 
     #[test]
