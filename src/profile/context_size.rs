@@ -60,20 +60,29 @@ impl ContextSizeOracle for NoContextSizes {
 /// A trie keyed leaf first: the function itself at (0, 0), then each caller at its call site.
 #[derive(Debug)]
 pub struct ContextSizeTracker {
+    /// Node 0 is the root, whose children are kept by function in `roots`, not in its map.
     nodes: Vec<SizeNode>,
     /// Id of each name recorded (an index into `guids`), by the address of its (shared) text:
     /// the binary's inline stacks share one name per function, so each is looked up by text
     /// and hashed once, not once per instruction context. The name is kept so that its address
-    /// stays its own. With it, the function's node under the root once made (0 before): the
-    /// root has a child per function, thousands, each found again for every context whose leaf
-    /// it is.
-    ids: HashMap<usize, (FuncName, u32, usize)>,
+    /// stays its own.
+    ids: HashMap<usize, (FuncName, u32)>,
     /// The same ids by text, for queries: the pre-inliner's contexts name functions with other
     /// allocations, and a name never recorded has no node.
     names: HashMap<FuncName, u32>,
     /// GUID (`MD5Hash`) of each name, by id.
     guids: Vec<u64>,
+    /// The root's child of each name, by id (0 for none): one per function (its key is the
+    /// function's at (0, 0)), thousands, each found again for every context whose leaf it is.
+    /// A sorted map of them shifted its tail at each new function.
+    roots: Vec<usize>,
+    /// The root's first child in key order, with its key: what [`Self::first_child`] of the
+    /// root answers.
+    first_root: Option<(ChildKey, usize)>,
 }
+
+/// A child's key: call-site hash, name id and call site.
+type ChildKey = (u64, u32, LineLocation);
 
 #[derive(Debug, Default)]
 struct SizeNode {
@@ -83,7 +92,7 @@ struct SizeNode {
     /// the name id and location only break (theoretical) ties. Most nodes have a child or two:
     /// a sorted vector, not a B-tree node each. Keys are integers: finding a child copies no
     /// name.
-    children: VecMap<(u64, u32, LineLocation), usize>,
+    children: VecMap<ChildKey, usize>,
 }
 
 impl Default for ContextSizeTracker {
@@ -93,6 +102,8 @@ impl Default for ContextSizeTracker {
             ids: HashMap::new(),
             names: HashMap::new(),
             guids: Vec::new(),
+            roots: Vec::new(),
+            first_root: None,
         }
     }
 }
@@ -123,24 +134,32 @@ impl ContextSizeTracker {
     ) -> usize {
         let mut node = 0;
         for (i, (func, frame_loc)) in leaf_first.enumerate() {
-            let address = func.as_ptr() as usize;
-            let (names, guids) = (&mut self.names, &mut self.guids);
-            let (_, id, root_child) = *self.ids.entry(address).or_insert_with(|| {
+            let (names, guids, roots) = (&mut self.names, &mut self.guids, &mut self.roots);
+            let (_, id) = *self.ids.entry(func.as_ptr() as usize).or_insert_with(|| {
                 // Hashed once per text: the binary's units each share their own copy of a name.
                 let id = *names.entry(func.clone()).or_insert_with(|| {
                     guids.push(md5_guid(func));
+                    roots.push(0);
                     (guids.len() - 1) as u32
                 });
-                (func.clone(), id, 0)
+                (func.clone(), id)
             });
-            if i == 0 && root_child != 0 {
-                node = root_child;
+            let fresh = self.nodes.len();
+            if i == 0 {
+                node = self.roots[id as usize];
+                if node == 0 {
+                    let key = Self::key(&self.guids, id, LineLocation::default());
+                    if self.first_root.is_none_or(|(first, _)| key < first) {
+                        self.first_root = Some((key, fresh));
+                    }
+                    self.roots[id as usize] = fresh;
+                    self.nodes.push(SizeNode::default());
+                    node = fresh;
+                }
                 continue;
             }
-            let loc = if i == 0 { LineLocation::default() } else { frame_loc };
-            let key = (callsite_hash_from_guid(self.guids[id as usize], loc), id, loc);
-            let fresh = self.nodes.len();
-            // One search: a new child goes where it ended (node 0, the root, is no child).
+            let key = Self::key(&self.guids, id, frame_loc);
+            // One search: a new child goes where it ended.
             let slot = self.nodes[node].children.get_or_insert_with(&key, || key);
             if *slot == 0 {
                 *slot = fresh;
@@ -149,17 +168,29 @@ impl ContextSizeTracker {
             if node == fresh {
                 self.nodes.push(SizeNode::default());
             }
-            if i == 0 {
-                self.ids.get_mut(&address).expect("recorded above").2 = node;
-            }
         }
         node
     }
 
+    fn key(guids: &[u64], id: u32, loc: LineLocation) -> ChildKey {
+        (callsite_hash_from_guid(guids[id as usize], loc), id, loc)
+    }
+
+    /// The child of `node` for function `id` at call site `loc` (the root's at (0, 0)).
     fn child(&self, node: usize, id: Option<u32>, loc: LineLocation) -> Option<usize> {
         let id = id?;
-        let key = (callsite_hash_from_guid(self.guids[id as usize], loc), id, loc);
-        self.nodes[node].children.get(&key).copied()
+        if node == 0 {
+            return Some(self.roots[id as usize]).filter(|&n| n != 0);
+        }
+        self.nodes[node].children.get(&Self::key(&self.guids, id, loc)).copied()
+    }
+
+    /// The first child of `node` in key order.
+    fn first_child(&self, node: usize) -> Option<usize> {
+        match node {
+            0 => self.first_root.map(|(_, n)| n),
+            _ => self.nodes[node].children.values().next().copied(),
+        }
     }
 }
 
@@ -190,9 +221,7 @@ impl ContextSizeOracle for ContextSizeTracker {
         if size.is_none() {
             let mut current = node.unwrap_or(last_found);
             while size.is_none() {
-                let Some(&first) = self.nodes[current].children.values().next() else {
-                    break;
-                };
+                let Some(first) = self.first_child(current) else { break };
                 current = first;
                 size = self.nodes[current].size;
             }
