@@ -171,6 +171,11 @@ impl<'a> BranchStack<'a> {
     /// entry counts the cycles since the entry before it); 0 when the entries carry none.
     pub fn cycles(&self) -> u64 {
         let newer = &self.0[..self.0.len().saturating_sub(1)];
+        // Most recordings carry none: the fields ORed tell that for less than their sum.
+        let any = newer.iter().fold(0, |any, e| any | Self::words(e)[2]);
+        if (any >> 4) & 0xffff == 0 {
+            return 0;
+        }
         newer.iter().map(|e| (Self::words(e)[2] >> 4) & 0xffff).sum()
     }
     /// An entry as a record holds it, with `cycles` in the flags' 16-bit cycles field (perf
@@ -320,4 +325,28 @@ pub struct InputInfo {
     /// `(type, config)` of every attr that samples branch stacks: the events whose samples
     /// carry LBR windows.
     pub branch_events: Vec<(u32, u64)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stack's cycles are its entries' cycle counts but the oldest's: 0 when they carry none,
+    /// whatever their other flag bits.
+    #[test]
+    fn branch_stack_cycles_are_the_newer_entries_counts_alone() {
+        let b = Branch { source: RuntimeAddr(0x10), target: RuntimeAddr(0x20) };
+        // The mispredicted, predicted and abort bits, and the top bit of the flags word.
+        let flagged = |cycles| {
+            let mut e = BranchStack::entry(b, cycles);
+            e[16] |= 0b1011;
+            e[23] |= 0x80;
+            e
+        };
+        assert_eq!(BranchStack(&[flagged(0), flagged(0), flagged(7)]).cycles(), 0);
+        let some = [flagged(3), flagged(0), flagged(0xffff), flagged(7)];
+        assert_eq!(BranchStack(&some).cycles(), 3 + 0xffff);
+        assert_eq!(BranchStack(&[flagged(7)]).cycles(), 0);
+        assert_eq!(BranchStack(&[]).cycles(), 0);
+    }
 }
