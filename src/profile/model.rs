@@ -384,6 +384,9 @@ impl<K: Ord, V> VecMap<K, V> {
                     s -= 1;
                     continue;
                 }
+                // A new key past those counted would write over mine not moved yet: a
+                // broken key order (mine or theirs) panics here, with the entries leaked.
+                assert!(w > r, "VecMap keys out of order: more new keys than counted");
                 std::ptr::copy(from.add(s), to.add(w - (r - s)), r - s);
                 w -= r - s + 1;
                 r = s;
@@ -394,7 +397,7 @@ impl<K: Ord, V> VecMap<K, V> {
                     break;
                 }
             }
-            debug_assert_eq!(w, r, "every new key placed");
+            assert_eq!(w, r, "VecMap keys out of order: fewer new keys than counted");
             if to == from {
                 self.0.set_len(len + new);
             } else {
@@ -944,6 +947,16 @@ mod tests {
             assert_eq!(got, want, "room {room}");
             assert_eq!(m.0.as_ptr() == before, room >= 4, "in place with room {room}");
         }
+    }
+
+    /// A map whose keys are out of order (a broken invariant) makes the in-place merge count
+    /// new keys one way and place them another: it panics, leaking entries, rather than write
+    /// over entries not moved yet or leave places unwritten.
+    #[test]
+    #[should_panic(expected = "VecMap keys out of order")]
+    fn vec_map_merge_into_keys_out_of_order_panics_rather_than_corrupts() {
+        let mut m = VecMap(vec![(1u32, String::from("a")), (3, "b".into()), (2, "c".into())]);
+        m.merge_from(&[(0u32, 1u8), (2, 2)], |k| *k, |v, _| v.push('+'));
     }
 
     /// Ensuring keys inserts default values at the absent ones only, in key order, wherever they
