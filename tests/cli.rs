@@ -169,3 +169,40 @@ fn a_directory_of_recordings_is_the_same_as_listing_them() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--pid` and `--perf-event` that match no sample say so and how many each dropped, rather
+/// than that no sample has a branch stack (what the samples left, none, would have lacked).
+#[test]
+fn filters_that_keep_no_sample_are_named_not_blamed_on_branch_stacks() {
+    let out = scratch("filters-keep-nothing").join("out.prof");
+    let out = out.to_str().unwrap();
+    let data = "perf-samples/threads/perf.data";
+    let base = ["--binary", "perf-samples/threads/threads", "--perfdata", data, "-o", out];
+    let error = |extra: &[&str]| {
+        let o = profgen(&[&base[..], extra].concat());
+        assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).trim_end().to_string()
+    };
+    let events = "of other events than --perf-event cycles (`perf evlist -i FILE` lists the \
+                  input's events, with their modifiers such as cycles:u)";
+    assert_eq!(
+        error(&["--perf-event", "cycles"]),
+        format!(
+            "profgen: error: {data}: the filters keep no sample: of 1950 samples read, 1950 {events}"
+        )
+    );
+    assert_eq!(
+        error(&["--pid", "1"]),
+        format!(
+            "profgen: error: {data}: the filters keep no sample: of 1950 samples read, 1950 of \
+             other processes than --pid 1"
+        )
+    );
+    assert_eq!(
+        error(&["--pid", "1", "--perf-event", "cycles"]),
+        format!(
+            "profgen: error: {data}: the filters keep no sample: of 1950 samples read, 1950 of \
+             other processes than --pid 1 and 0 {events}"
+        )
+    );
+}

@@ -800,15 +800,19 @@ fn read_samples(
     }
     let truncated = report.truncated() > 0;
     let s = &report.samples;
+    let first_input = || match input {
+        Input::PerfData(paths) | Input::Aggregate(paths) => {
+            paths.first().cloned().unwrap_or_default()
+        }
+        Input::PerfScript(p) | Input::Unsymbolized(p) => p.clone(),
+    };
+    // Said first: with every sample filtered out, none is left to have a branch stack.
+    if s.read > 0 && s.other_process + s.other_event == s.read {
+        return Err(Error::BadFile { path: first_input(), what: filters_keep_nothing(opts, s) });
+    }
     if s.read > 0 && s.used == 0 && s.no_branch_stack == s.read - s.other_process - s.other_event {
-        let input = match input {
-            Input::PerfData(paths) | Input::Aggregate(paths) => {
-                paths.first().cloned().unwrap_or_default()
-            }
-            Input::PerfScript(p) | Input::Unsymbolized(p) => p.clone(),
-        };
         return Err(Error::BadFile {
-            path: input,
+            path: first_input(),
             what: "no sample has a branch stack (recorded without -b or --call-graph lbr?): \
                    give --leading-ip-only (or --basic-events) for a profile from the sample IPs"
                 .into(),
@@ -917,6 +921,23 @@ fn no_sample_in_binary(
         identity,
         found,
     })
+}
+
+/// Why `--pid` / `--perf-event` left no sample: how many each filter dropped.
+fn filters_keep_nothing(opts: &ReadOptions, s: &SampleStats) -> String {
+    let mut dropped = Vec::new();
+    if let Some(pid) = opts.pid {
+        dropped.push(format!("{} of other processes than --pid {pid}", s.other_process));
+    }
+    if !opts.perf_events.is_empty() {
+        dropped.push(format!(
+            "{} of other events than --perf-event {} (`perf evlist -i FILE` lists the input's \
+             events, with their modifiers such as cycles:u)",
+            s.other_event,
+            opts.perf_events.join(",")
+        ));
+    }
+    format!("the filters keep no sample: of {} samples read, {}", s.read, dropped.join(" and "))
 }
 
 /// The input files, for messages.
