@@ -2160,21 +2160,26 @@ mod tests {
         (counts(&samples.raw.branches), counts(&samples.raw.ranges), samples.weights)
     }
 
+    /// A window of four entries, newest first, the third external to external, the others
+    /// between the fixture's instructions.
+    fn four_entries(insts: &[Vaddr]) -> [Branch<RuntimeAddr>; 4] {
+        let at = |i: usize| RuntimeAddr(insts[i].0);
+        [
+            Branch { source: at(5), target: at(6) },
+            Branch { source: at(2), target: at(3) },
+            Branch { source: RuntimeAddr(0x10), target: RuntimeAddr(0x20) },
+            Branch { source: at(1), target: at(0) },
+        ]
+    }
+
     /// An LBR-only window counts its branches with an internal target and the ranges between
     /// the entries it keeps (an external-to-external entry is dropped, so the entries around it
     /// meet), each by the window's weight: here 1/6 (two ranges of three instructions).
     #[test]
     fn lbr_only_windows_count_branches_and_ranges_by_their_weight() {
         let (binary, mapper, insts) = fixture();
-        let at = |i: usize| RuntimeAddr(insts[i].0);
-        let branches = [
-            Branch { source: at(5), target: at(6) },
-            Branch { source: at(2), target: at(3) },
-            Branch { source: RuntimeAddr(0x10), target: RuntimeAddr(0x20) },
-            Branch { source: at(1), target: at(0) },
-        ];
         let (branches, ranges, weights) =
-            lbr_only_window_counted_twice(&binary, &mapper, &branches);
+            lbr_only_window_counted_twice(&binary, &mapper, &four_entries(&insts));
         let w = 2 * (super::super::weighting::ONE / 6);
         let pair = |a: usize, b: usize| (insts[a], insts[b]);
         assert_eq!(branches, sorted(vec![(pair(5, 6), w), (pair(2, 3), w), (pair(1, 0), w)]));
@@ -2214,13 +2219,7 @@ mod tests {
     #[test]
     fn lbr_only_windows_past_the_found_slots_count_alike() {
         let (binary, mapper, insts) = fixture();
-        let at = |i: usize| RuntimeAddr(insts[i].0);
-        let repeat = [
-            Branch { source: at(5), target: at(6) },
-            Branch { source: at(2), target: at(3) },
-            Branch { source: RuntimeAddr(0x10), target: RuntimeAddr(0x20) },
-            Branch { source: at(1), target: at(0) },
-        ];
+        let repeat = four_entries(&insts);
         for n in [32, 33] {
             let window: Vec<_> = repeat.iter().cycle().take(4 * n as usize).copied().collect();
             let (branches, ranges, weights) =
