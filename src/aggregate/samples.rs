@@ -12,7 +12,7 @@ use super::weighting::{
 use super::{Counters, add_count};
 use crate::addr::{Branch, RuntimeAddr, Vaddr};
 use crate::binary::Binary;
-use crate::input::{RawBranch, RawWord, Sample};
+use crate::input::{BranchStack, RawBranch, RawWord, Sample};
 use crate::mapping::{AddressMap, ProcessView};
 use hashbrown::{DefaultHashBuilder, HashMap, HashTable};
 use std::hash::BuildHasher;
@@ -1396,13 +1396,6 @@ impl Held {
     }
 }
 
-/// The words of a branch entry read in place.
-#[inline(always)]
-fn entry_words(e: &RawBranch) -> [u64; 3] {
-    let (words, _) = e.as_chunks::<8>();
-    std::array::from_fn(|i| u64::from_le_bytes(words[i]))
-}
-
 /// The 128-bit product's halves folded (foldhash's mixer).
 #[inline(always)]
 fn fold(a: u64, b: u64) -> u64 {
@@ -1429,7 +1422,7 @@ fn raw_hash(seed: u64, head: [u64; 3], callers: &[RawWord], branches: &[RawBranc
         h = fold(h ^ u64::from_le_bytes(*a), K);
     }
     let entry = |e: &RawBranch| {
-        let [source, target, _] = entry_words(e);
+        let [source, target, _] = BranchStack::words(e);
         source ^ target.rotate_left(32)
     };
     let (pairs, odd) = branches.as_chunks::<2>();
@@ -1467,14 +1460,14 @@ fn holds(
     let (pairs, last_pair) = pairs.as_chunks::<4>();
     let (entries, last_entry) = branches.as_chunks::<2>();
     for (p, [a, b]) in pairs.iter().zip(entries) {
-        let (a, b) = (entry_words(a), entry_words(b));
+        let (a, b) = (BranchStack::words(a), BranchStack::words(b));
         diff[0] |= le(&p[0]) ^ a[0];
         diff[1] |= le(&p[1]) ^ a[1];
         diff[2] |= le(&p[2]) ^ b[0];
         diff[3] |= le(&p[3]) ^ b[1];
     }
     if let ([source, target], [e]) = (last_pair, last_entry) {
-        let e = entry_words(e);
+        let e = BranchStack::words(e);
         diff[0] |= le(source) ^ e[0];
         diff[1] |= le(target) ^ e[1];
     }
@@ -1902,10 +1895,7 @@ impl<'b> Aggregator<'b> {
         repeat: u64,
         cycles: impl FnOnce() -> CycleWeights,
     ) {
-        let branches = stack.iter().map(|e| {
-            let [source, target, _] = entry_words(e);
-            (source, target)
-        });
+        let branches = stack.iter().map(BranchStack::addrs);
         let w = self.opts.weighting;
         if w == Weighting::Plain && self.opts.sample_period.is_none() && repeat > 0 {
             // Plain windows weigh their repeat count (and keep no totals).
@@ -1976,21 +1966,25 @@ impl<'b> Aggregator<'b> {
         let raw = &mut self.samples.raw;
         let mut translate = |a: u64| cache.translate(binary, process, stamp, RuntimeAddr(a));
         let misses = entries.misses;
-        let entry = |e: &RawBranch| {
-            let [source, target, _] = entry_words(e);
-            (source, target)
-        };
         // The newer entry's kept source and raw source.
         let mut newer = (Vaddr::EXTERNAL.0, 0);
         let mut noted = found.slots.iter_mut();
         for ([a, b], note) in pairs.iter().zip(&mut noted) {
-            let (a, b) = (entry(a), entry(b));
+            let (a, b) = (BranchStack::addrs(a), BranchStack::addrs(b));
             let (i, s) = entries.slot(raw, binary, stamp, a, Some(b), newer, &mut translate);
             newer = (s.newer_after, b.0);
             *note = i as u32;
         }
         if let ([a], Some(note)) = (last, noted.next()) {
-            let (i, _) = entries.slot(raw, binary, stamp, entry(a), None, newer, &mut translate);
+            let (i, _) = entries.slot(
+                raw,
+                binary,
+                stamp,
+                BranchStack::addrs(a),
+                None,
+                newer,
+                &mut translate,
+            );
             *note = i as u32;
         }
         misses == entries.misses || found.distinct()

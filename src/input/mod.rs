@@ -163,7 +163,7 @@ impl<'a> BranchStack<'a> {
         &self,
     ) -> impl DoubleEndedIterator<Item = Branch<RuntimeAddr>> + ExactSizeIterator + Clone + 'a {
         self.0.iter().map(|e| {
-            let [source, target, _] = Self::words(e);
+            let (source, target) = Self::addrs(e);
             Branch { source: RuntimeAddr(source), target: RuntimeAddr(target) }
         })
     }
@@ -187,10 +187,17 @@ impl<'a> BranchStack<'a> {
         e[16..].copy_from_slice(&(cycles.min(0xffff) << 4).to_le_bytes());
         e
     }
-    #[inline]
-    fn words(e: &RawBranch) -> [u64; 3] {
+    /// The words of an entry read in place: source, target and flags.
+    #[inline(always)]
+    pub fn words(e: &RawBranch) -> [u64; 3] {
         let (words, _) = e.as_chunks::<8>();
         std::array::from_fn(|i| u64::from_le_bytes(words[i]))
+    }
+    /// An entry's source and target, read in place.
+    #[inline(always)]
+    pub fn addrs(e: &RawBranch) -> (u64, u64) {
+        let [source, target, _] = Self::words(e);
+        (source, target)
     }
 }
 
